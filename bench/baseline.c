@@ -1,0 +1,450 @@
+/*
+** baseline.c -- airlock-baseline: the reference numbers that `airlock bench` divides by.
+** A raw socketpair ping-pong carrying protocol-shaped msgpack frames, and a plain
+** fork+execve+waitpid loop, so airlock's own costs are judged against ones from the same run.
+*/
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <msgpack.h>
+
+#define FRAME_MAX   (16u << 20)     /* the protocol's default max_frame */
+#define N_MAX       10000000ULL     /* bounds the per-sample array to 80 MB */
+#define WARMUP_MAX  100             /* untimed rounds: page faults and caches settle first */
+
+/* ------------------------------------------------------------------ small utilities */
+
+static void die(const char *what)
+{
+  fprintf(stderr, "airlock-baseline: %s: %s\n", what, strerror(errno));
+  exit(1);
+}
+
+/* Waits for one child, retrying on EINTR; its status is of no interest here. */
+static void reap(pid_t pid)
+{
+  while (waitpid(pid, NULL, 0) < 0)
+    if (errno != EINTR)
+      die("waitpid");
+}
+
+static double now_us(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* Parses a decimal count in [lo, hi]; anything else is a usage error. */
+static uint64_t parse_count(const char *s, uint64_t lo, uint64_t hi, const char *what)
+{
+  char *end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < lo || v > hi) {
+    fprintf(stderr, "airlock-baseline: %s must be an integer in [%" PRIu64 ", %" PRIu64 "], got '%s'\n",
+            what, lo, hi, s);
+    exit(2);
+  }
+  return v;
+}
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+  const uint8_t *p = buf;
+  while (len > 0) {
+    ssize_t n = write(fd, p, len);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return -1;
+    p += n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
+/* Reads exactly len bytes. Returns 1, 0 at a clean EOF before the first byte
+** (the peer is finished), or -1 on error or EOF midway (errno EPROTO). */
+static int read_full(int fd, void *buf, size_t len)
+{
+  uint8_t *p = buf;
+  size_t got = 0;
+  while (got < len) {
+    ssize_t n = read(fd, p + got, len - got);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return -1;
+    if (n == 0) {
+      errno = EPROTO;
+      return got == 0 ? 0 : -1;
+    }
+    got += (size_t)n;
+  }
+  return 1;
+}
+
+/* ------------------------------------------------------------------ statistics */
+
+typedef struct stats {
+  double median_us, p99_us, per_sec;
+} stats;
+
+static int cmp_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile (pct in 1..100) of a sorted sample: always a value
+** that was observed, and integer arithmetic so no libm is needed. */
+static double percentile(const double *sorted, size_t n, unsigned pct)
+{
+  size_t rank = (n * pct + 99) / 100;
+  if (rank < 1)
+    rank = 1;
+  return sorted[rank - 1];
+}
+
+/* Sorts the samples in place; per_sec comes from the whole timed span so that
+** work between samples (bookkeeping) is charged too. */
+static stats summarise(double *us, size_t n, double span_us)
+{
+  stats s;
+  qsort(us, n, sizeof us[0], cmp_double);
+  s.median_us = percentile(us, n, 50);
+  s.p99_us = percentile(us, n, 99);
+  s.per_sec = span_us > 0 ? (double)n * 1e6 / span_us : 0;
+  return s;
+}
+
+/* One JSON line; bytes < 0 leaves the field out (fork-exec has no frame size). */
+static void print_json(const char *bench, uint64_t n, long bytes, stats s)
+{
+  printf("{\"bench\":\"%s\",\"n\":%" PRIu64 ",", bench, n);
+  if (bytes >= 0)
+    printf("\"bytes\":%ld,", bytes);
+  printf("\"median_us\":%.2f,\"p99_us\":%.2f,\"per_sec\":%.0f}\n", s.median_us, s.p99_us, s.per_sec);
+}
+
+/* ------------------------------------------------------------------ protocol-shaped frames */
+
+/* The frame sizes must not drift with the id, or the benchmark would measure
+** different bytes at different rounds: ids are packed as fixed-width uint32. */
+typedef enum shape { SHAPE_CALL, SHAPE_REPLY } shape;
+
+/* Packs one whole frame into sb (cleared first): 4 reserved header bytes, the
+** map, then the length patched in so the frame leaves in one write (the way
+** airlock_frame_begin/end build theirs). call: {t, id, effect="ping", args={}, pad=<bin>};
+** reply: {t, id, ok=<bin>} -- the padding is the reply's value. */
+static void pack_frame(msgpack_sbuffer *sb, shape sh, uint32_t id, const char *pad, size_t padlen)
+{
+  static const char reserved[4] = { 0, 0, 0, 0 };
+  msgpack_packer pk;
+  msgpack_sbuffer_clear(sb);
+  msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+  msgpack_sbuffer_write(sb, reserved, sizeof reserved);
+  msgpack_pack_map(&pk, sh == SHAPE_CALL ? 5 : 3);
+  msgpack_pack_str_with_body(&pk, "t", 1);
+  if (sh == SHAPE_CALL)
+    msgpack_pack_str_with_body(&pk, "call", 4);
+  else
+    msgpack_pack_str_with_body(&pk, "reply", 5);
+  msgpack_pack_str_with_body(&pk, "id", 2);
+  msgpack_pack_fix_uint32(&pk, id);
+  if (sh == SHAPE_CALL) {
+    msgpack_pack_str_with_body(&pk, "effect", 6);
+    msgpack_pack_str_with_body(&pk, "ping", 4);
+    msgpack_pack_str_with_body(&pk, "args", 4);
+    msgpack_pack_map(&pk, 0);
+    msgpack_pack_str_with_body(&pk, "pad", 3);
+  } else {
+    msgpack_pack_str_with_body(&pk, "ok", 2);
+  }
+  msgpack_pack_bin_with_body(&pk, pad, padlen);
+  uint32_t body = (uint32_t)(sb->size - 4);
+  uint8_t *h = (uint8_t *)sb->data;
+  h[0] = (uint8_t)(body >> 24);
+  h[1] = (uint8_t)(body >> 16);
+  h[2] = (uint8_t)(body >> 8);
+  h[3] = (uint8_t)body;
+}
+
+/* Bytes msgpack spends on a bin header for a payload of len bytes. */
+static size_t bin_header(size_t len)
+{
+  return len <= 0xff ? 2 : len <= 0xffff ? 3 : 5;
+}
+
+/* The largest padding whose frame fits in target bytes. Some totals cannot be
+** hit exactly (the bin header grows by one or two bytes at 256 and 65536), so
+** the frame may come out a byte or two short; the JSON reports the real size. */
+static size_t pad_for(shape sh, size_t target)
+{
+  msgpack_sbuffer sb;
+  msgpack_sbuffer_init(&sb);
+  pack_frame(&sb, sh, 0, "", 0);
+  size_t base = sb.size - bin_header(0);   /* everything but the bin */
+  msgpack_sbuffer_destroy(&sb);
+  if (target <= base + bin_header(0))
+    return 0;
+  size_t pad = target - base - bin_header(0);
+  while (pad > 0 && base + bin_header(pad) + pad > target)
+    pad--;
+  return pad;
+}
+
+/* Decodes a frame body the way the real parent does and returns its id, or 0
+** if the body is not a map with an unsigned id. */
+static uint64_t frame_id(const uint8_t *body, size_t len)
+{
+  msgpack_unpacked u;
+  uint64_t id = 0;
+  size_t off = 0;
+  msgpack_unpacked_init(&u);
+  if (msgpack_unpack_next(&u, (const char *)body, len, &off) == MSGPACK_UNPACK_SUCCESS &&
+      u.data.type == MSGPACK_OBJECT_MAP) {
+    for (uint32_t i = 0; i < u.data.via.map.size; i++) {
+      const msgpack_object_kv *kv = &u.data.via.map.ptr[i];
+      if (kv->key.type == MSGPACK_OBJECT_STR && kv->key.via.str.size == 2 &&
+          memcmp(kv->key.via.str.ptr, "id", 2) == 0 &&
+          kv->val.type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+        id = kv->val.via.u64;
+    }
+  }
+  msgpack_unpacked_destroy(&u);
+  return id;
+}
+
+/* Blocking read of one frame into buf (cap bytes): header, then body, as a
+** simple synchronous peer would. Returns the body length, 0 at a clean EOF,
+** or -1 (errno EMSGSIZE when the header is out of range). */
+static long read_frame(int fd, uint8_t *buf, size_t cap)
+{
+  uint8_t h[4];
+  int rc = read_full(fd, h, sizeof h);
+  if (rc <= 0)
+    return rc;
+  uint32_t len = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
+  if (len == 0 || len > cap) {
+    errno = EMSGSIZE;
+    return -1;
+  }
+  if (read_full(fd, buf, len) != 1)
+    return -1;
+  return (long)len;
+}
+
+/* ------------------------------------------------------------------ pingpong */
+
+/* A ping-pong peer's buffers: one outgoing frame, one incoming body, the padding. */
+typedef struct peer {
+  int fd;
+  msgpack_sbuffer out;
+  uint8_t *in;
+  char *pad;
+  size_t padlen;
+} peer;
+
+static void peer_init(peer *p, int fd, shape sh, size_t target)
+{
+  p->fd = fd;
+  msgpack_sbuffer_init(&p->out);
+  p->padlen = pad_for(sh, target);
+  p->pad = malloc(p->padlen + 1);
+  p->in = malloc(FRAME_MAX);
+  if (p->pad == NULL || p->in == NULL)
+    die("malloc");
+  memset(p->pad, 'x', p->padlen);
+}
+
+static void peer_free(peer *p)
+{
+  msgpack_sbuffer_destroy(&p->out);
+  free(p->in);
+  free(p->pad);
+}
+
+/* The child: answer every call with a reply of the same id and size until the
+** parent closes its end. */
+static void echo_loop(int fd, size_t target)
+{
+  peer p;
+  peer_init(&p, fd, SHAPE_REPLY, target);
+  for (;;) {
+    long len = read_frame(fd, p.in, FRAME_MAX);
+    if (len == 0)
+      _exit(0);
+    if (len < 0)
+      _exit(1);
+    pack_frame(&p.out, SHAPE_REPLY, (uint32_t)frame_id(p.in, (size_t)len), p.pad, p.padlen);
+    if (write_all(fd, p.out.data, p.out.size) < 0)
+      _exit(1);
+  }
+}
+
+/* One timed-or-not round trip from the parent; dies if the echo is wrong, so a
+** broken baseline can never pass for a fast one. */
+static void round_trip(peer *p, uint32_t id)
+{
+  pack_frame(&p->out, SHAPE_CALL, id, p->pad, p->padlen);
+  if (write_all(p->fd, p->out.data, p->out.size) < 0)
+    die("write call");
+  long len = read_frame(p->fd, p->in, FRAME_MAX);
+  if (len <= 0)
+    die("read reply");
+  if (frame_id(p->in, (size_t)len) != id) {
+    fprintf(stderr, "airlock-baseline: reply id mismatch at round %" PRIu32 "\n", id);
+    exit(1);
+  }
+}
+
+static int cmd_pingpong(uint64_t n, size_t target)
+{
+  /* A dead peer must surface as a write error with a message, not a silent
+  ** SIGPIPE. Only here: forkexec's children would inherit the ignored signal. */
+  signal(SIGPIPE, SIG_IGN);
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+    die("socketpair");
+  pid_t pid = fork();
+  if (pid < 0)
+    die("fork");
+  if (pid == 0) {
+    close(sv[0]);
+    echo_loop(sv[1], target);
+  }
+  close(sv[1]);
+
+  peer p;
+  peer_init(&p, sv[0], SHAPE_CALL, target);
+  double *us = malloc(n * sizeof *us);
+  if (us == NULL)
+    die("malloc");
+  uint32_t id = 1;
+  for (uint64_t i = 0; i < n && i < WARMUP_MAX; i++)
+    round_trip(&p, id++);
+  double start = now_us();
+  for (uint64_t i = 0; i < n; i++) {
+    double t0 = now_us();
+    round_trip(&p, id++);
+    us[i] = now_us() - t0;
+  }
+  double span = now_us() - start;
+  long bytes = (long)p.out.size;
+  peer_free(&p);
+
+  close(sv[0]);   /* EOF tells the echo child to finish */
+  reap(pid);
+  print_json("raw-pingpong", n, bytes, summarise(us, n, span));
+  free(us);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ forkexec */
+
+/* The child side: stdio to /dev/null so whatever the program prints cannot
+** mix with the JSON line, an empty environment, then exec. When exec fails,
+** its errno goes to errfd (if >= 0) for the parent to report. */
+static void exec_child(int devnull, const char *path, int errfd)
+{
+  char *const argv[] = { (char *)path, NULL };
+  char *const envp[] = { NULL };
+  dup2(devnull, 0);
+  dup2(devnull, 1);
+  dup2(devnull, 2);
+  execve(path, argv, envp);
+  int e = errno;
+  if (errfd >= 0 && write(errfd, &e, sizeof e) < 0)
+    _exit(126);
+  _exit(127);
+}
+
+/* fork + execve + waitpid once: the unit being timed. */
+static void fork_exec_once(int devnull, const char *path)
+{
+  pid_t pid = fork();
+  if (pid < 0)
+    die("fork");
+  if (pid == 0)
+    exec_child(devnull, path, -1);
+  reap(pid);
+}
+
+/* One untimed run that reports exactly why exec failed: inside the timed loop
+** a failure would only show as exit 127, which the program might also return.
+** The errno travels over a CLOEXEC pipe that a successful exec simply closes. */
+static void probe_exec(int devnull, const char *path)
+{
+  int pp[2];
+  if (pipe2(pp, O_CLOEXEC) < 0)
+    die("pipe");
+  pid_t pid = fork();
+  if (pid < 0)
+    die("fork");
+  if (pid == 0)
+    exec_child(devnull, path, pp[1]);
+  close(pp[1]);
+  int e = 0;
+  ssize_t got;
+  while ((got = read(pp[0], &e, sizeof e)) < 0 && errno == EINTR)
+    ;
+  close(pp[0]);
+  reap(pid);
+  if (got == (ssize_t)sizeof e) {
+    errno = e;
+    die(path);
+  }
+}
+
+static int cmd_forkexec(uint64_t n, const char *path)
+{
+  int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (devnull < 0)
+    die("/dev/null");
+  probe_exec(devnull, path);
+  double *us = malloc(n * sizeof *us);
+  if (us == NULL)
+    die("malloc");
+  double start = now_us();
+  for (uint64_t i = 0; i < n; i++) {
+    double t0 = now_us();
+    fork_exec_once(devnull, path);
+    us[i] = now_us() - t0;
+  }
+  double span = now_us() - start;
+  close(devnull);
+  print_json("fork-exec", n, -1, summarise(us, n, span));
+  free(us);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ main */
+
+static int usage(void)
+{
+  fputs("usage: airlock-baseline pingpong N BYTES\n"
+        "       airlock-baseline forkexec N PATH\n", stderr);
+  return 2;
+}
+
+int main(int argc, char **argv)
+{
+  if (argc == 4 && strcmp(argv[1], "pingpong") == 0)
+    return cmd_pingpong(parse_count(argv[2], 1, N_MAX, "N"),
+                        (size_t)parse_count(argv[3], 1, FRAME_MAX, "BYTES"));
+  if (argc == 4 && strcmp(argv[1], "forkexec") == 0)
+    return cmd_forkexec(parse_count(argv[2], 1, N_MAX, "N"), argv[3]);
+  return usage();
+}

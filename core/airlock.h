@@ -1,0 +1,278 @@
+/*
+** airlock.h -- public C API of libairlock: frames, protocol codec, spawn, broker.
+** No Lua here: a C host can use every primitive without an interpreter.
+** Conventions: functions return 0 (or a count) on success and -errno on failure;
+** objects that can fail expose a message accessor with a person-readable cause.
+** Nothing in libairlock prints or exits. Not thread-safe: one broker per thread.
+*/
+#ifndef AIRLOCK_H
+#define AIRLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <msgpack.h>
+
+#define AIRLOCK_PROTOCOL_VERSION 1
+#define AIRLOCK_FRAME_MAX_DEFAULT (16u << 20)   /* 16 MiB */
+#define AIRLOCK_CAPTURE_DEFAULT   (64u << 10)   /* 64 KiB per stream */
+#define AIRLOCK_EFFECT_NAME_MAX   256           /* bytes in an effect name */
+#define AIRLOCK_CHANNEL_FD        3             /* the child's end of the socketpair */
+#define AIRLOCK_MSG_DEPTH_MAX     32            /* nesting accepted from a child */
+
+/* ------------------------------------------------------------------ causes */
+
+/* How a run ended: one stable word each (see airlock_cause_name). */
+typedef enum airlock_cause {
+  AIRLOCK_CAUSE_OK = 0,
+  AIRLOCK_CAUSE_ERROR,        /* the guest raised an error */
+  AIRLOCK_CAUSE_INSTRUCTIONS, /* instruction budget ran out */
+  AIRLOCK_CAUSE_MEMORY,       /* memory cap hit */
+  AIRLOCK_CAUSE_DEADLINE,     /* wall-clock deadline: the parent killed the child */
+  AIRLOCK_CAUSE_CPU,          /* RLIMIT_CPU (SIGXCPU, or SIGKILL at the hard limit) */
+  AIRLOCK_CAUSE_SECCOMP,      /* killed by SIGSYS */
+  AIRLOCK_CAUSE_CRASH,        /* any other fatal signal */
+  AIRLOCK_CAUSE_EXIT,         /* exited without a done frame */
+  AIRLOCK_CAUSE_PROTOCOL,     /* bad, oversized or unexpected frame */
+  AIRLOCK_CAUSE_DENIED,       /* an effect was refused and the guest did not handle it */
+  AIRLOCK_CAUSE_CONFINEMENT,  /* a required layer could not be applied */
+  AIRLOCK_CAUSE_LEDGER,       /* the ledger refused a required record */
+  AIRLOCK_CAUSE_DIVERGED,     /* replay asked for a different effect */
+  AIRLOCK_CAUSE_PAUSED,       /* the guest asked for input */
+  AIRLOCK_CAUSE_CANCELLED,    /* the host cancelled the run */
+  AIRLOCK_CAUSE_COUNT_
+} airlock_cause;
+
+/* The cause's word ("ok", "deadline", ...); "unknown" for an out-of-range value. */
+const char *airlock_cause_name(airlock_cause c);
+/* The cause for a word, or -1 when the word names no cause. */
+int airlock_cause_from_name(const char *word);
+/* Signal name without the SIG prefix ("SEGV"), or "signal N" in buf. */
+const char *airlock_signal_name(int sig, char *buf, size_t len);
+
+/* ------------------------------------------------------------------ frames */
+
+/* A frame is a 4-byte big-endian length N (1 <= N <= max) and N bytes of body.
+** The reader is incremental: it accepts partial headers and bodies across calls
+** and never allocates more than the bytes that have actually arrived (rounded up
+** to a growth step), so a lying length header costs nothing. */
+typedef struct airlock_frame_reader {
+  uint8_t hdr[4];
+  uint32_t hdr_have;   /* header bytes received so far */
+  uint32_t len;        /* body length once the header is complete */
+  uint32_t have;       /* body bytes received */
+  uint32_t cap;        /* bytes allocated at body */
+  uint32_t max;        /* largest accepted body */
+  uint8_t *body;
+} airlock_frame_reader;
+
+#define AIRLOCK_FRAME_READY  1   /* a whole frame is in r->body[0..r->len) */
+#define AIRLOCK_FRAME_AGAIN  0   /* no complete frame yet: the source would block */
+#define AIRLOCK_FRAME_EOF    (-100000) /* clean end of stream at a frame boundary */
+
+/* A byte source: returns bytes read (>0), 0 at end of stream, or -errno
+** (-EAGAIN when it would block). */
+typedef ssize_t (*airlock_read_fn)(void *ctx, void *buf, size_t n);
+
+/* Prepares an empty reader accepting bodies up to max bytes (0 = default). */
+void airlock_frame_reader_init(airlock_frame_reader *r, uint32_t max);
+/* Frees the body buffer; the reader may be initialised again. Idempotent. */
+void airlock_frame_reader_free(airlock_frame_reader *r);
+/* Pulls bytes from src until one frame is complete or the source would block.
+** Returns AIRLOCK_FRAME_READY, AIRLOCK_FRAME_AGAIN, AIRLOCK_FRAME_EOF, or
+** -EMSGSIZE (length over max), -EPROTO (zero length, or EOF inside a frame),
+** -ENOMEM, or a -errno from the source. EINTR is retried internally.
+** After READY the caller consumes r->body and calls airlock_frame_reader_reset. */
+int airlock_frame_reader_pull(airlock_frame_reader *r, airlock_read_fn src, void *ctx);
+/* airlock_frame_reader_pull on a file descriptor (read(2)). */
+int airlock_frame_read_fd(airlock_frame_reader *r, int fd);
+/* Forgets the current frame and keeps the buffer for the next one (buffers
+** larger than 1 MiB are released so one big frame does not pin memory). */
+void airlock_frame_reader_reset(airlock_frame_reader *r);
+/* Writes one whole frame (header + body) to a blocking fd, retrying on EINTR and
+** short writes. Returns 0, -EMSGSIZE for len 0 or over UINT32_MAX, or -errno. */
+int airlock_frame_write_fd(int fd, const void *body, size_t len);
+
+/* Builds frames in a msgpack_sbuffer: begin reserves the 4-byte header, the
+** caller packs exactly one map, end writes the length. end returns -EMSGSIZE
+** when the body is empty or larger than max (0 = default). */
+int airlock_frame_begin(msgpack_sbuffer *sb);
+int airlock_frame_end(msgpack_sbuffer *sb, uint32_t max);
+
+/* ------------------------------------------------------------------ codec */
+
+typedef enum airlock_msg_kind {
+  AIRLOCK_MSG_INIT = 1, AIRLOCK_MSG_READY, AIRLOCK_MSG_CALL,
+  AIRLOCK_MSG_REPLY, AIRLOCK_MSG_PAUSE, AIRLOCK_MSG_DONE
+} airlock_msg_kind;
+
+/* One decoded protocol message. Pointers borrow from the msgpack_unpacked given
+** to airlock_msg_decode and live as long as it does. */
+typedef struct airlock_msg {
+  airlock_msg_kind kind;
+  uint64_t version;              /* init, ready: field v (0 if absent) */
+  uint64_t id;                   /* call, reply */
+  const char *effect;            /* call: not NUL-terminated */
+  uint32_t effect_len;
+  const msgpack_object *value;   /* call: args; reply/done: ok; pause: prompt;
+                                    ready: confined; init: the whole map */
+  const msgpack_object *err;     /* reply: err (string); done: err (map) */
+  const msgpack_object *code;    /* reply: optional err code (string) */
+} airlock_msg;
+
+/* Checks that body is a well-formed message before anything is allocated for
+** it: nesting at most AIRLOCK_MSG_DEPTH_MAX, every array and map count no larger
+** than the bytes left, no trailing bytes. Returns 0 or -EPROTO with a message. */
+int airlock_msg_check(const void *body, size_t len, char *err, size_t errlen);
+/* Decodes a frame body: airlock_msg_check, then msgpack-c into *u (the caller
+** owns u: msgpack_unpacked_init before, msgpack_unpacked_destroy after), then
+** checks the top-level map: string keys, t a known kind, the kind's required
+** fields with the right types (call: id positive integer, effect a non-empty
+** string of at most AIRLOCK_EFFECT_NAME_MAX bytes; reply: id, ok or err; done: ok
+** or err). Unknown fields are ignored. Returns 0 or -EPROTO with a message such
+** as "call: field 'effect' must be a string (got integer)". */
+int airlock_msg_decode(const void *body, size_t len, msgpack_unpacked *u,
+                       airlock_msg *msg, char *err, size_t errlen);
+/* The word for a kind ("call"), or "?" */
+const char *airlock_msg_kind_name(airlock_msg_kind k);
+/* Packs the string s of length n as a msgpack str. */
+void airlock_pack_str(msgpack_packer *pk, const char *s, size_t n);
+/* Packs a NUL-terminated key string. */
+void airlock_pack_cstr(msgpack_packer *pk, const char *s);
+/* Looks up key in a map object; NULL if absent or o is not a map. */
+const msgpack_object *airlock_msg_field(const msgpack_object *o, const char *key);
+
+/* ------------------------------------------------------------------ spawn */
+
+/* What the spawner does between fork and exec, in this order: socketpair end
+** to fd 3 (when channel), stdin from /dev/null (or stdin_fd), stdout/stderr to
+** pipes, every other fd closed, signals reset and unblocked, new process group,
+** PR_SET_PDEATHSIG(SIGKILL), chdir, environment replaced, exec. */
+typedef struct airlock_spawn_opts {
+  const char *const *argv;  /* argv[0] is the program path (no PATH search) */
+  const char *const *envp;  /* NULL: empty environment */
+  const char *workdir;      /* NULL: "/" */
+  int channel;              /* 1: create the fd-3 socketpair */
+  int stdin_fd;             /* -1: /dev/null */
+} airlock_spawn_opts;
+
+typedef struct airlock_child {
+  pid_t pid;
+  int pidfd;      /* readable when the child exits (-1 if the kernel lacks pidfd) */
+  int chan;       /* parent's end of the socketpair, non-blocking, or -1 */
+  int out, err;   /* read ends of the capture pipes, non-blocking */
+} airlock_child;
+
+/* Starts a child. Returns 0 and fills c (all fds CLOEXEC), or -errno with a
+** message in err naming the step that failed ("exec /x: No such file ..."). */
+int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size_t errlen);
+/* Closes the parent's fds of a child (not the process). Idempotent. */
+void airlock_child_close(airlock_child *c);
+
+/* ------------------------------------------------------------------ broker */
+
+typedef struct airlock_broker airlock_broker;
+typedef struct airlock_run airlock_run;
+
+typedef struct airlock_usage {
+  double wall_ms, user_ms, sys_ms;
+  long max_rss_kb;
+  uint64_t effects;               /* call frames received */
+  uint64_t bytes_in, bytes_out;   /* channel bytes child->parent, parent->child */
+} airlock_usage;
+
+typedef struct airlock_capture {
+  const char *data;
+  size_t len;
+  int truncated;                  /* 1 when bytes past the cap were discarded */
+} airlock_capture;
+
+/* The outcome of a finished run. Pointers live as long as the run. */
+typedef struct airlock_result {
+  int ok;                         /* cause == ok */
+  airlock_cause cause;
+  const char *message;            /* never NULL: "" when ok */
+  const msgpack_object *value;    /* done.ok, or pause.prompt; NULL if none */
+  const msgpack_object *err;      /* done.err (map with message, traceback) */
+  const msgpack_object *confined; /* ready.confined as the child claimed it */
+  int exit_code;                  /* -1 unless the child exited */
+  int term_signal;                /* 0 unless the child was killed by a signal */
+  airlock_capture out, errout;    /* captured stdout and stderr */
+  airlock_usage usage;
+} airlock_result;
+
+typedef struct airlock_run_opts {
+  const char *const *argv;        /* the worker or program */
+  const char *const *envp;        /* NULL: empty */
+  const char *workdir;            /* NULL: "/" */
+  const void *init;               /* whole init frame (header included), or NULL */
+  size_t init_len;
+  uint32_t max_frame;             /* 0: AIRLOCK_FRAME_MAX_DEFAULT */
+  uint64_t deadline_ms;           /* 0: none */
+  size_t capture_max;             /* per stream; 0: AIRLOCK_CAPTURE_DEFAULT */
+  int expect_ready;               /* 1: the first frame must be ready (worker) */
+  void *udata;                    /* returned by airlock_run_udata */
+} airlock_run_opts;
+
+typedef enum airlock_event_kind { AIRLOCK_EV_CALL = 1, AIRLOCK_EV_DONE } airlock_event_kind;
+
+/* An event popped from the broker. For CALL, effect and args borrow from the
+** run and stay valid until the call is answered or the run ends. For DONE, the
+** run is finished: read airlock_run_result, then airlock_run_release. */
+typedef struct airlock_event {
+  airlock_event_kind kind;
+  airlock_run *run;
+  uint64_t id;
+  const char *effect;
+  uint32_t effect_len;
+  const msgpack_object *args;     /* never NULL for CALL (nil object if absent) */
+} airlock_event;
+
+/* Creates a broker (an epoll set). Returns 0 or -errno. */
+int airlock_broker_new(airlock_broker **out);
+/* Kills and reaps every live run, frees every run the caller has not released,
+** and the broker itself. NULL is a no-op. */
+void airlock_broker_free(airlock_broker *b);
+/* The message for the last failed call on b (start, step). */
+const char *airlock_broker_error(const airlock_broker *b);
+/* Spawns a run and queues its init frame. The run belongs to the broker until
+** its DONE event; the caller then reads the result and releases it. Returns 0
+** or -errno (the message says which step failed); nothing is left behind. */
+int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_run **out);
+/* Waits up to timeout_ms (0: poll, -1: until something happens or the nearest
+** deadline) and processes I/O, exits and deadlines. Returns the number of
+** events now queued, or -errno. Never blocks past the nearest run deadline. */
+int airlock_broker_step(airlock_broker *b, int timeout_ms);
+/* Pops the next event. Returns 1 and fills ev, or 0 when the queue is empty. */
+int airlock_broker_next(airlock_broker *b, airlock_event *ev);
+/* Live runs (started, DONE not yet delivered). */
+size_t airlock_broker_live(const airlock_broker *b);
+
+/* Answers call id with a msgpack-encoded value (len bytes at value; one object).
+** Returns 0, -EINVAL when id is not the outstanding call, -EPIPE when the run
+** has ended (the answer is dropped). */
+int airlock_run_reply(airlock_run *r, uint64_t id, const void *value, size_t len);
+/* Answers call id with an error message; code is an optional word ("denied"). */
+int airlock_run_fail(airlock_run *r, uint64_t id, const char *msg, size_t len, const char *code);
+/* Marks that an effect of this run was refused by policy (so a guest's uncaught
+** "denied" error is believed). */
+void airlock_run_note_denied(airlock_run *r);
+/* Ends a live run with cause cancelled (SIGKILL to its process group); the DONE
+** event follows. No-op on a finished run. */
+int airlock_run_cancel(airlock_run *r);
+/* Ends a live run with the given cause and message (protocol, ledger, ...). */
+int airlock_run_abort(airlock_run *r, airlock_cause cause, const char *message);
+/* The result once DONE was delivered, else NULL. */
+const airlock_result *airlock_run_result(const airlock_run *r);
+/* The caller gives up its handle: a finished run is freed now; a live one is
+** cancelled, and the broker reaps and frees it without an event. */
+void airlock_run_release(airlock_run *r);
+pid_t airlock_run_pid(const airlock_run *r);
+uint64_t airlock_run_serial(const airlock_run *r);   /* 1, 2, ... per broker */
+void *airlock_run_udata(const airlock_run *r);
+int airlock_run_live(const airlock_run *r);
+
+/* Milliseconds on CLOCK_MONOTONIC. */
+double airlock_now_ms(void);
+
+#endif

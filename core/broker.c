@@ -1,0 +1,721 @@
+/*
+** broker.c -- one epoll loop multiplexing many runs: frames in, replies out,
+** capture, deadlines, exits (pidfd) and the cause each run ends with.
+*/
+#define _GNU_SOURCE
+#include "airlock.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { W_CHAN, W_OUT, W_ERR, W_PID, W_COUNT };
+
+struct watch { airlock_run *run; int which; };
+
+/* A decoded frame kept alive (the objects live in u's zone). */
+struct held {
+  msgpack_unpacked u;
+  airlock_msg m;
+  int live;
+};
+
+struct capture_buf { char *data; size_t len, cap; int truncated; };
+
+struct airlock_run {
+  airlock_broker *b;
+  airlock_run *prev, *next;     /* the broker's list of all runs */
+  uint64_t serial;
+  void *udata;
+  airlock_child c;
+  struct watch w[W_COUNT];
+  airlock_frame_reader rd;
+  uint8_t *wbuf;                /* queued channel output */
+  size_t wlen, woff;
+  struct capture_buf cap[2];
+  size_t capture_max;
+  double t_start, deadline_at;  /* ms, monotonic; deadline_at 0 = none */
+  uint64_t deadline_ms;
+  int expect_ready, ready_seen, eof, exited, killed, finished, delivered, released, want_out;
+  int denied_noted;
+  struct held call, ready, final;
+  uint64_t last_id;
+  airlock_cause pending;        /* set when the parent decided the cause */
+  int status;                   /* wait status */
+  struct rusage ru;
+  char message[1024];
+  airlock_result res;
+};
+
+struct airlock_broker {
+  int epfd;
+  airlock_run *runs;
+  size_t live;
+  uint64_t serial;
+  airlock_run **queue;          /* runs with an event to deliver (FIFO) */
+  size_t qhead, qlen, qcap;
+  char error[512];
+};
+
+static const msgpack_object nil_object = { .type = MSGPACK_OBJECT_NIL };
+
+double airlock_now_ms(void);
+
+/* ------------------------------------------------------------ helpers */
+
+static void set_error(airlock_broker *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(b->error, sizeof b->error, fmt, ap);
+  va_end(ap);
+}
+
+static void held_drop(struct held *h) {
+  if (!h->live) return;
+  msgpack_unpacked_destroy(&h->u);
+  memset(h, 0, sizeof *h);
+}
+
+static int queue_push(airlock_broker *b, airlock_run *r) {
+  if (b->qhead + b->qlen == b->qcap) {
+    if (b->qhead > 0) {
+      memmove(b->queue, b->queue + b->qhead, b->qlen * sizeof *b->queue);
+      b->qhead = 0;
+    } else {
+      size_t ncap = b->qcap ? b->qcap * 2 : 16;
+      airlock_run **nq = realloc(b->queue, ncap * sizeof *nq);
+      if (!nq) return -ENOMEM;
+      b->queue = nq;
+      b->qcap = ncap;
+    }
+  }
+  b->queue[b->qhead + b->qlen++] = r;
+  return 0;
+}
+
+static void queue_forget(airlock_broker *b, airlock_run *r) {
+  size_t j = 0;
+  for (size_t i = 0; i < b->qlen; i++)
+    if (b->queue[b->qhead + i] != r) b->queue[b->qhead + j++] = b->queue[b->qhead + i];
+  b->qlen = j;
+}
+
+static void watch_del(airlock_run *r, int which, int fd) {
+  if (fd >= 0) epoll_ctl(r->b->epfd, EPOLL_CTL_DEL, fd, NULL);
+  (void)which;
+}
+
+static int watch_add(airlock_run *r, int which, int fd, uint32_t events) {
+  struct epoll_event ev = { .events = events, .data.ptr = &r->w[which] };
+  r->w[which].run = r;
+  r->w[which].which = which;
+  if (fd < 0) return 0;
+  return epoll_ctl(r->b->epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
+}
+
+static void kill_group(airlock_run *r) {
+  if (r->exited || r->c.pid <= 0) return;
+  /* The leader is not reaped yet, so its pid (and process group id) cannot be
+  ** reused: signalling the group is safe and takes any forked children too. */
+  kill(-r->c.pid, SIGKILL);
+  kill(r->c.pid, SIGKILL);
+  r->killed = 1;
+}
+
+/* The parent decides how the run ends (first decision wins) and kills it. */
+static void end_with(airlock_run *r, airlock_cause cause, const char *fmt, ...) {
+  if (r->pending == AIRLOCK_CAUSE_OK && !r->final.live) {
+    va_list ap;
+    r->pending = cause;
+    va_start(ap, fmt);
+    vsnprintf(r->message, sizeof r->message, fmt, ap);
+    va_end(ap);
+  }
+  kill_group(r);
+}
+
+/* ------------------------------------------------------------ channel output */
+
+static int flush_out(airlock_run *r) {
+  while (r->woff < r->wlen) {
+    ssize_t n = send(r->c.chan, r->wbuf + r->woff, r->wlen - r->woff,
+                     MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) break;
+      return -errno;    /* EPIPE: the child is gone; its exit tells why */
+    }
+    r->woff += (size_t)n;
+    r->res.usage.bytes_out += (uint64_t)n;
+  }
+  int want_out = r->woff < r->wlen;
+  if (want_out != r->want_out) {   /* only touch epoll when interest changes */
+    struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | (want_out ? EPOLLOUT : 0u),
+                              .data.ptr = &r->w[W_CHAN] };
+    epoll_ctl(r->b->epfd, EPOLL_CTL_MOD, r->c.chan, &ev);
+    r->want_out = want_out;
+  }
+  if (!want_out) r->woff = r->wlen = 0;
+  return 0;
+}
+
+static int queue_out(airlock_run *r, const void *p, size_t n) {
+  const uint8_t *src = p;
+  if (r->c.chan < 0 || r->eof) return -EPIPE;
+  while (r->wlen == 0 && n > 0) {   /* common case: nothing queued, send directly */
+    ssize_t k = send(r->c.chan, src, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && errno == EAGAIN) break;
+    if (k < 0) return -errno;
+    r->res.usage.bytes_out += (uint64_t)k;
+    src += k;
+    n -= (size_t)k;
+  }
+  if (n == 0) return 0;
+  uint8_t *nb = realloc(r->wbuf, r->wlen + n);
+  if (!nb) return -ENOMEM;
+  r->wbuf = nb;
+  memcpy(r->wbuf + r->wlen, src, n);
+  r->wlen += n;
+  return flush_out(r);
+}
+
+/* ------------------------------------------------------------ frames in */
+
+static void accept_final(airlock_run *r, struct held *h) {
+  r->final = *h;
+  memset(h, 0, sizeof *h);
+  kill_group(r);   /* done or pause: the disposable child has nothing more to say */
+}
+
+/* Handles one complete frame. Returns 0 to keep reading, 1 to stop. */
+static int on_frame(airlock_run *r) {
+  struct held h;
+  char why[256];
+
+  memset(&h, 0, sizeof h);
+  msgpack_unpacked_init(&h.u);
+  h.live = 1;
+  /* The decoded message lives in its own zone, so the reader can move on. */
+  int rc = airlock_msg_decode(r->rd.body, r->rd.len, &h.u, &h.m, why, sizeof why);
+  airlock_frame_reader_reset(&r->rd);
+  if (rc < 0) {
+    held_drop(&h);
+    end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: %s", why);
+    return 1;
+  }
+  const char *kind = airlock_msg_kind_name(h.m.kind);
+  if (r->call.live) {
+    held_drop(&h);
+    end_with(r, AIRLOCK_CAUSE_PROTOCOL,
+             "protocol: '%s' frame sent while call %llu was still unanswered (one call at a time)",
+             kind, (unsigned long long)r->call.m.id);
+    return 1;
+  }
+  if (r->expect_ready && !r->ready_seen && h.m.kind != AIRLOCK_MSG_READY) {
+    held_drop(&h);
+    end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: first frame must be 'ready', got '%s'", kind);
+    return 1;
+  }
+  switch (h.m.kind) {
+  case AIRLOCK_MSG_READY:
+    if (r->ready_seen || !r->expect_ready) break;
+    if (h.m.version != AIRLOCK_PROTOCOL_VERSION) {
+      held_drop(&h);
+      end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: child speaks version %llu, parent speaks %d",
+               (unsigned long long)h.m.version, AIRLOCK_PROTOCOL_VERSION);
+      return 1;
+    }
+    r->ready_seen = 1;
+    r->ready = h;
+    return 0;
+  case AIRLOCK_MSG_CALL:
+    if (h.m.id <= r->last_id) {
+      unsigned long long got = (unsigned long long)h.m.id;
+      held_drop(&h);
+      end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: call id %llu does not increase (last was %llu)",
+               got, (unsigned long long)r->last_id);
+      return 1;
+    }
+    r->last_id = h.m.id;
+    r->res.usage.effects++;
+    r->call = h;
+    if (queue_push(r->b, r) < 0) {
+      end_with(r, AIRLOCK_CAUSE_PROTOCOL, "out of memory queueing a call");
+      return 1;
+    }
+    return 0;
+  case AIRLOCK_MSG_PAUSE:
+  case AIRLOCK_MSG_DONE:
+    accept_final(r, &h);
+    return 1;
+  default:
+    break;
+  }
+  held_drop(&h);
+  end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: unexpected '%s' frame from the child", kind);
+  return 1;
+}
+
+static void read_channel(airlock_run *r) {
+  while (!r->eof && !r->final.live && r->pending == AIRLOCK_CAUSE_OK) {
+    int rc = airlock_frame_read_fd(&r->rd, r->c.chan);
+    if (rc == AIRLOCK_FRAME_READY) {
+      r->res.usage.bytes_in += 4u + r->rd.len;
+      if (on_frame(r)) return;
+      continue;
+    }
+    if (rc == AIRLOCK_FRAME_AGAIN) return;
+    if (rc == AIRLOCK_FRAME_EOF) { r->eof = 1; return; }
+    r->eof = 1;
+    if (rc == -EMSGSIZE)
+      end_with(r, AIRLOCK_CAUSE_PROTOCOL,
+               "protocol: frame of %u bytes exceeds the limit of %u bytes (max_frame)",
+               r->rd.len, r->rd.max);
+    else if (rc == -EPROTO && r->rd.hdr_have == 4 && r->rd.len == 0)
+      end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: empty frame (length 0)");
+    else if (rc == -EPROTO)
+      end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: channel closed in the middle of a frame");
+    else if (rc == -ECONNRESET)
+      return;   /* the child died; its exit status says why */
+    else
+      end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: reading the channel failed: %s", strerror(-rc));
+    return;
+  }
+}
+
+/* ------------------------------------------------------------ capture */
+
+static void drain_capture(airlock_run *r, int which) {
+  int *fd = which == W_OUT ? &r->c.out : &r->c.err;
+  struct capture_buf *cb = &r->cap[which == W_OUT ? 0 : 1];
+  char scratch[16384];
+
+  while (*fd >= 0) {
+    char *dst = scratch;
+    size_t room = sizeof scratch;
+    if (cb->len < r->capture_max) {
+      if (cb->cap == cb->len) {
+        size_t ncap = cb->cap ? cb->cap * 2 : 4096;
+        if (ncap > r->capture_max) ncap = r->capture_max;
+        char *nd = realloc(cb->data, ncap + 1);
+        if (nd) { cb->data = nd; cb->cap = ncap; }
+      }
+      if (cb->cap > cb->len) { dst = cb->data + cb->len; room = cb->cap - cb->len; }
+    }
+    ssize_t n = read(*fd, dst, room);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    if (n <= 0) {      /* EOF or error: stop watching */
+      watch_del(r, which, *fd);
+      close(*fd);
+      *fd = -1;
+      return;
+    }
+    if (dst == scratch) cb->truncated = 1;   /* over the cap: drained and dropped */
+    else cb->len += (size_t)n;
+  }
+}
+
+/* ------------------------------------------------------------ finishing */
+
+static int worker_cause_word(airlock_run *r, const msgpack_object *err, airlock_cause *out) {
+  const msgpack_object *w = airlock_msg_field(err, "cause");
+  char word[32];
+  if (!w || w->type != MSGPACK_OBJECT_STR || w->via.str.size >= sizeof word) return 0;
+  memcpy(word, w->via.str.ptr, w->via.str.size);
+  word[w->via.str.size] = 0;
+  int c = airlock_cause_from_name(word);
+  /* A child may only claim causes it can observe itself; "denied" only when the
+  ** parent really refused one of its effects. */
+  if (c == AIRLOCK_CAUSE_INSTRUCTIONS || c == AIRLOCK_CAUSE_MEMORY ||
+      (c == AIRLOCK_CAUSE_DENIED && r->denied_noted)) {
+    *out = (airlock_cause)c;
+    return 1;
+  }
+  return 0;
+}
+
+static void copy_str_field(char *dst, size_t len, const msgpack_object *map, const char *key,
+                           const char *fallback) {
+  const msgpack_object *s = airlock_msg_field(map, key);
+  if (s && s->type == MSGPACK_OBJECT_STR) {
+    size_t n = s->via.str.size < len - 1 ? s->via.str.size : len - 1;
+    memcpy(dst, s->via.str.ptr, n);
+    dst[n] = 0;
+  } else {
+    snprintf(dst, len, "%s", fallback);
+  }
+}
+
+/* Last non-empty line of stderr, to explain an unexpected exit. */
+static void stderr_tail(airlock_run *r, char *dst, size_t len) {
+  struct capture_buf *cb = &r->cap[1];
+  size_t end = cb->len;
+  dst[0] = 0;
+  while (end > 0 && (cb->data[end - 1] == '\n' || cb->data[end - 1] == '\r')) end--;
+  size_t start = end;
+  while (start > 0 && cb->data[start - 1] != '\n') start--;
+  size_t n = end - start < len - 1 ? end - start : len - 1;
+  if (n) memcpy(dst, cb->data + start, n);
+  dst[n] = 0;
+}
+
+static void classify(airlock_run *r) {
+  airlock_result *res = &r->res;
+  char sig[32], tail[200];
+  res->exit_code = WIFEXITED(r->status) ? WEXITSTATUS(r->status) : -1;
+  res->term_signal = WIFSIGNALED(r->status) ? WTERMSIG(r->status) : 0;
+
+  if (r->pending != AIRLOCK_CAUSE_OK) {
+    res->cause = r->pending;
+  } else if (r->final.live && r->final.m.kind == AIRLOCK_MSG_PAUSE) {
+    res->cause = AIRLOCK_CAUSE_PAUSED;
+    res->value = r->final.m.value;
+    snprintf(r->message, sizeof r->message, "the guest asked for input");
+  } else if (r->final.live && !r->final.m.err) {
+    res->cause = AIRLOCK_CAUSE_OK;
+    res->value = r->final.m.value;
+    r->message[0] = 0;
+  } else if (r->final.live) {
+    airlock_cause c = AIRLOCK_CAUSE_ERROR;
+    worker_cause_word(r, r->final.m.err, &c);
+    res->cause = c;
+    res->err = r->final.m.err;
+    copy_str_field(r->message, sizeof r->message, r->final.m.err, "message", "guest error");
+  } else if (res->term_signal == SIGSYS) {
+    res->cause = AIRLOCK_CAUSE_SECCOMP;
+    stderr_tail(r, tail, sizeof tail);
+    snprintf(r->message, sizeof r->message, "killed by SIGSYS: a blocked system call%s%s",
+             tail[0] ? ": " : "", tail);
+  } else if (res->term_signal == SIGXCPU) {
+    res->cause = AIRLOCK_CAUSE_CPU;
+    snprintf(r->message, sizeof r->message, "CPU time limit reached (SIGXCPU)");
+  } else if (res->term_signal) {
+    res->cause = AIRLOCK_CAUSE_CRASH;
+    snprintf(r->message, sizeof r->message, "crashed: killed by SIG%s",
+             airlock_signal_name(res->term_signal, sig, sizeof sig));
+  } else {
+    res->cause = AIRLOCK_CAUSE_EXIT;
+    stderr_tail(r, tail, sizeof tail);
+    snprintf(r->message, sizeof r->message, "exited with status %d without a done frame%s%s%s",
+             res->exit_code, tail[0] ? " (stderr: " : "", tail, tail[0] ? ")" : "");
+  }
+  res->ok = res->cause == AIRLOCK_CAUSE_OK;
+  res->message = r->message;
+  if (r->ready.live) res->confined = r->ready.m.value;
+  for (int i = 0; i < 2; i++) {
+    airlock_capture *c = i == 0 ? &res->out : &res->errout;
+    if (r->cap[i].data) r->cap[i].data[r->cap[i].len] = 0;
+    c->data = r->cap[i].data ? r->cap[i].data : "";
+    c->len = r->cap[i].len;
+    c->truncated = r->cap[i].truncated;
+  }
+  res->usage.wall_ms = airlock_now_ms() - r->t_start;
+  res->usage.user_ms = r->ru.ru_utime.tv_sec * 1e3 + r->ru.ru_utime.tv_usec / 1e3;
+  res->usage.sys_ms = r->ru.ru_stime.tv_sec * 1e3 + r->ru.ru_stime.tv_usec / 1e3;
+  res->usage.max_rss_kb = r->ru.ru_maxrss;
+}
+
+static void close_child(airlock_run *r) {
+  watch_del(r, W_CHAN, r->c.chan);
+  watch_del(r, W_OUT, r->c.out);
+  watch_del(r, W_ERR, r->c.err);
+  watch_del(r, W_PID, r->c.pidfd);
+  airlock_child_close(&r->c);
+  free(r->wbuf);
+  r->wbuf = NULL;
+  r->wlen = r->woff = 0;
+  airlock_frame_reader_free(&r->rd);
+}
+
+static void run_free(airlock_run *r);
+
+/* The child has exited (reaped): collect what is left and deliver DONE. */
+static void finish(airlock_run *r) {
+  if (r->finished) return;
+  if (r->c.chan >= 0) read_channel(r);
+  drain_capture(r, W_OUT);
+  drain_capture(r, W_ERR);
+  r->finished = 1;
+  r->b->live--;
+  held_drop(&r->call);     /* an unanswered call dies with its run */
+  close_child(r);
+  classify(r);
+  queue_forget(r->b, r);
+  if (r->released) return;   /* freed by the sweep at the end of the step */
+  if (queue_push(r->b, r) < 0) r->delivered = 1;   /* cannot queue: leave it pollable */
+}
+
+static void on_exit_ready(airlock_run *r) {
+  siginfo_t si;
+  memset(&si, 0, sizeof si);
+  /* Peek without reaping so the group can still be signalled safely. */
+  if (waitid(P_PID, (id_t)r->c.pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid == 0) return;
+  if (r->c.chan >= 0) read_channel(r);
+  kill(-r->c.pid, SIGKILL);     /* anything it forked dies with it */
+  if (wait4(r->c.pid, &r->status, 0, &r->ru) < 0) return;
+  r->exited = 1;
+  finish(r);
+}
+
+static void check_deadline(airlock_run *r, double now) {
+  if (r->finished || r->deadline_at == 0 || now < r->deadline_at) return;
+  r->deadline_at = 0;
+  end_with(r, AIRLOCK_CAUSE_DEADLINE, "deadline of %llu ms passed", (unsigned long long)r->deadline_ms);
+}
+
+/* ------------------------------------------------------------ public */
+
+int airlock_broker_new(airlock_broker **out) {
+  airlock_broker *b = calloc(1, sizeof *b);
+  if (!b) return -ENOMEM;
+  b->epfd = epoll_create1(EPOLL_CLOEXEC);
+  if (b->epfd < 0) { int e = errno; free(b); return -e; }
+  *out = b;
+  return 0;
+}
+
+const char *airlock_broker_error(const airlock_broker *b) { return b->error; }
+size_t airlock_broker_live(const airlock_broker *b) { return b->live; }
+
+int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_run **out) {
+  airlock_spawn_opts so;
+  airlock_run *r = calloc(1, sizeof *r);
+  if (!r) { set_error(b, "out of memory"); return -ENOMEM; }
+  r->b = b;
+  r->udata = o->udata;
+  r->capture_max = o->capture_max ? o->capture_max : AIRLOCK_CAPTURE_DEFAULT;
+  r->expect_ready = o->expect_ready;
+  r->deadline_ms = o->deadline_ms;
+  r->res.exit_code = -1;
+  airlock_frame_reader_init(&r->rd, o->max_frame ? o->max_frame : AIRLOCK_FRAME_MAX_DEFAULT);
+
+  memset(&so, 0, sizeof so);
+  so.argv = o->argv;
+  so.envp = o->envp;
+  so.workdir = o->workdir;
+  so.channel = 1;
+  so.stdin_fd = -1;
+  r->t_start = airlock_now_ms();
+  int rc = airlock_spawn(&so, &r->c, b->error, sizeof b->error);
+  if (rc < 0) { airlock_frame_reader_free(&r->rd); free(r); return rc; }
+  if (r->c.pidfd < 0) {
+    rc = -ENOSYS;
+    set_error(b, "spawn: this kernel has no pidfd_open (Linux 5.3 or later is required)");
+    goto undo;
+  }
+  if ((rc = watch_add(r, W_CHAN, r->c.chan, EPOLLIN | EPOLLRDHUP)) < 0 ||
+      (rc = watch_add(r, W_OUT, r->c.out, EPOLLIN)) < 0 ||
+      (rc = watch_add(r, W_ERR, r->c.err, EPOLLIN)) < 0 ||
+      (rc = watch_add(r, W_PID, r->c.pidfd, EPOLLIN)) < 0) {
+    set_error(b, "epoll_ctl: %s", strerror(-rc));
+    goto undo;
+  }
+  if (o->deadline_ms) r->deadline_at = r->t_start + (double)o->deadline_ms;
+  r->serial = ++b->serial;
+  r->next = b->runs;
+  if (b->runs) b->runs->prev = r;
+  b->runs = r;
+  b->live++;
+  if (o->init && o->init_len) {
+    rc = queue_out(r, o->init, o->init_len);
+    if (rc == -ENOMEM) end_with(r, AIRLOCK_CAUSE_PROTOCOL, "out of memory sending init");
+    /* -EPIPE: the child already died; its exit explains why. */
+  }
+  *out = r;
+  return 0;
+
+undo:
+  kill(r->c.pid, SIGKILL);
+  waitpid(r->c.pid, NULL, 0);
+  close_child(r);
+  free(r);
+  return rc;
+}
+
+static double nearest_deadline(airlock_broker *b) {
+  double best = 0;
+  for (airlock_run *r = b->runs; r; r = r->next)
+    if (!r->finished && r->deadline_at > 0 && (best == 0 || r->deadline_at < best)) best = r->deadline_at;
+  return best;
+}
+
+int airlock_broker_step(airlock_broker *b, int timeout_ms) {
+  struct epoll_event evs[64];
+  double now = airlock_now_ms();
+  double dl = nearest_deadline(b);
+  int wait = timeout_ms;
+
+  if (b->qlen > 0) wait = 0;
+  if (dl > 0) {
+    double until = dl - now;
+    int ms = until <= 0 ? 0 : (int)ceil(until);
+    if (wait < 0 || ms < wait) wait = ms;
+  }
+  if (wait < 0 && b->live == 0) wait = 0;   /* nothing could ever wake us */
+  int n = epoll_wait(b->epfd, evs, 64, wait);
+  if (n < 0) {
+    if (errno != EINTR) { set_error(b, "epoll_wait: %s", strerror(errno)); return -errno; }
+    n = 0;
+  }
+  for (int i = 0; i < n; i++) {
+    struct watch *w = evs[i].data.ptr;
+    airlock_run *r = w->run;
+    if (r->finished) continue;
+    switch (w->which) {
+    case W_CHAN:
+      if (evs[i].events & EPOLLOUT) flush_out(r);
+      if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) read_channel(r);
+      if (r->eof && r->c.chan >= 0) {   /* stop hearing about a closed channel */
+        watch_del(r, W_CHAN, r->c.chan);
+        close(r->c.chan);
+        r->c.chan = -1;
+      }
+      break;
+    case W_OUT: drain_capture(r, W_OUT); break;
+    case W_ERR: drain_capture(r, W_ERR); break;
+    case W_PID: on_exit_ready(r); break;
+    }
+  }
+  now = airlock_now_ms();
+  for (airlock_run *r = b->runs, *next; r; r = next) {
+    next = r->next;
+    check_deadline(r, now);
+    if (r->finished && r->released) run_free(r);   /* no event of this batch can name it now */
+  }
+  return (int)b->qlen;
+}
+
+int airlock_broker_next(airlock_broker *b, airlock_event *ev) {
+  while (b->qlen > 0) {
+    airlock_run *r = b->queue[b->qhead++];
+    b->qlen--;
+    if (b->qlen == 0) b->qhead = 0;
+    memset(ev, 0, sizeof *ev);
+    ev->run = r;
+    if (r->finished) {
+      if (r->delivered) continue;
+      r->delivered = 1;
+      ev->kind = AIRLOCK_EV_DONE;
+      return 1;
+    }
+    if (!r->call.live) continue;
+    ev->kind = AIRLOCK_EV_CALL;
+    ev->id = r->call.m.id;
+    ev->effect = r->call.m.effect;
+    ev->effect_len = r->call.m.effect_len;
+    ev->args = r->call.m.value ? r->call.m.value : &nil_object;
+    return 1;
+  }
+  return 0;
+}
+
+static int reply_frame(airlock_run *r, uint64_t id, const char *key, const void *raw, size_t rawlen,
+                       const char *msg, size_t msglen, const char *code) {
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+  if (r->finished || !r->call.live) return r->finished ? -EPIPE : -EINVAL;
+  if (r->call.m.id != id) return -EINVAL;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  airlock_frame_begin(&sb);
+  msgpack_pack_map(&pk, code ? 4 : 3);
+  airlock_pack_cstr(&pk, "t");
+  airlock_pack_cstr(&pk, "reply");
+  airlock_pack_cstr(&pk, "id");
+  msgpack_pack_uint64(&pk, id);
+  airlock_pack_cstr(&pk, key);
+  if (raw) msgpack_sbuffer_write(&sb, raw, rawlen);
+  else airlock_pack_str(&pk, msg, msglen);
+  if (code) {
+    airlock_pack_cstr(&pk, "code");
+    airlock_pack_cstr(&pk, code);
+  }
+  int rc = airlock_frame_end(&sb, r->rd.max);
+  if (rc == 0) {
+    held_drop(&r->call);
+    rc = queue_out(r, sb.data, sb.size);
+    if (rc == -EPIPE) rc = 0;   /* the child died meanwhile: its exit is the story */
+  }
+  msgpack_sbuffer_destroy(&sb);
+  return rc;
+}
+
+int airlock_run_reply(airlock_run *r, uint64_t id, const void *value, size_t len) {
+  if (!value || len == 0) return -EINVAL;
+  return reply_frame(r, id, "ok", value, len, NULL, 0, NULL);
+}
+
+int airlock_run_fail(airlock_run *r, uint64_t id, const char *msg, size_t len, const char *code) {
+  return reply_frame(r, id, "err", NULL, 0, msg, len, code);
+}
+
+void airlock_run_note_denied(airlock_run *r) { r->denied_noted = 1; }
+
+int airlock_run_cancel(airlock_run *r) {
+  return airlock_run_abort(r, AIRLOCK_CAUSE_CANCELLED, "cancelled by the host");
+}
+
+int airlock_run_abort(airlock_run *r, airlock_cause cause, const char *message) {
+  if (r->finished) return 0;
+  end_with(r, cause, "%s", message);
+  return 0;
+}
+
+const airlock_result *airlock_run_result(const airlock_run *r) {
+  return r->finished && r->delivered ? &r->res : NULL;
+}
+
+pid_t airlock_run_pid(const airlock_run *r) { return r->c.pid; }
+uint64_t airlock_run_serial(const airlock_run *r) { return r->serial; }
+void *airlock_run_udata(const airlock_run *r) { return r->udata; }
+int airlock_run_live(const airlock_run *r) { return !r->finished; }
+
+static void run_free(airlock_run *r) {
+  airlock_broker *b = r->b;
+  queue_forget(b, r);
+  if (r->prev) r->prev->next = r->next; else b->runs = r->next;
+  if (r->next) r->next->prev = r->prev;
+  held_drop(&r->call);
+  held_drop(&r->ready);
+  held_drop(&r->final);
+  free(r->cap[0].data);
+  free(r->cap[1].data);
+  free(r);
+}
+
+void airlock_run_release(airlock_run *r) {
+  if (!r) return;
+  if (r->finished) { run_free(r); return; }
+  r->released = 1;
+  queue_forget(r->b, r);
+  airlock_run_cancel(r);
+}
+
+void airlock_broker_free(airlock_broker *b) {
+  if (!b) return;
+  while (b->runs) {
+    airlock_run *r = b->runs;
+    if (!r->finished) {
+      kill_group(r);
+      if (!r->exited && wait4(r->c.pid, &r->status, 0, &r->ru) >= 0) r->exited = 1;
+      r->released = 1;
+      finish(r);
+    }
+    run_free(r);
+  }
+  close(b->epfd);
+  free(b->queue);
+  free(b);
+}

@@ -1,0 +1,412 @@
+/*
+** codec.c -- protocol messages: a non-allocating msgpack validator that runs
+** before msgpack-c sees untrusted bytes, and the per-kind field checks.
+*/
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "airlock.h"
+
+__attribute__((format(printf, 3, 4)))
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+  if (err != NULL && errlen > 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+  }
+  return -EPROTO;
+}
+
+static uint64_t get_be(const uint8_t *p, unsigned n)
+{
+  uint64_t v = 0;
+  while (n-- > 0)
+    v = v << 8 | *p++;
+  return v;
+}
+
+/* ------------------------------------------------------------------ check */
+
+/* msgpack-c allocates count * sizeof(msgpack_object) as soon as it reads an
+** array or map header, before any element arrives, and recurses on its own
+** fixed stack. This walk proves the bytes are complete and shallow first. */
+int airlock_msg_check(const void *body, size_t len, char *err, size_t errlen)
+{
+  const uint8_t *b = body;
+  size_t pos = 0;
+  /* left[d]: objects still owed to the container open at depth d; left[0] is
+  ** the single top-level object. */
+  uint64_t left[AIRLOCK_MSG_DEPTH_MAX + 1];
+  int depth = 0;
+
+  if (len == 0)
+    return fail(err, errlen, "empty message");
+  left[0] = 1;
+  for (;;) {
+    while (left[depth] == 0) {
+      if (depth == 0)
+        goto complete;
+      depth--;
+    }
+    left[depth]--;
+    if (pos == len)
+      return fail(err, errlen, "message ends at byte %zu but an element is missing", pos);
+
+    size_t at = pos;
+    uint8_t tag = b[pos++];
+    const char *what;
+    unsigned lenbytes = 0;    /* size of the length or count field after the tag */
+    uint64_t payload = 0;     /* bytes after the tag and length field */
+    uint64_t count = 0;       /* str/bin/ext length, or array/map count */
+    enum { SCALAR, DATA, ARRAY, MAP } shape = SCALAR;
+
+    if (tag <= 0x7f || tag >= 0xe0) {
+      what = "fixint";
+    } else if (tag <= 0x8f) {
+      what = "map"; shape = MAP; count = tag & 0x0f;
+    } else if (tag <= 0x9f) {
+      what = "array"; shape = ARRAY; count = tag & 0x0f;
+    } else if (tag <= 0xbf) {
+      what = "str"; shape = DATA; count = tag & 0x1f;
+    } else {
+      switch (tag) {
+      case 0xc0: what = "nil"; break;
+      case 0xc2: case 0xc3: what = "bool"; break;
+      case 0xc4: case 0xc5: case 0xc6:
+        what = "bin"; shape = DATA; lenbytes = 1u << (tag - 0xc4);
+        break;
+      case 0xc7: case 0xc8: case 0xc9:
+        /* the extra byte is the ext type */
+        what = "ext"; shape = DATA; lenbytes = 1u << (tag - 0xc7); payload = 1;
+        break;
+      case 0xca: what = "float32"; payload = 4; break;
+      case 0xcb: what = "float64"; payload = 8; break;
+      case 0xcc: case 0xcd: case 0xce: case 0xcf:
+        what = "uint"; payload = 1u << (tag - 0xcc);
+        break;
+      case 0xd0: case 0xd1: case 0xd2: case 0xd3:
+        what = "int"; payload = 1u << (tag - 0xd0);
+        break;
+      case 0xd4: case 0xd5: case 0xd6: case 0xd7: case 0xd8:
+        what = "fixext"; payload = 1 + (1u << (tag - 0xd4));
+        break;
+      case 0xd9: case 0xda: case 0xdb:
+        what = "str"; shape = DATA; lenbytes = 1u << (tag - 0xd9);
+        break;
+      case 0xdc: case 0xdd:
+        what = "array"; shape = ARRAY; lenbytes = 2u << (tag - 0xdc);
+        break;
+      case 0xde: case 0xdf:
+        what = "map"; shape = MAP; lenbytes = 2u << (tag - 0xde);
+        break;
+      default:
+        return fail(err, errlen, "0x%02x at byte %zu is not a msgpack type", tag, at);
+      }
+    }
+
+    if (lenbytes > 0) {
+      if (len - pos < lenbytes)
+        return fail(err, errlen, "%s header at byte %zu is truncated", what, at);
+      count = get_be(b + pos, lenbytes);
+      pos += lenbytes;
+    }
+    if (shape == DATA)
+      payload += count;
+    /* SECURITY: every declared length is checked against the bytes present. */
+    if (payload > len - pos)
+      return fail(err, errlen, "%s at byte %zu needs %" PRIu64 " bytes but only %zu remain",
+                  what, at, payload, len - pos);
+    pos += payload;
+
+    if (shape == ARRAY || shape == MAP) {
+      uint64_t items = shape == MAP ? 2 * count : count;
+      /* SECURITY: each element takes at least one byte, so a count larger than
+      ** the bytes left is a lie, caught here before msgpack-c would allocate. */
+      if (items > len - pos)
+        return fail(err, errlen, "%s at byte %zu claims %" PRIu64 " %s but only %zu bytes remain",
+                    what, at, count, shape == MAP ? "pairs" : "elements", len - pos);
+      /* SECURITY: bounded nesting keeps left[] and msgpack-c's parse stack
+      ** from overflowing; empty containers count too, as they do for msgpack-c. */
+      if (depth == AIRLOCK_MSG_DEPTH_MAX)
+        return fail(err, errlen, "%s at byte %zu nests deeper than %d levels",
+                    what, at, AIRLOCK_MSG_DEPTH_MAX);
+      if (items > 0)
+        left[++depth] = items;
+    }
+  }
+complete:
+  if (pos < len)
+    return fail(err, errlen, "%zu trailing byte%s after the message", len - pos,
+                len - pos == 1 ? "" : "s");
+  return 0;
+}
+
+/* ------------------------------------------------------------------ decode */
+
+static const char *const kind_names[] = {
+  [AIRLOCK_MSG_INIT] = "init",   [AIRLOCK_MSG_READY] = "ready",
+  [AIRLOCK_MSG_CALL] = "call",   [AIRLOCK_MSG_REPLY] = "reply",
+  [AIRLOCK_MSG_PAUSE] = "pause", [AIRLOCK_MSG_DONE] = "done",
+};
+
+/* Top-level fields any kind reads; found in one pass over the map. */
+enum field { F_T, F_V, F_ID, F_EFFECT, F_ARGS, F_OK, F_ERR, F_CODE, F_PROMPT, F_CONFINED, F_COUNT };
+static const char *const field_names[F_COUNT] = {
+  "t", "v", "id", "effect", "args", "ok", "err", "code", "prompt", "confined",
+};
+
+static const msgpack_object nil_object = { .type = MSGPACK_OBJECT_NIL };
+
+static const char *type_name(msgpack_object_type t)
+{
+  switch (t) {
+  case MSGPACK_OBJECT_NIL: return "nil";
+  case MSGPACK_OBJECT_BOOLEAN: return "boolean";
+  case MSGPACK_OBJECT_POSITIVE_INTEGER:
+  case MSGPACK_OBJECT_NEGATIVE_INTEGER: return "integer";
+  case MSGPACK_OBJECT_FLOAT32:
+  case MSGPACK_OBJECT_FLOAT64: return "float";
+  case MSGPACK_OBJECT_STR: return "string";
+  case MSGPACK_OBJECT_BIN: return "binary";
+  case MSGPACK_OBJECT_ARRAY: return "array";
+  case MSGPACK_OBJECT_MAP: return "map";
+  case MSGPACK_OBJECT_EXT: return "ext";
+  }
+  return "?";
+}
+
+static int key_is(const msgpack_object *k, const char *s, size_t n)
+{
+  return k->type == MSGPACK_OBJECT_STR && k->via.str.size == n &&
+         (n == 0 || memcmp(k->via.str.ptr, s, n) == 0);
+}
+
+/* A peer-chosen string quoted in a message: short, and no control bytes that
+** could forge log lines. */
+static const char *printable(char *out, size_t cap, const char *s, size_t n)
+{
+  size_t i;
+  for (i = 0; i < n && i + 1 < cap; i++)
+    out[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+  out[i] = '\0';
+  return out;
+}
+
+/* msgpack-c's strings point into the bytes they were parsed from. Parsing a
+** copy held by u's zone makes every object live exactly as long as u, so the
+** caller may reuse the frame buffer while a message is still in use. */
+static int unpack_copy(const void *body, size_t len, msgpack_unpacked *u,
+                       char *err, size_t errlen)
+{
+  msgpack_unpacked_destroy(u);
+  u->zone = msgpack_zone_new(MSGPACK_ZONE_CHUNK_SIZE);
+  char *copy = u->zone ? msgpack_zone_malloc_no_align(u->zone, len) : NULL;
+  if (copy == NULL) {
+    fail(err, errlen, "out of memory for a %zu-byte message", len);
+    return -ENOMEM;
+  }
+  memcpy(copy, body, len);
+  size_t off = 0;
+  switch (msgpack_unpack(copy, len, &off, u->zone, &u->data)) {
+  case MSGPACK_UNPACK_SUCCESS:
+    return 0;
+  case MSGPACK_UNPACK_NOMEM_ERROR:
+    fail(err, errlen, "out of memory decoding a %zu-byte message", len);
+    return -ENOMEM;
+  default:
+    return fail(err, errlen, "msgpack-c rejected a message that passed the check");
+  }
+}
+
+static int want_type(const char *kind, enum field f, const msgpack_object *o,
+                     msgpack_object_type t, char *err, size_t errlen)
+{
+  if (o != NULL && o->type != t)
+    return fail(err, errlen, "%s: field '%s' must be a %s (got %s)", kind, field_names[f],
+                type_name(t), type_name(o->type));
+  return 0;
+}
+
+static int want_id(const char *kind, const msgpack_object *o, uint64_t *id,
+                   char *err, size_t errlen)
+{
+  if (o == NULL)
+    return fail(err, errlen, "%s: missing field 'id'", kind);
+  if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+    return fail(err, errlen, "%s: field 'id' must be a positive integer (got %" PRId64 ")",
+                kind, o->via.i64);
+  if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER || o->via.u64 == 0)
+    return fail(err, errlen, "%s: field 'id' must be a positive integer (got %s)", kind,
+                o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? "0" : type_name(o->type));
+  *id = o->via.u64;
+  return 0;
+}
+
+/* v is optional: a peer that omits it is reported as version 0. */
+static int want_version(const char *kind, const msgpack_object *o, uint64_t *v,
+                        char *err, size_t errlen)
+{
+  if (o == NULL)
+    return 0;
+  if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+    return fail(err, errlen, "%s: field 'v' must be a non-negative integer (got %s)", kind,
+                type_name(o->type));
+  *v = o->via.u64;
+  return 0;
+}
+
+/* reply and done carry exactly one outcome: ok (any value) or err. */
+static int want_outcome(const char *kind, const msgpack_object *const *f,
+                        msgpack_object_type err_type, airlock_msg *msg, char *err, size_t errlen)
+{
+  if (f[F_OK] != NULL && f[F_ERR] != NULL)
+    return fail(err, errlen, "%s: fields 'ok' and 'err' cannot both be present", kind);
+  if (f[F_OK] == NULL && f[F_ERR] == NULL)
+    return fail(err, errlen, "%s: needs field 'ok' or 'err'", kind);
+  int rc = want_type(kind, F_ERR, f[F_ERR], err_type, err, errlen);
+  if (rc < 0)
+    return rc;
+  msg->value = f[F_OK];
+  msg->err = f[F_ERR];
+  return 0;
+}
+
+static int want_effect(const msgpack_object *o, airlock_msg *msg, char *err, size_t errlen)
+{
+  if (o == NULL)
+    return fail(err, errlen, "call: missing field 'effect'");
+  int rc = want_type("call", F_EFFECT, o, MSGPACK_OBJECT_STR, err, errlen);
+  if (rc < 0)
+    return rc;
+  if (o->via.str.size == 0)
+    return fail(err, errlen, "call: field 'effect' must not be empty");
+  if (o->via.str.size > AIRLOCK_EFFECT_NAME_MAX)
+    return fail(err, errlen, "call: field 'effect' is %" PRIu32 " bytes, over the limit of %d",
+                o->via.str.size, AIRLOCK_EFFECT_NAME_MAX);
+  msg->effect = o->via.str.ptr;
+  msg->effect_len = o->via.str.size;
+  return 0;
+}
+
+/* Collects the known fields; a duplicated one is refused, since two readers
+** of the same bytes could otherwise pick different copies. */
+static int collect(const msgpack_object *map, const msgpack_object **f, char *err, size_t errlen)
+{
+  for (uint32_t i = 0; i < map->via.map.size; i++) {
+    const msgpack_object_kv *kv = &map->via.map.ptr[i];
+    if (kv->key.type != MSGPACK_OBJECT_STR)
+      return fail(err, errlen, "message key #%" PRIu32 " is not a string (got %s)", i + 1,
+                  type_name(kv->key.type));
+    for (int j = 0; j < F_COUNT; j++) {
+      if (!key_is(&kv->key, field_names[j], strlen(field_names[j])))
+        continue;
+      if (f[j] != NULL)
+        return fail(err, errlen, "duplicate field '%s'", field_names[j]);
+      f[j] = &kv->val;
+      break;
+    }
+  }
+  return 0;
+}
+
+static int find_kind(const msgpack_object *t, airlock_msg_kind *kind, char *err, size_t errlen)
+{
+  if (t == NULL)
+    return fail(err, errlen, "message has no field 't'");
+  if (t->type != MSGPACK_OBJECT_STR)
+    return fail(err, errlen, "field 't' must be a string (got %s)", type_name(t->type));
+  for (int k = AIRLOCK_MSG_INIT; k <= AIRLOCK_MSG_DONE; k++) {
+    if (key_is(t, kind_names[k], strlen(kind_names[k]))) {
+      *kind = (airlock_msg_kind)k;
+      return 0;
+    }
+  }
+  char shown[33];
+  return fail(err, errlen, "unknown message kind '%s'%s",
+              printable(shown, sizeof shown, t->via.str.ptr, t->via.str.size),
+              t->via.str.size >= sizeof shown ? "..." : "");
+}
+
+int airlock_msg_decode(const void *body, size_t len, msgpack_unpacked *u,
+                       airlock_msg *msg, char *err, size_t errlen)
+{
+  const msgpack_object *f[F_COUNT] = { NULL };
+  memset(msg, 0, sizeof *msg);
+  int rc = airlock_msg_check(body, len, err, errlen);
+  if (rc == 0)
+    rc = unpack_copy(body, len, u, err, errlen);
+  if (rc < 0)
+    return rc;
+
+  const msgpack_object *root = &u->data;
+  if (root->type != MSGPACK_OBJECT_MAP)
+    return fail(err, errlen, "frame is not a msgpack map (got %s)", type_name(root->type));
+  if ((rc = collect(root, f, err, errlen)) < 0 ||
+      (rc = find_kind(f[F_T], &msg->kind, err, errlen)) < 0)
+    return rc;
+
+  const char *kind = kind_names[msg->kind];
+  switch (msg->kind) {
+  case AIRLOCK_MSG_INIT:
+    msg->value = root;
+    return want_version(kind, f[F_V], &msg->version, err, errlen);
+  case AIRLOCK_MSG_READY:
+    msg->value = f[F_CONFINED];
+    if ((rc = want_version(kind, f[F_V], &msg->version, err, errlen)) < 0)
+      return rc;
+    return want_type(kind, F_CONFINED, f[F_CONFINED], MSGPACK_OBJECT_MAP, err, errlen);
+  case AIRLOCK_MSG_CALL:
+    msg->value = f[F_ARGS] != NULL ? f[F_ARGS] : &nil_object;
+    if ((rc = want_id(kind, f[F_ID], &msg->id, err, errlen)) < 0)
+      return rc;
+    return want_effect(f[F_EFFECT], msg, err, errlen);
+  case AIRLOCK_MSG_REPLY:
+    msg->code = f[F_CODE];
+    if ((rc = want_id(kind, f[F_ID], &msg->id, err, errlen)) < 0 ||
+        (rc = want_outcome(kind, f, MSGPACK_OBJECT_STR, msg, err, errlen)) < 0)
+      return rc;
+    return want_type(kind, F_CODE, f[F_CODE], MSGPACK_OBJECT_STR, err, errlen);
+  case AIRLOCK_MSG_PAUSE:
+    msg->value = f[F_PROMPT];
+    return 0;
+  case AIRLOCK_MSG_DONE:
+    return want_outcome(kind, f, MSGPACK_OBJECT_MAP, msg, err, errlen);
+  }
+  return fail(err, errlen, "unhandled message kind");
+}
+
+const char *airlock_msg_kind_name(airlock_msg_kind k)
+{
+  if ((unsigned)k < sizeof kind_names / sizeof kind_names[0] && kind_names[k] != NULL)
+    return kind_names[k];
+  return "?";
+}
+
+/* ------------------------------------------------------------------ packing */
+
+void airlock_pack_str(msgpack_packer *pk, const char *s, size_t n)
+{
+  msgpack_pack_str(pk, n);
+  msgpack_pack_str_body(pk, s, n);
+}
+
+void airlock_pack_cstr(msgpack_packer *pk, const char *s)
+{
+  airlock_pack_str(pk, s, strlen(s));
+}
+
+const msgpack_object *airlock_msg_field(const msgpack_object *o, const char *key)
+{
+  if (o == NULL || o->type != MSGPACK_OBJECT_MAP)
+    return NULL;
+  size_t n = strlen(key);
+  for (uint32_t i = 0; i < o->via.map.size; i++)
+    if (key_is(&o->via.map.ptr[i].key, key, n))
+      return &o->via.map.ptr[i].val;
+  return NULL;
+}

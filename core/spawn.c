@@ -1,0 +1,199 @@
+/*
+** spawn.c -- start a disposable child: channel on fd 3, capture pipes, nothing else.
+** Uses clone(CLONE_VM|CLONE_VFORK) like posix_spawn, so the cost does not grow with
+** the parent's memory; the child only makes raw system calls before exec.
+*/
+#define _GNU_SOURCE
+#include "airlock.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define CHILD_STACK_SIZE (64 * 1024)
+#define HIGH_FD 64   /* sources are moved above the targets before dup2 */
+
+/* Shared with the child through CLONE_VM: it reports where it failed. */
+struct spawn_ctx {
+  const airlock_spawn_opts *o;
+  const char *path;      /* argv[0], made absolute */
+  pid_t parent;
+  int src[4];            /* stdin, stdout, stderr, channel (-1: none) */
+  const char *step;      /* set by the child on failure */
+  int err;
+};
+
+static const char *const empty_env[] = { NULL };
+
+__attribute__((noreturn)) static void fail(struct spawn_ctx *x, const char *step) {
+  x->err = errno;
+  x->step = step;
+  _exit(127);
+}
+
+/* Runs in the child, on a private stack, sharing the parent's memory until exec:
+** only system calls, no allocation, no locks. */
+static int child_main(void *arg) {
+  struct spawn_ctx *x = arg;
+  const airlock_spawn_opts *o = x->o;
+  struct sigaction dfl;
+  sigset_t none;
+  int nfd = x->src[3] >= 0 ? 4 : 3;
+
+  /* Handlers are per-process after clone without CLONE_SIGHAND; reset them so
+  ** nothing the parent installed (or ignored, like SIGPIPE) leaks into the child. */
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  for (int s = 1; s < NSIG; s++)
+    if (s != SIGKILL && s != SIGSTOP) sigaction(s, &dfl, NULL);
+  sigemptyset(&none);
+  if (sigprocmask(SIG_SETMASK, &none, NULL) < 0) fail(x, "sigprocmask");
+
+  if (setpgid(0, 0) < 0) fail(x, "setpgid");
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) fail(x, "prctl(PDEATHSIG)");
+  /* The parent may have died before PDEATHSIG was armed. */
+  if (getppid() != x->parent) { errno = ESRCH; fail(x, "parent gone"); }
+
+  /* Move every source above the targets first, so dup2 into 0..3 cannot
+  ** clobber a source that happens to sit at a low number. */
+  int hi[4];
+  for (int i = 0; i < nfd; i++) {
+    hi[i] = fcntl(x->src[i], F_DUPFD, HIGH_FD + i);
+    if (hi[i] < 0) fail(x, "fcntl(F_DUPFD)");
+  }
+  for (int i = 0; i < nfd; i++)
+    if (dup2(hi[i], i) < 0) fail(x, "dup2");
+  if (syscall(SYS_close_range, (unsigned)nfd, ~0u, 0) < 0) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0) fail(x, "getrlimit");
+    for (rlim_t fd = (rlim_t)nfd; fd < rl.rlim_cur && fd < 65536; fd++) close((int)fd);
+  }
+
+  if (chdir(o->workdir ? o->workdir : "/") < 0) fail(x, "chdir");
+  execve(x->path, (char *const *)o->argv,
+         (char *const *)(o->envp ? o->envp : empty_env));
+  fail(x, "exec");
+  return 127;
+}
+
+static void close_fd(int *fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+
+void airlock_child_close(airlock_child *c) {
+  close_fd(&c->pidfd);
+  close_fd(&c->chan);
+  close_fd(&c->out);
+  close_fd(&c->err);
+}
+
+static int set_nonblock(int fd) {
+  int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) return -errno;
+  return 0;
+}
+
+int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size_t errlen) {
+  int sv[2] = { -1, -1 }, po[2] = { -1, -1 }, pe[2] = { -1, -1 }, devnull = -1;
+  struct spawn_ctx x;
+  sigset_t all, old;
+  void *stack = MAP_FAILED;
+  const char *step = NULL;
+  char abs_path[4096];
+  int rc = 0;
+
+  c->pid = -1; c->pidfd = c->chan = c->out = c->err = -1;
+  if (!o || !o->argv || !o->argv[0]) {
+    snprintf(err, errlen, "spawn: no program given");
+    return -EINVAL;
+  }
+  /* The child changes directory before exec: resolve a relative program now. */
+  if (o->argv[0][0] != '/') {
+    if (!getcwd(abs_path, sizeof abs_path - 1) ||
+        strlen(abs_path) + 1 + strlen(o->argv[0]) >= sizeof abs_path) {
+      snprintf(err, errlen, "spawn: cannot make '%s' an absolute path", o->argv[0]);
+      return -ENAMETOOLONG;
+    }
+    strcat(abs_path, "/");
+    strcat(abs_path, o->argv[0]);
+  }
+  if (o->channel && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) { step = "socketpair"; goto fail; }
+  if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) { step = "pipe2"; goto fail; }
+  if (o->stdin_fd < 0 && (devnull = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) { step = "open /dev/null"; goto fail; }
+  stack = mmap(NULL, CHILD_STACK_SIZE, PROT_READ | PROT_WRITE,
+               MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED) { step = "mmap(stack)"; goto fail; }
+
+  memset(&x, 0, sizeof x);
+  x.o = o;
+  x.path = o->argv[0][0] == '/' ? o->argv[0] : abs_path;
+  x.parent = getpid();
+  x.src[0] = o->stdin_fd >= 0 ? o->stdin_fd : devnull;
+  x.src[1] = po[1];
+  x.src[2] = pe[1];
+  x.src[3] = o->channel ? sv[1] : -1;
+
+  /* Block signals so no parent handler runs in the child on shared memory. */
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  c->pid = clone(child_main, (char *)stack + CHILD_STACK_SIZE,
+                 CLONE_VM | CLONE_VFORK | SIGCHLD, &x);
+  int clone_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  munmap(stack, CHILD_STACK_SIZE);
+  stack = MAP_FAILED;
+  if (c->pid < 0) { errno = clone_errno; step = "clone"; goto fail; }
+
+  if (x.step) {   /* the child failed before exec and has exited */
+    waitpid(c->pid, NULL, 0);
+    c->pid = -1;
+    errno = x.err;
+    if (strcmp(x.step, "exec") == 0) {
+      rc = -errno;
+      snprintf(err, errlen, "exec %s: %s", o->argv[0], strerror(errno));
+      goto cleanup;
+    }
+    step = x.step;
+    goto fail;
+  }
+
+  c->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);   /* CLOEXEC by definition */
+  c->chan = o->channel ? sv[0] : -1;
+  c->out = po[0];
+  c->err = pe[0];
+  sv[0] = po[0] = pe[0] = -1;
+  if ((c->chan >= 0 && set_nonblock(c->chan) < 0) || set_nonblock(c->out) < 0 ||
+      set_nonblock(c->err) < 0) {
+    int saved = errno;
+    kill(c->pid, SIGKILL);
+    waitpid(c->pid, NULL, 0);
+    airlock_child_close(c);
+    c->pid = -1;
+    errno = saved;
+    step = "fcntl(O_NONBLOCK)";
+    goto fail;
+  }
+  goto cleanup;
+
+fail:
+  rc = -errno;
+  snprintf(err, errlen, "spawn: %s: %s", step, strerror(errno));
+cleanup:
+  if (stack != MAP_FAILED) munmap(stack, CHILD_STACK_SIZE);
+  close_fd(&sv[0]); close_fd(&sv[1]);
+  close_fd(&po[0]); close_fd(&po[1]);
+  close_fd(&pe[0]); close_fd(&pe[1]);
+  close_fd(&devnull);
+  return rc;
+}

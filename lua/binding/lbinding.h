@@ -1,0 +1,20 @@
+/*
+** lbinding.h -- shared declarations of the Lua binding (the files in lua/binding).
+*/
+#ifndef AIRLOCK_LBINDING_H
+#define AIRLOCK_LBINDING_H
+
+#include <lua.h>
+#include <lauxlib.h>
+#include "airlock.h"
+#include "convert.h"
+
+#define AIRLOCK_BROKER_MT "airlock.broker"
+#define AIRLOCK_RUN_MT    "airlock.run"
+
+/* Expected environment failure: pushes nil, "cause: message", errno; returns 3. */
+int airlock_l_fail(lua_State *L, const char *cause, const char *message, int err);
+/* Adds broker() and defer() to the table on top of the stack; registers metatables. */
+void airlock_l_open_broker(lua_State *L);
+
+#endif

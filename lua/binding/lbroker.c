@@ -1,0 +1,487 @@
+/*
+** lbroker.c -- the airlock.broker and airlock.run userdata: start runs, step the
+** epoll loop, dispatch calls to Lua handlers (under pcall), build result tables.
+*/
+#include "lbinding.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct lbroker { airlock_broker *b; int closed, busy; } lbroker;
+typedef struct lrun { airlock_run *r; lbroker *lb; lua_Integer serial; int finished; } lrun;
+
+/* User values. broker: 1 = runs by serial (strong refs while live).
+** run: 1 = broker, 2 = handlers, 3 = ctx fields, 4 = result once finished. */
+enum { BUV_RUNS = 1 };
+enum { RUV_BROKER = 1, RUV_HANDLERS, RUV_CTX, RUV_RESULT, RUV_COUNT_ = RUV_RESULT };
+
+static char defer_key;
+
+static lbroker *check_broker(lua_State *L, int i) {
+  lbroker *lb = luaL_checkudata(L, i, AIRLOCK_BROKER_MT);
+  if (lb->closed) luaL_argerror(L, i, "broker is closed");
+  return lb;
+}
+
+static lrun *check_run(lua_State *L, int i) {
+  lrun *lr = luaL_checkudata(L, i, AIRLOCK_RUN_MT);
+  if (lr->lb->closed) luaL_argerror(L, i, "its broker is closed");
+  return lr;
+}
+
+/* ------------------------------------------------------------ packing */
+
+/* Packs the value at idx as a standalone msgpack object into sb. */
+static int pack_value(lua_State *L, int idx, msgpack_sbuffer *sb, const char *root, char *err, size_t n) {
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+  return airlock_lua_pack(L, idx, &pk, root, err, n);
+}
+
+static int reply_value(lua_State *L, airlock_run *r, uint64_t id, int idx, const char *effect) {
+  msgpack_sbuffer sb;
+  char err[256];
+  msgpack_sbuffer_init(&sb);
+  int rc;
+  if (pack_value(L, idx, &sb, "result", err, sizeof err) < 0) {
+    char msg[640];
+    int n = snprintf(msg, sizeof msg, "handler for '%s' returned a value that cannot be sent: %s", effect, err);
+    rc = airlock_run_fail(r, id, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1, NULL);
+  } else {
+    rc = airlock_run_reply(r, id, sb.data, sb.size);
+  }
+  msgpack_sbuffer_destroy(&sb);
+  return rc;
+}
+
+/* ------------------------------------------------------------ dispatch */
+
+static int traceback(lua_State *L) {
+  const char *msg = lua_tostring(L, 1);
+  if (!msg) msg = luaL_tolstring(L, 1, NULL);
+  luaL_traceback(L, L, msg, 1);
+  return 1;
+}
+
+/* Runs the handler for one call: deny, answer, defer, or fail. Stack-neutral. */
+static void dispatch(lua_State *L, int runud, const airlock_event *ev) {
+  lrun *lr = lua_touserdata(L, runud);
+  int top = lua_gettop(L);
+  char effect[AIRLOCK_EFFECT_NAME_MAX + 1], err[256];
+  memcpy(effect, ev->effect, ev->effect_len);
+  effect[ev->effect_len] = 0;
+
+  lua_getiuservalue(L, runud, RUV_HANDLERS);
+  lua_pushlstring(L, ev->effect, ev->effect_len);
+  lua_rawget(L, -2);
+  if (!lua_isfunction(L, -1) && !(lua_istable(L, -1) || lua_isuserdata(L, -1))) {
+    char msg[640];
+    int n = snprintf(msg, sizeof msg, "denied: effect '%s' is not granted by the policy", effect);
+    airlock_run_note_denied(lr->r);
+    airlock_run_fail(lr->r, ev->id, msg, (size_t)n, "denied");
+    lua_settop(L, top);
+    return;
+  }
+  lua_pushcfunction(L, traceback);
+  lua_insert(L, -2);                                 /* msgh, handler */
+  int msgh = lua_gettop(L) - 1;
+  if (airlock_lua_push(L, ev->args, err, sizeof err) < 0) {
+    char msg[640];
+    snprintf(msg, sizeof msg, "protocol: call %llu ('%s') args: %s", (unsigned long long)ev->id, effect, err);
+    airlock_run_abort(lr->r, AIRLOCK_CAUSE_PROTOCOL, msg);
+    lua_settop(L, top);
+    return;
+  }
+  /* ctx comes from the broker's grant, never from guest bytes. */
+  lua_createtable(L, 0, 6);
+  lua_getiuservalue(L, runud, RUV_CTX);
+  lua_pushnil(L);
+  while (lua_next(L, -2)) { lua_pushvalue(L, -2); lua_insert(L, -2); lua_rawset(L, -5); }
+  lua_pop(L, 1);
+  lua_pushinteger(L, lr->serial); lua_setfield(L, -2, "run");
+  lua_pushinteger(L, (lua_Integer)ev->id); lua_setfield(L, -2, "seq");
+  lua_pushstring(L, effect); lua_setfield(L, -2, "effect");
+  lua_pushvalue(L, runud); lua_setfield(L, -2, "handle");
+
+  if (lua_pcall(L, 2, 1, msgh) != LUA_OK) {
+    /* The guest sees the message; the host-side traceback stays in the host. */
+    size_t len;
+    const char *tb = lua_tolstring(L, -1, &len);
+    const char *nl = tb ? memchr(tb, '\n', len) : NULL;
+    char msg[600];
+    int n = snprintf(msg, sizeof msg, "handler for '%s' failed: %.*s", effect,
+                     (int)(nl ? (size_t)(nl - tb) : (tb ? len : 0)), tb ? tb : "(no message)");
+    airlock_run_fail(lr->r, ev->id, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1, NULL);
+    lua_getiuservalue(L, runud, RUV_CTX);
+    lua_getfield(L, -1, "on_handler_error");
+    if (lua_isfunction(L, -1)) { lua_pushvalue(L, -3); lua_pcall(L, 1, 0, 0); }
+  } else if (!(lua_islightuserdata(L, -1) && lua_touserdata(L, -1) == &defer_key)) {
+    reply_value(L, lr->r, ev->id, lua_gettop(L), effect);
+  }
+  lua_settop(L, top);
+}
+
+/* ------------------------------------------------------------ results */
+
+static void set_num(lua_State *L, const char *k, double v) { lua_pushnumber(L, v); lua_setfield(L, -2, k); }
+static void set_int(lua_State *L, const char *k, lua_Integer v) { lua_pushinteger(L, v); lua_setfield(L, -2, k); }
+
+static void push_result(lua_State *L, lrun *lr, const airlock_result *res) {
+  char err[256];
+  const char *cause = airlock_cause_name(res->cause);
+  const char *message = res->message;
+  char msg[640];
+  int ok = res->ok;
+
+  lua_createtable(L, 0, 16);
+  if (res->value) {
+    if (airlock_lua_push(L, res->value, err, sizeof err) == 0) lua_setfield(L, -2, "value");
+    else {
+      ok = 0;
+      cause = "protocol";
+      snprintf(msg, sizeof msg, "protocol: result value: %s", err);
+      message = msg;
+    }
+  }
+  if (res->err) {
+    lua_createtable(L, 0, 2);
+    const msgpack_object *tb = airlock_msg_field(res->err, "traceback");
+    if (tb && tb->type == MSGPACK_OBJECT_STR) {
+      lua_pushlstring(L, tb->via.str.ptr, tb->via.str.size);
+      lua_setfield(L, -2, "traceback");
+    }
+    lua_pushstring(L, message);
+    lua_setfield(L, -2, "message");
+    lua_setfield(L, -2, "error");
+  }
+  if (res->confined && airlock_lua_push(L, res->confined, err, sizeof err) == 0)
+    lua_setfield(L, -2, "confinement");
+  lua_pushboolean(L, ok); lua_setfield(L, -2, "ok");
+  lua_pushstring(L, cause); lua_setfield(L, -2, "cause");
+  lua_pushstring(L, message); lua_setfield(L, -2, "message");
+  set_int(L, "run", lr->serial);
+  if (res->exit_code >= 0) set_int(L, "exit_code", res->exit_code);
+  if (res->term_signal) {
+    char sig[32];
+    lua_pushfstring(L, "SIG%s", airlock_signal_name(res->term_signal, sig, sizeof sig));
+    lua_setfield(L, -2, "signal");
+  }
+  lua_pushlstring(L, res->out.data, res->out.len); lua_setfield(L, -2, "stdout");
+  lua_pushlstring(L, res->errout.data, res->errout.len); lua_setfield(L, -2, "stderr");
+  lua_pushboolean(L, res->out.truncated); lua_setfield(L, -2, "stdout_truncated");
+  lua_pushboolean(L, res->errout.truncated); lua_setfield(L, -2, "stderr_truncated");
+  lua_createtable(L, 0, 7);
+  set_num(L, "wall_ms", res->usage.wall_ms);
+  set_num(L, "user_ms", res->usage.user_ms);
+  set_num(L, "sys_ms", res->usage.sys_ms);
+  set_int(L, "max_rss_kb", res->usage.max_rss_kb);
+  set_int(L, "effects", (lua_Integer)res->usage.effects);
+  set_int(L, "bytes_in", (lua_Integer)res->usage.bytes_in);
+  set_int(L, "bytes_out", (lua_Integer)res->usage.bytes_out);
+  lua_setfield(L, -2, "usage");
+}
+
+/* ------------------------------------------------------------ broker methods */
+
+static int l_broker_new(lua_State *L) {
+  lbroker *lb = lua_newuserdatauv(L, sizeof *lb, 1);
+  memset(lb, 0, sizeof *lb);
+  lb->closed = 1;   /* created closed, then the resource is acquired */
+  luaL_setmetatable(L, AIRLOCK_BROKER_MT);
+  lua_newtable(L);
+  lua_setiuservalue(L, -2, BUV_RUNS);
+  int rc = airlock_broker_new(&lb->b);
+  if (rc < 0) return airlock_l_fail(L, "broker", "cannot create the broker's epoll set", -rc);
+  lb->closed = 0;
+  return 1;
+}
+
+/* Reads t[field] as a NULL-terminated array of strings. The list table and the
+** array stay on the stack, which keeps every string alive until the caller returns. */
+static const char **string_array(lua_State *L, int t, const char *field, int required) {
+  lua_getfield(L, t, field);
+  int list = lua_gettop(L);
+  if (lua_isnil(L, list) && !required) return NULL;
+  if (!lua_istable(L, list)) luaL_error(L, "start: field '%s' must be a list of strings", field);
+  lua_Integer n = luaL_len(L, list);
+  if (n < (required ? 1 : 0) || n > 4096) luaL_error(L, "start: field '%s' must hold 1 to 4096 strings", field);
+  const char **v = lua_newuserdatauv(L, sizeof(char *) * ((size_t)n + 1), 0);
+  for (lua_Integer i = 1; i <= n; i++) {
+    if (lua_geti(L, list, i) != LUA_TSTRING) luaL_error(L, "start: %s[%d] must be a string", field, (int)i);
+    v[i - 1] = lua_tostring(L, -1);
+    lua_pop(L, 1);
+  }
+  v[n] = NULL;
+  return v;
+}
+
+static lua_Integer opt_int_field(lua_State *L, int t, const char *k, lua_Integer def, lua_Integer max) {
+  lua_getfield(L, t, k);
+  lua_Integer v = def;
+  if (!lua_isnil(L, -1)) {
+    int isint;
+    v = lua_tointegerx(L, -1, &isint);
+    if (!isint || v < 0 || v > max) luaL_error(L, "start: field '%s' must be an integer from 0 to %I", k, max);
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+/* b:_start{argv=, env=, workdir=, init=, deadline_ms=, max_frame=, capture_max=,
+**           handlers=, ctx=, expect_ready=} -> run */
+static int l_broker_start(lua_State *L) {
+  lbroker *lb = check_broker(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  airlock_run_opts o;
+  msgpack_sbuffer sb;
+  char err[256];
+
+  memset(&o, 0, sizeof o);
+  o.argv = string_array(L, 2, "argv", 1);
+  o.envp = string_array(L, 2, "env", 0);
+  if (lua_getfield(L, 2, "workdir") != LUA_TNIL) {
+    if (!lua_isstring(L, -1)) return luaL_error(L, "start: field 'workdir' must be a string");
+    o.workdir = lua_tostring(L, -1);
+  }
+  o.deadline_ms = (uint64_t)opt_int_field(L, 2, "deadline_ms", 0, (lua_Integer)1 << 40);
+  o.max_frame = (uint32_t)opt_int_field(L, 2, "max_frame", AIRLOCK_FRAME_MAX_DEFAULT, UINT32_MAX);
+  o.capture_max = (size_t)opt_int_field(L, 2, "capture_max", AIRLOCK_CAPTURE_DEFAULT, (lua_Integer)1 << 30);
+  lua_getfield(L, 2, "expect_ready");
+  o.expect_ready = lua_isnil(L, -1) ? 1 : lua_toboolean(L, -1);
+  lua_getfield(L, 2, "handlers");
+  int handlers = lua_gettop(L);
+  if (!lua_istable(L, handlers)) return luaL_error(L, "start: field 'handlers' must be a table");
+  lua_getfield(L, 2, "ctx");
+  int ctx = lua_gettop(L);
+  if (lua_isnil(L, ctx)) { lua_newtable(L); lua_replace(L, ctx); }
+  else if (!lua_istable(L, ctx)) return luaL_error(L, "start: field 'ctx' must be a table");
+
+  msgpack_sbuffer_init(&sb);
+  lua_getfield(L, 2, "init");
+  if (!lua_isnil(L, -1)) {
+    if (!lua_istable(L, -1)) { msgpack_sbuffer_destroy(&sb); return luaL_error(L, "start: field 'init' must be a table"); }
+    airlock_frame_begin(&sb);
+    if (pack_value(L, -1, &sb, "init", err, sizeof err) < 0) {
+      msgpack_sbuffer_destroy(&sb);
+      return luaL_error(L, "start: %s", err);
+    }
+    if (airlock_frame_end(&sb, UINT32_MAX) < 0) {
+      msgpack_sbuffer_destroy(&sb);
+      return luaL_error(L, "start: the init frame is too large");
+    }
+    o.init = sb.data;
+    o.init_len = sb.size;
+  }
+
+  lrun *lr = lua_newuserdatauv(L, sizeof *lr, RUV_COUNT_);
+  memset(lr, 0, sizeof *lr);
+  lr->lb = lb;
+  lr->finished = 1;   /* until the run exists */
+  luaL_setmetatable(L, AIRLOCK_RUN_MT);
+  int runud = lua_gettop(L);
+  lua_pushvalue(L, 1); lua_setiuservalue(L, runud, RUV_BROKER);
+  lua_pushvalue(L, handlers); lua_setiuservalue(L, runud, RUV_HANDLERS);
+  lua_pushvalue(L, ctx); lua_setiuservalue(L, runud, RUV_CTX);
+
+  int rc = airlock_broker_start(lb->b, &o, &lr->r);
+  msgpack_sbuffer_destroy(&sb);
+  if (rc < 0) {
+    lr->r = NULL;
+    return airlock_l_fail(L, "spawn", airlock_broker_error(lb->b), -rc);
+  }
+  lr->finished = 0;
+  lr->serial = (lua_Integer)airlock_run_serial(lr->r);
+  lua_getiuservalue(L, 1, BUV_RUNS);
+  lua_pushvalue(L, runud);
+  lua_rawseti(L, -2, lr->serial);
+  lua_pushvalue(L, runud);
+  return 1;
+}
+
+/* b:_step(timeout_ms) -> list of finished results (each also kept by its run) */
+static int l_broker_step(lua_State *L) {
+  lbroker *lb = check_broker(L, 1);
+  lua_Integer t = luaL_optinteger(L, 2, -1);
+  if (lb->busy) return luaL_error(L, "step: called from inside a handler (the broker is not re-entrant)");
+  if (t < -1 || t > 86400000) return luaL_argerror(L, 2, "timeout must be -1 (wait) or 0 to 86400000 ms");
+  int rc = airlock_broker_step(lb->b, (int)t);
+  if (rc < 0) return airlock_l_fail(L, "broker", airlock_broker_error(lb->b), -rc);
+
+  lua_newtable(L);
+  int out = lua_gettop(L);
+  lua_getiuservalue(L, 1, BUV_RUNS);
+  int runs = lua_gettop(L);
+  airlock_event ev;
+  lua_Integer nres = 0;
+  lb->busy = 1;
+  while (!lb->closed && airlock_broker_next(lb->b, &ev)) {
+    lua_rawgeti(L, runs, (lua_Integer)airlock_run_serial(ev.run));
+    if (lua_isnil(L, -1)) { lua_pop(L, 1); continue; }
+    int runud = lua_gettop(L);
+    lrun *lr = lua_touserdata(L, runud);
+    if (ev.kind == AIRLOCK_EV_CALL) {
+      dispatch(L, runud, &ev);
+    } else {
+      lr->finished = 1;
+      push_result(L, lr, airlock_run_result(ev.run));
+      lua_pushvalue(L, -1);
+      lua_setiuservalue(L, runud, RUV_RESULT);
+      lua_rawseti(L, out, ++nres);
+      lua_pushnil(L);
+      lua_rawseti(L, runs, lr->serial);   /* the broker no longer keeps it alive */
+    }
+    lua_settop(L, runs);
+  }
+  lb->busy = 0;
+  lua_settop(L, out);
+  return 1;
+}
+
+static int l_broker_live(lua_State *L) {
+  lbroker *lb = check_broker(L, 1);
+  lua_pushinteger(L, (lua_Integer)airlock_broker_live(lb->b));
+  return 1;
+}
+
+static int l_broker_close(lua_State *L) {
+  lbroker *lb = luaL_checkudata(L, 1, AIRLOCK_BROKER_MT);
+  if (lb->busy) return luaL_error(L, "close: called from inside a handler");
+  if (!lb->closed) {
+    lb->closed = 1;
+    airlock_broker_free(lb->b);   /* kills and reaps every live run */
+    lb->b = NULL;
+  }
+  return 0;
+}
+
+static int l_broker_tostring(lua_State *L) {
+  lbroker *lb = luaL_checkudata(L, 1, AIRLOCK_BROKER_MT);
+  if (lb->closed) lua_pushfstring(L, "airlock.broker (closed)");
+  else lua_pushfstring(L, "airlock.broker (%d live)", (int)airlock_broker_live(lb->b));
+  return 1;
+}
+
+/* ------------------------------------------------------------ run methods */
+
+static int l_run_reply(lua_State *L) {
+  lrun *lr = check_run(L, 1);
+  lua_Integer id = luaL_checkinteger(L, 2);
+  luaL_checkany(L, 3);
+  lua_settop(L, 3);
+  if (lr->finished) return airlock_l_fail(L, "ended", "the run has ended; the answer was dropped", EPIPE);
+  int rc = reply_value(L, lr->r, (uint64_t)id, 3, "deferred");
+  if (rc == -EINVAL) return luaL_argerror(L, 2, "no such outstanding call");
+  if (rc < 0) return airlock_l_fail(L, "reply", "cannot send the reply", -rc);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int l_run_fail(lua_State *L) {
+  lrun *lr = check_run(L, 1);
+  lua_Integer id = luaL_checkinteger(L, 2);
+  size_t len;
+  const char *msg = luaL_checklstring(L, 3, &len);
+  const char *code = luaL_optstring(L, 4, NULL);
+  if (code && strcmp(code, "denied") != 0) return luaL_argerror(L, 4, "code must be 'denied' or nil");
+  if (lr->finished) return airlock_l_fail(L, "ended", "the run has ended; the answer was dropped", EPIPE);
+  if (code) airlock_run_note_denied(lr->r);
+  int rc = airlock_run_fail(lr->r, (uint64_t)id, msg, len, code);
+  if (rc == -EINVAL) return luaL_argerror(L, 2, "no such outstanding call");
+  if (rc < 0) return airlock_l_fail(L, "reply", "cannot send the reply", -rc);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int l_run_cancel(lua_State *L) {
+  lrun *lr = check_run(L, 1);
+  if (!lr->finished) airlock_run_cancel(lr->r);
+  return 0;
+}
+
+static int l_run_abort(lua_State *L) {
+  lrun *lr = check_run(L, 1);
+  const char *word = luaL_checkstring(L, 2);
+  const char *msg = luaL_checkstring(L, 3);
+  int c = airlock_cause_from_name(word);
+  if (c < 0 || c == AIRLOCK_CAUSE_OK) return luaL_argerror(L, 2, "not a failure cause word");
+  if (!lr->finished) airlock_run_abort(lr->r, (airlock_cause)c, msg);
+  return 0;
+}
+
+static int l_run_id(lua_State *L) { lua_pushinteger(L, check_run(L, 1)->serial); return 1; }
+static int l_run_live(lua_State *L) { lua_pushboolean(L, !check_run(L, 1)->finished); return 1; }
+
+static int l_run_pid(lua_State *L) {
+  lrun *lr = check_run(L, 1);
+  if (lr->finished) return 0;
+  lua_pushinteger(L, airlock_run_pid(lr->r));
+  return 1;
+}
+
+static int l_run_result(lua_State *L) {
+  check_run(L, 1);
+  lua_getiuservalue(L, 1, RUV_RESULT);
+  return 1;
+}
+
+static int l_run_gc(lua_State *L) {
+  lrun *lr = luaL_checkudata(L, 1, AIRLOCK_RUN_MT);
+  if (lr->r && !lr->lb->closed) airlock_run_release(lr->r);   /* a live run is killed */
+  lr->r = NULL;
+  lr->finished = 1;
+  return 0;
+}
+
+static int l_run_tostring(lua_State *L) {
+  lrun *lr = luaL_checkudata(L, 1, AIRLOCK_RUN_MT);
+  if (!lr->r) { lua_pushliteral(L, "airlock.run (released)"); return 1; }
+  if (!lr->finished) { lua_pushfstring(L, "airlock.run %d (live)", (int)lr->serial); return 1; }
+  lua_getiuservalue(L, 1, RUV_RESULT);
+  lua_getfield(L, -1, "cause");
+  lua_pushfstring(L, "airlock.run %d (%s)", (int)lr->serial, lua_tostring(L, -1));
+  return 1;
+}
+
+static int l_defer(lua_State *L) {
+  lua_pushlightuserdata(L, &defer_key);
+  return 1;
+}
+
+void airlock_l_open_broker(lua_State *L) {
+  static const luaL_Reg bm[] = {
+    { "_start", l_broker_start }, { "_step", l_broker_step }, { "live", l_broker_live },
+    { "close", l_broker_close }, { NULL, NULL } };
+  static const luaL_Reg rm[] = {
+    { "reply", l_run_reply }, { "fail", l_run_fail }, { "cancel", l_run_cancel },
+    { "abort", l_run_abort }, { "id", l_run_id }, { "pid", l_run_pid }, { "live", l_run_live },
+    { "result", l_run_result }, { NULL, NULL } };
+
+  luaL_newmetatable(L, AIRLOCK_BROKER_MT);
+  luaL_newlib(L, bm);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, l_broker_close); lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, l_broker_close); lua_setfield(L, -2, "__close");
+  lua_pushcfunction(L, l_broker_tostring); lua_setfield(L, -2, "__tostring");
+  lua_pop(L, 1);
+
+  luaL_newmetatable(L, AIRLOCK_RUN_MT);
+  luaL_newlib(L, rm);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, l_run_gc); lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, l_run_gc); lua_setfield(L, -2, "__close");
+  lua_pushcfunction(L, l_run_tostring); lua_setfield(L, -2, "__tostring");
+  lua_pop(L, 1);
+
+  /* The pure-Lua layer adds start/step wrappers to the same method tables. */
+  luaL_getmetatable(L, AIRLOCK_BROKER_MT);
+  lua_getfield(L, -1, "__index");
+  lua_setfield(L, -3, "broker_methods");
+  lua_pop(L, 1);
+  luaL_getmetatable(L, AIRLOCK_RUN_MT);
+  lua_getfield(L, -1, "__index");
+  lua_setfield(L, -3, "run_methods");
+  lua_pop(L, 1);
+  lua_pushcfunction(L, l_broker_new); lua_setfield(L, -2, "broker");
+  lua_pushcfunction(L, l_defer); lua_setfield(L, -2, "defer");
+}

@@ -1,0 +1,129 @@
+/*
+** module.c -- luaopen_airlock: the C core table, the embedded Lua parts as
+** package.preload entries, and where to find airlock-worker.
+*/
+#define _GNU_SOURCE   /* dladdr */
+#include "lbinding.h"
+#include "embedded.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef AIRLOCK_LIBEXECDIR
+#define AIRLOCK_LIBEXECDIR "/usr/local/libexec/airlock"
+#endif
+
+#if defined(__GNUC__)
+#define AIRLOCK_EXPORT __attribute__((visibility("default")))
+#else
+#define AIRLOCK_EXPORT
+#endif
+
+AIRLOCK_EXPORT int luaopen_airlock(lua_State *L);
+
+int airlock_l_fail(lua_State *L, const char *cause, const char *message, int err) {
+  lua_pushnil(L);
+  lua_pushfstring(L, "%s: %s", cause, message);
+  lua_pushinteger(L, err);
+  return 3;
+}
+
+static int load_embedded(lua_State *L) {
+  const airlock_embedded *e = lua_touserdata(L, lua_upvalueindex(1));
+  if (luaL_loadbufferx(L, e->source, e->len, e->chunkname, "t") != LUA_OK) return lua_error(L);
+  lua_pushvalue(L, 1);
+  lua_call(L, 1, 1);
+  return 1;
+}
+
+static void install_preloads(lua_State *L) {
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+  for (const airlock_embedded *e = airlock_embedded_files; e->name; e++) {
+    lua_pushlightuserdata(L, (void *)e);
+    lua_pushcclosure(L, load_embedded, 1);
+    lua_setfield(L, -2, e->name);
+  }
+  lua_pop(L, 1);
+}
+
+/* Directory of the file holding this code: the module (.so) or the command. */
+static int self_dir(char *buf, size_t len) {
+  Dl_info info;
+  char path[PATH_MAX];
+  const char *p = NULL;
+  if (dladdr((void *)(uintptr_t)luaopen_airlock, &info) && info.dli_fname && strstr(info.dli_fname, ".so"))
+    p = realpath(info.dli_fname, path);
+  if (!p) {
+    ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+    if (n <= 0) return -1;
+    path[n] = 0;
+    p = path;
+  }
+  const char *slash = strrchr(p, '/');
+  if (!slash || (size_t)(slash - p) >= len) return -1;
+  memcpy(buf, p, (size_t)(slash - p));
+  buf[slash - p] = 0;
+  return 0;
+}
+
+/* airlock.core.worker_path() -> the airlock-worker next to us: bin/ beside the
+** command, ../bin/ from lib/airlock.so, else the installed libexec copy. */
+static int l_worker_path(lua_State *L) {
+  char dir[PATH_MAX], cand[PATH_MAX + 64];
+  if (self_dir(dir, sizeof dir) == 0) {
+    static const char *const rel[] = { "/airlock-worker", "/../bin/airlock-worker" };
+    for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
+      snprintf(cand, sizeof cand, "%s%s", dir, rel[i]);
+      if (access(cand, X_OK) == 0) {
+        char real[PATH_MAX];
+        lua_pushstring(L, realpath(cand, real) ? real : cand);
+        return 1;
+      }
+    }
+  }
+  snprintf(cand, sizeof cand, "%s/airlock-worker", AIRLOCK_LIBEXECDIR);
+  if (access(cand, X_OK) == 0) { lua_pushstring(L, cand); return 1; }
+  return airlock_l_fail(L, "worker", "cannot find airlock-worker beside the module or in "
+                        AIRLOCK_LIBEXECDIR "; set the policy's 'worker' field or AIRLOCK_WORKER", ENOENT);
+}
+
+static int l_now_ms(lua_State *L) {
+  lua_pushnumber(L, airlock_now_ms());
+  return 1;
+}
+
+static int l_causes(lua_State *L) {
+  lua_createtable(L, AIRLOCK_CAUSE_COUNT_, 0);
+  for (int c = 0; c < AIRLOCK_CAUSE_COUNT_; c++) {
+    lua_pushstring(L, airlock_cause_name((airlock_cause)c));
+    lua_rawseti(L, -2, c + 1);
+  }
+  return 1;
+}
+
+int luaopen_airlock(lua_State *L) {
+  luaL_checkversion(L);
+  install_preloads(L);
+  lua_newtable(L);
+  airlock_l_open_broker(L);
+  lua_pushcfunction(L, l_worker_path); lua_setfield(L, -2, "worker_path");
+  lua_pushcfunction(L, l_now_ms); lua_setfield(L, -2, "now_ms");
+  l_causes(L); lua_setfield(L, -2, "causes");
+  lua_pushinteger(L, AIRLOCK_PROTOCOL_VERSION); lua_setfield(L, -2, "protocol_version");
+  lua_pushinteger(L, AIRLOCK_FRAME_MAX_DEFAULT); lua_setfield(L, -2, "frame_max_default");
+  /* The pure-Lua layer builds the public module on top of the C core. */
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+  lua_pushvalue(L, -2);
+  lua_setfield(L, -2, "airlock.core");
+  lua_pop(L, 2);
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "airlock.init");
+  lua_call(L, 1, 1);
+  return 1;
+}

@@ -1,0 +1,87 @@
+-- premake5.lua -- build description for airlock.
+-- Written in the subset Debian's premake4 also reads:
+--   premake4 --file=premake5.lua gmake && make -C build config=release
+-- Configurations: release (build/bin, build/lib) and sanitize (ASan+UBSan, build/san/).
+
+local LUA_INC = "/usr/include/lua5.4"
+local WARN = { "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-fPIC" }
+
+solution "airlock"
+  configurations { "release", "sanitize" }
+  location "build"
+  language "C"
+  includedirs { "core", "lua", "lua/binding", "build/gen", LUA_INC }
+  buildoptions(WARN)
+
+  configuration "release"
+    buildoptions { "-O2", "-g" }
+    objdir "build/obj/release"
+  configuration "sanitize"
+    buildoptions { "-O1", "-g", "-fsanitize=address,undefined", "-fno-omit-frame-pointer",
+                   "-fno-sanitize-recover=undefined" }
+    linkoptions { "-fsanitize=address,undefined" }
+    objdir "build/obj/sanitize"
+  configuration {}
+
+-- Output folders per configuration: binaries in bin/, the module and libraries in lib/.
+local function outdirs(bin)
+  configuration "release"
+    targetdir(bin and "build/bin" or "build/lib")
+  configuration "sanitize"
+    targetdir(bin and "build/san/bin" or "build/san/lib")
+  configuration {}
+end
+
+-- core/: the C library (no Lua inside).
+project "airlock-core"
+  kind "StaticLib"
+  files { "core/*.c" }
+  outdirs(false)
+
+-- lua/: value conversion shared by the module and the worker.
+project "airlock-convert"
+  kind "StaticLib"
+  files { "lua/convert.c" }
+  outdirs(false)
+
+-- The binding and its embedded Lua sources (lua/airlock/*.lua, policies/*.lua,
+-- turned into build/gen/embedded.c by tools/embed.lua before premake runs).
+local BINDING = { "lua/binding/*.c", "build/gen/embedded.c" }
+
+-- airlock.so: the Lua 5.4 module (require "airlock"); the host provides liblua.
+project "airlock-module"
+  kind "SharedLib"
+  targetname "airlock"
+  targetprefix ""
+  files(BINDING)
+  links { "airlock-convert", "airlock-core", "msgpackc", "dl" }
+  outdirs(false)
+
+-- airlock: a Lua 5.4 host with the module built in, plus subcommands.
+project "airlock"
+  kind "ConsoleApp"
+  files(BINDING)
+  files { "lua/main.c" }
+  links { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "readline", "m", "dl" }
+  linkoptions { "-Wl,-E" }
+  outdirs(true)
+
+-- airlock-worker: the disposable child that hosts one guest.
+project "airlock-worker"
+  kind "ConsoleApp"
+  files { "worker/*.c" }
+  links { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "m" }
+  outdirs(true)
+
+-- Test and benchmark programs.
+local function tool(name, srcs, libs)
+  project(name)
+    kind "ConsoleApp"
+    files(srcs)
+    links(libs or {})
+    outdirs(true)
+end
+tool("test-codec", { "spec/c/test_codec.c" }, { "airlock-core", "msgpackc" })
+tool("test-convert", { "spec/c/test_convert.c" }, { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "m" })
+tool("hostile-worker", { "spec/fixtures/hostile_worker.c" }, { "msgpackc" })
+tool("airlock-baseline", { "bench/baseline.c" }, { "msgpackc" })

@@ -1,0 +1,119 @@
+-- hostile_spec.lua -- stand-in workers that lie, flood, crash and hang must cost
+-- the host nothing but a precise cause (spec/fixtures/hostile_worker.c).
+local airlock = require "airlock"
+local H = require "helper"
+
+local function hostile(mode, limits, effects)
+  local lim = { deadline_ms = 3000 }
+  for k, v in pairs(limits or {}) do lim[k] = v end
+  local res, err = airlock.run { guest = "return 1", policy = {
+    worker = { H.hostile, mode }, limits = lim, effects = effects or {} } }
+  assert(res, err)
+  return res
+end
+
+describe("a hostile worker", function()
+  it("sending a 4 GiB length header ends as protocol, with nothing allocated", function()
+    local before = H.rss_kb()
+    local res = hostile("huge-header")
+    assert.equal("protocol", res.cause)
+    assert.matches("exceeds the limit", res.message)
+    assert.is_true(H.rss_kb() - before < 4096, "parent RSS grew")
+    assert.is_true(res.usage.wall_ms < 2000, "the run should end at once, not at the deadline")
+  end)
+
+  it("sending a header just over max_frame ends as protocol", function()
+    local res = hostile("big-header")
+    assert.equal("protocol", res.cause)
+    assert.matches("16777217 bytes exceeds", res.message)
+  end)
+
+  it("honours a smaller max_frame from the policy", function()
+    local res = hostile("stdout-flood", { max_frame = 64 })
+    -- ready fits in 64 bytes, so this run is fine; the limit itself is checked with garbage
+    assert.equal("ok", res.cause)
+    res = hostile("garbage", { max_frame = 1024 })
+    assert.equal("protocol", res.cause)
+  end)
+
+  for _, case in ipairs {
+    { "garbage", "protocol" },
+    { "truncated", "protocol", "middle of a frame" },
+    { "reply-kind", "protocol", "unexpected 'reply'" },
+    { "bad-effect", "protocol", "effect" },
+    { "zero-length", "protocol", "empty frame" },
+    { "not-map", "protocol", "map" },
+    { "trailing", "protocol", "trailing" },
+    { "deep", "protocol", "" },
+    { "array-bomb", "protocol", "" },
+    { "no-ready", "protocol", "first frame must be 'ready'" },
+    { "segv", "crash", "SIGSEGV" },
+    { "exit0", "exit", "exited with status 0 without a done frame" },
+  } do
+    local mode, cause, pattern = case[1], case[2], case[3]
+    it(mode .. " ends with cause " .. cause, function()
+      local res = hostile(mode)
+      assert.equal(cause, res.cause, res.message)
+      if pattern then assert.matches(pattern, res.message, 1, true) end
+      assert.is_false(res.ok)
+    end)
+  end
+
+  it("a burst of 10,000 calls is a protocol error after the first", function()
+    local calls = 0
+    local res = hostile("burst", nil, { ping = function() calls = calls + 1 return true end })
+    assert.equal("protocol", res.cause)
+    assert.matches("still unanswered", res.message)
+    assert.is_true(calls <= 1)
+  end)
+
+  it("a silent worker ends at the deadline", function()
+    local res = hostile("silent", { deadline_ms = 200 })
+    assert.equal("deadline", res.cause)
+    assert.is_true(res.usage.wall_ms >= 200 and res.usage.wall_ms < 2000)
+  end)
+
+  it("a worker that forks and exits leaves no orphan behind", function()
+    local res = hostile("fork-orphan")
+    assert.equal("exit", res.cause)
+    local orphan = tonumber(res.stderr:match("orphan pid (%d+)"))
+    assert.is_number(orphan)
+    -- the group was killed before the leader was reaped
+    local alive = H.slurp("/proc/" .. orphan .. "/stat")
+    assert.is_true(alive == nil or alive:match("^%d+ %b() Z") ~= nil, "orphan survived")
+  end)
+
+  it("flooding stdout and stderr is truncated at the cap without blocking", function()
+    local res = hostile("stdout-flood", { capture = "64K" })
+    assert.equal("ok", res.cause, res.message)
+    assert.equal(65536, #res.stdout)
+    assert.is_true(res.stdout_truncated)
+    assert.is_true(res.stderr_truncated)
+  end)
+
+  it("answers a well-behaved stand-in's call", function()
+    local res = hostile("call-ping", nil, { ping = function(args) return { pong = args.n } end })
+    assert.equal("ok", res.cause, res.message)
+    assert.same({ pong = 1 }, res.value)
+  end)
+end)
+
+describe("1,000 sequential runs", function()
+  it("leave no zombie, no extra fd and no growth in parent RSS", function()
+    local b <close> = airlock.broker()
+    local function one()
+      local run = assert(b:start { guest = "return host.echo(...)", input = "x",
+        policy = { effects = { echo = function(v) return v end } } })
+      local res = run:wait(b)
+      assert(res.ok, res.message)
+    end
+    for _ = 1, 100 do one() end   -- warm up allocators and caches
+    collectgarbage()
+    local fds, rss = H.fd_count(), H.rss_kb()
+    for _ = 1, 1000 do one() end
+    collectgarbage()
+    assert.equal(fds, H.fd_count())
+    assert.same({}, H.children())
+    assert.is_true(H.rss_kb() - rss < 2048, "RSS grew by " .. (H.rss_kb() - rss) .. " KiB")
+  end)
+end)

@@ -1,0 +1,55 @@
+-- spec/helper.lua -- loaded by busted before every spec file: points Lua at the
+-- build under test (AIRLOCK_BUILD, default build/) and offers small helpers.
+local build = os.getenv("AIRLOCK_BUILD") or "build"
+package.cpath = build .. "/lib/?.so;" .. package.cpath
+package.path = "spec/?.lua;" .. package.path
+
+local H = {}
+H.build = build
+H.bin = build .. "/bin"
+H.hostile = H.bin .. "/hostile-worker"
+
+-- Reads a /proc file, or nil.
+function H.slurp(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+-- Open file descriptors of this process.
+function H.fd_count()
+  local p = io.popen("ls /proc/" .. H.pid() .. "/fd | wc -l")
+  local n = tonumber(p:read("a"))
+  p:close()
+  return n
+end
+
+function H.pid()
+  return tonumber(H.slurp("/proc/self/stat"):match("^(%d+)"))
+end
+
+function H.rss_kb()
+  return tonumber(H.slurp("/proc/self/status"):match("VmRSS:%s*(%d+)"))
+end
+
+-- Children of this process that still exist (zombies included). Read from
+-- /proc rather than through a shell, which would itself be a child.
+function H.children()
+  local pid = H.pid()
+  local kids = {}
+  local s = H.slurp("/proc/" .. pid .. "/task/" .. pid .. "/children") or ""
+  for k in s:gmatch("%d+") do kids[#kids + 1] = tonumber(k) end
+  return kids
+end
+
+-- A policy whose worker is the hostile stand-in in the given mode.
+function H.hostile_policy(mode, extra)
+  local limits = { deadline_ms = 3000 }
+  for k, v in pairs(extra or {}) do limits[k] = v end
+  return { worker = H.hostile, limits = limits, effects = {} }, mode
+end
+
+_G.H = H
+return H

@@ -1,0 +1,113 @@
+/*
+** worker.h -- the parts of airlock-worker and the one state they share.
+** The worker hosts a single guest and then exits, so that state is a singleton.
+*/
+#ifndef AIRLOCK_WORKER_H
+#define AIRLOCK_WORKER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <lua.h>
+#include <msgpack.h>
+
+#include "airlock.h"
+
+/* Exit codes. After ready every ending is a done or pause frame and code 0,
+** except a broken channel: then nobody is left to tell, stderr says why. */
+#define WORKER_EXIT_DONE     0
+#define WORKER_EXIT_INTERNAL 1   /* the worker itself failed (out of memory) */
+#define WORKER_EXIT_BADINIT  2   /* the init frame was missing or malformed */
+#define WORKER_EXIT_CHANNEL  3   /* fd 3 broke or carried an unexpected frame */
+#define WORKER_EXIT_CONFINE  4   /* a required confinement layer is missing */
+
+#define WORKER_INIT_MAX   (64u << 20)   /* init comes from the trusted parent */
+#define WORKER_TEXT_MAX   (64u << 10)   /* longest message or traceback in done */
+
+typedef struct worker_init {
+  const char *name, *source;     /* guest.name ("" if absent), guest.source */
+  uint32_t name_len, source_len;
+  const msgpack_object *input;   /* NULL when absent (the guest gets nil) */
+  const msgpack_object *effects; /* array of strings, or NULL */
+  const msgpack_object *confine; /* map, or NULL */
+  int64_t seed;
+  uint64_t instructions, memory, output;   /* limits; 0 = unlimited */
+} worker_init;
+
+typedef struct worker {
+  lua_State *L;
+  worker_init init;
+
+  /* limits.c: the allocator's account and the instruction budget */
+  size_t mem_used;
+  int mem_exempt;        /* >0: the cap is lifted (runtime setup, reports) */
+  uint64_t executed;     /* instructions counted by the hook so far */
+  int hook_step;
+
+  /* host_api.c: print's output budget */
+  uint64_t out_used;
+  int out_truncated;
+
+  /* channel.c: one outgoing frame at a time, one reply at a time */
+  uint64_t last_id;
+  msgpack_sbuffer out;
+  msgpack_packer pk;     /* writes into out, refusing past the frame limit */
+  airlock_frame_reader in;
+  msgpack_unpacked reply;
+} worker;
+
+/* The worker owning L (kept in the state's extra space). */
+static inline worker *worker_of(lua_State *L)
+{
+  return *(worker **)lua_getextraspace(L);
+}
+
+/* main.c */
+__attribute__((noreturn, format(printf, 2, 3)))
+void worker_die(int code, const char *fmt, ...);
+
+/* init.c: validates the decoded init map into w->init, or dies with exit 2. */
+void worker_init_parse(worker *w, const msgpack_object *init);
+
+/* channel.c */
+void worker_channel_open(worker *w);
+/* Reads the init frame and decodes it into u; dies on any failure. */
+void worker_channel_read_init(worker *w, msgpack_unpacked *u, airlock_msg *msg);
+/* Starts an outgoing frame of kind t with nfields fields (t included) and
+** returns the packer, positioned after the t field. */
+msgpack_packer *worker_frame_begin(worker *w, const char *t, uint32_t nfields);
+/* Sends the frame begun last; dies if the channel is broken. */
+void worker_frame_send(worker *w);
+/* Begins a call frame for effect and returns the packer positioned at args. */
+msgpack_packer *worker_call_begin(worker *w, const char *effect, size_t len);
+/* Sends the call, waits for its reply and pushes ok, or raises err. */
+int worker_call_finish(lua_State *L, worker *w);
+/* Sends done with an error and exits. */
+__attribute__((noreturn))
+void worker_send_error(worker *w, const char *message, size_t mlen,
+                       const char *traceback, size_t tlen, const char *cause);
+
+/* limits.c */
+lua_State *worker_newstate(worker *w);
+void worker_limits_start(worker *w);
+
+/* sandbox_env.c: the guest's globals; runs under lua_pcall. */
+void worker_env_open(lua_State *L, worker *w);
+
+/* host_api.c: host, print */
+void worker_host_open(lua_State *L, worker *w);
+
+/* modules.c: require */
+void worker_modules_open(lua_State *L);
+
+/* os_shim.c: os.time, os.clock, os.date, os.difftime */
+void worker_os_open(lua_State *L);
+
+/* confine.c: applies the worker's own layers and packs one report map. */
+int worker_confine(const msgpack_object *confine_spec, msgpack_packer *report);
+
+/* run.c: loads and runs the guest, sends done, exits. */
+__attribute__((noreturn))
+void worker_run_guest(worker *w, int input_idx);
+
+#endif
