@@ -154,6 +154,10 @@ typedef struct airlock_spawn_opts {
   const char *workdir;      /* NULL: "/" */
   int channel;              /* 1: create the fd-3 socketpair */
   int stdin_fd;             /* -1: /dev/null */
+  unsigned long namespaces; /* CLONE_NEW* flags: namespaces the child is born in.
+                               With CLONE_NEWUSER the child maps itself to uid and
+                               gid 65534 inside, so exec leaves it no capability */
+  int no_new_privs;         /* 1: PR_SET_NO_NEW_PRIVS before exec */
 } airlock_spawn_opts;
 
 typedef struct airlock_child {
@@ -211,6 +215,12 @@ typedef struct airlock_run_opts {
   uint64_t deadline_ms;           /* 0: none */
   size_t capture_max;             /* per stream; 0: AIRLOCK_CAPTURE_DEFAULT */
   int expect_ready;               /* 1: the first frame must be ready (worker) */
+  unsigned long namespaces;       /* CLONE_NEW* flags (see airlock_spawn_opts) */
+  int no_new_privs;               /* PR_SET_NO_NEW_PRIVS before exec */
+  int verify_seccomp;             /* on ready: /proc/PID/status must show Seccomp: 2
+                                     and NoNewPrivs: 1, and every namespace asked for
+                                     must differ from the parent's; else the run
+                                     ends with cause confinement */
   void *udata;                    /* returned by airlock_run_udata */
 } airlock_run_opts;
 

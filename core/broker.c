@@ -6,6 +6,8 @@
 #include "airlock.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -47,7 +49,8 @@ struct airlock_run {
   double t_start, deadline_at;  /* ms, monotonic; deadline_at 0 = none */
   uint64_t deadline_ms;
   int expect_ready, ready_seen, eof, exited, killed, finished, delivered, released, want_out;
-  int denied_noted;
+  int denied_noted, verify_seccomp;
+  unsigned long namespaces;
   struct held call, ready, final;
   uint64_t last_id;
   airlock_cause pending;        /* set when the parent decided the cause */
@@ -198,6 +201,46 @@ static void accept_final(airlock_run *r, struct held *h) {
   kill_group(r);   /* done or pause: the disposable child has nothing more to say */
 }
 
+/* The child's claims in ready are not trusted: check what can be seen from
+** outside. Returns 0, or -1 with a message in why. */
+static int verify_from_outside(airlock_run *r, char *why, size_t len) {
+  static const struct { unsigned long flag; const char *name; } ns[] = {
+    { CLONE_NEWUSER, "user" }, { CLONE_NEWPID, "pid" }, { CLONE_NEWNET, "net" },
+    { CLONE_NEWIPC, "ipc" }, { CLONE_NEWUTS, "uts" }, { CLONE_NEWNS, "mnt" },
+    { CLONE_NEWCGROUP, "cgroup" } };
+  char path[64], mine[64], theirs[64], buf[4096];
+
+  if (r->verify_seccomp) {
+    snprintf(path, sizeof path, "/proc/%d/status", (int)r->c.pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0) close(fd);
+    if (n <= 0) { snprintf(why, len, "cannot read %s to verify confinement", path); return -1; }
+    buf[n] = 0;
+    if (!strstr(buf, "\nSeccomp:\t2\n")) {
+      snprintf(why, len, "the worker reported ready but %s does not show a seccomp filter (Seccomp: 2)", path);
+      return -1;
+    }
+    if (!strstr(buf, "\nNoNewPrivs:\t1\n")) {
+      snprintf(why, len, "the worker reported ready but %s does not show NoNewPrivs: 1", path);
+      return -1;
+    }
+  }
+  for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
+    if (!(r->namespaces & ns[i].flag)) continue;
+    ssize_t a, b;
+    snprintf(path, sizeof path, "/proc/self/ns/%s", ns[i].name);
+    a = readlink(path, mine, sizeof mine - 1);
+    snprintf(path, sizeof path, "/proc/%d/ns/%s", (int)r->c.pid, ns[i].name);
+    b = readlink(path, theirs, sizeof theirs - 1);
+    if (a <= 0 || b <= 0 || (a == b && memcmp(mine, theirs, (size_t)a) == 0)) {
+      snprintf(why, len, "the worker is not in its own %s namespace (%s)", ns[i].name, path);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 /* Handles one complete frame. Returns 0 to keep reading, 1 to stop. */
 static int on_frame(airlock_run *r) {
   struct held h;
@@ -238,6 +281,10 @@ static int on_frame(airlock_run *r) {
     }
     r->ready_seen = 1;
     r->ready = h;
+    if ((r->verify_seccomp || r->namespaces) && verify_from_outside(r, why, sizeof why) < 0) {
+      end_with(r, AIRLOCK_CAUSE_CONFINEMENT, "confinement: %s", why);
+      return 1;
+    }
     return 0;
   case AIRLOCK_MSG_CALL:
     if (h.m.id <= r->last_id) {
@@ -497,6 +544,8 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
   r->udata = o->udata;
   r->capture_max = o->capture_max ? o->capture_max : AIRLOCK_CAPTURE_DEFAULT;
   r->expect_ready = o->expect_ready;
+  r->verify_seccomp = o->verify_seccomp;
+  r->namespaces = o->namespaces;
   r->deadline_ms = o->deadline_ms;
   r->res.exit_code = -1;
   airlock_frame_reader_init(&r->rd, o->max_frame ? o->max_frame : AIRLOCK_FRAME_MAX_DEFAULT);
@@ -507,6 +556,8 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
   so.workdir = o->workdir;
   so.channel = 1;
   so.stdin_fd = -1;
+  so.namespaces = o->namespaces;
+  so.no_new_privs = o->no_new_privs;
   r->t_start = airlock_now_ms();
   int rc = airlock_spawn(&so, &r->c, b->error, sizeof b->error);
   if (rc < 0) { airlock_frame_reader_free(&r->rd); free(r); return rc; }

@@ -28,12 +28,37 @@ struct spawn_ctx {
   const airlock_spawn_opts *o;
   const char *path;      /* argv[0], made absolute */
   pid_t parent;
+  uid_t uid;
+  gid_t gid;
   int src[4];            /* stdin, stdout, stderr, channel (-1: none) */
   const char *step;      /* set by the child on failure */
   int err;
 };
 
 static const char *const empty_env[] = { NULL };
+
+/* "65534 ID 1": formatted by hand, since stdio is off limits in the child. */
+static size_t id_map_line(char buf[32], unsigned id) {
+  char digits[12];
+  size_t n = 0, k = 0;
+  do { digits[k++] = (char)('0' + id % 10); id /= 10; } while (id);
+  memcpy(buf, "65534 ", 6);
+  n = 6;
+  while (k) buf[n++] = digits[--k];
+  memcpy(buf + n, " 1", 2);
+  return n + 2;
+}
+
+/* Writes a short string to a /proc file with raw calls (no stdio in here). */
+static int write_proc(const char *path, const char *text, size_t len) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = write(fd, text, len);
+  int saved = errno;
+  close(fd);
+  errno = saved;
+  return n == (ssize_t)len ? 0 : -1;
+}
 
 __attribute__((noreturn)) static void fail(struct spawn_ctx *x, const char *step) {
   x->err = errno;
@@ -59,10 +84,23 @@ static int child_main(void *arg) {
   sigemptyset(&none);
   if (sigprocmask(SIG_SETMASK, &none, NULL) < 0) fail(x, "sigprocmask");
 
+  if (o->namespaces & CLONE_NEWUSER) {
+    /* Map our (outside) uid and gid to 65534 inside: a process may map its own
+    ** ids without privilege. Being non-zero inside, exec drops every capability,
+    ** while files still see the outside owner, so the worker binary stays readable. */
+    if (write_proc("/proc/self/setgroups", "deny", 4) < 0) fail(x, "write /proc/self/setgroups");
+    char map[32];
+    size_t n = id_map_line(map, x->uid);
+    if (write_proc("/proc/self/uid_map", map, n) < 0) fail(x, "write /proc/self/uid_map");
+    n = id_map_line(map, x->gid);
+    if (write_proc("/proc/self/gid_map", map, n) < 0) fail(x, "write /proc/self/gid_map");
+  }
   if (setpgid(0, 0) < 0) fail(x, "setpgid");
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) fail(x, "prctl(PDEATHSIG)");
-  /* The parent may have died before PDEATHSIG was armed. */
-  if (getppid() != x->parent) { errno = ESRCH; fail(x, "parent gone"); }
+  /* The parent may have died before PDEATHSIG was armed (in a new pid
+  ** namespace getppid() is 0: the parent is outside it, and it is blocked in vfork). */
+  if (!(o->namespaces & CLONE_NEWPID) && getppid() != x->parent) { errno = ESRCH; fail(x, "parent gone"); }
+  if (o->no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) fail(x, "prctl(NO_NEW_PRIVS)");
 
   /* Move every source above the targets first, so dup2 into 0..3 cannot
   ** clobber a source that happens to sit at a low number. */
@@ -139,6 +177,8 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   x.o = o;
   x.path = o->argv[0][0] == '/' ? o->argv[0] : abs_path;
   x.parent = getpid();
+  x.uid = geteuid();
+  x.gid = getegid();
   x.src[0] = o->stdin_fd >= 0 ? o->stdin_fd : devnull;
   x.src[1] = po[1];
   x.src[2] = pe[1];
@@ -148,7 +188,7 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   c->pid = clone(child_main, (char *)stack + CHILD_STACK_SIZE,
-                 CLONE_VM | CLONE_VFORK | SIGCHLD, &x);
+                 CLONE_VM | CLONE_VFORK | SIGCHLD | (int)o->namespaces, &x);
   int clone_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   munmap(stack, CHILD_STACK_SIZE);

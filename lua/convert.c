@@ -37,6 +37,7 @@ static int pack_value(pack_state *ps, int idx);
 
 /* Appends to the message without overrunning it; *at may pass errlen, which
 ** only means the message was cut. */
+__attribute__((format(printf, 3, 4)))
 static void put(pack_state *ps, size_t *at, const char *fmt, ...)
 {
   if (*at >= ps->errlen)
@@ -114,6 +115,7 @@ static void put_step(pack_state *ps, size_t *at, const path_step *st)
 }
 
 /* Writes "<root><first nsteps of the path>: <reason>" and returns -1. */
+__attribute__((format(printf, 3, 4)))
 static int fail(pack_state *ps, int nsteps, const char *fmt, ...)
 {
   if (ps->err == NULL || ps->errlen == 0)
@@ -314,6 +316,7 @@ typedef struct push_state {
 
 static int push_object(push_state *s, const msgpack_object *o, int depth);
 
+__attribute__((format(printf, 2, 3)))
 static int push_fail(push_state *s, const char *fmt, ...)
 {
   if (s->err != NULL && s->errlen > 0) {

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <readline/readline.h>
 #include <readline/history.h>
 
@@ -44,8 +45,10 @@ static int pmain(lua_State *L) {
   lua_pop(L, 1);
   lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
   lua_getfield(L, -1, "airlock.core");
-  lua_pushcfunction(L, l_readline); lua_setfield(L, -2, "readline");
-  lua_pushcfunction(L, l_add_history); lua_setfield(L, -2, "add_history");
+  if (isatty(0) && isatty(1)) {   /* readline only for a person at a terminal */
+    lua_pushcfunction(L, l_readline); lua_setfield(L, -2, "readline");
+    lua_pushcfunction(L, l_add_history); lua_setfield(L, -2, "add_history");
+  }
   lua_pop(L, 2);
   lua_createtable(L, argc, 1);
   for (int i = 0; i < argc; i++) { lua_pushstring(L, argv[i]); lua_rawseti(L, -2, i); }

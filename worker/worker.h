@@ -52,6 +52,7 @@ typedef struct worker {
   uint64_t last_id;
   msgpack_sbuffer out;
   msgpack_packer pk;     /* writes into out, refusing past the frame limit */
+  int out_refused;       /* the frame in out is incomplete: never send it */
   airlock_frame_reader in;
   msgpack_unpacked reply;
 } worker;
@@ -72,7 +73,7 @@ void worker_init_parse(worker *w, const msgpack_object *init);
 /* channel.c */
 void worker_channel_open(worker *w);
 /* Reads the init frame and decodes it into u; dies on any failure. */
-void worker_channel_read_init(worker *w, msgpack_unpacked *u, airlock_msg *msg);
+void worker_channel_read_init(msgpack_unpacked *u, airlock_msg *msg);
 /* Starts an outgoing frame of kind t with nfields fields (t included) and
 ** returns the packer, positioned after the t field. */
 msgpack_packer *worker_frame_begin(worker *w, const char *t, uint32_t nfields);
@@ -82,10 +83,6 @@ void worker_frame_send(worker *w);
 msgpack_packer *worker_call_begin(worker *w, const char *effect, size_t len);
 /* Sends the call, waits for its reply and pushes ok, or raises err. */
 int worker_call_finish(lua_State *L, worker *w);
-/* Sends done with an error and exits. */
-__attribute__((noreturn))
-void worker_send_error(worker *w, const char *message, size_t mlen,
-                       const char *traceback, size_t tlen, const char *cause);
 
 /* limits.c */
 lua_State *worker_newstate(worker *w);
@@ -106,8 +103,15 @@ void worker_os_open(lua_State *L);
 /* confine.c: applies the worker's own layers and packs one report map. */
 int worker_confine(const msgpack_object *confine_spec, msgpack_packer *report);
 
-/* run.c: loads and runs the guest, sends done, exits. */
+/* run.c: loads and runs the guest (its input at input_idx), sends done, exits. */
 __attribute__((noreturn))
 void worker_run_guest(worker *w, int input_idx);
+/* Sends done with an error (cause: error, instructions, memory, denied), exits. */
+__attribute__((noreturn))
+void worker_send_error(worker *w, const char *message, size_t mlen,
+                       const char *traceback, size_t tlen, const char *cause);
+/* Remembers an effect error the policy marked denied: if the guest's final
+** error is exactly this message, the run's cause is denied. */
+void worker_note_denied(lua_State *L, const char *msg, size_t len);
 
 #endif

@@ -15,7 +15,7 @@ local M = {
 local broker_methods, run_methods = core.broker_methods, core.run_methods
 local states = setmetatable({}, { __mode = "k" })   -- broker -> serial -> per-run state
 
-local START_KEYS = { guest = true, name = true, policy = true, input = true, seed = true }
+local START_KEYS = { guest = true, name = true, policy = true, input = true, seed = true, on_log = true }
 
 -- A guest is Lua source, or the path of a .lua file.
 local function load_guest(guest, name)
@@ -76,7 +76,7 @@ local function effect_list(handlers)
 end
 
 --- b:start{guest = source_or_path, policy = table|name, input = any, name = str,
---- seed = int} -> run, or nil, message, errno when the run cannot be started.
+--- seed = int, on_log = function(text)} -> run, or nil, message, errno when the run cannot be started.
 function broker_methods:start(opts)
   if type(opts) ~= "table" then error("start: expects a table {guest = ..., policy = ...}", 2) end
   for k in pairs(opts) do

@@ -25,19 +25,23 @@ local function pretty(v, indent, seen)
 end
 M.pretty = pretty
 
+-- readline at a terminal; plain lines without prompts from a pipe.
 local function read(prompt)
   if core.readline then return core.readline(prompt) end
-  io.stdout:write(prompt)
-  io.stdout:flush()
   return io.stdin:read("l")
 end
 
 function M.main()
-  print(airlock._VERSION .. " -- try: airlock.run{guest = 'return 6*7'}   (Ctrl-D to leave)")
+  if core.readline then
+    print(airlock._VERSION .. " -- try: airlock.run{guest = 'return 6*7'}   (Ctrl-D to leave)")
+  end
   local env = setmetatable({ airlock = airlock }, { __index = _G })
   while true do
     local line = read("airlock> ")
-    if not line then print() return 0 end
+    if not line then
+      if core.readline then print() end
+      return 0
+    end
     local chunk = line
     local fn, err = load("return " .. chunk, "=repl", "t", env)
     if not fn then fn, err = load(chunk, "=repl", "t", env) end

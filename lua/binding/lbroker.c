@@ -2,7 +2,10 @@
 ** lbroker.c -- the airlock.broker and airlock.run userdata: start runs, step the
 ** epoll loop, dispatch calls to Lua handlers (under pcall), build result tables.
 */
+#define _GNU_SOURCE   /* CLONE_NEW* */
 #include "lbinding.h"
+
+#include <sched.h>
 
 #include <errno.h>
 #include <stdlib.h>
@@ -216,6 +219,29 @@ static const char **string_array(lua_State *L, int t, const char *field, int req
   return v;
 }
 
+/* t.namespaces = {"user", "pid", "net", ...} -> CLONE_NEW* flags */
+static unsigned long namespace_flags(lua_State *L, int t) {
+  static const struct { const char *name; unsigned long flag; } ns[] = {
+    { "user", CLONE_NEWUSER }, { "pid", CLONE_NEWPID }, { "net", CLONE_NEWNET },
+    { "ipc", CLONE_NEWIPC }, { "uts", CLONE_NEWUTS }, { "mount", CLONE_NEWNS },
+    { "cgroup", CLONE_NEWCGROUP } };
+  unsigned long flags = 0;
+  if (lua_getfield(L, t, "namespaces") == LUA_TNIL) { lua_pop(L, 1); return 0; }
+  if (!lua_istable(L, -1)) luaL_error(L, "start: field 'namespaces' must be a list of names");
+  for (lua_Integer i = 1; lua_geti(L, -1, i) != LUA_TNIL; i++) {
+    const char *name = lua_tostring(L, -1);
+    size_t k = 0;
+    while (k < sizeof ns / sizeof *ns && (!name || strcmp(name, ns[k].name) != 0)) k++;
+    if (k == sizeof ns / sizeof *ns)
+      luaL_error(L, "start: unknown namespace '%s' (user, pid, net, ipc, uts, mount, cgroup)",
+                 name ? name : "?");
+    flags |= ns[k].flag;
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 2);
+  return flags;
+}
+
 static lua_Integer opt_int_field(lua_State *L, int t, const char *k, lua_Integer def, lua_Integer max) {
   lua_getfield(L, t, k);
   lua_Integer v = def;
@@ -249,6 +275,11 @@ static int l_broker_start(lua_State *L) {
   o.capture_max = (size_t)opt_int_field(L, 2, "capture_max", AIRLOCK_CAPTURE_DEFAULT, (lua_Integer)1 << 30);
   lua_getfield(L, 2, "expect_ready");
   o.expect_ready = lua_isnil(L, -1) ? 1 : lua_toboolean(L, -1);
+  lua_getfield(L, 2, "no_new_privs");
+  o.no_new_privs = lua_toboolean(L, -1);
+  lua_getfield(L, 2, "verify_seccomp");
+  o.verify_seccomp = lua_toboolean(L, -1);
+  o.namespaces = namespace_flags(L, 2);
   lua_getfield(L, 2, "handlers");
   int handlers = lua_gettop(L);
   if (!lua_istable(L, handlers)) return luaL_error(L, "start: field 'handlers' must be a table");

@@ -170,8 +170,10 @@ static void test_depth(lua_State *L)
   char code[128];
   push_chain_code(code, sizeof code, AIRLOCK_CONVERT_DEPTH_MAX);
   round_trip(L, code, MSGPACK_OBJECT_ARRAY);
+  char want[64];
+  snprintf(want, sizeof want, "value: nesting deeper than %d", AIRLOCK_CONVERT_DEPTH_MAX);
   push_chain_code(code, sizeof code, AIRLOCK_CONVERT_DEPTH_MAX + 1);
-  pack_fails(L, code, "value", "value: nesting deeper than 32");
+  pack_fails(L, code, "value", want);
 }
 
 static void test_long_path_is_cut(lua_State *L)
@@ -188,6 +190,24 @@ static void test_long_path_is_cut(lua_State *L)
   rc = pack_top(L, &sb, "value", NULL, 0);
   CHECK(rc == -1, "refused without a message buffer");
   lua_pop(L, 1);
+  msgpack_sbuffer_destroy(&sb);
+}
+
+/* idx may be relative and below other values; the result must not depend on
+** what sits above it. */
+static void test_relative_index(lua_State *L)
+{
+  msgpack_sbuffer sb;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  char err[64] = "";
+  eval(L, "return {7}");
+  lua_pushcfunction(L, luaopen_base);   /* unsendable, and above the value */
+  int rc = airlock_lua_pack(L, -2, &pk, "value", err, sizeof err);
+  CHECK(rc == 0 && sb.size == 2 && (uint8_t)sb.data[0] == 0x91 && sb.data[1] == 7,
+        "packs the value at a relative index");
+  lua_pop(L, 2);
   msgpack_sbuffer_destroy(&sb);
 }
 
@@ -334,7 +354,7 @@ static void test_push_errors(lua_State *L)
 }
 
 /* Builds arrays nested n deep by hand, the innermost holding 7: msgpack-c's
-** own unpacker stops at 32 levels, so it cannot make the 33-deep case. */
+** own unpacker stops at 32 levels, so it cannot make the too-deep case. */
 static const msgpack_object *nested_arrays(msgpack_object *objs, int n)
 {
   for (int i = 0; i < n; i++) {
@@ -353,15 +373,17 @@ static void test_push_depth(lua_State *L)
   char err[128];
 
   const msgpack_object *o = nested_arrays(objs, AIRLOCK_CONVERT_DEPTH_MAX);
-  CHECK(airlock_lua_push(L, o, err, sizeof err) == 0, "depth 32 pushes");
+  CHECK(airlock_lua_push(L, o, err, sizeof err) == 0, "the deepest nesting allowed pushes");
   int inner = 1;
   for (int i = 0; i < AIRLOCK_CONVERT_DEPTH_MAX && inner; i++)
     inner = lua_rawgeti(L, -1, 1) != LUA_TNIL;
-  CHECK(inner && lua_tointeger(L, -1) == 7, "depth 32 value is intact");
+  CHECK(inner && lua_tointeger(L, -1) == 7, "the deepest value is intact");
   lua_pop(L, AIRLOCK_CONVERT_DEPTH_MAX + 1);
 
+  char want[64];
+  snprintf(want, sizeof want, "nesting deeper than %d", AIRLOCK_CONVERT_DEPTH_MAX);
   o = nested_arrays(objs, AIRLOCK_CONVERT_DEPTH_MAX + 1);
-  push_fails(L, o, "nesting deeper than 32");
+  push_fails(L, o, want);
 }
 
 int main(void)
@@ -374,6 +396,7 @@ int main(void)
   test_pack_errors(L);
   test_depth(L);
   test_long_path_is_cut(L);
+  test_relative_index(L);
   test_writer_refusal(L);
   test_push_scalars(L);
   test_push_errors(L);

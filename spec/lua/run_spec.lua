@@ -30,7 +30,7 @@ describe("airlock.run", function()
     assert.equal("error", res.cause)
     assert.matches("boom", res.message)
     assert.matches("traceback", res.error.traceback)
-    assert.matches("in %a* ?function 'f'", res.error.traceback)
+    assert.matches("in local 'f'", res.error.traceback)
   end)
 
   it("reports a syntax error as cause error", function()
@@ -134,7 +134,7 @@ describe("airlock.run", function()
 
   it("refuses input that cannot be sent, naming the path", function()
     assert.has_error(function() airlock.run { guest = "return 1", input = { items = { 1, 2, print } } } end,
-      "start: input.items[3]: cannot send a function")
+      "start: init.input.items[3]: cannot send a function")
   end)
 
   it("returns nil and a message when the worker cannot be started", function()

@@ -1,0 +1,378 @@
+/*
+** confine.c -- Landlock deny-all, no_new_privs, rlimits, and the kernel probe.
+** The seccomp allowlist lives in confine_seccomp.c. Every layer reports what it
+** actually enforced, so a downgrade on an older kernel is visible, never silent.
+*/
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <linux/landlock.h>
+#include <linux/seccomp.h>
+
+#include "confine.h"
+
+/* The installed <linux/landlock.h> may predate the kernel (Debian 12 ships the
+** ABI 1 header on a kernel with ABI 7): every constant past ABI 1 is defined
+** here with its upstream value, and the ruleset attribute is our own struct
+** laid out like the current upstream one. */
+#ifndef __NR_landlock_create_ruleset
+#define __NR_landlock_create_ruleset 444
+#endif
+#ifndef __NR_landlock_restrict_self
+#define __NR_landlock_restrict_self 446
+#endif
+#ifndef __NR_pidfd_open
+#define __NR_pidfd_open 434
+#endif
+#ifndef LANDLOCK_CREATE_RULESET_VERSION
+#define LANDLOCK_CREATE_RULESET_VERSION (1U << 0)
+#endif
+#ifndef LANDLOCK_CREATE_RULESET_ERRATA
+#define LANDLOCK_CREATE_RULESET_ERRATA (1U << 1)
+#endif
+#ifndef LANDLOCK_ACCESS_FS_REFER
+#define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)          /* ABI 2 */
+#endif
+#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
+#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)       /* ABI 3 */
+#endif
+#ifndef LANDLOCK_ACCESS_FS_IOCTL_DEV
+#define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15)      /* ABI 5 */
+#endif
+#ifndef LANDLOCK_ACCESS_NET_BIND_TCP
+#define LANDLOCK_ACCESS_NET_BIND_TCP (1ULL << 0)       /* ABI 4 */
+#endif
+#ifndef LANDLOCK_ACCESS_NET_CONNECT_TCP
+#define LANDLOCK_ACCESS_NET_CONNECT_TCP (1ULL << 1)    /* ABI 4 */
+#endif
+#ifndef LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
+#define LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0) /* ABI 6 */
+#endif
+#ifndef LANDLOCK_SCOPE_SIGNAL
+#define LANDLOCK_SCOPE_SIGNAL (1ULL << 1)              /* ABI 6 */
+#endif
+
+/* The newest ABI whose rights this file knows. ABI 7 added audit logging
+** flags only, no access right, so a kernel at 7 or later is fully covered by
+** the ABI 6 rights; a newer kernel's extra rights are reported as unhandled. */
+#define LL_ABI_KNOWN 7
+
+struct ll_ruleset_attr {
+  uint64_t handled_access_fs;
+  uint64_t handled_access_net;   /* ABI 4 */
+  uint64_t scoped;               /* ABI 6 */
+};
+
+/* ------------------------------------------------------------------ layers */
+
+const char *airlock_layer_status_name(int status)
+{
+  switch (status) {
+  case AIRLOCK_LAYER_APPLIED: return "applied";
+  case AIRLOCK_LAYER_SKIPPED: return "skipped";
+  case AIRLOCK_LAYER_FAILED: return "failed";
+  default: return "unknown";
+  }
+}
+
+void airlock_layer_set_(airlock_layer *out, const char *name, int status, int err,
+                        const char *fmt, ...)
+{
+  if (out == NULL)
+    return;
+  out->name = name;
+  out->status = status;
+  out->err = err;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(out->detail, sizeof out->detail, fmt, ap);
+  va_end(ap);
+}
+
+/* ------------------------------------------------------------------ no_new_privs */
+
+int airlock_confine_no_new_privs(airlock_layer *out)
+{
+  int before = prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0);
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+    int e = errno;
+    airlock_layer_set_(out, "no_new_privs", AIRLOCK_LAYER_FAILED, e,
+                       "prctl(PR_SET_NO_NEW_PRIVS): %s", strerror(e));
+    return -e;
+  }
+  /* Read it back: a kernel that ignored the option would leave setuid
+  ** binaries able to regain privileges, and the report would lie. */
+  if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1) {
+    airlock_layer_set_(out, "no_new_privs", AIRLOCK_LAYER_FAILED, EPERM,
+                       "PR_GET_NO_NEW_PRIVS does not read back 1");
+    return -EPERM;
+  }
+  airlock_layer_set_(out, "no_new_privs", AIRLOCK_LAYER_APPLIED, 0,
+                     "%s", before == 1 ? "already set" : "set");
+  return 0;
+}
+
+/* ------------------------------------------------------------------ landlock */
+
+int airlock_landlock_abi(void)
+{
+  long abi = syscall(__NR_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+  if (abi < 0)
+    return -errno;   /* ENOSYS: not built; EOPNOTSUPP: built but disabled at boot */
+  return (int)abi;
+}
+
+int airlock_confine_landlock_deny_all(airlock_layer *out)
+{
+  int abi = airlock_landlock_abi();
+  if (abi < 0) {
+    airlock_layer_set_(out, "landlock", AIRLOCK_LAYER_SKIPPED, -abi,
+                       "%s: %s", abi == -EOPNOTSUPP ? "Landlock disabled (lsm= boot option)"
+                                                    : "kernel without Landlock", strerror(-abi));
+    return abi;
+  }
+
+  struct ll_ruleset_attr attr = { 0 };
+  size_t attr_size = offsetof(struct ll_ruleset_attr, handled_access_net);
+  /* Every right of ABI 1 is a contiguous bit run. */
+  attr.handled_access_fs = (1ULL << 13) - 1;
+  if (abi >= 2)
+    attr.handled_access_fs |= LANDLOCK_ACCESS_FS_REFER;
+  if (abi >= 3)
+    attr.handled_access_fs |= LANDLOCK_ACCESS_FS_TRUNCATE;
+  if (abi >= 5)
+    attr.handled_access_fs |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
+  if (abi >= 4) {
+    attr.handled_access_net = LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP;
+    attr_size = offsetof(struct ll_ruleset_attr, scoped);
+  }
+  if (abi >= 6) {
+    attr.scoped = LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL;
+    attr_size = sizeof attr;
+  }
+  /* The size passed is the ABI's own struct size: an older kernel would
+  ** accept trailing zeroes too, but saying exactly what we mean costs nothing. */
+
+  /* Landlock refuses restrict_self without no_new_privs (or CAP_SYS_ADMIN);
+  ** setting it ourselves keeps the layer independent of call order. */
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+    int e = errno;
+    airlock_layer_set_(out, "landlock", AIRLOCK_LAYER_FAILED, e,
+                       "prctl(PR_SET_NO_NEW_PRIVS): %s", strerror(e));
+    return -e;
+  }
+
+  long fd = syscall(__NR_landlock_create_ruleset, &attr, attr_size, 0);
+  if (fd < 0) {
+    int e = errno;
+    airlock_layer_set_(out, "landlock", AIRLOCK_LAYER_FAILED, e,
+                       "landlock_create_ruleset (ABI %d): %s", abi, strerror(e));
+    return -e;
+  }
+  /* Errata are queried only to report them; kernels before ABI 7 answer EINVAL. */
+  long errata = syscall(__NR_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_ERRATA);
+
+  /* Prepare the report now: after restrict_self nothing may fail. */
+  char errbuf[32] = "";
+  if (errata >= 0)
+    snprintf(errbuf, sizeof errbuf, ", errata 0x%lx", (unsigned long)errata);
+  char newer[64] = "";
+  if (abi > LL_ABI_KNOWN)
+    snprintf(newer, sizeof newer, " (kernel ABI %d, rights of ABI %d handled)", abi, LL_ABI_KNOWN);
+  airlock_layer_set_(out, "landlock", AIRLOCK_LAYER_APPLIED, 0,
+                     "ABI %d: fs rights 0x%llx, %s, %s%s%s",
+                     abi < LL_ABI_KNOWN ? abi : LL_ABI_KNOWN,
+                     (unsigned long long)attr.handled_access_fs,
+                     abi >= 4 ? "net tcp bind+connect" : "net NOT restricted (ABI < 4)",
+                     abi >= 6 ? "scope signal+abstract-unix" : "scope NOT restricted (ABI < 6)",
+                     errbuf, newer);
+
+  /* Only the calling thread is restricted (ABI 7 has no thread sync flag):
+  ** the caller must still be single-threaded. Children inherit the domain. */
+  if (syscall(__NR_landlock_restrict_self, (int)fd, 0) != 0) {
+    int e = errno;
+    close((int)fd);
+    airlock_layer_set_(out, "landlock", AIRLOCK_LAYER_FAILED, e,
+                       "landlock_restrict_self: %s", strerror(e));
+    return -e;
+  }
+  close((int)fd);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ rlimits */
+
+int airlock_apply_rlimits(const airlock_rlimits *rl)
+{
+  if (rl == NULL || (rl->set_mask & ~AIRLOCK_RL_ALL_) != 0)
+    return -EINVAL;
+  static const struct { int bit, res; size_t off; } map[] = {
+    { AIRLOCK_RL_AS, RLIMIT_AS, offsetof(airlock_rlimits, as) },
+    { AIRLOCK_RL_CPU, RLIMIT_CPU, offsetof(airlock_rlimits, cpu) },
+    { AIRLOCK_RL_NOFILE, RLIMIT_NOFILE, offsetof(airlock_rlimits, nofile) },
+    { AIRLOCK_RL_NPROC, RLIMIT_NPROC, offsetof(airlock_rlimits, nproc) },
+    { AIRLOCK_RL_FSIZE, RLIMIT_FSIZE, offsetof(airlock_rlimits, fsize) },
+    { AIRLOCK_RL_CORE, RLIMIT_CORE, offsetof(airlock_rlimits, core) },
+    { AIRLOCK_RL_STACK, RLIMIT_STACK, offsetof(airlock_rlimits, stack) },
+  };
+  for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+    if ((rl->set_mask & map[i].bit) == 0)
+      continue;
+    uint64_t v;
+    memcpy(&v, (const char *)rl + map[i].off, sizeof v);
+    /* RLIM_INFINITY is all ones on Linux, so UINT64_MAX maps onto it. Soft
+    ** equals hard: a guest cannot raise its soft limit back. For RLIMIT_CPU
+    ** that means the kernel sends SIGKILL at the limit, not SIGXCPU first
+    ** (it checks the hard limit before the soft one). */
+    struct rlimit r = { .rlim_cur = (rlim_t)v, .rlim_max = (rlim_t)v };
+    if (setrlimit(map[i].res, &r) != 0)
+      return -errno;
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------------ probe */
+
+/* Runs unshare(flags) in a forked child so the caller keeps its namespaces.
+** Without privilege, the spawner would add CLONE_NEWUSER to gain the capability
+** the other namespaces need, so an EPERM is retried that way. */
+static int probe_unshare(int flags)
+{
+  pid_t pid = fork();
+  if (pid < 0)
+    return -errno;
+  if (pid == 0) {
+    if (unshare(flags) == 0)
+      _exit(0);
+    int e = errno;
+    if (e == EPERM && (flags & CLONE_NEWUSER) == 0 && unshare(flags | CLONE_NEWUSER) == 0)
+      _exit(0);
+    _exit(e > 0 && e < 256 ? e : 255);
+  }
+  int st;
+  while (waitpid(pid, &st, 0) < 0) {
+    if (errno != EINTR)
+      return -errno;
+  }
+  if (WIFEXITED(st))
+    return WEXITSTATUS(st) == 0 ? 1 : -WEXITSTATUS(st);
+  return -ECHILD;
+}
+
+/* An integer sysctl, or -1 when the file is absent or unreadable. */
+static int read_int_file(const char *path)
+{
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  char buf[32];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0)
+    return -1;
+  buf[n] = '\0';
+  char *end;
+  long v = strtol(buf, &end, 10);
+  if (end == buf)
+    return -1;
+  return (int)v;
+}
+
+static int probe_cgroup2(void)
+{
+  struct statfs sf;
+  if (statfs("/sys/fs/cgroup", &sf) != 0 || sf.f_type != 0x63677270 /* CGROUP2_SUPER_MAGIC */)
+    return 0;
+  int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return 0;
+  char buf[4096];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0)
+    return 0;
+  buf[n] = '\0';
+  /* The unified hierarchy's line is "0::/path"; on a pure cgroup2 host it is
+  ** the only one. */
+  char *line = strstr(buf, "0::");
+  if (line == NULL || (line != buf && line[-1] != '\n'))
+    return 0;
+  line += 3;
+  line[strcspn(line, "\n")] = '\0';
+  char path[4096];
+  int len = snprintf(path, sizeof path, "/sys/fs/cgroup%s", line);
+  if (len < 0 || (size_t)len >= sizeof path - 32)
+    return 0;
+  /* Writable directory (to create a child cgroup) and cgroup.procs (to move
+  ** a process): both are needed to confine a run. */
+  if (access(path, W_OK) != 0)
+    return 0;
+  strcat(path, "/cgroup.procs");
+  return access(path, W_OK) == 0;
+}
+
+int airlock_probe(airlock_probe_report *r)
+{
+  if (r == NULL)
+    return -EINVAL;
+  memset(r, 0, sizeof *r);
+  r->landlock_abi = airlock_landlock_abi();
+
+  /* SECCOMP_GET_ACTION_AVAIL (4.14) answers both questions without changing
+  ** anything. On an older kernel, PR_SET_SECCOMP with a NULL program fails
+  ** with EFAULT (or EACCES without no_new_privs) when filter mode is built in
+  ** and EINVAL when it is not. */
+  uint32_t act = SECCOMP_RET_ALLOW;
+  if (syscall(__NR_seccomp, SECCOMP_GET_ACTION_AVAIL, 0, &act) == 0) {
+    r->seccomp = 1;
+  } else {
+    int e = errno;
+    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, NULL, 0, 0) != 0) {
+      e = errno;
+      r->seccomp = (e == EFAULT || e == EACCES) ? 1 : -e;
+    } else {
+      r->seccomp = -e;   /* cannot happen with a NULL program */
+    }
+  }
+  act = SECCOMP_RET_KILL_PROCESS;
+  r->seccomp_kill_process =
+      syscall(__NR_seccomp, SECCOMP_GET_ACTION_AVAIL, 0, &act) == 0 ? 1 : -errno;
+
+  r->user_ns = probe_unshare(CLONE_NEWUSER);
+  r->net_ns = probe_unshare(CLONE_NEWNET);
+  r->pid_ns = probe_unshare(CLONE_NEWPID);
+  r->mount_ns = probe_unshare(CLONE_NEWNS);
+  r->ipc_ns = probe_unshare(CLONE_NEWIPC);
+  r->uts_ns = probe_unshare(CLONE_NEWUTS);
+  r->cgroup_ns = probe_unshare(CLONE_NEWCGROUP);
+
+  long pfd = syscall(__NR_pidfd_open, (long)getpid(), 0L);
+  if (pfd >= 0) {
+    close((int)pfd);
+    r->pidfd = 1;
+  } else {
+    r->pidfd = -errno;
+  }
+
+  r->cgroup2_delegated = probe_cgroup2();
+  r->unprivileged_userns_clone = read_int_file("/proc/sys/kernel/unprivileged_userns_clone");
+  r->apparmor_restrict_userns =
+      read_int_file("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
+  r->is_root = geteuid() == 0;
+  return 0;
+}

@@ -1,0 +1,90 @@
+-- cli_spec.lua -- the airlock command as a person uses it: exit codes, messages, JSON.
+local H = require "helper"
+local dk = require "dkjson"
+
+local function sh(cmd)
+  local p = io.popen(cmd .. " 2>&1; echo \"rc=$?\"")
+  local out = p:read("a")
+  p:close()
+  local rc = tonumber(out:match("rc=(%d+)\n$"))
+  return out:gsub("rc=%d+\n$", ""), rc
+end
+
+local function guest_file(src)
+  local path = os.tmpname() .. ".lua"
+  local f = io.open(path, "w")
+  f:write(src)
+  f:close()
+  return path
+end
+
+local AIRLOCK = H.bin .. "/airlock"
+
+describe("airlock run", function()
+  it("prints the value and the guest's output, exit 0", function()
+    local g = guest_file("local t = ... print('adding') return t.a + t.b")
+    local out, rc = sh(AIRLOCK .. " run " .. g .. " --input '{\"a\":2,\"b\":3}'")
+    os.remove(g)
+    assert.equal(0, rc)
+    assert.equal("adding\n5\n", out)
+  end)
+
+  it("prints one JSON object with --json", function()
+    local g = guest_file("print('x') return { n = 1 }")
+    local out, rc = sh(AIRLOCK .. " run " .. g .. " --json")
+    os.remove(g)
+    assert.equal(0, rc)
+    local obj = dk.decode(out)
+    assert.is_true(obj.ok)
+    assert.equal("ok", obj.cause)
+    assert.same({ n = 1 }, obj.value)
+    assert.equal("x\n", obj.log)
+    assert.is_number(obj.usage.wall_ms)
+  end)
+
+  it("exits 1 with the cause when the guest fails", function()
+    local g = guest_file("error('nope')")
+    local out, rc = sh(AIRLOCK .. " run " .. g)
+    os.remove(g)
+    assert.equal(1, rc)
+    assert.matches("airlock: error: .*nope", out)
+  end)
+
+  it("exits 2 with a clear message on bad usage", function()
+    local out, rc = sh(AIRLOCK .. " run /nonexistent/guest.lua")
+    assert.equal(2, rc)
+    assert.matches("cannot read guest /nonexistent/guest.lua: No such file", out)
+    local g = guest_file("return 1")
+    out, rc = sh(AIRLOCK .. " run " .. g .. " --input '{bad'")
+    assert.equal(2, rc)
+    assert.matches("%-%-input is not valid JSON", out)
+    out, rc = sh(AIRLOCK .. " run " .. g .. " --policy nonesuch")
+    assert.equal(2, rc)
+    assert.matches("no stock policy or file named 'nonesuch'", out)
+    out, rc = sh(AIRLOCK .. " run " .. g .. " --frobnicate")
+    assert.equal(2, rc)
+    assert.matches("unknown option %-%-frobnicate", out)
+    os.remove(g)
+    out, rc = sh(AIRLOCK .. " nonesuch")
+    assert.equal(2, rc)
+    assert.matches("unknown command 'nonesuch'", out)
+  end)
+end)
+
+describe("airlock demo", function()
+  it("runs and shows each cause", function()
+    local out, rc = sh(AIRLOCK .. " demo")
+    assert.equal(0, rc)
+    for _, cause in ipairs { "ok", "error", "instructions", "memory", "denied" } do
+      assert.matches("%s" .. cause .. "%s", out)
+    end
+  end)
+end)
+
+describe("airlock repl", function()
+  it("evaluates expressions and runs guests from standard input", function()
+    local out, rc = sh("printf 'return 1 + 2\\nairlock.run{guest=\"return 7\"}.value\\n' | " .. AIRLOCK .. " repl")
+    assert.equal(0, rc)
+    assert.equal("3\n7\n", out)
+  end)
+end)

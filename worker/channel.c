@@ -1,0 +1,156 @@
+/*
+** channel.c -- the worker's end of fd 3: frames out, init and replies in.
+** A channel that breaks, or carries anything but the awaited frame, ends the
+** worker at once (exit 3): a guest never continues on a channel out of step.
+*/
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include <lauxlib.h>
+
+#include "convert.h"
+#include "worker.h"
+
+/* SECURITY: the parent treats a frame over its limit as a protocol breach and
+** kills the run; refusing here, before the frame grows past the limit, turns
+** an oversized value into an error the guest can see and handle. */
+static int capped_write(void *data, const char *buf, size_t len)
+{
+  worker *w = data;
+  if (w->out_refused || len > AIRLOCK_FRAME_MAX_DEFAULT - w->out.size ||
+      msgpack_sbuffer_write(&w->out, buf, len) != 0) {
+    w->out_refused = 1;
+    return -1;
+  }
+  return 0;
+}
+
+/* The spawner hands over a blocking socket; a non-blocking one would make the
+** blocking reads below fail with EAGAIN, so it is made blocking once here. */
+void worker_channel_open(worker *w)
+{
+  int fl = fcntl(AIRLOCK_CHANNEL_FD, F_GETFL);
+  if (fl < 0)
+    worker_die(WORKER_EXIT_CHANNEL, "fd %d is not open: airlock-worker is started by airlock",
+               AIRLOCK_CHANNEL_FD);
+  if ((fl & O_NONBLOCK) && fcntl(AIRLOCK_CHANNEL_FD, F_SETFL, fl & ~O_NONBLOCK) < 0)
+    worker_die(WORKER_EXIT_CHANNEL, "cannot make fd %d blocking: %s", AIRLOCK_CHANNEL_FD,
+               strerror(errno));
+  msgpack_sbuffer_init(&w->out);
+  msgpack_packer_init(&w->pk, w, capped_write);
+  airlock_frame_reader_init(&w->in, AIRLOCK_FRAME_MAX_DEFAULT);
+  msgpack_unpacked_init(&w->reply);
+}
+
+static const char *read_error(int rc)
+{
+  switch (rc) {
+  case AIRLOCK_FRAME_EOF:
+    return "the parent closed the channel";
+  case AIRLOCK_FRAME_AGAIN:
+    return "the channel is non-blocking";
+  case -EMSGSIZE:
+    return "frame over the size limit";
+  case -EPROTO:
+    return "empty or truncated frame";
+  default:
+    return strerror(-rc);
+  }
+}
+
+void worker_channel_read_init(msgpack_unpacked *u, airlock_msg *msg)
+{
+  airlock_frame_reader r;
+  char err[256];
+  airlock_frame_reader_init(&r, WORKER_INIT_MAX);
+  int rc = airlock_frame_read_fd(&r, AIRLOCK_CHANNEL_FD);
+  if (rc != AIRLOCK_FRAME_READY)
+    worker_die(WORKER_EXIT_CHANNEL, "reading init: %s", read_error(rc));
+  /* The codec copies the body into u, so the reader can go at once. */
+  rc = airlock_msg_decode(r.body, r.len, u, msg, err, sizeof err);
+  airlock_frame_reader_free(&r);
+  if (rc < 0)
+    worker_die(WORKER_EXIT_BADINIT, "init: %s", err);
+  if (msg->kind != AIRLOCK_MSG_INIT)
+    worker_die(WORKER_EXIT_BADINIT, "the first frame is '%s', not 'init'",
+               airlock_msg_kind_name(msg->kind));
+}
+
+msgpack_packer *worker_frame_begin(worker *w, const char *t, uint32_t nfields)
+{
+  w->out_refused = 0;
+  msgpack_sbuffer_clear(&w->out);
+  msgpack_pack_map(&w->pk, nfields);
+  airlock_pack_cstr(&w->pk, "t");
+  airlock_pack_cstr(&w->pk, t);
+  return &w->pk;
+}
+
+void worker_frame_send(worker *w)
+{
+  if (w->out_refused)
+    worker_die(WORKER_EXIT_INTERNAL, "an outgoing frame was cut short");
+  int rc = airlock_frame_write_fd(AIRLOCK_CHANNEL_FD, w->out.data, w->out.size);
+  if (rc < 0)
+    worker_die(WORKER_EXIT_CHANNEL, "writing to fd %d: %s", AIRLOCK_CHANNEL_FD, strerror(-rc));
+}
+
+/* The id is taken only when the call is sent, so a call that fails while it
+** is being packed leaves no gap in the sequence. */
+msgpack_packer *worker_call_begin(worker *w, const char *effect, size_t len)
+{
+  msgpack_packer *pk = worker_frame_begin(w, "call", 4);
+  airlock_pack_cstr(pk, "id");
+  msgpack_pack_uint64(pk, w->last_id + 1);
+  airlock_pack_cstr(pk, "effect");
+  airlock_pack_str(pk, effect, len);
+  airlock_pack_cstr(pk, "args");
+  return pk;
+}
+
+/* Reads the next frame, which must be the reply to call id. */
+static void await_reply(worker *w, uint64_t id, airlock_msg *msg)
+{
+  char err[256];
+  int rc = airlock_frame_read_fd(&w->in, AIRLOCK_CHANNEL_FD);
+  if (rc != AIRLOCK_FRAME_READY)
+    worker_die(WORKER_EXIT_CHANNEL, "waiting for the reply to call %" PRIu64 ": %s", id,
+               read_error(rc));
+  rc = airlock_msg_decode(w->in.body, w->in.len, &w->reply, msg, err, sizeof err);
+  airlock_frame_reader_reset(&w->in);
+  if (rc < 0)
+    worker_die(WORKER_EXIT_CHANNEL, "waiting for the reply to call %" PRIu64 ": %s", id, err);
+  if (msg->kind != AIRLOCK_MSG_REPLY)
+    worker_die(WORKER_EXIT_CHANNEL, "waiting for the reply to call %" PRIu64 ", got '%s'", id,
+               airlock_msg_kind_name(msg->kind));
+  if (msg->id != id)
+    worker_die(WORKER_EXIT_CHANNEL,
+               "waiting for the reply to call %" PRIu64 ", got the reply to call %" PRIu64, id,
+               msg->id);
+}
+
+int worker_call_finish(lua_State *L, worker *w)
+{
+  if (w->out_refused)
+    return luaL_error(L, "call too large to send (frames are limited to %d MiB)",
+                      (int)(AIRLOCK_FRAME_MAX_DEFAULT >> 20));
+  worker_frame_send(w);
+  airlock_msg msg;
+  await_reply(w, ++w->last_id, &msg);
+  if (msg.err != NULL) {
+    /* The effect's message is the error value itself, with no position
+    ** prefix: the guest sees exactly what the policy said. */
+    const msgpack_object_str *e = &msg.err->via.str;
+    if (msg.code != NULL && msg.code->via.str.size == 6 &&
+        memcmp(msg.code->via.str.ptr, "denied", 6) == 0)
+      worker_note_denied(L, e->ptr, e->size);
+    lua_pushlstring(L, e->ptr, e->size);
+    return lua_error(L);
+  }
+  char err[128];
+  if (airlock_lua_push(L, msg.value, err, sizeof err) != 0)
+    return luaL_error(L, "unusable reply to call %I: %s", (lua_Integer)w->last_id, err);
+  return 1;
+}

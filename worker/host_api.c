@@ -1,0 +1,193 @@
+/*
+** host_api.c -- the guest's way out: host.call, host.input, the per-effect
+** sugar (host.fs.read) built from init.effects, and print as the log effect.
+*/
+#include <string.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+
+#include "convert.h"
+#include "worker.h"
+
+#define TRUNCATED_MARK "\n[output truncated]\n"
+
+/* Sends effect(args at index args) and pushes the reply's value. */
+static int call_effect(lua_State *L, const char *effect, size_t len, int args)
+{
+  worker *w = worker_of(L);
+  char err[256];
+  msgpack_packer *pk = worker_call_begin(w, effect, len);
+  if (airlock_lua_pack(L, args, pk, "args", err, sizeof err) != 0)
+    return luaL_error(L, "%s", err);
+  return worker_call_finish(L, w);
+}
+
+/* host.call(effect, args). The name is checked here because the parent
+** would treat a bad one as a protocol breach and kill the run. */
+static int host_call(lua_State *L)
+{
+  size_t len;
+  const char *effect = luaL_checklstring(L, 1, &len);
+  if (len == 0 || len > AIRLOCK_EFFECT_NAME_MAX)
+    return luaL_argerror(L, 1, "effect names are 1 to 256 bytes");
+  lua_settop(L, 2);
+  return call_effect(L, effect, len, 2);
+}
+
+/* host.<ns>.<name>(args): the effect's name is the closure's upvalue. */
+static int host_sugar(lua_State *L)
+{
+  size_t len;
+  const char *effect = lua_tolstring(L, lua_upvalueindex(1), &len);
+  lua_settop(L, 1);
+  return call_effect(L, effect, len, 1);
+}
+
+/* host.input(prompt): the run ends paused here; resuming is a new worker
+** that replays the journal up to this point. */
+static int host_input(lua_State *L)
+{
+  worker *w = worker_of(L);
+  char err[256];
+  lua_settop(L, 1);
+  msgpack_packer *pk = worker_frame_begin(w, "pause", 2);
+  airlock_pack_cstr(pk, "prompt");
+  if (airlock_lua_pack(L, 1, pk, "prompt", err, sizeof err) != 0)
+    return luaL_error(L, "%s", err);
+  worker_frame_send(w);
+  _exit(WORKER_EXIT_DONE);
+}
+
+/* Pushes t[k], creating an empty table there if the slot is free; returns 0
+** (nothing pushed) when the slot holds something else. */
+static int sub_table(lua_State *L, int t, const char *k, size_t n)
+{
+  lua_pushlstring(L, k, n);
+  int type = lua_rawget(L, t);
+  if (type == LUA_TTABLE)
+    return 1;
+  lua_pop(L, 1);
+  if (type != LUA_TNIL)
+    return 0;
+  lua_createtable(L, 0, 2);
+  lua_pushlstring(L, k, n);
+  lua_pushvalue(L, -2);
+  lua_rawset(L, t);
+  return 1;
+}
+
+static int has_empty_segment(const char *name, size_t len)
+{
+  for (size_t i = 0; i <= len; i++)
+    if ((i == len || name[i] == '.') && (i == 0 || name[i - 1] == '.'))
+      return 1;
+  return 0;
+}
+
+/* "fs.read" becomes host.fs.read. A name with an empty segment, or one that
+** would overwrite a function or a namespace already there (host.call,
+** host.input, or "fs" next to "fs.read"), gets no sugar: host.call still
+** reaches it. */
+static void add_sugar(lua_State *L, int host, const char *name, size_t len)
+{
+  if (has_empty_segment(name, len))
+    return;
+  int base = lua_gettop(L);
+  lua_pushvalue(L, host);
+  int t = base + 1;   /* the table the next segment goes into */
+  const char *seg = name, *end = name + len, *dot;
+  while ((dot = memchr(seg, '.', (size_t)(end - seg))) != NULL) {
+    if (!sub_table(L, t, seg, (size_t)(dot - seg)))
+      goto done;
+    lua_replace(L, t);   /* constant stack use, however many segments */
+    seg = dot + 1;
+  }
+  lua_pushlstring(L, seg, (size_t)(end - seg));
+  lua_pushvalue(L, -1);
+  if (lua_rawget(L, t) == LUA_TNIL) {
+    lua_pop(L, 1);
+    lua_pushlstring(L, name, len);
+    lua_pushcclosure(L, host_sugar, 1);
+    lua_rawset(L, t);
+  }
+done:
+  lua_settop(L, base);
+}
+
+static void add_all_sugar(lua_State *L, int host, const msgpack_object *effects)
+{
+  for (uint32_t i = 0; effects != NULL && i < effects->via.array.size; i++) {
+    const msgpack_object_str *s = &effects->via.array.ptr[i].via.str;
+    add_sugar(L, host, s->ptr, s->size);
+  }
+}
+
+/* ---------------------------------------------------------------- print */
+
+/* Sends text as one log effect; when cut, the mark follows the kept prefix. */
+static void send_log(lua_State *L, worker *w, const char *text, size_t len, int cut)
+{
+  size_t mark = cut ? sizeof TRUNCATED_MARK - 1 : 0;
+  msgpack_packer *pk = worker_call_begin(w, "log", 3);
+  msgpack_pack_map(pk, 1);
+  airlock_pack_cstr(pk, "text");
+  msgpack_pack_str(pk, len + mark);
+  msgpack_pack_str_body(pk, text, len);
+  msgpack_pack_str_body(pk, TRUNCATED_MARK, mark);
+  worker_call_finish(L, w);
+  lua_pop(L, 1);
+}
+
+/* limits.output caps the bytes printed over the whole run: the print that
+** crosses it sends what still fits and the mark, later ones are dropped. */
+static void print_text(lua_State *L, worker *w, const char *text, size_t len)
+{
+  uint64_t cap = w->init.output;
+  if (cap == 0) {
+    send_log(L, w, text, len, 0);
+  } else if (!w->out_truncated) {
+    uint64_t room = cap - w->out_used;
+    if (len <= room) {
+      w->out_used += len;
+      send_log(L, w, text, len, 0);
+    } else {
+      w->out_truncated = 1;
+      w->out_used = cap;
+      send_log(L, w, text, (size_t)room, 1);
+    }
+  }
+}
+
+/* print(...): tostring of each argument, tab-separated, newline-terminated. */
+static int guest_print(lua_State *L)
+{
+  int n = lua_gettop(L);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  for (int i = 1; i <= n; i++) {
+    if (i > 1)
+      luaL_addchar(&b, '\t');
+    luaL_tolstring(L, i, NULL);
+    luaL_addvalue(&b);
+  }
+  luaL_addchar(&b, '\n');
+  luaL_pushresult(&b);
+  size_t len;
+  const char *text = lua_tolstring(L, -1, &len);
+  print_text(L, worker_of(L), text, len);
+  return 0;
+}
+
+void worker_host_open(lua_State *L, worker *w)
+{
+  lua_createtable(L, 0, 2);
+  int host = lua_gettop(L);
+  lua_pushcfunction(L, host_call);
+  lua_setfield(L, host, "call");
+  lua_pushcfunction(L, host_input);
+  lua_setfield(L, host, "input");
+  add_all_sugar(L, host, w->init.effects);
+  lua_setglobal(L, "host");
+  lua_register(L, "print", guest_print);
+}

@@ -1,0 +1,101 @@
+/*
+** init.c -- validates the init frame into the worker's settings.
+** Init comes from the trusted parent, so a bad one is a bug there: say exactly
+** which field is wrong on stderr and exit 2, before any guest code exists.
+*/
+#include <math.h>
+#include <string.h>
+
+#include "worker.h"
+
+static const msgpack_object *field_of(const msgpack_object *map, const char *key,
+                                      msgpack_object_type type, const char *where)
+{
+  const msgpack_object *o = airlock_msg_field(map, key);
+  if (o != NULL && o->type != type)
+    worker_die(WORKER_EXIT_BADINIT, "init: %s%s has the wrong type", where, key);
+  return o;
+}
+
+/* A whole number of at least 0. Policies written in Lua often say 20e6, a
+** float, so integral floats are accepted too. */
+static uint64_t count_of(const msgpack_object *map, const char *key, const char *where)
+{
+  const msgpack_object *o = airlock_msg_field(map, key);
+  if (o == NULL)
+    return 0;
+  if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+    return o->via.u64;
+  if ((o->type == MSGPACK_OBJECT_FLOAT64 || o->type == MSGPACK_OBJECT_FLOAT32) &&
+      o->via.f64 >= 0 && o->via.f64 < 18446744073709551616.0 && floor(o->via.f64) == o->via.f64)
+    return (uint64_t)o->via.f64;
+  worker_die(WORKER_EXIT_BADINIT, "init: %s%s must be a whole number >= 0", where, key);
+}
+
+static void parse_guest(worker_init *in, const msgpack_object *init)
+{
+  const msgpack_object *guest = field_of(init, "guest", MSGPACK_OBJECT_MAP, "");
+  if (guest == NULL)
+    worker_die(WORKER_EXIT_BADINIT, "init: guest is missing");
+  const msgpack_object *src = field_of(guest, "source", MSGPACK_OBJECT_STR, "guest.");
+  if (src == NULL)
+    worker_die(WORKER_EXIT_BADINIT, "init: guest.source is missing");
+  in->source = src->via.str.ptr;
+  in->source_len = src->via.str.size;
+  const msgpack_object *name = field_of(guest, "name", MSGPACK_OBJECT_STR, "guest.");
+  in->name = name != NULL ? name->via.str.ptr : "";
+  in->name_len = name != NULL ? name->via.str.size : 0;
+}
+
+static void parse_seed(worker_init *in, const msgpack_object *init)
+{
+  const msgpack_object *seed = airlock_msg_field(init, "seed");
+  if (seed != NULL && seed->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+    in->seed = seed->via.i64;
+  else
+    in->seed = (int64_t)count_of(init, "seed", "");  /* the bits are what count */
+}
+
+static void parse_limits(worker_init *in, const msgpack_object *init)
+{
+  const msgpack_object *limits = field_of(init, "limits", MSGPACK_OBJECT_MAP, "");
+  in->instructions = count_of(limits, "instructions", "limits.");
+  in->memory = count_of(limits, "memory", "limits.");
+  in->output = count_of(limits, "output", "limits.");
+  if (in->memory > SIZE_MAX)
+    worker_die(WORKER_EXIT_BADINIT, "init: limits.memory is larger than the address space");
+}
+
+/* Effect names arrive in call frames later; each is held to the same rule the
+** parent enforces on them, so sugar can never build an unsendable call. */
+static void parse_effects(worker_init *in, const msgpack_object *init)
+{
+  /* A Lua parent packs an empty list as an empty map: both mean none. */
+  const msgpack_object *fx = airlock_msg_field(init, "effects");
+  if (fx != NULL && fx->type == MSGPACK_OBJECT_MAP && fx->via.map.size == 0)
+    return;
+  fx = field_of(init, "effects", MSGPACK_OBJECT_ARRAY, "");
+  for (uint32_t i = 0; fx != NULL && i < fx->via.array.size; i++) {
+    const msgpack_object *e = &fx->via.array.ptr[i];
+    if (e->type != MSGPACK_OBJECT_STR || e->via.str.size == 0 ||
+        e->via.str.size > AIRLOCK_EFFECT_NAME_MAX)
+      worker_die(WORKER_EXIT_BADINIT, "init: effects[%u] must be a name of 1 to %d bytes",
+                 (unsigned)i + 1, AIRLOCK_EFFECT_NAME_MAX);
+  }
+  in->effects = fx;
+}
+
+void worker_init_parse(worker *w, const msgpack_object *init)
+{
+  worker_init *in = &w->init;
+  memset(in, 0, sizeof *in);
+  const msgpack_object *run = airlock_msg_field(init, "run");
+  if (run != NULL && run->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+    worker_die(WORKER_EXIT_BADINIT, "init: run must be a whole number >= 0");
+  parse_guest(in, init);
+  parse_seed(in, init);
+  parse_limits(in, init);
+  parse_effects(in, init);
+  in->input = airlock_msg_field(init, "input");
+  in->confine = field_of(init, "confine", MSGPACK_OBJECT_MAP, "");
+}

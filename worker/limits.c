@@ -1,0 +1,79 @@
+/*
+** limits.c -- the limits enforced inside the worker: a capped Lua allocator
+** and an instruction-count hook that ends the run from within, past any pcall.
+*/
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+
+#include "worker.h"
+
+#define HOOK_STEP 1000   /* instructions between two hook calls */
+
+/* Lua's allocator contract: nsize 0 frees; growing may fail (return NULL, and
+** Lua collects garbage and retries once before raising a memory error); a
+** shrink must never fail. The account is the Lua heap as Lua sees it. */
+static void *capped_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+  worker *w = ud;
+  size_t old = ptr != NULL ? osize : 0;   /* without ptr, osize is a type tag */
+  if (nsize == 0) {
+    free(ptr);
+    w->mem_used -= old;
+    return NULL;
+  }
+  size_t cap = (size_t)w->init.memory;
+  if (nsize > old && cap != 0 && w->mem_exempt == 0 &&
+      (w->mem_used > cap || nsize - old > cap - w->mem_used))
+    return NULL;
+  void *p = realloc(ptr, nsize);
+  if (p == NULL)
+    return nsize <= old ? ptr : NULL;
+  w->mem_used = w->mem_used - old + nsize;
+  return p;
+}
+
+/* The runtime is built with the cap lifted (see worker_limits_start): what the
+** libraries need is the worker's cost, not the guest's. */
+lua_State *worker_newstate(worker *w)
+{
+  w->mem_exempt = 1;
+  lua_State *L = lua_newstate(capped_alloc, w);
+  if (L != NULL)
+    *(worker **)lua_getextraspace(L) = w;   /* copied into every new thread */
+  return L;
+}
+
+/* Reports the exhausted budget itself and exits: returning or raising would
+** let a guest pcall swallow the error and run on. */
+static void count_hook(lua_State *L, lua_Debug *ar)
+{
+  (void)ar;
+  worker *w = worker_of(L);
+  w->executed += (uint64_t)w->hook_step;
+  if (w->executed < w->init.instructions)
+    return;
+  w->mem_exempt++;   /* the run is over; the traceback may need memory */
+  char msg[80];
+  int n = snprintf(msg, sizeof msg, "instruction budget of %" PRIu64 " exhausted",
+                   w->init.instructions);
+  luaL_traceback(L, L, NULL, 0);
+  size_t tlen;
+  const char *tb = lua_tolstring(L, -1, &tlen);
+  worker_send_error(w, msg, (size_t)n, tb, tlen, "instructions");
+}
+
+/* Called once, just before the guest's chunk is loaded: from here on every
+** allocation counts against the cap and every instruction against the budget.
+** Coroutines created later inherit the hook from the main thread. */
+void worker_limits_start(worker *w)
+{
+  w->mem_exempt = 0;
+  if (w->init.instructions == 0)
+    return;
+  w->hook_step = w->init.instructions < HOOK_STEP ? (int)w->init.instructions : HOOK_STEP;
+  lua_sethook(w->L, count_hook, LUA_MASKCOUNT, w->hook_step);
+}
