@@ -7,7 +7,10 @@ package.path = "spec/?.lua;" .. package.path
 local H = {}
 H.build = build
 H.bin = build .. "/bin"
-H.hostile = H.bin .. "/hostile-worker"
+-- The stand-in is always the release build: under UBSan its deliberate null
+-- store would be reported instead of crashing.
+H.hostile = "build/bin/hostile-worker"
+H.sanitized = os.getenv("AIRLOCK_SANITIZED") == "1"
 
 -- Reads a /proc file, or nil.
 function H.slurp(path)

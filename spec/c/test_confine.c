@@ -1,6 +1,7 @@
 /*
 ** test_confine.c -- tests for core/confine*.c: each test forks a child that applies
 ** layers and then attempts real attacks; the parent checks how the child ended.
+** Run as root on x86_64 for full coverage (uid switches, int $0x80 attacks).
 */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -576,6 +577,8 @@ static void child_both(void *arg)
   CCHECK(airlock_confine_landlock_deny_all(&b) == 0);
   CCHECK(airlock_confine_seccomp_worker(&c) == 0);
   CCHECK(b.status == AIRLOCK_LAYER_APPLIED && c.status == AIRLOCK_LAYER_APPLIED);
+  fprintf(stderr, "  %s: %s\n  %s: %s\n  %s: %s\n", a.name, a.detail, b.name, b.detail,
+          c.name, c.detail);
   char *m = malloc(1 << 20);
   CCHECK(m != NULL);
   free(m);
