@@ -201,14 +201,35 @@ static void accept_final(airlock_run *r, struct held *h) {
   kill_group(r);   /* done or pause: the disposable child has nothing more to say */
 }
 
-/* The child's claims in ready are not trusted: check what can be seen from
-** outside. Returns 0, or -1 with a message in why. */
-static int verify_from_outside(airlock_run *r, char *why, size_t len) {
+/* Right after spawn (the child is alive: its namespaces still exist), check
+** from outside that it is in every namespace asked for. A child that already
+** died cannot be checked and does not need to be. Returns 0, or -1 with why. */
+static int verify_namespaces(airlock_run *r, char *why, size_t len) {
   static const struct { unsigned long flag; const char *name; } ns[] = {
     { CLONE_NEWUSER, "user" }, { CLONE_NEWPID, "pid" }, { CLONE_NEWNET, "net" },
     { CLONE_NEWIPC, "ipc" }, { CLONE_NEWUTS, "uts" }, { CLONE_NEWNS, "mnt" },
     { CLONE_NEWCGROUP, "cgroup" } };
-  char path[64], mine[64], theirs[64], buf[4096];
+  char path[64], mine[64], theirs[64];
+  for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
+    if (!(r->namespaces & ns[i].flag)) continue;
+    ssize_t a, b;
+    snprintf(path, sizeof path, "/proc/self/ns/%s", ns[i].name);
+    a = readlink(path, mine, sizeof mine - 1);
+    snprintf(path, sizeof path, "/proc/%d/ns/%s", (int)r->c.pid, ns[i].name);
+    b = readlink(path, theirs, sizeof theirs - 1);
+    if (b <= 0 && errno == ENOENT) return 0;   /* already exited */
+    if (a <= 0 || b <= 0 || (a == b && memcmp(mine, theirs, (size_t)a) == 0)) {
+      snprintf(why, len, "the worker is not in its own %s namespace (%s)", ns[i].name, path);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* The child's claims in ready are not trusted: /proc/PID/status must show the
+** seccomp filter and no_new_privs. Returns 0, or -1 with a message in why. */
+static int verify_from_outside(airlock_run *r, char *why, size_t len) {
+  char path[64], buf[4096];
 
   if (r->verify_seccomp) {
     snprintf(path, sizeof path, "/proc/%d/status", (int)r->c.pid);
@@ -223,18 +244,6 @@ static int verify_from_outside(airlock_run *r, char *why, size_t len) {
     }
     if (!strstr(buf, "\nNoNewPrivs:\t1\n")) {
       snprintf(why, len, "the worker reported ready but %s does not show NoNewPrivs: 1", path);
-      return -1;
-    }
-  }
-  for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
-    if (!(r->namespaces & ns[i].flag)) continue;
-    ssize_t a, b;
-    snprintf(path, sizeof path, "/proc/self/ns/%s", ns[i].name);
-    a = readlink(path, mine, sizeof mine - 1);
-    snprintf(path, sizeof path, "/proc/%d/ns/%s", (int)r->c.pid, ns[i].name);
-    b = readlink(path, theirs, sizeof theirs - 1);
-    if (a <= 0 || b <= 0 || (a == b && memcmp(mine, theirs, (size_t)a) == 0)) {
-      snprintf(why, len, "the worker is not in its own %s namespace (%s)", ns[i].name, path);
       return -1;
     }
   }
@@ -281,7 +290,7 @@ static int on_frame(airlock_run *r) {
     }
     r->ready_seen = 1;
     r->ready = h;
-    if ((r->verify_seccomp || r->namespaces) && verify_from_outside(r, why, sizeof why) < 0) {
+    if (r->verify_seccomp && verify_from_outside(r, why, sizeof why) < 0) {
       end_with(r, AIRLOCK_CAUSE_CONFINEMENT, "confinement: %s", why);
       return 1;
     }
@@ -574,12 +583,16 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
     goto undo;
   }
   if (o->deadline_ms) r->deadline_at = r->t_start + (double)o->deadline_ms;
+  char why[256];
+  int ns_ok = !r->namespaces || verify_namespaces(r, why, sizeof why) == 0;
   r->serial = ++b->serial;
   r->next = b->runs;
   if (b->runs) b->runs->prev = r;
   b->runs = r;
   b->live++;
-  if (o->init && o->init_len) {
+  if (!ns_ok) {
+    end_with(r, AIRLOCK_CAUSE_CONFINEMENT, "confinement: %s", why);
+  } else if (o->init && o->init_len) {
     rc = queue_out(r, o->init, o->init_len);
     if (rc == -ENOMEM) end_with(r, AIRLOCK_CAUSE_PROTOCOL, "out of memory sending init");
     /* -EPIPE: the child already died; its exit explains why. */

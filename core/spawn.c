@@ -31,9 +31,23 @@ struct spawn_ctx {
   uid_t uid;
   gid_t gid;
   int src[4];            /* stdin, stdout, stderr, channel (-1: none) */
-  const char *step;      /* set by the child on failure */
+  struct spawn_report *rep;
+};
+
+/* Where the child says how it failed: a MAP_SHARED page, so the report reaches
+** the parent whether or not the child shares its memory (see SPAWN_FLAGS). */
+struct spawn_report {
+  const char *step;      /* a string literal: same address in a copy */
   int err;
 };
+
+/* ASan cannot follow instrumented code into a CLONE_VM child on a private
+** stack; the sanitizer build uses a copy of the address space instead. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SPAWN_FLAGS (CLONE_VFORK | SIGCHLD)
+#else
+#define SPAWN_FLAGS (CLONE_VM | CLONE_VFORK | SIGCHLD)
+#endif
 
 static const char *const empty_env[] = { NULL };
 
@@ -61,8 +75,8 @@ static int write_proc(const char *path, const char *text, size_t len) {
 }
 
 __attribute__((noreturn)) static void fail(struct spawn_ctx *x, const char *step) {
-  x->err = errno;
-  x->step = step;
+  x->rep->err = errno;
+  x->rep->step = step;
   _exit(127);
 }
 
@@ -147,6 +161,7 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   struct spawn_ctx x;
   sigset_t all, old;
   void *stack = MAP_FAILED;
+  struct spawn_report *rep = MAP_FAILED;
   const char *step = NULL;
   char abs_path[4096];
   int rc = 0;
@@ -172,9 +187,14 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   stack = mmap(NULL, CHILD_STACK_SIZE, PROT_READ | PROT_WRITE,
                MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (stack == MAP_FAILED) { step = "mmap(stack)"; goto fail; }
+  rep = mmap(NULL, sizeof *rep, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (rep == MAP_FAILED) { step = "mmap(report)"; goto fail; }
+  rep->step = NULL;
+  rep->err = 0;
 
   memset(&x, 0, sizeof x);
   x.o = o;
+  x.rep = rep;
   x.path = o->argv[0][0] == '/' ? o->argv[0] : abs_path;
   x.parent = getpid();
   x.uid = geteuid();
@@ -188,23 +208,23 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   c->pid = clone(child_main, (char *)stack + CHILD_STACK_SIZE,
-                 CLONE_VM | CLONE_VFORK | SIGCHLD | (int)o->namespaces, &x);
+                 SPAWN_FLAGS | (int)o->namespaces, &x);
   int clone_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   munmap(stack, CHILD_STACK_SIZE);
   stack = MAP_FAILED;
   if (c->pid < 0) { errno = clone_errno; step = "clone"; goto fail; }
 
-  if (x.step) {   /* the child failed before exec and has exited */
+  if (rep->step) {   /* the child failed before exec and has exited */
     waitpid(c->pid, NULL, 0);
     c->pid = -1;
-    errno = x.err;
-    if (strcmp(x.step, "exec") == 0) {
+    errno = rep->err;
+    if (strcmp(rep->step, "exec") == 0) {
       rc = -errno;
       snprintf(err, errlen, "exec %s: %s", o->argv[0], strerror(errno));
       goto cleanup;
     }
-    step = x.step;
+    step = rep->step;
     goto fail;
   }
 
@@ -231,6 +251,7 @@ fail:
   snprintf(err, errlen, "spawn: %s: %s", step, strerror(errno));
 cleanup:
   if (stack != MAP_FAILED) munmap(stack, CHILD_STACK_SIZE);
+  if (rep != MAP_FAILED) munmap(rep, sizeof *rep);
   close_fd(&sv[0]); close_fd(&sv[1]);
   close_fd(&po[0]); close_fd(&po[1]);
   close_fd(&pe[0]); close_fd(&pe[1]);

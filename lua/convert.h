@@ -8,7 +8,7 @@
 #include <lua.h>
 #include <msgpack.h>
 
-#define AIRLOCK_CONVERT_DEPTH_MAX 32
+#define AIRLOCK_CONVERT_DEPTH_MAX 31   /* the frame's own map is level 1 of AIRLOCK_MSG_DEPTH_MAX */
 
 /* Packs the value at index idx into pk. nil, booleans, integers, floats,
 ** strings (binary-safe), sequences (keys exactly 1..n, n >= 1) as arrays, other

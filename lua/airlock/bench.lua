@@ -108,8 +108,9 @@ function M.main(args)
   local rows = {}
   local fe = baseline("forkexec " .. n .. " /bin/true")
   row(rows, "spawn-done", bench_spawn(n), "fork-exec /bin/true", fe)
-  local bw = io.open("/usr/bin/bwrap") and io.close() and true
+  local bw = io.open("/usr/bin/bwrap")
   if bw then
+    bw:close()
     local m, err = bench_program(quick and 20 or 200, { "/usr/bin/bwrap", "--unshare-all", "--ro-bind", "/", "/", "/bin/true" })
     if m then row(rows, "bwrap-true", m, "fork-exec /bin/true", fe)
     else io.stderr:write("bench: bubblewrap could not run here: ", err, "\n") end

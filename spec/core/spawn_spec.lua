@@ -1,0 +1,46 @@
+-- spawn_spec.lua -- the spawner's namespaces and the parent's outside checks
+-- of what a child claims in ready (core level, through broker:_start).
+local airlock = require "airlock"
+local H = require "helper"
+
+local function start(b, opts)
+  opts.handlers = opts.handlers or {}
+  opts.deadline_ms = opts.deadline_ms or 3000
+  if opts.argv[1] == H.hostile then opts.init = { t = "init", v = 1 } end
+  local run = assert(b:_start(opts))
+  return run:wait(b)
+end
+
+describe("the spawner", function()
+  it("starts a child in its own user, pid, net, ipc, uts, mount and cgroup namespaces", function()
+    local b <close> = airlock.broker()
+    local res = start(b, { argv = { H.hostile, "ready-done" },
+      namespaces = { "user", "pid", "net", "ipc", "uts", "mount", "cgroup" }, no_new_privs = true })
+    assert.equal("ok", res.cause, res.message)
+    assert.equal("fine", res.value)
+  end)
+
+  it("gives a program in a new user namespace no capabilities and no new privileges", function()
+    local b <close> = airlock.broker()
+    local res = start(b, { argv = { "/bin/sh", "-c", "grep -E '^(CapEff|NoNewPrivs|Uid)' /proc/self/status; echo pid $$" },
+      expect_ready = false, namespaces = { "user", "pid" }, no_new_privs = true })
+    assert.equal(0, res.exit_code)
+    assert.matches("CapEff:%s+0000000000000000", res.stdout)
+    assert.matches("NoNewPrivs:%s+1", res.stdout)
+    assert.matches("Uid:%s+65534", res.stdout)
+    assert.matches("pid 1\n", res.stdout)
+  end)
+
+  it("ends with cause confinement when ready arrives without the seccomp filter it must have", function()
+    local b <close> = airlock.broker()
+    local res = start(b, { argv = { H.hostile, "ready-done" }, verify_seccomp = true })
+    assert.equal("confinement", res.cause)
+    assert.matches("does not show a seccomp filter", res.message)
+  end)
+
+  it("refuses an unknown namespace name", function()
+    local b <close> = airlock.broker()
+    assert.has_error(function() b:_start { argv = { "/bin/true" }, handlers = {}, namespaces = { "time" } } end,
+      "start: unknown namespace 'time' (user, pid, net, ipc, uts, mount, cgroup)")
+  end)
+end)
