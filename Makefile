@@ -25,7 +25,7 @@ build/gen/embedded.c: tools/embed.lua $(LUA_SRC)
 	@mkdir -p build/gen
 	lua5.4 tools/embed.lua $@ $(LUA_SRC)
 
-build/Makefile: premake5.lua
+build/Makefile: premake5.lua $(wildcard core/*.c lua/*.c lua/binding/*.c worker/*.c spec/c/*.c spec/fixtures/*.c bench/*.c)
 	premake4 --file=premake5.lua gmake >/dev/null
 
 build: deps build/gen/embedded.c build/Makefile

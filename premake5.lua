@@ -83,5 +83,6 @@ local function tool(name, srcs, libs)
 end
 tool("test-codec", { "spec/c/test_codec.c" }, { "airlock-core", "msgpackc" })
 tool("test-convert", { "spec/c/test_convert.c" }, { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "m" })
+tool("test-confine", { "spec/c/test_confine.c" }, { "airlock-core", "seccomp" })
 tool("hostile-worker", { "spec/fixtures/hostile_worker.c" }, { "msgpackc" })
 tool("airlock-baseline", { "bench/baseline.c" }, { "msgpackc" })
