@@ -14,18 +14,8 @@
 #include <unistd.h>
 
 #include "airlock.h"
+#include "check.h"
 
-static int passed, failed;
-
-#define CHECK(cond)                                                        \
-  do {                                                                     \
-    if (cond) {                                                            \
-      passed++;                                                            \
-    } else {                                                               \
-      failed++;                                                            \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                                      \
-  } while (0)
 
 /* Deterministic, so a failure reproduces. */
 static uint64_t rng_state = 0x9e3779b97f4a7c15u;
@@ -936,6 +926,5 @@ int main(void)
 
   msgpack_unpacked_destroy(&u);
   msgpack_sbuffer_destroy(&sb);
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_summary();
 }

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "confine.h"
+#include "check.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define UNDER_ASAN 1
@@ -39,17 +40,6 @@
 #define UNDER_ASAN 0
 #endif
 
-static int passed, failed;
-
-#define CHECK(cond)                                                        \
-  do {                                                                     \
-    if (cond) {                                                            \
-      passed++;                                                            \
-    } else {                                                               \
-      failed++;                                                            \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                                      \
-  } while (0)
 
 /* In a child, a check is one byte on the report pipe ('P' or 'F'); the parent
 ** counts them. write(2) is on the seccomp allowlist, so this works in every
@@ -64,6 +54,15 @@ static int report_fd = -1;
               __FILE__, __LINE__, #cond, errno);                           \
     if (write(report_fd, ok_ ? "P" : "F", 1) != 1)                         \
       _exit(98);                                                           \
+  } while (0)
+
+/* Where the confined run must fail with errno e, the control run must succeed. */
+#define CCHECK_GATED(confined, succeeded, e)                               \
+  do {                                                                     \
+    if (confined)                                                          \
+      CCHECK(!(succeeded) && errno == (e));                                \
+    else                                                                   \
+      CCHECK(succeeded);                                                   \
   } while (0)
 
 typedef void (*child_fn)(void *arg);
@@ -142,10 +141,7 @@ static void child_landlock(void *arg)
 
   errno = 0;
   int fd = open("/etc/passwd", O_RDONLY);
-  if (t->apply)
-    CCHECK(fd < 0 && errno == EACCES);
-  else
-    CCHECK(fd >= 0);
+  CCHECK_GATED(t->apply, fd >= 0, EACCES);
   if (fd >= 0)
     close(fd);
 
@@ -153,10 +149,7 @@ static void child_landlock(void *arg)
   snprintf(path, sizeof path, "/tmp/airlock_confine_%d", (int)getpid());
   errno = 0;
   fd = creat(path, 0600);
-  if (t->apply)
-    CCHECK(fd < 0 && errno == EACCES);
-  else
-    CCHECK(fd >= 0);
+  CCHECK_GATED(t->apply, fd >= 0, EACCES);
   if (fd >= 0) {
     close(fd);
     unlink(path);
@@ -165,10 +158,7 @@ static void child_landlock(void *arg)
   /* A directory listing needs READ_DIR. */
   errno = 0;
   fd = open("/", O_RDONLY | O_DIRECTORY);
-  if (t->apply)
-    CCHECK(fd < 0 && errno == EACCES);
-  else
-    CCHECK(fd >= 0);
+  CCHECK_GATED(t->apply, fd >= 0, EACCES);
   if (fd >= 0)
     close(fd);
 
@@ -178,10 +168,7 @@ static void child_landlock(void *arg)
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
   errno = 0;
   int rc = connect(s, (struct sockaddr *)&in, sizeof in);
-  if (t->apply && t->abi >= 4)
-    CCHECK(rc < 0 && errno == EACCES);
-  else
-    CCHECK(rc == 0);
+  CCHECK_GATED(t->apply && t->abi >= 4, rc == 0, EACCES);
   close(s);
 
   /* bind to a TCP port is handled too. */
@@ -190,27 +177,18 @@ static void child_landlock(void *arg)
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
   errno = 0;
   rc = bind(s, (struct sockaddr *)&any, sizeof any);
-  if (t->apply && t->abi >= 4)
-    CCHECK(rc < 0 && errno == EACCES);
-  else
-    CCHECK(rc == 0);
+  CCHECK_GATED(t->apply && t->abi >= 4, rc == 0, EACCES);
   close(s);
 
   errno = 0;
   rc = kill(getppid(), 0);
-  if (t->apply && t->abi >= 6)
-    CCHECK(rc < 0 && errno == EPERM);
-  else
-    CCHECK(rc == 0);
+  CCHECK_GATED(t->apply && t->abi >= 6, rc == 0, EPERM);
   CCHECK(kill(getpid(), 0) == 0);   /* inside the domain: allowed */
 
   s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   errno = 0;
   rc = connect(s, (struct sockaddr *)&t->un, t->un_len);
-  if (t->apply && t->abi >= 6)
-    CCHECK(rc < 0 && errno == EPERM);
-  else
-    CCHECK(rc == 0);
+  CCHECK_GATED(t->apply && t->abi >= 6, rc == 0, EPERM);
   close(s);
 
   /* The domain is inherited: a grandchild is just as confined. */
@@ -791,6 +769,5 @@ int main(void)
   test_seccomp_positive();
   test_layers();
   test_rlimits();
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed == 0 ? 0 : 1;
+  return check_summary();
 }

@@ -11,18 +11,8 @@
 #include <lualib.h>
 
 #include "convert.h"
+#include "check.h"
 
-static int passed, failed;
-
-#define CHECK(cond, what)                                                 \
-  do {                                                                    \
-    if (cond) {                                                           \
-      passed++;                                                           \
-    } else {                                                              \
-      failed++;                                                           \
-      fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, what);      \
-    }                                                                     \
-  } while (0)
 
 /* Deep equality that also tells integers from floats. */
 static const char *EQUAL_LUA =
@@ -68,22 +58,22 @@ static void round_trip(lua_State *L, const char *code, msgpack_object_type expec
   int top = lua_gettop(L);
   eval(L, code);
   int rc = pack_top(L, &sb, "value", err, sizeof err);
-  CHECK(rc == 0, code);
-  CHECK(lua_gettop(L) == top + 1, "pack leaves the stack as it was");
+  CHECK_MSG(rc == 0, code);
+  CHECK_MSG(lua_gettop(L) == top + 1, "pack leaves the stack as it was");
   msgpack_unpacked u;
   msgpack_unpacked_init(&u);
   size_t off = 0;
   int ur = msgpack_unpack_next(&u, sb.data, sb.size, &off);
-  CHECK(ur == MSGPACK_UNPACK_SUCCESS && off == sb.size, "packed bytes decode");
+  CHECK_MSG(ur == MSGPACK_UNPACK_SUCCESS && off == sb.size, "packed bytes decode");
   if (ur == MSGPACK_UNPACK_SUCCESS) {
-    CHECK(u.data.type == expect_type, code);
+    CHECK_MSG(u.data.type == expect_type, code);
     rc = airlock_lua_push(L, &u.data, err, sizeof err);
-    CHECK(rc == 0, err);
+    CHECK_MSG(rc == 0, err);
     if (rc == 0) {
       eval(L, EQUAL_LUA);
       lua_insert(L, -3);
       lua_call(L, 2, 1);
-      CHECK(lua_toboolean(L, -1), code);
+      CHECK_MSG(lua_toboolean(L, -1), code);
     }
   }
   lua_settop(L, top);
@@ -100,11 +90,11 @@ static void pack_fails(lua_State *L, const char *code, const char *root, const c
   int top = lua_gettop(L);
   eval(L, code);
   int rc = pack_top(L, &sb, root, err, sizeof err);
-  CHECK(rc == -1, code);
+  CHECK_MSG(rc == -1, code);
   if (strcmp(err, want) != 0)
     fprintf(stderr, "  got  '%s'\n  want '%s'\n", err, want);
-  CHECK(strcmp(err, want) == 0, want);
-  CHECK(lua_gettop(L) == top + 1, "stack balanced after a pack error");
+  CHECK_MSG(strcmp(err, want) == 0, want);
+  CHECK_MSG(lua_gettop(L) == top + 1, "stack balanced after a pack error");
   lua_settop(L, top);
   msgpack_sbuffer_destroy(&sb);
 }
@@ -184,11 +174,11 @@ static void test_long_path_is_cut(lua_State *L)
   memset(err, 'x', sizeof err);
   eval(L, "return {aaaaaaaaaaaaaaaaaaaaaaaaaaaa = {bbbbbbbbbbbbbbbbbbbbbb = print}}");
   int rc = pack_top(L, &sb, "value", err, sizeof err);
-  CHECK(rc == -1, "long path refused");
-  CHECK(memchr(err, '\0', sizeof err) != NULL, "message is cut and terminated");
-  CHECK(strncmp(err, "value.aaaaaaaaa", sizeof err - 1) == 0, "cut message keeps its start");
+  CHECK_MSG(rc == -1, "long path refused");
+  CHECK_MSG(memchr(err, '\0', sizeof err) != NULL, "message is cut and terminated");
+  CHECK_MSG(strncmp(err, "value.aaaaaaaaa", sizeof err - 1) == 0, "cut message keeps its start");
   rc = pack_top(L, &sb, "value", NULL, 0);
-  CHECK(rc == -1, "refused without a message buffer");
+  CHECK_MSG(rc == -1, "refused without a message buffer");
   lua_pop(L, 1);
   msgpack_sbuffer_destroy(&sb);
 }
@@ -205,7 +195,7 @@ static void test_relative_index(lua_State *L)
   eval(L, "return {7}");
   lua_pushcfunction(L, luaopen_base);   /* unsendable, and above the value */
   int rc = airlock_lua_pack(L, -2, &pk, "value", err, sizeof err);
-  CHECK(rc == 0 && sb.size == 2 && (uint8_t)sb.data[0] == 0x91 && sb.data[1] == 7,
+  CHECK_MSG(rc == 0 && sb.size == 2 && (uint8_t)sb.data[0] == 0x91 && sb.data[1] == 7,
         "packs the value at a relative index");
   lua_pop(L, 2);
   msgpack_sbuffer_destroy(&sb);
@@ -230,9 +220,9 @@ static void test_writer_refusal(lua_State *L)
   int top = lua_gettop(L);
   eval(L, "return {a = {b = string.rep('x', 100)}}");
   int rc = airlock_lua_pack(L, -1, &pk, "args", err, sizeof err);
-  CHECK(rc == -1, "a refusing writer fails the pack");
-  CHECK(strcmp(err, "args: too large to send") == 0, err);
-  CHECK(lua_gettop(L) == top + 1, "stack balanced after a writer refusal");
+  CHECK_MSG(rc == -1, "a refusing writer fails the pack");
+  CHECK_MSG(strcmp(err, "args: too large to send") == 0, err);
+  CHECK_MSG(lua_gettop(L) == top + 1, "stack balanced after a writer refusal");
   lua_settop(L, top);
 }
 
@@ -242,11 +232,11 @@ static void push_fails(lua_State *L, const msgpack_object *o, const char *want)
   char err[128] = "";
   int top = lua_gettop(L);
   int rc = airlock_lua_push(L, o, err, sizeof err);
-  CHECK(rc == -1, want);
+  CHECK_MSG(rc == -1, want);
   if (strcmp(err, want) != 0)
     fprintf(stderr, "  got  '%s'\n  want '%s'\n", err, want);
-  CHECK(strcmp(err, want) == 0, want);
-  CHECK(lua_gettop(L) == top, "stack balanced after a push error");
+  CHECK_MSG(strcmp(err, want) == 0, want);
+  CHECK_MSG(lua_gettop(L) == top, "stack balanced after a push error");
 }
 
 /* Unpacks the bytes in sb into u (which the caller destroys). */
@@ -271,10 +261,10 @@ static void test_push_scalars(lua_State *L)
   msgpack_pack_bin(&pk, 3);
   msgpack_pack_bin_body(&pk, "a\0b", 3);
   const msgpack_object *o = unpack(&sb, &u);
-  CHECK(o != NULL && airlock_lua_push(L, o, err, sizeof err) == 0, "bin pushes");
+  CHECK_MSG(o != NULL && airlock_lua_push(L, o, err, sizeof err) == 0, "bin pushes");
   size_t len = 0;
   const char *s = lua_tolstring(L, -1, &len);
-  CHECK(lua_type(L, -1) == LUA_TSTRING && len == 3 && memcmp(s, "a\0b", 3) == 0,
+  CHECK_MSG(lua_type(L, -1) == LUA_TSTRING && len == 3 && memcmp(s, "a\0b", 3) == 0,
         "bin becomes a string");
   lua_pop(L, 1);
   msgpack_unpacked_destroy(&u);
@@ -282,8 +272,8 @@ static void test_push_scalars(lua_State *L)
   msgpack_sbuffer_clear(&sb);
   msgpack_pack_uint64(&pk, UINT64_MAX);
   o = unpack(&sb, &u);
-  CHECK(o != NULL && airlock_lua_push(L, o, err, sizeof err) == 0, "uint64 max pushes");
-  CHECK(!lua_isinteger(L, -1) && lua_tonumber(L, -1) == 18446744073709551616.0,
+  CHECK_MSG(o != NULL && airlock_lua_push(L, o, err, sizeof err) == 0, "uint64 max pushes");
+  CHECK_MSG(!lua_isinteger(L, -1) && lua_tonumber(L, -1) == 18446744073709551616.0,
         "uint64 max becomes a float");
   lua_pop(L, 1);
   msgpack_unpacked_destroy(&u);
@@ -291,8 +281,8 @@ static void test_push_scalars(lua_State *L)
   msgpack_sbuffer_clear(&sb);
   msgpack_pack_uint64(&pk, (uint64_t)INT64_MAX);
   o = unpack(&sb, &u);
-  CHECK(o != NULL && airlock_lua_push(L, o, err, sizeof err) == 0, "int64 max pushes");
-  CHECK(lua_isinteger(L, -1) && lua_tointeger(L, -1) == LUA_MAXINTEGER,
+  CHECK_MSG(o != NULL && airlock_lua_push(L, o, err, sizeof err) == 0, "int64 max pushes");
+  CHECK_MSG(lua_isinteger(L, -1) && lua_tointeger(L, -1) == LUA_MAXINTEGER,
         "int64 max stays an integer");
   lua_pop(L, 1);
   msgpack_unpacked_destroy(&u);
@@ -300,8 +290,8 @@ static void test_push_scalars(lua_State *L)
   msgpack_sbuffer_clear(&sb);
   msgpack_pack_float(&pk, 0.5f);
   o = unpack(&sb, &u);
-  CHECK(o != NULL && airlock_lua_push(L, o, err, sizeof err) == 0, "float32 pushes");
-  CHECK(!lua_isinteger(L, -1) && lua_tonumber(L, -1) == 0.5, "float32 becomes a float");
+  CHECK_MSG(o != NULL && airlock_lua_push(L, o, err, sizeof err) == 0, "float32 pushes");
+  CHECK_MSG(!lua_isinteger(L, -1) && lua_tonumber(L, -1) == 0.5, "float32 becomes a float");
   lua_pop(L, 1);
   msgpack_unpacked_destroy(&u);
 
@@ -373,11 +363,11 @@ static void test_push_depth(lua_State *L)
   char err[128];
 
   const msgpack_object *o = nested_arrays(objs, AIRLOCK_CONVERT_DEPTH_MAX);
-  CHECK(airlock_lua_push(L, o, err, sizeof err) == 0, "the deepest nesting allowed pushes");
+  CHECK_MSG(airlock_lua_push(L, o, err, sizeof err) == 0, "the deepest nesting allowed pushes");
   int inner = 1;
   for (int i = 0; i < AIRLOCK_CONVERT_DEPTH_MAX && inner; i++)
     inner = lua_rawgeti(L, -1, 1) != LUA_TNIL;
-  CHECK(inner && lua_tointeger(L, -1) == 7, "the deepest value is intact");
+  CHECK_MSG(inner && lua_tointeger(L, -1) == 7, "the deepest value is intact");
   lua_pop(L, AIRLOCK_CONVERT_DEPTH_MAX + 1);
 
   char want[64];
@@ -401,9 +391,8 @@ int main(void)
   test_push_scalars(L);
   test_push_errors(L);
   test_push_depth(L);
-  CHECK(lua_gettop(L) == 1 && lua_toboolean(L, 1), "the stack ends where it began");
+  CHECK_MSG(lua_gettop(L) == 1 && lua_toboolean(L, 1), "the stack ends where it began");
 
   lua_close(L);
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed == 0 ? 0 : 1;
+  return check_summary();
 }
