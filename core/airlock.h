@@ -160,6 +160,15 @@ typedef struct airlock_spawn_opts {
   int no_new_privs;         /* 1: PR_SET_NO_NEW_PRIVS before exec */
 } airlock_spawn_opts;
 
+/* The namespaces a child can be born in: the word policies use, the entry in
+** /proc/PID/ns, and the CLONE_NEW* flag. The list ends with a NULL name. */
+typedef struct airlock_namespace {
+  const char *name;         /* "user", "pid", "net", "ipc", "uts", "mount", "cgroup" */
+  const char *proc;         /* "user", ..., "mnt", "cgroup" */
+  unsigned long flag;
+} airlock_namespace;
+extern const airlock_namespace airlock_namespaces[];
+
 typedef struct airlock_child {
   pid_t pid;
   int pidfd;      /* readable when the child exits (-1 if the kernel lacks pidfd) */
@@ -218,9 +227,9 @@ typedef struct airlock_run_opts {
   unsigned long namespaces;       /* CLONE_NEW* flags (see airlock_spawn_opts) */
   int no_new_privs;               /* PR_SET_NO_NEW_PRIVS before exec */
   int verify_seccomp;             /* on ready: /proc/PID/status must show Seccomp: 2
-                                     and NoNewPrivs: 1, and every namespace asked for
-                                     must differ from the parent's; else the run
-                                     ends with cause confinement */
+                                     and NoNewPrivs: 1, else the run ends with cause
+                                     confinement (namespaces asked for are always
+                                     checked, right after spawn) */
   void *udata;                    /* returned by airlock_run_udata */
 } airlock_run_opts;
 

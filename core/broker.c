@@ -7,7 +7,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -205,21 +204,17 @@ static void accept_final(airlock_run *r, struct held *h) {
 ** from outside that it is in every namespace asked for. A child that already
 ** died cannot be checked and does not need to be. Returns 0, or -1 with why. */
 static int verify_namespaces(airlock_run *r, char *why, size_t len) {
-  static const struct { unsigned long flag; const char *name; } ns[] = {
-    { CLONE_NEWUSER, "user" }, { CLONE_NEWPID, "pid" }, { CLONE_NEWNET, "net" },
-    { CLONE_NEWIPC, "ipc" }, { CLONE_NEWUTS, "uts" }, { CLONE_NEWNS, "mnt" },
-    { CLONE_NEWCGROUP, "cgroup" } };
   char path[64], mine[64], theirs[64];
-  for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
-    if (!(r->namespaces & ns[i].flag)) continue;
+  for (const airlock_namespace *ns = airlock_namespaces; ns->name; ns++) {
+    if (!(r->namespaces & ns->flag)) continue;
     ssize_t a, b;
-    snprintf(path, sizeof path, "/proc/self/ns/%s", ns[i].name);
+    snprintf(path, sizeof path, "/proc/self/ns/%s", ns->proc);
     a = readlink(path, mine, sizeof mine - 1);
-    snprintf(path, sizeof path, "/proc/%d/ns/%s", (int)r->c.pid, ns[i].name);
+    snprintf(path, sizeof path, "/proc/%d/ns/%s", (int)r->c.pid, ns->proc);
     b = readlink(path, theirs, sizeof theirs - 1);
     if (b <= 0 && errno == ENOENT) return 0;   /* already exited */
     if (a <= 0 || b <= 0 || (a == b && memcmp(mine, theirs, (size_t)a) == 0)) {
-      snprintf(why, len, "the worker is not in its own %s namespace (%s)", ns[i].name, path);
+      snprintf(why, len, "the worker is not in its own %s namespace (%s)", ns->name, path);
       return -1;
     }
   }
@@ -230,22 +225,19 @@ static int verify_namespaces(airlock_run *r, char *why, size_t len) {
 ** seccomp filter and no_new_privs. Returns 0, or -1 with a message in why. */
 static int verify_from_outside(airlock_run *r, char *why, size_t len) {
   char path[64], buf[4096];
-
-  if (r->verify_seccomp) {
-    snprintf(path, sizeof path, "/proc/%d/status", (int)r->c.pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-    if (fd >= 0) close(fd);
-    if (n <= 0) { snprintf(why, len, "cannot read %s to verify confinement", path); return -1; }
-    buf[n] = 0;
-    if (!strstr(buf, "\nSeccomp:\t2\n")) {
-      snprintf(why, len, "the worker reported ready but %s does not show a seccomp filter (Seccomp: 2)", path);
-      return -1;
-    }
-    if (!strstr(buf, "\nNoNewPrivs:\t1\n")) {
-      snprintf(why, len, "the worker reported ready but %s does not show NoNewPrivs: 1", path);
-      return -1;
-    }
+  snprintf(path, sizeof path, "/proc/%d/status", (int)r->c.pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+  if (fd >= 0) close(fd);
+  if (n <= 0) { snprintf(why, len, "cannot read %s to verify confinement", path); return -1; }
+  buf[n] = 0;
+  if (!strstr(buf, "\nSeccomp:\t2\n")) {
+    snprintf(why, len, "the worker reported ready but %s does not show a seccomp filter (Seccomp: 2)", path);
+    return -1;
+  }
+  if (!strstr(buf, "\nNoNewPrivs:\t1\n")) {
+    snprintf(why, len, "the worker reported ready but %s does not show NoNewPrivs: 1", path);
+    return -1;
   }
   return 0;
 }

@@ -51,6 +51,12 @@ struct spawn_report {
 
 static const char *const empty_env[] = { NULL };
 
+const airlock_namespace airlock_namespaces[] = {
+  { "user", "user", CLONE_NEWUSER }, { "pid", "pid", CLONE_NEWPID },
+  { "net", "net", CLONE_NEWNET }, { "ipc", "ipc", CLONE_NEWIPC },
+  { "uts", "uts", CLONE_NEWUTS }, { "mount", "mnt", CLONE_NEWNS },
+  { "cgroup", "cgroup", CLONE_NEWCGROUP }, { NULL, NULL, 0 } };
+
 /* "65534 ID 1": formatted by hand, since stdio is off limits in the child. */
 static size_t id_map_line(char buf[32], unsigned id) {
   char digits[12];

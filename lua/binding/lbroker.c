@@ -2,10 +2,7 @@
 ** lbroker.c -- the airlock.broker and airlock.run userdata: start runs, step the
 ** epoll loop, dispatch calls to Lua handlers (under pcall), build result tables.
 */
-#define _GNU_SOURCE   /* CLONE_NEW* */
 #include "lbinding.h"
-
-#include <sched.h>
 
 #include <errno.h>
 #include <stdlib.h>
@@ -221,21 +218,17 @@ static const char **string_array(lua_State *L, int t, const char *field, int req
 
 /* t.namespaces = {"user", "pid", "net", ...} -> CLONE_NEW* flags */
 static unsigned long namespace_flags(lua_State *L, int t) {
-  static const struct { const char *name; unsigned long flag; } ns[] = {
-    { "user", CLONE_NEWUSER }, { "pid", CLONE_NEWPID }, { "net", CLONE_NEWNET },
-    { "ipc", CLONE_NEWIPC }, { "uts", CLONE_NEWUTS }, { "mount", CLONE_NEWNS },
-    { "cgroup", CLONE_NEWCGROUP } };
   unsigned long flags = 0;
   if (lua_getfield(L, t, "namespaces") == LUA_TNIL) { lua_pop(L, 1); return 0; }
   if (!lua_istable(L, -1)) luaL_error(L, "start: field 'namespaces' must be a list of names");
   for (lua_Integer i = 1; lua_geti(L, -1, i) != LUA_TNIL; i++) {
     const char *name = lua_tostring(L, -1);
-    size_t k = 0;
-    while (k < sizeof ns / sizeof *ns && (!name || strcmp(name, ns[k].name) != 0)) k++;
-    if (k == sizeof ns / sizeof *ns)
+    const airlock_namespace *ns = airlock_namespaces;
+    while (ns->name && (!name || strcmp(name, ns->name) != 0)) ns++;
+    if (!ns->name)
       luaL_error(L, "start: unknown namespace '%s' (user, pid, net, ipc, uts, mount, cgroup)",
                  name ? name : "?");
-    flags |= ns[k].flag;
+    flags |= ns->flag;
     lua_pop(L, 1);
   }
   lua_pop(L, 2);
