@@ -34,8 +34,10 @@ struct spawn_ctx {
   struct spawn_report *rep;
 };
 
-/* Where the child says how it failed: a MAP_SHARED page, so the report reaches
-** the parent whether or not the child shares its memory (see SPAWN_FLAGS). */
+/* Where the child says how it failed. It sits at the low end of the child's
+** stack mapping, which is MAP_SHARED so the report reaches the parent whether
+** or not the child shares its memory (see SPAWN_FLAGS); the stack grows down
+** from the other end. */
 struct spawn_report {
   const char *step;      /* a string literal: same address in a copy */
   int err;
@@ -167,7 +169,7 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   struct spawn_ctx x;
   sigset_t all, old;
   void *stack = MAP_FAILED;
-  struct spawn_report *rep = MAP_FAILED;
+  struct spawn_report *rep;
   const char *step = NULL;
   char abs_path[4096];
   int rc = 0;
@@ -191,10 +193,9 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) { step = "pipe2"; goto fail; }
   if (o->stdin_fd < 0 && (devnull = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) { step = "open /dev/null"; goto fail; }
   stack = mmap(NULL, CHILD_STACK_SIZE, PROT_READ | PROT_WRITE,
-               MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+               MAP_SHARED | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (stack == MAP_FAILED) { step = "mmap(stack)"; goto fail; }
-  rep = mmap(NULL, sizeof *rep, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (rep == MAP_FAILED) { step = "mmap(report)"; goto fail; }
+  rep = stack;
   rep->step = NULL;
   rep->err = 0;
 
@@ -217,8 +218,6 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
                  SPAWN_FLAGS | (int)o->namespaces, &x);
   int clone_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old, NULL);
-  munmap(stack, CHILD_STACK_SIZE);
-  stack = MAP_FAILED;
   if (c->pid < 0) { errno = clone_errno; step = "clone"; goto fail; }
 
   if (rep->step) {   /* the child failed before exec and has exited */
@@ -257,7 +256,6 @@ fail:
   snprintf(err, errlen, "spawn: %s: %s", step, strerror(errno));
 cleanup:
   if (stack != MAP_FAILED) munmap(stack, CHILD_STACK_SIZE);
-  if (rep != MAP_FAILED) munmap(rep, sizeof *rep);
   close_fd(&sv[0]); close_fd(&sv[1]);
   close_fd(&po[0]); close_fd(&po[1]);
   close_fd(&pe[0]); close_fd(&pe[1]);
