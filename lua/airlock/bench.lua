@@ -3,6 +3,7 @@
 -- installed) and prints ratios. A measurement, never a pass/fail test.
 local airlock = require "airlock"
 local core = require "airlock.core"
+local json = require "airlock.json"
 
 local M = {}
 
@@ -23,9 +24,8 @@ local function baseline(args)
   local p = io.popen(cmd .. " 2>/dev/null")
   local out = p:read("a")
   p:close()
-  local t = {}
-  for k, v in out:gmatch('"([%w_]+)":([%d%.]+)') do t[k] = tonumber(v) end
-  if not t.median_us then error("bench: baseline failed: " .. cmd, 0) end
+  local t = json.decode(out)
+  if type(t) ~= "table" or not t.median_us then error("bench: baseline failed: " .. cmd, 0) end
   return t
 end
 
@@ -98,9 +98,9 @@ local function row(rows, name, m, base_name, base)
 end
 
 function M.main(args)
-  local json, quick = false, false
+  local as_json, quick = false, false
   for _, a in ipairs(args or {}) do
-    if a == "--json" then json = true
+    if a == "--json" then as_json = true
     elseif a == "--quick" then quick = true
     else io.stderr:write("airlock bench: unknown option ", a, "\n") return 2 end
   end
@@ -122,9 +122,8 @@ function M.main(args)
   local r = bench_rss(quick and 50 or 200)
   rows[#rows + 1] = { bench = "parent-rss-per-run", kb = r.per_run_kb, runs = r.runs }
 
-  if json then
-    local dk = require "dkjson"
-    for _, x in ipairs(rows) do io.stdout:write(dk.encode(x), "\n") end
+  if as_json then
+    for _, x in ipairs(rows) do io.stdout:write(json.encode(x), "\n") end
     return 0
   end
   print(string.format("%-20s %11s %11s %11s  %-26s %11s %7s", "bench", "median_us", "p99_us", "per_sec",

@@ -1,6 +1,7 @@
 -- airlock.cli -- the airlock command: run, repl, bench, demo.
 -- Exit status: 0 success, 1 the guest failed (any cause but ok), 2 bad usage.
 local airlock = require "airlock"
+local json = require "airlock.json"
 
 local M = {}
 
@@ -16,12 +17,6 @@ usage: airlock COMMAND [ARGS]
   version              print the version
   help                 this text
 ]]
-
-local function json()
-  local ok, dk = pcall(require, "dkjson")
-  if not ok then error("the Debian package lua-dkjson is needed for JSON (apt-get install lua-dkjson)", 0) end
-  return dk
-end
 
 local function usage_error(msg)
   io.stderr:write("airlock: ", msg, "\n", USAGE)
@@ -53,45 +48,9 @@ local function parse(args, spec)
   return pos, opts
 end
 
--- JSON output. dkjson (used for --input) treats any table with a numeric
--- key "n" as an array, which would corrupt guest values such as {n = 1}; the
--- encoder below decides by the keys alone: exactly 1..#t is an array.
-local function encode(v, seen)
-  local t = type(v)
-  if t == "nil" then return "null" end
-  if t == "boolean" then return tostring(v) end
-  if t == "number" then
-    if v ~= v or v == math.huge or v == -math.huge then return "null" end
-    return math.type(v) == "integer" and tostring(v) or string.format("%.17g", v)
-  end
-  if t == "string" then
-    return '"' .. v:gsub('[%c"\\]', function(c)
-      local named = { ['"'] = '\\"', ["\\"] = "\\\\", ["\n"] = "\\n", ["\t"] = "\\t", ["\r"] = "\\r" }
-      return named[c] or string.format("\\u%04x", c:byte())
-    end) .. '"'
-  end
-  if t ~= "table" then return '"' .. tostring(v) .. '"' end
-  seen = seen or {}
-  if seen[v] then return '"<cycle>"' end
-  seen[v] = true
-  local n, count, keys = #v, 0, {}
-  for k in pairs(v) do count = count + 1 keys[#keys + 1] = k end
-  local out = {}
-  if count > 0 and count == n then
-    for i = 1, n do out[i] = encode(v[i], seen) end
-    seen[v] = nil
-    return "[" .. table.concat(out, ",") .. "]"
-  end
-  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
-  for _, k in ipairs(keys) do out[#out + 1] = encode(tostring(k)) .. ":" .. encode(v[k], seen) end
-  seen[v] = nil
-  return "{" .. table.concat(out, ",") .. "}"
-end
-M.encode_json = encode
-
 local function show_value(v)
   if type(v) == "string" then return v end
-  if type(v) == "table" then return encode(v) end
+  if type(v) == "table" then return json.encode(v) end
   return tostring(v)
 end
 
@@ -109,7 +68,7 @@ function M.run(args)
   f:close()
   local input
   if opts.input then
-    local v, _, err = json().decode(opts.input, 1, nil)
+    local v, err = json.decode(opts.input)
     if err then
       io.stderr:write("airlock: run: --input is not valid JSON: ", err, "\n")
       return 2
@@ -139,7 +98,7 @@ function M.run(args)
                   usage = res.usage, log = res.log, confinement = res.confinement,
                   error = res.error, stderr = res.stderr ~= "" and res.stderr or nil,
                   policy = res.policy }
-    io.stdout:write(encode(out), "\n")
+    io.stdout:write(json.encode(out), "\n")
   elseif res.ok then
     if res.value ~= nil then io.stdout:write(show_value(res.value), "\n") end
   else
