@@ -47,12 +47,5 @@ function H.children()
   return kids
 end
 
--- A policy whose worker is the hostile stand-in in the given mode.
-function H.hostile_policy(mode, extra)
-  local limits = { deadline_ms = 3000 }
-  for k, v in pairs(extra or {}) do limits[k] = v end
-  return { worker = H.hostile, limits = limits, effects = {} }, mode
-end
-
 _G.H = H
 return H
