@@ -54,7 +54,7 @@ project "airlock-module"
   targetname "airlock"
   targetprefix ""
   files(BINDING)
-  links { "airlock-convert", "airlock-core", "msgpackc", "dl" }
+  links { "airlock-convert", "airlock-core", "msgpackc", "seccomp", "dl" }
   outdirs(false)
 
 -- airlock: a Lua 5.4 host with the module built in, plus subcommands.
@@ -62,7 +62,7 @@ project "airlock"
   kind "ConsoleApp"
   files(BINDING)
   files { "lua/main.c" }
-  links { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "readline", "m", "dl" }
+  links { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "seccomp", "readline", "m", "dl" }
   linkoptions { "-Wl,-E" }
   outdirs(true)
 
@@ -70,7 +70,7 @@ project "airlock"
 project "airlock-worker"
   kind "ConsoleApp"
   files { "worker/*.c" }
-  links { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "m" }
+  links { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "seccomp", "m" }
   outdirs(true)
 
 -- Test and benchmark programs.
@@ -84,5 +84,6 @@ end
 tool("test-codec", { "spec/c/test_codec.c" }, { "airlock-core", "msgpackc" })
 tool("test-convert", { "spec/c/test_convert.c" }, { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "m" })
 tool("test-confine", { "spec/c/test_confine.c" }, { "airlock-core", "seccomp" })
-tool("hostile-worker", { "spec/fixtures/hostile_worker.c" }, { "msgpackc" })
+tool("attack", { "spec/fixtures/attack.c" }, { "airlock-core", "seccomp" })
+tool("hostile-worker", { "spec/fixtures/hostile_worker.c" }, { "airlock-core", "msgpackc", "seccomp" })
 tool("airlock-baseline", { "bench/baseline.c" }, { "msgpackc" })

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <msgpack.h>
+#include "confine.h"
 
 #define AIRLOCK_PROTOCOL_VERSION 1
 #define AIRLOCK_FRAME_MAX_DEFAULT (16u << 20)   /* 16 MiB */
@@ -148,6 +149,10 @@ const msgpack_object *airlock_msg_field(const msgpack_object *o, const char *key
 ** to fd 3 (when channel), stdin from /dev/null (or stdin_fd), stdout/stderr to
 ** pipes, every other fd closed, signals reset and unblocked, new process group,
 ** PR_SET_PDEATHSIG(SIGKILL), chdir, environment replaced, exec. */
+/* airlock-worker's exit status when a layer its init requires could not be
+** applied; a run that expects ready ends with cause confinement then. */
+#define AIRLOCK_WORKER_EXIT_CONFINE 4
+
 typedef struct airlock_spawn_opts {
   const char *const *argv;  /* argv[0] is the program path (no PATH search) */
   const char *const *envp;  /* NULL: empty environment */
@@ -158,6 +163,10 @@ typedef struct airlock_spawn_opts {
                                With CLONE_NEWUSER the child maps itself to uid and
                                gid 65534 inside, so exec leaves it no capability */
   int no_new_privs;         /* 1: PR_SET_NO_NEW_PRIVS before exec */
+  const airlock_rlimits *rlimits; /* NULL: inherit. Applied last before exec */
+  int drop_caps;            /* 1: empty the bounding, ambient and inheritable sets
+                               before exec (needs CAP_SETPCAP: root, or a user
+                               namespace), so exec leaves no capability at all */
 } airlock_spawn_opts;
 
 /* The namespaces a child can be born in: the word policies use, the entry in
@@ -226,10 +235,13 @@ typedef struct airlock_run_opts {
   int expect_ready;               /* 1: the first frame must be ready (worker) */
   unsigned long namespaces;       /* CLONE_NEW* flags (see airlock_spawn_opts) */
   int no_new_privs;               /* PR_SET_NO_NEW_PRIVS before exec */
+  const airlock_rlimits *rlimits; /* NULL: inherit (copied at start) */
+  int drop_caps;                  /* see airlock_spawn_opts; verified on ready */
   int verify_seccomp;             /* on ready: /proc/PID/status must show Seccomp: 2
                                      and NoNewPrivs: 1, else the run ends with cause
                                      confinement (namespaces asked for are always
-                                     checked, right after spawn) */
+                                     checked, right after spawn; with drop_caps the
+                                     Cap* lines must be all zero on ready) */
   void *udata;                    /* returned by airlock_run_udata */
 } airlock_run_opts;
 

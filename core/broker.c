@@ -4,6 +4,7 @@
 */
 #define _GNU_SOURCE
 #include "airlock.h"
+#include "confine.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -48,7 +49,8 @@ struct airlock_run {
   double t_start, deadline_at;  /* ms, monotonic; deadline_at 0 = none */
   uint64_t deadline_ms;
   int expect_ready, ready_seen, eof, exited, killed, finished, delivered, released, want_out;
-  int denied_noted, verify_seccomp;
+  int denied_noted, verify_seccomp, drop_caps, verify_failed;
+  airlock_rlimits rlimits;
   unsigned long namespaces;
   struct held call, ready, final;
   uint64_t last_id;
@@ -222,8 +224,12 @@ static int verify_namespaces(airlock_run *r, char *why, size_t len) {
 }
 
 /* The child's claims in ready are not trusted: /proc/PID/status must show the
-** seccomp filter and no_new_privs. Returns 0, or -1 with a message in why. */
+** seccomp filter and no_new_privs. A child that already exited cannot be
+** checked, so fails the check (the real worker stays alive until the parent
+** hangs up, see worker_end). Returns 0, or -1 with a message in why. */
 static int verify_from_outside(airlock_run *r, char *why, size_t len) {
+  static const char *const caps[] = { "\nCapInh:\t", "\nCapPrm:\t", "\nCapEff:\t",
+                                      "\nCapBnd:\t", "\nCapAmb:\t" };
   char path[64], buf[4096];
   snprintf(path, sizeof path, "/proc/%d/status", (int)r->c.pid);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -231,6 +237,15 @@ static int verify_from_outside(airlock_run *r, char *why, size_t len) {
   if (fd >= 0) close(fd);
   if (n <= 0) { snprintf(why, len, "cannot read %s to verify confinement", path); return -1; }
   buf[n] = 0;
+  for (size_t i = 0; r->drop_caps && i < sizeof caps / sizeof *caps; i++) {
+    const char *at = strstr(buf, caps[i]);
+    if (!at || strspn(at + strlen(caps[i]), "0") != 16) {
+      snprintf(why, len, "the worker reported ready but %s shows capabilities left (%.6s not zero)",
+               path, caps[i] + 1);
+      return -1;
+    }
+  }
+  if (!r->verify_seccomp) return 0;
   if (!strstr(buf, "\nSeccomp:\t2\n")) {
     snprintf(why, len, "the worker reported ready but %s does not show a seccomp filter (Seccomp: 2)", path);
     return -1;
@@ -282,7 +297,8 @@ static int on_frame(airlock_run *r) {
     }
     r->ready_seen = 1;
     r->ready = h;
-    if (r->verify_seccomp && verify_from_outside(r, why, sizeof why) < 0) {
+    if ((r->verify_seccomp || r->drop_caps) && verify_from_outside(r, why, sizeof why) < 0) {
+      r->verify_failed = 1;
       end_with(r, AIRLOCK_CAUSE_CONFINEMENT, "confinement: %s", why);
       return 1;
     }
@@ -419,12 +435,45 @@ static void stderr_tail(airlock_run *r, char *dst, size_t len) {
   dst[n] = 0;
 }
 
+/* The number in the last AIRLOCK_SECCOMP_REPORT line on stderr, or -1. */
+static long blocked_syscall(airlock_run *r) {
+  struct capture_buf *cb = &r->cap[1];
+  const size_t plen = sizeof AIRLOCK_SECCOMP_REPORT - 1;
+  long nr = -1;
+  for (size_t i = 0; cb->data && i + plen < cb->len; i++) {
+    if (memcmp(cb->data + i, AIRLOCK_SECCOMP_REPORT, plen) != 0) continue;
+    long v = 0;
+    size_t j = i + plen;
+    while (j < cb->len && cb->data[j] >= '0' && cb->data[j] <= '9' && v < 100000)
+      v = v * 10 + (cb->data[j++] - '0');
+    if (j > i + plen) nr = v;
+  }
+  return nr;
+}
+
+/* Killed by SIGKILL that the broker did not send, with the CPU time of the
+** RLIMIT_CPU hard limit (soft + 1 s) used. */
+static int cpu_limit_killed(const airlock_run *r) {
+  const airlock_result *res = &r->res;
+  if (res->term_signal != SIGKILL || !(r->rlimits.set_mask & AIRLOCK_RL_CPU)) return 0;
+  return res->usage.user_ms + res->usage.sys_ms >= (double)r->rlimits.cpu * 1000.0;
+}
+
 static void classify(airlock_run *r) {
   airlock_result *res = &r->res;
-  char sig[32], tail[200];
+  char sig[32], tail[400];
   res->exit_code = WIFEXITED(r->status) ? WEXITSTATUS(r->status) : -1;
   res->term_signal = WIFSIGNALED(r->status) ? WTERMSIG(r->status) : 0;
+  res->usage.wall_ms = airlock_now_ms() - r->t_start;
+  res->usage.user_ms = r->ru.ru_utime.tv_sec * 1e3 + r->ru.ru_utime.tv_usec / 1e3;
+  res->usage.sys_ms = r->ru.ru_stime.tv_sec * 1e3 + r->ru.ru_stime.tv_usec / 1e3;
+  res->usage.max_rss_kb = r->ru.ru_maxrss;
 
+  /* A worker that dies of seccomp just after ready loses its filter while it
+  ** exits, so the check on ready can fail; the SIGSYS death itself shows
+  ** the filter was there, and the more precise cause wins. */
+  if (r->pending == AIRLOCK_CAUSE_CONFINEMENT && r->verify_failed && res->term_signal == SIGSYS)
+    r->pending = AIRLOCK_CAUSE_OK;
   if (r->pending != AIRLOCK_CAUSE_OK) {
     res->cause = r->pending;
   } else if (r->final.live && r->final.m.kind == AIRLOCK_MSG_PAUSE) {
@@ -443,12 +492,27 @@ static void classify(airlock_run *r) {
     copy_str_field(r->message, sizeof r->message, r->final.m.err, "message", "guest error");
   } else if (res->term_signal == SIGSYS) {
     res->cause = AIRLOCK_CAUSE_SECCOMP;
+    long nr = blocked_syscall(r);
+    if (nr >= 0)
+      snprintf(r->message, sizeof r->message,
+               "killed by seccomp: the guest tried system call %s (number %ld), "
+               "which this policy does not allow", airlock_syscall_name(nr, sig, sizeof sig), nr);
+    else
+      snprintf(r->message, sizeof r->message,
+               "killed by seccomp (SIGSYS): a system call this policy does not allow "
+               "(the process did not say which)");
+  } else if (r->expect_ready && WIFEXITED(r->status) &&
+             res->exit_code == AIRLOCK_WORKER_EXIT_CONFINE) {
+    res->cause = AIRLOCK_CAUSE_CONFINEMENT;
     stderr_tail(r, tail, sizeof tail);
-    snprintf(r->message, sizeof r->message, "killed by SIGSYS: a blocked system call%s%s",
-             tail[0] ? ": " : "", tail);
-  } else if (res->term_signal == SIGXCPU) {
+    snprintf(r->message, sizeof r->message, "%s",
+             tail[0] ? tail : "confinement: a required layer could not be applied");
+  } else if (res->term_signal == SIGXCPU || cpu_limit_killed(r)) {
+    /* In a new pid namespace the worker is its init, which the kernel spares
+    ** from SIGXCPU; the hard limit's SIGKILL a second later is the sign then. */
     res->cause = AIRLOCK_CAUSE_CPU;
-    snprintf(r->message, sizeof r->message, "CPU time limit reached (SIGXCPU)");
+    snprintf(r->message, sizeof r->message, "CPU time limit of %llu s reached (%s)",
+             (unsigned long long)r->rlimits.cpu, res->term_signal == SIGXCPU ? "SIGXCPU" : "SIGKILL at the hard limit");
   } else if (res->term_signal) {
     res->cause = AIRLOCK_CAUSE_CRASH;
     snprintf(r->message, sizeof r->message, "crashed: killed by SIG%s",
@@ -469,10 +533,6 @@ static void classify(airlock_run *r) {
     c->len = r->cap[i].len;
     c->truncated = r->cap[i].truncated;
   }
-  res->usage.wall_ms = airlock_now_ms() - r->t_start;
-  res->usage.user_ms = r->ru.ru_utime.tv_sec * 1e3 + r->ru.ru_utime.tv_usec / 1e3;
-  res->usage.sys_ms = r->ru.ru_stime.tv_sec * 1e3 + r->ru.ru_stime.tv_usec / 1e3;
-  res->usage.max_rss_kb = r->ru.ru_maxrss;
 }
 
 static void close_child(airlock_run *r) {
@@ -546,6 +606,7 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
   r->capture_max = o->capture_max ? o->capture_max : AIRLOCK_CAPTURE_DEFAULT;
   r->expect_ready = o->expect_ready;
   r->verify_seccomp = o->verify_seccomp;
+  r->drop_caps = o->drop_caps;
   r->namespaces = o->namespaces;
   r->deadline_ms = o->deadline_ms;
   r->res.exit_code = -1;
@@ -559,6 +620,8 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
   so.stdin_fd = -1;
   so.namespaces = o->namespaces;
   so.no_new_privs = o->no_new_privs;
+  so.drop_caps = o->drop_caps;
+  if (o->rlimits) { r->rlimits = *o->rlimits; so.rlimits = &r->rlimits; }
   r->t_start = airlock_now_ms();
   int rc = airlock_spawn(&so, &r->c, b->error, sizeof b->error);
   if (rc < 0) { airlock_frame_reader_free(&r->rd); free(r); return rc; }

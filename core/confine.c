@@ -236,10 +236,14 @@ int airlock_apply_rlimits(const airlock_rlimits *rl)
     uint64_t v;
     memcpy(&v, (const char *)rl + map[i].off, sizeof v);
     /* RLIM_INFINITY is all ones on Linux, so UINT64_MAX maps onto it. Soft
-    ** equals hard: a guest cannot raise its soft limit back. For RLIMIT_CPU
-    ** that means the kernel sends SIGKILL at the limit, not SIGXCPU first
-    ** (it checks the hard limit before the soft one). */
+    ** equals hard: a guest cannot raise its soft limit back. Except RLIMIT_CPU:
+    ** at the hard limit the kernel sends SIGKILL without SIGXCPU first (it
+    ** checks hard before soft), which would read as a crash; the hard limit is
+    ** one second later, so the limit shows as SIGXCPU (cause cpu) and a guest
+    ** that ignores SIGXCPU is still killed a second later. */
     struct rlimit r = { .rlim_cur = (rlim_t)v, .rlim_max = (rlim_t)v };
+    if (map[i].res == RLIMIT_CPU && v < UINT64_MAX - 1)
+      r.rlim_max = (rlim_t)(v + 1);
     if (setrlimit(map[i].res, &r) != 0)
       return -errno;
   }

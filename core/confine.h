@@ -35,16 +35,24 @@ int airlock_confine_landlock_deny_all(airlock_layer *out);
 /* PR_SET_NO_NEW_PRIVS, checked with PR_GET_NO_NEW_PRIVS. Fills *out (may be NULL). */
 int airlock_confine_no_new_privs(airlock_layer *out);
 
-/* Loads the worker's seccomp allowlist (see confine.c for every entry and why):
-** default action kill-process, native architecture only (foreign architectures
-** and x32 numbers kill the process), mmap only anonymous and never executable,
-** no mprotect at all. Sets no_new_privs. Nothing after the load needs a syscall
-** outside the list. Fills *out with "allowlist of N syscalls, default
-** kill-process". Returns 0 or -errno. */
+/* Loads the worker's seccomp allowlist (see confine_seccomp.c for every entry
+** and why). Any other call is refused unexecuted and ends the process by SIGSYS
+** after one line naming it on stderr (AIRLOCK_SECCOMP_REPORT; this installs a
+** SIGSYS handler); foreign architectures and x32 numbers kill the process at
+** once. mmap only anonymous and never executable, no mprotect at all. Sets
+** no_new_privs. Nothing after the load needs a syscall outside the list. Fills
+** *out. Returns 0 or -errno. */
 int airlock_confine_seccomp_worker(airlock_layer *out);
 
+/* The native architecture's name for system call number nr ("socket"), or
+** "unknown". Writes into buf and returns it. For explaining SIGSYS deaths:
+** a confined process reports "airlock: seccomp: blocked system call N" on stderr. */
+const char *airlock_syscall_name(long nr, char *buf, size_t len);
+#define AIRLOCK_SECCOMP_REPORT "airlock: seccomp: blocked system call "
+
 /* rlimits for the spawner. Each set bit of set_mask sets soft = hard = the
-** field's value (UINT64_MAX means unlimited). */
+** field's value (UINT64_MAX means unlimited), except cpu (seconds), whose hard
+** limit is one second above the soft one so that SIGXCPU comes before SIGKILL. */
 typedef struct airlock_rlimits {
   uint64_t as, cpu, nofile, nproc, fsize, core, stack;
   int set_mask;

@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <linux/capability.h>
 #include <unistd.h>
 
 #define CHILD_STACK_SIZE (64 * 1024)
@@ -82,15 +83,35 @@ static int write_proc(const char *path, const char *text, size_t len) {
   return n == (ssize_t)len ? 0 : -1;
 }
 
-__attribute__((noreturn)) static void fail(struct spawn_ctx *x, const char *step) {
+/* Empties the bounding set (every capability a later exec could grant), the
+** ambient set and the inheritable set. Needs CAP_SETPCAP, which a child in a
+** new user namespace has there, and root has outside. */
+static int drop_capabilities(void) {
+  for (unsigned long cap = 0; cap < 64; cap++)
+    if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0) {
+      if (errno == EINVAL) break;   /* past the kernel's last capability */
+      return -1;
+    }
+  if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL) return -1;
+  struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+  struct __user_cap_data_struct d[2];
+  if (syscall(SYS_capget, &h, d) < 0) return -1;
+  d[0].inheritable = d[1].inheritable = 0;
+  return (int)syscall(SYS_capset, &h, d);
+}
+
+/* Not instrumented: in the sanitizer build the child runs ASan's copy of the
+** parent on a small private stack, possibly under the policy's RLIMIT_AS, where
+** ASan's bookkeeping before a noreturn call would need memory it cannot map. */
+__attribute__((noreturn, no_sanitize("address", "undefined"))) static void fail(struct spawn_ctx *x, const char *step) {
   x->rep->err = errno;
   x->rep->step = step;
-  _exit(127);
+  for (;;) syscall(SYS_exit_group, 127);   /* not _exit: ASan intercepts it */
 }
 
 /* Runs in the child, on a private stack, sharing the parent's memory until exec:
 ** only system calls, no allocation, no locks. */
-static int child_main(void *arg) {
+__attribute__((no_sanitize("address", "undefined"))) static int child_main(void *arg) {
   struct spawn_ctx *x = arg;
   const airlock_spawn_opts *o = x->o;
   struct sigaction dfl;
@@ -140,6 +161,12 @@ static int child_main(void *arg) {
   }
 
   if (chdir(o->workdir ? o->workdir : "/") < 0) fail(x, "chdir");
+  if (o->drop_caps && drop_capabilities() < 0) fail(x, "drop capabilities");
+  /* Last: RLIMIT_NOFILE may be below the fd numbers used above. */
+  if (o->rlimits) {
+    int e = airlock_apply_rlimits(o->rlimits);
+    if (e < 0) { errno = -e; fail(x, "setrlimit"); }
+  }
   execve(x->path, (char *const *)o->argv,
          (char *const *)(o->envp ? o->envp : empty_env));
   fail(x, "exec");

@@ -1,8 +1,11 @@
 -- untrusted -- the strict default policy for guest code nobody vouches for.
--- Small limits, no effects beyond the built-in log (print) and clock.now.
+-- Every confinement layer on and required: if this kernel cannot enforce one,
+-- the run ends with cause "confinement" before any guest code runs
+-- (`airlock probe` tells what this machine can enforce). Small limits, no
+-- effects beyond the built-in log (print) and clock.now.
 return {
   name = "untrusted",
-  description = "strict default: small limits, no granted effects",
+  description = "strict default: every confinement layer required, small limits, no granted effects",
   limits = {
     deadline_ms = "5s",
     memory = "64M",
@@ -12,4 +15,21 @@ return {
     capture = "64K",
   },
   effects = {},
+  confine = {
+    namespaces = "all",            -- user pid net ipc uts mount cgroup: no network at all
+    rlimits = {
+      as = "320M",                 -- address space: the 64M Lua heap plus the interpreter
+      cpu = "1s",                  -- SIGXCPU (cause cpu) after 1 s of CPU
+      nofile = 8,                  -- the worker holds 4 fds and cannot open more anyway
+      nproc = 1,                   -- no new process (root outside ignores it; seccomp holds)
+      fsize = 0,                   -- no file may grow
+      core = 0,                    -- no core dumps
+      stack = "8M",
+    },
+    capabilities = "drop",
+    no_new_privs = true,
+    landlock = true,
+    seccomp = true,
+    require = { "namespaces", "rlimits", "capabilities", "no_new_privs", "landlock", "seccomp" },
+  },
 }

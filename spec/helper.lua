@@ -29,6 +29,14 @@ function H.fd_count()
   return n
 end
 
+-- The target of a symbolic link (e.g. /proc/self/ns/net), or nil.
+function H.readlink(path)
+  local p = io.popen("readlink " .. path .. " 2>/dev/null")
+  local s = p:read("l")
+  p:close()
+  return s
+end
+
 function H.pid()
   return tonumber(H.slurp("/proc/self/stat"):match("^(%d+)"))
 end

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <lauxlib.h>
 
@@ -153,4 +154,18 @@ int worker_call_finish(lua_State *L, worker *w)
   if (airlock_lua_push(L, msg.value, err, sizeof err) != 0)
     return luaL_error(L, "unusable reply to call %I: %s", (lua_Integer)w->last_id, err);
   return 1;
+}
+
+/* After the final frame (done or pause): wait for the parent to hang up (it
+** kills the process group once it has the final frame) and only then exit.
+** So the parent always finds this process alive, and its filter in place,
+** when it checks from outside what ready reported; an exit right after done
+** would leave it a zombie whose confinement can no longer be seen. */
+void worker_end(worker *w)
+{
+  (void)w;
+  char byte;
+  while (read(AIRLOCK_CHANNEL_FD, &byte, 1) > 0) {
+  }
+  _exit(WORKER_EXIT_DONE);
 }

@@ -56,7 +56,7 @@ static int host_input(lua_State *L)
   if (airlock_lua_pack(L, 1, pk, "prompt", err, sizeof err) != 0)
     return luaL_error(L, "%s", err);
   worker_frame_send(w);
-  _exit(WORKER_EXIT_DONE);
+  worker_end(w);
 }
 
 /* Pushes t[k], creating an empty table there if the slot is free; returns 0

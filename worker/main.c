@@ -82,10 +82,13 @@ static void confine_and_ready(worker *w)
   airlock_pack_cstr(pk, "v");
   msgpack_pack_uint64(pk, AIRLOCK_PROTOCOL_VERSION);
   airlock_pack_cstr(pk, "confined");
-  int rc = worker_confine(w->init.confine, pk);
+  char why[320] = "";
+  /* A missing required layer sends no ready: the exit status and the line on
+  ** stderr are the report (cause confinement), and the parent is never asked
+  ** to trust a half-confined worker. */
+  if (worker_confine(w->init.confine, pk, why, sizeof why) != 0)
+    worker_die(WORKER_EXIT_CONFINE, "confinement: %s; the guest will not run", why);
   worker_frame_send(w);
-  if (rc != 0)
-    worker_die(WORKER_EXIT_CONFINE, "a required confinement layer is missing; the guest will not run");
 }
 
 int main(void)

@@ -61,7 +61,7 @@ void worker_send_error(worker *w, const char *message, size_t mlen, const char *
   pack_text(pk, "traceback", traceback, tlen);
   pack_text(pk, "cause", cause, strlen(cause));
   worker_frame_send(w);
-  _exit(WORKER_EXIT_DONE);
+  worker_end(w);
 }
 
 /* The message for the error value at index 1, pushed: strings and numbers as
@@ -155,7 +155,7 @@ static void report_value(worker *w)
   if (airlock_lua_pack(w->L, -1, pk, "value", err, sizeof err) != 0)
     worker_send_error(w, err, strlen(err), "", 0, "error");
   worker_frame_send(w);
-  _exit(WORKER_EXIT_DONE);
+  worker_end(w);
 }
 
 void worker_run_guest(worker *w, int input_idx)

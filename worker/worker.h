@@ -101,7 +101,10 @@ void worker_modules_open(lua_State *L);
 void worker_os_open(lua_State *L);
 
 /* confine.c: applies the worker's own layers and packs one report map. */
-int worker_confine(const msgpack_object *confine_spec, msgpack_packer *report);
+/* channel.c: after the final frame, waits for the parent to hang up, then exits. */
+__attribute__((noreturn)) void worker_end(worker *w);
+
+int worker_confine(const msgpack_object *confine_spec, msgpack_packer *report, char *why, size_t len);
 
 /* run.c: loads and runs the guest (its input at input_idx), sends done, exits. */
 __attribute__((noreturn))

@@ -3,6 +3,7 @@
 -- policy and a guest into what the core needs, and results into tables.
 local core = require "airlock.core"
 local policy = require "airlock.policy"
+local confine = require "airlock.confine"
 
 local M = {
   policy = policy,
@@ -76,7 +77,8 @@ local function effect_list(handlers)
 end
 
 --- b:start{guest = source_or_path, policy = table|name, input = any, name = str,
---- seed = int, on_log = function(text)} -> run, or nil, message, errno when the run cannot be started.
+--- seed = int, on_log = function(text)} -> run, or nil, message, errno when the run cannot be
+--- started (errno is the word "confinement" when a required layer cannot be applied here).
 function broker_methods:start(opts)
   if type(opts) ~= "table" then error("start: expects a table {guest = ..., policy = ...}", 2) end
   for k in pairs(opts) do
@@ -95,12 +97,15 @@ function broker_methods:start(opts)
     argv = { w }
   end
 
-  local st = { log = {}, log_bytes = 0, policy = pol.name, on_log = opts.on_log }
+  local plan, cerr = confine.plan(pol.confine)
+  if not plan then return nil, cerr, "confinement" end
+
+  local st = { log = {}, log_bytes = 0, policy = pol.name, on_log = opts.on_log, plan = plan }
   local handlers = builtin_handlers(st, limits)
   for k, v in pairs(pol.effects or {}) do handlers[k] = v or nil end
 
   local serial = (states[self] and states[self].n or 0) + 1
-  local run, err, code = self:_start {
+  local start = {
     argv = argv,
     init = {
       t = "init", v = core.protocol_version, run = serial,
@@ -113,7 +118,7 @@ function broker_methods:start(opts)
         output = limits.output or 65536,
       },
       effects = effect_list(handlers),
-      confine = {},
+      confine = plan.init,
     },
     deadline_ms = limits.deadline_ms,
     max_frame = limits.max_frame,
@@ -121,6 +126,18 @@ function broker_methods:start(opts)
     handlers = handlers,
     ctx = { policy = pol.name },
   }
+  for k, v in pairs(plan.start) do start[k] = v end
+  local run, err, code = self:_start(start)
+  local why = not run and start.namespaces and confine.namespace_failure(err)
+  if why then
+    -- No namespaces here: fall back unless the policy requires them.
+    plan.layers.namespaces = "skipped: " .. why
+    if plan.required.namespaces then
+      return nil, "confinement: namespaces is required but skipped: " .. why, "confinement"
+    end
+    start.namespaces = nil
+    run, err, code = self:_start(start)
+  end
   if not run then return nil, err, code end
   states[self] = states[self] or { n = 0 }
   states[self].n = serial
@@ -139,6 +156,7 @@ function broker_methods:step(timeout)
     if st then
       res.log = table.concat(st.log)
       res.policy = st.policy
+      res.confinement = confine.report(st.plan, res.confinement)
       per[res.run] = nil
     end
   end
@@ -156,11 +174,19 @@ end
 
 M.broker = core.broker
 
+--- airlock.probe() -> what this kernel and privilege level can enforce (see
+--- airlock.probe for the fields); `airlock probe` prints it.
+function M.probe() return require("airlock.probe").report() end
+
 --- airlock.run{guest = ..., policy = ..., input = ...} -> result table, or nil,
 --- message, errno when the run could not be started.
 function M.run(opts)
   local b <close> = core.broker()
   local run, err, code = b:start(opts)
+  if code == "confinement" then
+    -- Refused before anything was spawned: a result like any other run's.
+    return { ok = false, cause = "confinement", message = err, log = "", usage = {} }
+  end
   if not run then return nil, err, code end
   return run:wait(b)
 end

@@ -57,6 +57,50 @@ local function effect_handler(v)
   return nil, "a handler function, or false to refuse the effect"
 end
 
+local function boolean_(v)
+  if type(v) == "boolean" then return v end
+  return nil, "true or false"
+end
+
+-- A list of words from a fixed set; "all" stands for every word.
+local function word_list(words, what)
+  local known = {}
+  for _, w in ipairs(words) do known[w] = true end
+  local expected = string.format('a list of %s (%s), or "all"', what, table.concat(words, ", "))
+  return function(v)
+    if v == "all" then return { table.unpack(words) } end
+    if type(v) ~= "table" then return nil, expected end
+    local out, seen = {}, {}
+    for k, w in pairs(v) do
+      if math.type(k) ~= "integer" or not known[w] then
+        return nil, expected .. string.format("; '%s' is not one", tostring(w))
+      end
+      if not seen[w] then seen[w] = true; out[#out + 1] = w end
+    end
+    table.sort(out)
+    return out
+  end
+end
+
+local function one_of(words)
+  local known = {}
+  for _, w in ipairs(words) do known[w] = true end
+  return function(v)
+    if known[v] then return v end
+    return nil, "one of: " .. table.concat(words, ", ")
+  end
+end
+
+-- RLIMIT_CPU counts whole seconds: a duration rounded up.
+local function cpu_seconds(v)
+  local ms, expected = duration_ms(v)
+  if not ms then return nil, expected end
+  return (ms + 999) // 1000
+end
+
+M.NAMESPACES = { "user", "pid", "net", "ipc", "uts", "mount", "cgroup" }
+M.LAYERS = { "namespaces", "rlimits", "capabilities", "no_new_privs", "landlock", "seccomp", "cgroup" }
+
 M.SCHEMA = {
   name = string_,
   description = string_,
@@ -70,6 +114,16 @@ M.SCHEMA = {
     capture = size,
   },
   effects = { ["*"] = effect_handler },
+  confine = {
+    namespaces = word_list(M.NAMESPACES, "namespaces"),
+    rlimits = { as = size, cpu = cpu_seconds, nofile = count, nproc = count,
+                fsize = size, core = size, stack = size },
+    capabilities = one_of { "drop", "keep" },
+    no_new_privs = boolean_,
+    landlock = boolean_,
+    seccomp = boolean_,
+    require = word_list(M.LAYERS, "layers"),
+  },
 }
 
 -- Closest valid key by edit distance, for "did you mean" hints.
@@ -175,7 +229,7 @@ local function is_list(t) return type(t) == "table" and (next(t) == nil or rawle
 local function merge(base, over)
   local out = deep_copy(base)
   for k, v in pairs(raw(over)) do
-    if type(v) == "table" and type(out[k]) == "table" and not is_list(v)
+    if type(v) == "table" and type(out[k]) == "table" and not is_list(v) and not is_list(out[k])
        and (getmetatable(v) == nil or frozen[v]) then
       out[k] = merge(out[k], v)
     else

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 typedef struct lbroker { airlock_broker *b; int closed, busy; } lbroker;
@@ -235,6 +236,41 @@ static unsigned long namespace_flags(lua_State *L, int t) {
   return flags;
 }
 
+/* t.rlimits = {as=, cpu=, nofile=, nproc=, fsize=, core=, stack=} (whole numbers;
+** cpu in seconds) -> *rl. Returns 1 when the field is present. */
+static int rlimits_field(lua_State *L, int t, airlock_rlimits *rl) {
+  static const struct { const char *name; int bit; size_t off; } fields[] = {
+    { "as", AIRLOCK_RL_AS, offsetof(airlock_rlimits, as) },
+    { "cpu", AIRLOCK_RL_CPU, offsetof(airlock_rlimits, cpu) },
+    { "nofile", AIRLOCK_RL_NOFILE, offsetof(airlock_rlimits, nofile) },
+    { "nproc", AIRLOCK_RL_NPROC, offsetof(airlock_rlimits, nproc) },
+    { "fsize", AIRLOCK_RL_FSIZE, offsetof(airlock_rlimits, fsize) },
+    { "core", AIRLOCK_RL_CORE, offsetof(airlock_rlimits, core) },
+    { "stack", AIRLOCK_RL_STACK, offsetof(airlock_rlimits, stack) },
+  };
+  memset(rl, 0, sizeof *rl);
+  if (lua_getfield(L, t, "rlimits") == LUA_TNIL) { lua_pop(L, 1); return 0; }
+  if (!lua_istable(L, -1)) luaL_error(L, "start: field 'rlimits' must be a table");
+  int lt = lua_gettop(L);
+  lua_pushnil(L);
+  while (lua_next(L, lt)) {
+    const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+    size_t i = 0;
+    while (k && i < sizeof fields / sizeof *fields && strcmp(k, fields[i].name) != 0) i++;
+    if (!k || i == sizeof fields / sizeof *fields)
+      luaL_error(L, "start: unknown rlimit '%s' (as, cpu, nofile, nproc, fsize, core, stack)",
+                 k ? k : "?");
+    int isint;
+    lua_Integer v = lua_tointegerx(L, -1, &isint);
+    if (!isint || v < 0) luaL_error(L, "start: rlimits.%s must be a whole number >= 0", k);
+    *(uint64_t *)((char *)rl + fields[i].off) = (uint64_t)v;
+    rl->set_mask |= fields[i].bit;
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  return 1;
+}
+
 static lua_Integer opt_int_field(lua_State *L, int t, const char *k, lua_Integer def, lua_Integer max) {
   lua_getfield(L, t, k);
   lua_Integer v = def;
@@ -248,7 +284,8 @@ static lua_Integer opt_int_field(lua_State *L, int t, const char *k, lua_Integer
 }
 
 /* b:_start{argv=, env=, workdir=, init=, deadline_ms=, max_frame=, capture_max=,
-**           handlers=, ctx=, expect_ready=} -> run */
+**           handlers=, ctx=, expect_ready=, no_new_privs=, drop_caps=,
+**           verify_seccomp=, namespaces={names}, rlimits={...}} -> run */
 static int l_broker_start(lua_State *L) {
   lbroker *lb = check_broker(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
@@ -272,7 +309,11 @@ static int l_broker_start(lua_State *L) {
   o.no_new_privs = lua_toboolean(L, -1);
   lua_getfield(L, 2, "verify_seccomp");
   o.verify_seccomp = lua_toboolean(L, -1);
+  lua_getfield(L, 2, "drop_caps");
+  o.drop_caps = lua_toboolean(L, -1);
   o.namespaces = namespace_flags(L, 2);
+  airlock_rlimits rl;
+  if (rlimits_field(L, 2, &rl)) o.rlimits = &rl;
   lua_getfield(L, 2, "handlers");
   int handlers = lua_gettop(L);
   if (!lua_istable(L, handlers)) return luaL_error(L, "start: field 'handlers' must be a table");

@@ -3,16 +3,28 @@
 local airlock = require "airlock"
 local H = require "helper"
 
-local function hostile(mode, limits, effects)
+-- The stand-ins speak the protocol but apply no Landlock or seccomp themselves:
+-- the spawner's layers stay on and required, the worker's are not asked for.
+local STANDIN_CONFINE = { landlock = false, seccomp = false,
+  require = { "namespaces", "rlimits", "capabilities", "no_new_privs" } }
+
+local function hostile(mode, limits, effects, confine)
   local lim = { deadline_ms = 3000 }
   for k, v in pairs(limits or {}) do lim[k] = v end
   local res, err = airlock.run { guest = "return 1", policy = {
-    worker = { H.hostile, mode }, limits = lim, effects = effects or {} } }
+    worker = { H.hostile, mode }, limits = lim, effects = effects or {},
+    confine = confine or STANDIN_CONFINE } }
   assert(res, err)
   return res
 end
 
 describe("a hostile worker", function()
+  it("that says ready without a seccomp filter is caught from outside (cause confinement)", function()
+    local res = assert(airlock.run { guest = "return 1", policy = { worker = { H.hostile, "ready-done" } } })
+    assert.equal("confinement", res.cause)
+    assert.matches("does not show a seccomp filter %(Seccomp: 2%)", res.message)
+  end)
+
   it("sending a 4 GiB length header ends as protocol, with nothing allocated", function()
     local before = H.rss_kb()
     local res = hostile("huge-header")
@@ -76,7 +88,10 @@ describe("a hostile worker", function()
   end)
 
   it("a worker that forks and exits leaves no orphan behind", function()
-    local res = hostile("fork-orphan")
+    -- Without a pid namespace (whose end would kill the orphan anyway), so the
+    -- process-group kill itself is what is tested, and the pid is ours to see.
+    local res = hostile("fork-orphan", nil, nil, {
+      landlock = false, seccomp = false, namespaces = { "user", "net" }, require = {} })
     assert.equal("exit", res.cause)
     local orphan = tonumber(res.stderr:match("orphan pid (%d+)"))
     assert.is_number(orphan)

@@ -1,0 +1,58 @@
+-- sanitized_spec.lua -- the worker of the build under test (the ASan+UBSan one
+-- in the sanitizer pass of spec/run) runs real guests. Every other spec uses
+-- the release worker for confined runs: ASan's runtime needs system calls that
+-- the worker's seccomp allowlist refuses, so this one turns seccomp off and
+-- keeps every other layer, and shows that asking for seccomp is refused.
+local airlock = require "airlock"
+local H = require "helper"
+
+local WORKER = H.bin .. "/airlock-worker"
+
+local function policy(seccomp)
+  return airlock.policy {
+    name = "sanitized-worker",
+    worker = WORKER,
+    -- No RLIMIT_AS: ASan reserves terabytes of shadow address space.
+    limits = { deadline_ms = "10s", memory = "64M", instructions = 1e9, output = "64K" },
+    effects = { ["echo.back"] = function(args) return args end },
+    confine = {
+      namespaces = "all", capabilities = "drop", no_new_privs = true, landlock = true,
+      seccomp = seccomp, rlimits = { nofile = 16, core = 0 },
+      require = { "namespaces", "rlimits", "capabilities", "no_new_privs", "landlock",
+                  seccomp and "seccomp" or nil },
+    },
+  }
+end
+
+describe("the worker of this build (" .. WORKER .. ")", function()
+  it("runs a guest that uses effects, errors, coroutines and the memory cap", function()
+    local res = assert(airlock.run { policy = policy(false), guest = [[
+      local r = host.call("echo.back", { n = 41 })
+      local ok = pcall(host.call, "no.such.effect", {})
+      local t = {}
+      for i = 1, 1000 do t[i] = tostring(i) end
+      local co = coroutine.wrap(function() coroutine.yield(1) end)
+      return { n = r.n + 1, refused = not ok, last = t[1000], co = co() }]] })
+    assert.equal("ok", res.cause, res.message .. res.stderr)
+    assert.same({ n = 42, refused = true, last = "1000", co = 1 }, res.value)
+    assert.matches("^applied", res.confinement.landlock)
+    assert.matches("^skipped: the policy does not ask", res.confinement.seccomp)
+    res = assert(airlock.run { policy = policy(false),
+      guest = [[local t = {} for i = 1, 1e9 do t[i] = string.rep("z", 4096) end]] })
+    assert.equal("memory", res.cause, res.message)
+  end)
+
+  if H.sanitized then
+    it("refuses a policy that requires seccomp: the sanitizer worker cannot apply it", function()
+      local res = assert(airlock.run { policy = policy(true), guest = "return 1" })
+      assert.equal("confinement", res.cause)
+      assert.matches("seccomp is required but skipped: this worker is a sanitizer build", res.message)
+    end)
+  else
+    it("applies seccomp when required (release worker)", function()
+      local res = assert(airlock.run { policy = policy(true), guest = "return 1" })
+      assert.equal("ok", res.cause, res.message .. res.stderr)
+      assert.matches("^applied: allowlist", res.confinement.seccomp)
+    end)
+  end
+end)
