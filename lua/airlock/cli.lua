@@ -1,5 +1,6 @@
--- airlock.cli -- the airlock command: run, repl, bench, demo.
--- Exit status: 0 success, 1 the guest failed (any cause but ok), 2 bad usage.
+-- airlock.cli -- the airlock command: run, probe, repl, bench, demo.
+-- Exit status: 0 success, 1 the guest failed (any cause but ok) or probe found
+-- that the untrusted policy cannot run here, 2 bad usage.
 local airlock = require "airlock"
 local json = require "airlock.json"
 
@@ -10,6 +11,8 @@ usage: airlock COMMAND [ARGS]
 
   run GUEST.lua [--policy NAME|FILE] [--input JSON] [--json]
                        run one guest and print its value (or the result as JSON)
+  probe [--json]       what this kernel can enforce (Landlock, seccomp, namespaces, ...),
+                       how to fix what is missing; exit 1 if the untrusted policy cannot run
   repl                 interactive Lua with the airlock module loaded
   bench [--json] [--quick]
                        measure spawn and effect round trips against baselines
@@ -106,6 +109,20 @@ function M.run(args)
     if res.error and res.error.traceback then io.stderr:write(res.error.traceback, "\n") end
   end
   return res.ok and 0 or 1
+end
+
+function M.probe(args)
+  local pos, opts = parse(args, { json = "switch" })
+  if not pos then return usage_error("probe: " .. opts) end
+  if #pos > 0 then return usage_error("probe: unexpected argument '" .. pos[1] .. "'") end
+  local probe = require "airlock.probe"
+  local report = probe.report()
+  if opts.json then
+    io.stdout:write(probe.json(report), "\n")
+  else
+    io.stdout:write(probe.format(report))
+  end
+  return report.verdict.ok and 0 or 1
 end
 
 function M.repl(args)

@@ -16,5 +16,7 @@
 int airlock_l_fail(lua_State *L, const char *cause, const char *message, int err);
 /* Adds broker() and defer() to the table on top of the stack; registers metatables. */
 void airlock_l_open_broker(lua_State *L);
+/* airlock.core.probe(): what this kernel can enforce, one {ok, detail} per layer (lprobe.c). */
+int airlock_l_probe(lua_State *L);
 
 #endif
