@@ -142,8 +142,10 @@ int airlock_confine_landlock_deny_all(airlock_layer *out)
   int abi = airlock_landlock_abi();
   if (abi < 0) {
     airlock_layer_set_(out, "landlock", AIRLOCK_LAYER_SKIPPED, -abi,
-                       "%s: %s", abi == -EOPNOTSUPP ? "Landlock disabled (lsm= boot option)"
-                                                    : "kernel without Landlock", strerror(-abi));
+                       "%s (%s)", abi == -EOPNOTSUPP
+                         ? "Landlock is built in but disabled: add landlock to the kernel's lsm= boot option"
+                         : "this kernel has no Landlock: it needs Linux 5.13+ with CONFIG_SECURITY_LANDLOCK",
+                       strerror(-abi));
     return abi;
   }
 

@@ -13,7 +13,7 @@ typedef struct airlock_layer {
   const char *name;        /* "seccomp", "landlock", "no_new_privs", "rlimits", ... */
   int status;              /* AIRLOCK_LAYER_APPLIED, _SKIPPED, _FAILED */
   int err;                 /* errno when failed or skipped for an errno reason */
-  char detail[192];        /* e.g. "ABI 7: fs rights 0x..., net, scope signal+abstract" or why skipped */
+  char detail[256];        /* e.g. "ABI 7: fs rights 0x..., net, scope signal+abstract" or why skipped */
 } airlock_layer;
 enum { AIRLOCK_LAYER_APPLIED = 1, AIRLOCK_LAYER_SKIPPED, AIRLOCK_LAYER_FAILED };
 /* "applied", "skipped", "failed"; "unknown" for any other value. */
@@ -43,6 +43,15 @@ int airlock_confine_no_new_privs(airlock_layer *out);
 ** no_new_privs. Nothing after the load needs a syscall outside the list. Fills
 ** *out. Returns 0 or -errno. */
 int airlock_confine_seccomp_worker(airlock_layer *out);
+
+/* The same filter, compiled in the parent for a worker whose pid will be tgid
+** (1 in a new pid namespace), as classic BPF: *prog (malloc'd, the caller
+** frees) of *len bytes. Building costs ~0.2 ms; loading a ready program ~0.02. */
+int airlock_seccomp_worker_program(long tgid, void **prog, size_t *len, char *err, size_t errlen);
+/* Loads such a program into the calling process, with the same SIGSYS reporter
+** and personality fix as airlock_confine_seccomp_worker, and no_new_privs.
+** The caller vouches that the program was made for its pid. Returns 0 or -errno. */
+int airlock_confine_seccomp_program(const void *prog, size_t len, airlock_layer *out);
 
 /* The native architecture's name for system call number nr ("socket"), or
 ** "unknown". Writes into buf and returns it. For explaining SIGSYS deaths:

@@ -18,6 +18,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/personality.h>
+#include <sys/prctl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -133,11 +136,11 @@ struct rule {
   struct scmp_arg_cmp cmp[2];
 };
 
-int airlock_confine_seccomp_worker(airlock_layer *out)
+/* Clears READ_IMPLIES_EXEC and installs the SIGSYS reporter: what the calling
+** process needs before any worker filter is loaded. Returns 0 or -errno. */
+static int prepare_process(airlock_layer *out)
 {
   const char *name = "seccomp";
-  int rc;
-
   /* READ_IMPLIES_EXEC turns every PROT_READ mmap (and brk) into an executable
   ** mapping in the kernel, after the filter saw a prot without PROT_EXEC.
   ** x86_64 binaries no longer get it since 5.8, but an inherited personality
@@ -151,6 +154,35 @@ int airlock_confine_seccomp_worker(airlock_layer *out)
     return -e;
   }
 
+  /* The reporting handler (see on_sigsys). */
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_sigsys;
+  sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
+  sigfillset(&sa.sa_mask);
+  if (sigaction(SIGSYS, &sa, NULL) != 0) {
+    int e = errno;
+    airlock_layer_set_(out, name, AIRLOCK_LAYER_FAILED, e, "sigaction(SIGSYS): %s", strerror(e));
+    return -e;
+  }
+  sigset_t sys;
+  sigemptyset(&sys);
+  sigaddset(&sys, SIGSYS);
+  sigprocmask(SIG_UNBLOCK, &sys, NULL);
+  return 0;
+}
+
+#define WORKER_FILTER_DETAIL \
+  "allowlist of %d syscalls%s; others trap, are named on stderr and end the process by " \
+  "SIGSYS; other arch and x32: %s; mmap anonymous non-exec, no mprotect, tgkill self SIGABRT only"
+#define WORKER_FILTER_RULES 14
+
+/* Builds the worker's filter for a process whose pid is tgid into *pctx. */
+static int build_worker_filter(long tgid, scmp_filter_ctx *pctx, const char **kill_word,
+                               airlock_layer *out)
+{
+  const char *name = "seccomp";
+  int rc;
   const struct rule rules[] = {
     ALLOW(SCMP_SYS(read)),
     ALLOW(SCMP_SYS(sendmsg)),
@@ -168,38 +200,23 @@ int airlock_confine_seccomp_worker(airlock_layer *out)
     ALLOW(SCMP_SYS(getpid)),
     ALLOW(SCMP_SYS(gettid)),
     { SCMP_SYS(tgkill), 2, {
-        CMP(0, SCMP_CMP_EQ, (scmp_datum_t)getpid(), 0),          /* tgid: ourselves */
+        CMP(0, SCMP_CMP_EQ, (scmp_datum_t)tgid, 0),              /* tgid: ourselves */
         CMP(2, SCMP_CMP_EQ, SIGABRT, 0) } },                     /* sig */
   };
   const size_t nrules = sizeof rules / sizeof rules[0];
+  _Static_assert(sizeof rules / sizeof rules[0] == WORKER_FILTER_RULES, "update WORKER_FILTER_RULES");
   const int die_nr = SCMP_SYS(afs_syscall);   /* the SIGSYS handler's way out */
-
-  /* The reporting handler (see on_sigsys) goes in first. */
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_sigaction = on_sigsys;
-  sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
-  sigfillset(&sa.sa_mask);
-  if (sigaction(SIGSYS, &sa, NULL) != 0) {
-    int e = errno;
-    airlock_layer_set_(out, name, AIRLOCK_LAYER_FAILED, e, "sigaction(SIGSYS): %s", strerror(e));
-    return -e;
-  }
-  sigset_t sys;
-  sigemptyset(&sys);
-  sigaddset(&sys, SIGSYS);
-  sigprocmask(SIG_UNBLOCK, &sys, NULL);
 
   /* KILL_PROCESS (4.14) ends every thread at once; KILL_THREAD would leave the
   ** others running. libseccomp refuses it on a kernel without it, and then the
   ** thread kill is the best there is: single-threaded, same effect. It is the
   ** action for foreign architectures and x32; the default is the trap above. */
-  const char *kill_word = "kill-process";
+  *kill_word = "kill-process";
   uint32_t kill = SCMP_ACT_KILL_PROCESS;
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_TRAP);
   if (ctx != NULL && seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, kill) != 0) {
     kill = SCMP_ACT_KILL_THREAD;
-    kill_word = "kill-thread (kernel lacks kill-process)";
+    *kill_word = "kill-thread (kernel lacks kill-process)";
   }
   if (ctx == NULL) {
     airlock_layer_set_(out, name, AIRLOCK_LAYER_FAILED, ENOMEM, "seccomp_init failed");
@@ -241,20 +258,103 @@ int airlock_confine_seccomp_worker(airlock_layer *out)
     seccomp_release(ctx);
     return rc;
   }
+  *pctx = ctx;
+  return 0;
+}
+
+int airlock_confine_seccomp_worker(airlock_layer *out)
+{
+  const char *name = "seccomp", *kill_word;
+  scmp_filter_ctx ctx;
+  int rc = prepare_process(out);
+  if (rc == 0)
+    rc = build_worker_filter((long)getpid(), &ctx, &kill_word, out);
+  if (rc != 0)
+    return rc;
 
   /* The report is written before the load: after it, only allowed syscalls may
   ** run, and vsnprintf into a fixed buffer needs none, but nothing is gained by
   ** finding out. seccomp_release after the load only frees (brk/munmap). */
-  airlock_layer_set_(out, name, AIRLOCK_LAYER_APPLIED, 0,
-                     "allowlist of %zu syscalls; others trap, are named on stderr and "
-                     "end the process by SIGSYS; other arch and x32: %s; "
-                     "mmap anonymous non-exec, no mprotect, tgkill self SIGABRT only",
-                     nrules, kill_word);
+  airlock_layer_set_(out, name, AIRLOCK_LAYER_APPLIED, 0, WORKER_FILTER_DETAIL,
+                     WORKER_FILTER_RULES, "", kill_word);
   rc = seccomp_load(ctx);
   seccomp_release(ctx);
   if (rc != 0) {
     airlock_layer_set_(out, name, AIRLOCK_LAYER_FAILED, -rc, "seccomp_load: %s", strerror(-rc));
     return rc;
+  }
+  return 0;
+}
+
+int airlock_seccomp_worker_program(long tgid, void **prog, size_t *len, char *err, size_t errlen)
+{
+  airlock_layer l;
+  const char *kill_word;
+  scmp_filter_ctx ctx;
+  *prog = NULL;
+  *len = 0;
+  memset(&l, 0, sizeof l);
+  int rc = build_worker_filter(tgid, &ctx, &kill_word, &l);
+  if (rc != 0) {
+    snprintf(err, errlen, "%s", l.detail);
+    return rc;
+  }
+  /* libseccomp 2.5 exports only to an fd: a memfd, read back whole. */
+  int fd = memfd_create("airlock-seccomp", MFD_CLOEXEC);
+  if (fd < 0) {
+    rc = -errno;
+    snprintf(err, errlen, "memfd_create: %s", strerror(errno));
+    seccomp_release(ctx);
+    return rc;
+  }
+  rc = seccomp_export_bpf(ctx, fd);
+  seccomp_release(ctx);
+  off_t size = rc == 0 ? lseek(fd, 0, SEEK_END) : -1;
+  if (rc != 0 || size <= 0 || size % (off_t)sizeof(struct sock_filter) != 0 ||
+      size > (off_t)(BPF_MAXINSNS * sizeof(struct sock_filter))) {
+    snprintf(err, errlen, "seccomp_export_bpf: %s", rc != 0 ? strerror(-rc) : "odd program size");
+    close(fd);
+    return rc != 0 ? rc : -EINVAL;
+  }
+  void *buf = malloc((size_t)size);
+  if (buf == NULL || pread(fd, buf, (size_t)size, 0) != (ssize_t)size) {
+    rc = buf == NULL ? -ENOMEM : -EIO;
+    snprintf(err, errlen, "reading the exported program: %s", strerror(-rc));
+    free(buf);
+    close(fd);
+    return rc;
+  }
+  close(fd);
+  *prog = buf;
+  *len = (size_t)size;
+  return 0;
+}
+
+int airlock_confine_seccomp_program(const void *prog, size_t len, airlock_layer *out)
+{
+  const char *name = "seccomp";
+  if (prog == NULL || len == 0 || len % sizeof(struct sock_filter) != 0 ||
+      len > BPF_MAXINSNS * sizeof(struct sock_filter)) {
+    airlock_layer_set_(out, name, AIRLOCK_LAYER_FAILED, EINVAL,
+                       "the precompiled program has a bad size (%zu bytes)", len);
+    return -EINVAL;
+  }
+  /* The kernel copies the program at load; an aligned copy for sock_fprog. */
+  struct sock_filter insns[BPF_MAXINSNS];
+  memcpy(insns, prog, len);
+  struct sock_fprog fprog = { .len = (unsigned short)(len / sizeof(struct sock_filter)),
+                              .filter = insns };
+  int rc = prepare_process(out);
+  if (rc != 0)
+    return rc;
+  airlock_layer_set_(out, name, AIRLOCK_LAYER_APPLIED, 0, WORKER_FILTER_DETAIL,
+                     WORKER_FILTER_RULES, " (compiled once by the parent)", "kill-process");
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+      syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fprog) != 0) {
+    int e = errno;
+    airlock_layer_set_(out, name, AIRLOCK_LAYER_FAILED, e, "loading the precompiled program: %s",
+                       strerror(e));
+    return -e;
   }
   return 0;
 }

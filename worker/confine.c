@@ -12,6 +12,7 @@
 */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "confine.h"
 #include "worker.h"
@@ -42,6 +43,21 @@ static int wanted(const msgpack_object *spec, const char *name)
 {
   const msgpack_object *o = airlock_msg_field(spec, name);
   return o != NULL && o->type == MSGPACK_OBJECT_BOOLEAN && o->via.boolean;
+}
+
+/* seccomp: the program the parent compiled for this worker (init.confine.
+** seccomp_program, BPF bytes for pid 1 of a new pid namespace) when there is
+** one and this process is pid 1, else the filter built here. */
+static const msgpack_object *seccomp_spec;
+
+static int seccomp_layer(airlock_layer *out)
+{
+  const msgpack_object *p = airlock_msg_field(seccomp_spec, "seccomp_program");
+  if (p != NULL && (p->type == MSGPACK_OBJECT_BIN || p->type == MSGPACK_OBJECT_STR) && getpid() == 1)
+    return airlock_confine_seccomp_program(p->type == MSGPACK_OBJECT_BIN ? (const void *)p->via.bin.ptr
+                                                                        : (const void *)p->via.str.ptr,
+                                           p->via.bin.size, out);
+  return airlock_confine_seccomp_worker(out);
 }
 
 /* Runs one layer (or says why not) into *out. */
@@ -82,7 +98,8 @@ int worker_confine(const msgpack_object *spec, msgpack_packer *report, char *why
 {
   airlock_layer layers[2];
   apply(spec, "landlock", airlock_confine_landlock_deny_all, &layers[0]);
-  apply(spec, "seccomp", airlock_confine_seccomp_worker, &layers[1]);
+  seccomp_spec = spec;
+  apply(spec, "seccomp", seccomp_layer, &layers[1]);
 
   int missing = 0;
   msgpack_pack_map(report, 2);

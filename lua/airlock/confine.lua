@@ -10,6 +10,7 @@
 -- /proc/PID/status. A layer listed in `require` that is not applied ends the
 -- run with cause "confinement" before any guest code runs.
 local policy = require "airlock.policy"
+local core = require "airlock.core"
 
 local M = {}
 
@@ -115,11 +116,24 @@ function M.plan(c)
   plan.init.pretend_absent = absent
   -- The parent checks the filter itself rather than trusting the report.
   plan.start.verify_seccomp = c.seccomp == true and not pretend.seccomp
+  -- A worker born in a new pid namespace is pid 1, so its filter (which names
+  -- its own pid) is the same every run: compiled once here, loaded there.
+  if plan.init.seccomp and not pretend.seccomp and set_of(plan.start.namespaces).pid then
+    plan.init.seccomp_program = M.worker_program()
+  end
 
   skip("cgroup", "no delegated cgroup is configured (memory, CPU and pids are bounded by rlimits and the worker's own caps)")
 
   if first_missing then return nil, first_missing, plan end
   return plan
+end
+
+local program_cache
+--- The worker's seccomp filter for pid 1, as BPF bytes (built on first use),
+--- or nil when it cannot be built here (the worker then builds its own).
+function M.worker_program()
+  if program_cache == nil then program_cache = core.seccomp_worker_program(1) or false end
+  return program_cache or nil
 end
 
 --- The message for a spawn that failed creating namespaces, or nil if the

@@ -136,6 +136,7 @@ function broker_methods:start(opts)
       return nil, "confinement: namespaces is required but skipped: " .. why, "confinement"
     end
     start.namespaces = nil
+    start.init.confine.seccomp_program = nil   -- made for pid 1 of a pid namespace
     run, err, code = self:_start(start)
   end
   if not run then return nil, err, code end

@@ -18,5 +18,7 @@ int airlock_l_fail(lua_State *L, const char *cause, const char *message, int err
 void airlock_l_open_broker(lua_State *L);
 /* airlock.core.probe(): what this kernel can enforce, one {ok, detail} per layer (lprobe.c). */
 int airlock_l_probe(lua_State *L);
+/* airlock.core.seccomp_worker_program(tgid) -> the worker's filter as a BPF string (lseccomp.c). */
+int airlock_l_seccomp_worker_program(lua_State *L);
 
 #endif

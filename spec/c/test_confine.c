@@ -242,9 +242,28 @@ static void test_landlock(void)
 
 /* ------------------------------------------------------------------ seccomp */
 
+/* 0: the filter is built in the confined process itself; 1: it is compiled as
+** a BPF program first (as the parent does for pid 1 of a pid namespace) and
+** that program is loaded. Both must stop the same attacks. */
+static int use_program;
+
+static int confine_worker(airlock_layer *l)
+{
+  if (!use_program)
+    return airlock_confine_seccomp_worker(l);
+  void *prog;
+  size_t len;
+  char err[256];
+  if (airlock_seccomp_worker_program((long)getpid(), &prog, &len, err, sizeof err) != 0)
+    return -1;
+  int rc = airlock_confine_seccomp_program(prog, len, l);
+  free(prog);
+  return rc;
+}
+
 static void must_confine(void)
 {
-  if (airlock_confine_seccomp_worker(NULL) != 0)
+  if (confine_worker(NULL) != 0)
     _exit(99);
 }
 
@@ -374,13 +393,72 @@ static void test_seccomp_attacks(void)
     { "unshare", atk_unshare },
     { "kill(self, SIGKILL)", atk_kill_self_sigkill },
   };
-  for (size_t i = 0; i < sizeof attacks / sizeof attacks[0]; i++) {
-    int st = run_child(child_attack, (void *)&attacks[i]);
-    int ok = killed_by(st, SIGSYS);
-    CHECK(ok);
-    if (!ok)
-      describe(attacks[i].name, st);
+  for (use_program = 0; use_program < 2; use_program++) {
+    for (size_t i = 0; i < sizeof attacks / sizeof attacks[0]; i++) {
+      int st = run_child(child_attack, (void *)&attacks[i]);
+      int ok = killed_by(st, SIGSYS);
+      CHECK(ok);
+      if (!ok)
+        describe(attacks[i].name, st);
+    }
   }
+  use_program = 0;
+}
+
+/* A blocked call is named on stderr before the SIGSYS death. */
+static void child_named(void *arg)
+{
+  dup2(*(int *)arg, 2);
+  must_confine();
+  syscall(SYS_socket, AF_INET, SOCK_STREAM, 0);
+  _exit(0);
+}
+
+/* A program compiled for another pid: tgkill(self, SIGABRT) is then refused. */
+static void child_wrong_pid(void *arg)
+{
+  (void)arg;
+  void *prog;
+  size_t len;
+  char err[256];
+  if (airlock_seccomp_worker_program((long)getpid() + 1, &prog, &len, err, sizeof err) != 0 ||
+      airlock_confine_seccomp_program(prog, len, NULL) != 0)
+    _exit(99);
+  syscall(SYS_tgkill, getpid(), gettid(), SIGABRT);
+  _exit(0);
+}
+
+static void test_seccomp_program(void)
+{
+  airlock_layer l;
+  char one[8] = { 0 };
+  CHECK(airlock_confine_seccomp_program(one, 7, &l) == -EINVAL);
+  CHECK(l.status == AIRLOCK_LAYER_FAILED);
+  CHECK(airlock_confine_seccomp_program(NULL, 0, &l) == -EINVAL);
+  void *prog;
+  size_t len;
+  char err[256];
+  CHECK(airlock_seccomp_worker_program(1, &prog, &len, err, sizeof err) == 0);
+  CHECK(len > 0 && len % 8 == 0);
+  free(prog);
+
+  for (use_program = 0; use_program < 2; use_program++) {
+    int p[2];
+    CHECK(pipe2(p, O_CLOEXEC) == 0);
+    int st = run_child(child_named, &p[1]);
+    close(p[1]);
+    char buf[256] = { 0 };
+    ssize_t n = read(p[0], buf, sizeof buf - 1);
+    close(p[0]);
+    CHECK(killed_by(st, SIGSYS));
+    char want[64];
+    snprintf(want, sizeof want, AIRLOCK_SECCOMP_REPORT "%d\n", (int)SYS_socket);
+    CHECK(n > 0 && strcmp(buf, want) == 0);
+    char name[32];
+    CHECK(strcmp(airlock_syscall_name(SYS_socket, name, sizeof name), "socket") == 0);
+  }
+  use_program = 0;
+  CHECK(killed_by(run_child(child_wrong_pid, NULL), SIGSYS));
 }
 
 /* What the worker does after confining: allocate, grow, free, talk on fd 3,
@@ -396,10 +474,10 @@ static void child_positive(void *arg)
   struct positive *p = arg;
   dup2(p->err_w, 2);
   airlock_layer l;
-  int rc = airlock_confine_seccomp_worker(&l);
+  int rc = confine_worker(&l);
   CCHECK(rc == 0);
   CCHECK(l.status == AIRLOCK_LAYER_APPLIED);
-  CCHECK(strncmp(l.detail, "allowlist of 13 syscalls, default kill-process", 46) == 0);
+  CCHECK(strncmp(l.detail, "allowlist of 14 syscalls", 24) == 0);
   CCHECK(strcmp(l.name, "seccomp") == 0);
 
   char *big = malloc(10u << 20);
@@ -767,6 +845,10 @@ int main(void)
   test_landlock();
   test_seccomp_attacks();
   test_seccomp_positive();
+  use_program = 1;
+  test_seccomp_positive();
+  use_program = 0;
+  test_seccomp_program();
   test_layers();
   test_rlimits();
   return check_summary();

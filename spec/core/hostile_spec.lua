@@ -106,6 +106,28 @@ describe("a hostile worker", function()
     assert.is_true(gone(), "orphan " .. orphan .. " survived")
   end)
 
+  it("a worker in its own pid namespace that forks and exits takes its orphan with it", function()
+    -- Processes named hostile-orphan anywhere on the host, found through /proc.
+    local function orphans()
+      local p = io.popen("grep -ls '^hostile-orphan$' /proc/[0-9]*/comm 2>/dev/null")
+      local n = 0
+      for path in p:lines() do
+        local st = H.slurp(path:gsub("comm$", "stat"))
+        if st and not st:match("^%d+ %b() [ZX]") then n = n + 1 end
+      end
+      p:close()
+      return n
+    end
+    local before = orphans()
+    local res = hostile("fork-orphan", nil, nil, {
+      landlock = false, seccomp = false, namespaces = { "user", "pid" }, require = { "namespaces" } })
+    assert.equal("exit", res.cause)
+    assert.matches("orphan pid 2", res.stderr)   -- its pid inside the namespace
+    local t0 = os.clock()
+    while orphans() > before and os.clock() - t0 < 1 do end
+    assert.equal(before, orphans(), "an orphan outlived its pid namespace")
+  end)
+
   it("flooding stdout and stderr is truncated at the cap without blocking", function()
     local res = hostile("stdout-flood", { capture = "64K" })
     assert.equal("ok", res.cause, res.message)
