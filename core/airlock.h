@@ -164,6 +164,9 @@ typedef struct airlock_spawn_opts {
                                gid 65534 inside, so exec leaves it no capability */
   int no_new_privs;         /* 1: PR_SET_NO_NEW_PRIVS before exec */
   const airlock_rlimits *rlimits; /* NULL: inherit. Applied last before exec */
+  int netns_fd;             /* > 0: join this (shared, empty) net namespace instead of
+                               making one; needs namespaces & CLONE_NEWNET, and the
+                               privilege to setns into it (root) */
   int drop_caps;            /* 1: empty the bounding, ambient and inheritable sets
                                before exec (needs CAP_SETPCAP: root, or a user
                                namespace), so exec leaves no capability at all */
@@ -188,6 +191,10 @@ typedef struct airlock_child {
 /* Starts a child. Returns 0 and fills c (all fds CLOEXEC), or -errno with a
 ** message in err naming the step that failed ("exec /x: No such file ..."). */
 int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size_t errlen);
+/* Makes an empty net namespace (only a loopback device, down) and returns an
+** O_CLOEXEC fd to it, for many children to join through netns_fd. Needs
+** CAP_SYS_ADMIN. Returns the fd, or -errno with a message in err. */
+int airlock_netns_new(char *err, size_t errlen);
 /* Closes the parent's fds of a child (not the process). Idempotent. */
 void airlock_child_close(airlock_child *c);
 
@@ -237,6 +244,7 @@ typedef struct airlock_run_opts {
   int no_new_privs;               /* PR_SET_NO_NEW_PRIVS before exec */
   const airlock_rlimits *rlimits; /* NULL: inherit (copied at start) */
   int drop_caps;                  /* see airlock_spawn_opts; verified on ready */
+  int netns_fd;                   /* see airlock_spawn_opts */
   int verify_seccomp;             /* on ready: /proc/PID/status must show Seccomp: 2
                                      and NoNewPrivs: 1, else the run ends with cause
                                      confinement (namespaces asked for are always

@@ -621,6 +621,7 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
   so.namespaces = o->namespaces;
   so.no_new_privs = o->no_new_privs;
   so.drop_caps = o->drop_caps;
+  so.netns_fd = o->netns_fd;
   if (o->rlimits) { r->rlimits = *o->rlimits; so.rlimits = &r->rlimits; }
   r->t_start = airlock_now_ms();
   int rc = airlock_spawn(&so, &r->c, b->error, sizeof b->error);

@@ -127,6 +127,13 @@ __attribute__((no_sanitize("address", "undefined"))) static int child_main(void 
   sigemptyset(&none);
   if (sigprocmask(SIG_SETMASK, &none, NULL) < 0) fail(x, "sigprocmask");
 
+  /* Joining a shared net namespace takes CAP_SYS_ADMIN over its owner (the
+  ** initial user namespace), so it comes first, and the user namespace is
+  ** then made by unshare rather than at clone (see clone_flags). */
+  if (o->netns_fd > 0) {
+    if (setns(o->netns_fd, CLONE_NEWNET) < 0) fail(x, "setns(shared net namespace)");
+    if ((o->namespaces & CLONE_NEWUSER) && unshare(CLONE_NEWUSER) < 0) fail(x, "unshare(CLONE_NEWUSER)");
+  }
   if (o->namespaces & CLONE_NEWUSER) {
     /* Map our (outside) uid and gid to 65534 inside: a process may map its own
     ** ids without privilege. Being non-zero inside, exec drops every capability,
@@ -173,6 +180,15 @@ __attribute__((no_sanitize("address", "undefined"))) static int child_main(void 
   return 127;
 }
 
+/* The namespaces the child is born in: all it asks for, except that joining a
+** shared net namespace replaces a new one, and the user namespace then comes
+** after the join (a child born in a new user namespace has no capability over
+** the initial one, which owns the shared net namespace). */
+static unsigned long clone_flags(const airlock_spawn_opts *o) {
+  if (o->netns_fd <= 0) return o->namespaces;
+  return o->namespaces & ~(unsigned long)(CLONE_NEWNET | CLONE_NEWUSER);
+}
+
 static void close_fd(int *fd) {
   if (*fd >= 0) close(*fd);
   *fd = -1;
@@ -202,6 +218,10 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   int rc = 0;
 
   c->pid = -1; c->pidfd = c->chan = c->out = c->err = -1;
+  if (o && o->netns_fd > 0 && !(o->namespaces & CLONE_NEWNET)) {
+    snprintf(err, errlen, "spawn: netns_fd is set but the net namespace is not asked for");
+    return -EINVAL;
+  }
   if (!o || !o->argv || !o->argv[0]) {
     snprintf(err, errlen, "spawn: no program given");
     return -EINVAL;
@@ -242,7 +262,7 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   c->pid = clone(child_main, (char *)stack + CHILD_STACK_SIZE,
-                 SPAWN_FLAGS | (int)o->namespaces, &x);
+                 SPAWN_FLAGS | (int)clone_flags(o), &x);
   int clone_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (c->pid < 0) { errno = clone_errno; step = "clone"; goto fail; }
@@ -288,4 +308,46 @@ cleanup:
   close_fd(&pe[0]); close_fd(&pe[1]);
   close_fd(&devnull);
   return rc;
+}
+
+int airlock_netns_new(char *err, size_t errlen) {
+  int ready[2];
+  if (pipe2(ready, O_CLOEXEC) < 0) {
+    snprintf(err, errlen, "netns: pipe2: %s", strerror(errno));
+    return -errno;
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    int e = errno;
+    close(ready[0]); close(ready[1]);
+    snprintf(err, errlen, "netns: fork: %s", strerror(e));
+    return -e;
+  }
+  if (pid == 0) {   /* holds the namespace until the parent has opened it */
+    char ok = unshare(CLONE_NEWNET) == 0 ? 'y' : 'n';
+    if (write(ready[1], &ok, 1) != 1) _exit(1);
+    pause();
+    _exit(0);
+  }
+  close(ready[1]);
+  char ok = 0;
+  ssize_t n;
+  do n = read(ready[0], &ok, 1); while (n < 0 && errno == EINTR);
+  close(ready[0]);
+  int fd = -1, e = 0;
+  if (n == 1 && ok == 'y') {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/ns/net", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) e = errno;
+  } else {
+    e = EPERM;
+  }
+  kill(pid, SIGKILL);
+  while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+  if (fd < 0) {
+    snprintf(err, errlen, "netns: cannot make an empty net namespace: %s", strerror(e));
+    return -e;
+  }
+  return fd;
 }

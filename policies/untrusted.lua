@@ -17,6 +17,8 @@ return {
   effects = {},
   confine = {
     namespaces = "all",            -- user pid net ipc uts mount cgroup: no network at all
+    shared_net = true,             -- runs join one pre-made empty net namespace (root only;
+                                   -- 0.35 ms less per run; docs/CONFINEMENT.md says why it is safe)
     rlimits = {
       as = "320M",                 -- address space: the 64M Lua heap plus the interpreter
       cpu = "1s",                  -- SIGXCPU (cause cpu) after 1 s of CPU

@@ -70,7 +70,17 @@ function M.plan(c)
     skip("namespaces", PRETEND)
   else
     plan.start.namespaces = list_copy(c.namespaces)
-    plan.layers.namespaces = "applied: " .. table.concat(c.namespaces, " ") ..
+    local net = ""
+    if c.shared_net and set_of(plan.start.namespaces).net then
+      local ok, why = M.shared_netns()
+      if ok then
+        plan.start.shared_net = true
+        net = "; net is the one empty namespace all runs share"
+      else
+        net = "; net is the run's own (" .. why .. ")"
+      end
+    end
+    plan.layers.namespaces = "applied: " .. table.concat(c.namespaces, " ") .. net ..
       " (checked in /proc/PID/ns after spawn)"
   end
 
@@ -126,6 +136,17 @@ function M.plan(c)
 
   if first_missing then return nil, first_missing, plan end
   return plan
+end
+
+local netns_ok, netns_why
+--- Whether the shared empty net namespace can be used here (root only): true,
+--- or false and why. Asked once per process.
+function M.shared_netns()
+  if netns_ok == nil then
+    local ok, err = core.shared_netns()
+    netns_ok, netns_why = ok == true, err
+  end
+  return netns_ok, netns_why
 end
 
 local program_cache

@@ -116,6 +116,7 @@ M.SCHEMA = {
   effects = { ["*"] = effect_handler },
   confine = {
     namespaces = word_list(M.NAMESPACES, "namespaces"),
+    shared_net = boolean_,
     rlimits = { as = size, cpu = cpu_seconds, nofile = count, nproc = count,
                 fsize = size, core = size, stack = size },
     capabilities = one_of { "drop", "keep" },

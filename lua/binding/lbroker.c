@@ -19,6 +19,28 @@ enum { RUV_BROKER = 1, RUV_HANDLERS, RUV_CTX, RUV_RESULT, RUV_COUNT_ = RUV_RESUL
 
 static char defer_key;
 
+/* The empty net namespace every run with shared_net joins: made on first use,
+** held for the life of the process. 0: not made yet; < 0: cannot be made here. */
+static int shared_netns;
+static char shared_netns_err[256];
+
+static int get_shared_netns(void) {
+  if (shared_netns == 0) {
+    int fd = airlock_netns_new(shared_netns_err, sizeof shared_netns_err);
+    shared_netns = fd > 0 ? fd : (fd < 0 ? fd : -EBADF);
+  }
+  return shared_netns;
+}
+
+/* airlock.core.shared_netns() -> true, or nil, message when this process
+** cannot make the shared empty net namespace (it needs CAP_SYS_ADMIN). */
+static int l_shared_netns(lua_State *L) {
+  int fd = get_shared_netns();
+  if (fd < 0) return airlock_l_fail(L, "netns", shared_netns_err, -fd);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 static lbroker *check_broker(lua_State *L, int i) {
   lbroker *lb = luaL_checkudata(L, i, AIRLOCK_BROKER_MT);
   if (lb->closed) luaL_argerror(L, i, "broker is closed");
@@ -285,7 +307,7 @@ static lua_Integer opt_int_field(lua_State *L, int t, const char *k, lua_Integer
 
 /* b:_start{argv=, env=, workdir=, init=, deadline_ms=, max_frame=, capture_max=,
 **           handlers=, ctx=, expect_ready=, no_new_privs=, drop_caps=,
-**           verify_seccomp=, namespaces={names}, rlimits={...}} -> run */
+**           verify_seccomp=, namespaces={names}, rlimits={...}, shared_net=} -> run */
 static int l_broker_start(lua_State *L) {
   lbroker *lb = check_broker(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
@@ -311,6 +333,11 @@ static int l_broker_start(lua_State *L) {
   o.verify_seccomp = lua_toboolean(L, -1);
   lua_getfield(L, 2, "drop_caps");
   o.drop_caps = lua_toboolean(L, -1);
+  lua_getfield(L, 2, "shared_net");
+  if (lua_toboolean(L, -1)) {
+    o.netns_fd = get_shared_netns();
+    if (o.netns_fd < 0) return luaL_error(L, "start: shared_net: %s", shared_netns_err);
+  }
   o.namespaces = namespace_flags(L, 2);
   airlock_rlimits rl;
   if (rlimits_field(L, 2, &rl)) o.rlimits = &rl;
@@ -548,5 +575,6 @@ void airlock_l_open_broker(lua_State *L) {
   lua_setfield(L, -3, "run_methods");
   lua_pop(L, 1);
   lua_pushcfunction(L, l_broker_new); lua_setfield(L, -2, "broker");
+  lua_pushcfunction(L, l_shared_netns); lua_setfield(L, -2, "shared_netns");
   lua_pushcfunction(L, l_defer); lua_setfield(L, -2, "defer");
 }

@@ -86,6 +86,47 @@ describe("confinement of a run", function()
     while run:live() do b:step(50) end
   end)
 
+  -- Parks n runs of pol on a deferred effect; returns the broker, the runs' pids and a release function.
+  local function parked(n, pol)
+    local b = airlock.broker()
+    local waiting, runs, pids = 0, {}, {}
+    pol = pol or {}
+    pol.effects = { ["wait.here"] = function() waiting = waiting + 1 return airlock.defer() end }
+    for i = 1, n do
+      runs[i] = assert(b:start { guest = [[return host.call("wait.here", {})]], policy = pol })
+    end
+    while waiting < n do assert(b:step(50)) end
+    for i = 1, n do pids[i] = runs[i]:pid() end
+    return pids, function()
+      for _, r in ipairs(runs) do r:cancel() end
+      while b:live() > 0 do b:step(50) end
+      b:close()
+    end
+  end
+
+  it("puts every run in one shared, empty net namespace (untrusted's shared_net)", function()
+    local pids, release = parked(3)
+    local nets = {}
+    for i, pid in ipairs(pids) do nets[i] = H.readlink("/proc/" .. pid .. "/ns/net") end
+    release()
+    assert.equal(nets[1], nets[2])
+    assert.equal(nets[1], nets[3])
+    assert.are_not.equal(H.readlink("/proc/self/ns/net"), nets[1])
+  end)
+
+  it("gives each run its own net namespace when shared_net is off", function()
+    local pids, release = parked(2, { confine = { shared_net = false } })
+    local a, b = H.readlink("/proc/" .. pids[1] .. "/ns/net"), H.readlink("/proc/" .. pids[2] .. "/ns/net")
+    local dev = H.slurp("/proc/" .. pids[1] .. "/net/dev")
+    release()
+    assert.is_string(a)
+    assert.are_not.equal(a, b)
+    -- A fresh namespace: nothing but its loopback device.
+    local devices = {}
+    for name in dev:gmatch("\n%s*([%w_.-]+):") do devices[#devices + 1] = name end
+    assert.same({ "lo" }, devices)
+  end)
+
   it("refuses a misspelt confine key or layer name when the policy is loaded", function()
     local ok, err = pcall(airlock.policy, { confine = { seccom = true } })
     assert.is_false(ok)
