@@ -84,6 +84,7 @@ end
 tool("test-codec", { "spec/c/test_codec.c" }, { "airlock-core", "msgpackc" })
 tool("test-convert", { "spec/c/test_convert.c" }, { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "m" })
 tool("test-confine", { "spec/c/test_confine.c" }, { "airlock-core", "seccomp" })
+tool("test-confine-spec", { "spec/c/test_confine_spec.c" }, { "airlock-core", "seccomp" })
 tool("attack", { "spec/fixtures/attack.c" }, { "airlock-core", "seccomp" })
 tool("hostile-worker", { "spec/fixtures/hostile_worker.c" }, { "airlock-core", "msgpackc", "seccomp" })
 tool("airlock-baseline", { "bench/baseline.c" }, { "msgpackc" })

@@ -125,6 +125,11 @@ typedef struct airlock_msg {
 ** it: nesting at most AIRLOCK_MSG_DEPTH_MAX, every array and map count no larger
 ** than the bytes left, no trailing bytes. Returns 0 or -EPROTO with a message. */
 int airlock_msg_check(const void *body, size_t len, char *err, size_t errlen);
+/* The same walk over what may be only the first len bytes of a message: returns
+** 1 when every byte fits a well-formed message that would need more bytes, 0 when
+** body is exactly one complete well-formed message, -EPROTO (with a message)
+** when the bytes cannot start one or a complete message has trailing bytes. */
+int airlock_msg_check_prefix(const void *body, size_t len, char *err, size_t errlen);
 /* Decodes a frame body: airlock_msg_check, then msgpack-c into *u (the caller
 ** owns u: msgpack_unpacked_init before, msgpack_unpacked_destroy after), then
 ** checks the top-level map: string keys, t a known kind, the kind's required
@@ -148,7 +153,8 @@ const msgpack_object *airlock_msg_field(const msgpack_object *o, const char *key
 /* What the spawner does between fork and exec, in this order: socketpair end
 ** to fd 3 (when channel), stdin from /dev/null (or stdin_fd), stdout/stderr to
 ** pipes, every other fd closed, signals reset and unblocked, new process group,
-** PR_SET_PDEATHSIG(SIGKILL), chdir, environment replaced, exec. */
+** PR_SET_PDEATHSIG(SIGKILL), chdir, capabilities dropped, rlimits, the
+** prepared confinement, environment replaced, exec. */
 /* airlock-worker's exit status when a layer its init requires could not be
 ** applied; a run that expects ready ends with cause confinement then. */
 #define AIRLOCK_WORKER_EXIT_CONFINE 4
@@ -170,6 +176,12 @@ typedef struct airlock_spawn_opts {
   int drop_caps;            /* 1: empty the bounding, ambient and inheritable sets
                                before exec (needs CAP_SETPCAP: root, or a user
                                namespace), so exec leaves no capability at all */
+  const airlock_confine_prepared *confine; /* NULL: none. Applied last before exec,
+                               after rlimits and the capability drop (no_new_privs,
+                               landlock_restrict_self, seccomp); the caller keeps it
+                               alive until airlock_spawn returns. Its filter must
+                               allow execve. In kill mode the child hands its
+                               seccomp listener to the parent (airlock_child.notify) */
 } airlock_spawn_opts;
 
 /* The namespaces a child can be born in: the word policies use, the entry in
@@ -186,6 +198,8 @@ typedef struct airlock_child {
   int pidfd;      /* readable when the child exits (-1 if the kernel lacks pidfd) */
   int chan;       /* parent's end of the socketpair, non-blocking, or -1 */
   int out, err;   /* read ends of the capture pipes, non-blocking */
+  int notify;     /* seccomp user-notification listener for the child's refused
+                     calls (see airlock_spawn_opts.confine), or -1 */
 } airlock_child;
 
 /* Starts a child. Returns 0 and fills c (all fds CLOEXEC), or -errno with a
@@ -251,6 +265,15 @@ typedef struct airlock_run_opts {
                                      checked, right after spawn; with drop_caps the
                                      Cap* lines must be all zero on ready) */
   void *udata;                    /* returned by airlock_run_udata */
+  const airlock_confine_prepared *confine; /* NULL: none. Passed to the spawner
+                                     (airlock_spawn_opts.confine); the caller may free
+                                     it once airlock_broker_start returns. A seccomp
+                                     filter is checked from outside right after spawn
+                                     (Seccomp: 2, NoNewPrivs: 1), and in kill mode a
+                                     refused call ends the run with cause seccomp, named */
+  int program;                    /* 1: a plain program, not a worker: no channel, no
+                                     init, no ready; exit status 0 is cause ok, another
+                                     status cause exit (the status in the message) */
 } airlock_run_opts;
 
 typedef enum airlock_event_kind { AIRLOCK_EV_CALL = 1, AIRLOCK_EV_DONE } airlock_event_kind;

@@ -15,13 +15,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/seccomp.h>
 
-enum { W_CHAN, W_OUT, W_ERR, W_PID, W_COUNT };
+enum { W_CHAN, W_OUT, W_ERR, W_PID, W_NOTIFY, W_COUNT };
 
 struct watch { airlock_run *run; int which; };
 
@@ -49,7 +52,7 @@ struct airlock_run {
   double t_start, deadline_at;  /* ms, monotonic; deadline_at 0 = none */
   uint64_t deadline_ms;
   int expect_ready, ready_seen, eof, exited, killed, finished, delivered, released, want_out;
-  int denied_noted, verify_seccomp, drop_caps, verify_failed;
+  int denied_noted, verify_seccomp, drop_caps, verify_failed, program;
   airlock_rlimits rlimits;
   unsigned long namespaces;
   struct held call, ready, final;
@@ -358,6 +361,66 @@ static void read_channel(airlock_run *r) {
   }
 }
 
+/* ------------------------------------------------------------ seccomp listener */
+
+/* A confined program made a call its filter refuses (kill mode: the spawner
+** handed the filter's listener over). The call waits in the kernel, never
+** executed; the run ends with cause seccomp, the call named, and the caller
+** is killed even if it left the process group. */
+static void on_notify(airlock_run *r, uint32_t events) {
+  if (events & EPOLLIN) {
+    struct seccomp_notif n;
+    memset(&n, 0, sizeof n);
+    if (ioctl(r->c.notify, SECCOMP_IOCTL_NOTIF_RECV, &n) == 0) {
+      char name[64];
+      /* Kill the caller through a pidfd taken while the notification is still
+      ** pending, so the pid cannot have been reused. */
+      int pfd = (int)syscall(SYS_pidfd_open, (pid_t)n.pid, 0);
+      if (pfd >= 0) {
+        if (ioctl(r->c.notify, SECCOMP_IOCTL_NOTIF_ID_VALID, &n.id) == 0)
+          syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0);
+        close(pfd);
+      }
+      end_with(r, AIRLOCK_CAUSE_SECCOMP,
+               "killed by seccomp: the program tried system call %s (number %d), "
+               "which this policy does not allow",
+               airlock_syscall_name(n.data.nr, name, sizeof name), n.data.nr);
+      return;
+    }
+    if (errno == ENOENT || errno == EINTR) return;   /* withdrawn: its caller died */
+  } else if (!(events & (EPOLLHUP | EPOLLERR))) {
+    return;
+  }
+  /* No process is left under the filter, or the listener failed: stop
+  ** watching (a level-triggered HUP would wake every step). */
+  watch_del(r, W_NOTIFY, r->c.notify);
+  close(r->c.notify);
+  r->c.notify = -1;
+}
+
+/* Right after spawn: a program the spawner confined with seccomp must show
+** the filter and no_new_privs in /proc/PID/status (unless it has already
+** exited). Returns 0, or -1 with why. */
+static int verify_program_filter(airlock_run *r, char *why, size_t len) {
+  char path[64], buf[4096];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)r->c.pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+  if (fd >= 0) close(fd);
+  if (n <= 0) return 0;   /* already gone */
+  buf[n] = 0;
+  if (strstr(buf, "\nState:\tZ")) return 0;
+  if (!strstr(buf, "\nSeccomp:\t2\n")) {
+    snprintf(why, len, "the program was started with a seccomp filter but %s does not show one (Seccomp: 2)", path);
+    return -1;
+  }
+  if (!strstr(buf, "\nNoNewPrivs:\t1\n")) {
+    snprintf(why, len, "the program was started confined but %s does not show NoNewPrivs: 1", path);
+    return -1;
+  }
+  return 0;
+}
+
 /* ------------------------------------------------------------ capture */
 
 static void drain_capture(airlock_run *r, int which) {
@@ -501,6 +564,9 @@ static void classify(airlock_run *r) {
       snprintf(r->message, sizeof r->message,
                "killed by seccomp (SIGSYS): a system call this policy does not allow "
                "(the process did not say which)");
+  } else if (r->program && WIFEXITED(r->status) && res->exit_code == 0) {
+    res->cause = AIRLOCK_CAUSE_OK;   /* a plain program that exited 0 */
+    r->message[0] = 0;
   } else if (r->expect_ready && WIFEXITED(r->status) &&
              res->exit_code == AIRLOCK_WORKER_EXIT_CONFINE) {
     res->cause = AIRLOCK_CAUSE_CONFINEMENT;
@@ -520,8 +586,9 @@ static void classify(airlock_run *r) {
   } else {
     res->cause = AIRLOCK_CAUSE_EXIT;
     stderr_tail(r, tail, sizeof tail);
-    snprintf(r->message, sizeof r->message, "exited with status %d without a done frame%s%s%s",
-             res->exit_code, tail[0] ? " (stderr: " : "", tail, tail[0] ? ")" : "");
+    snprintf(r->message, sizeof r->message, "exited with status %d%s%s%s%s",
+             res->exit_code, r->program ? "" : " without a done frame",
+             tail[0] ? " (stderr: " : "", tail, tail[0] ? ")" : "");
   }
   res->ok = res->cause == AIRLOCK_CAUSE_OK;
   res->message = r->message;
@@ -540,6 +607,7 @@ static void close_child(airlock_run *r) {
   watch_del(r, W_OUT, r->c.out);
   watch_del(r, W_ERR, r->c.err);
   watch_del(r, W_PID, r->c.pidfd);
+  watch_del(r, W_NOTIFY, r->c.notify);
   airlock_child_close(&r->c);
   free(r->wbuf);
   r->wbuf = NULL;
@@ -604,7 +672,8 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
   r->b = b;
   r->udata = o->udata;
   r->capture_max = o->capture_max ? o->capture_max : AIRLOCK_CAPTURE_DEFAULT;
-  r->expect_ready = o->expect_ready;
+  r->program = o->program;
+  r->expect_ready = o->program ? 0 : o->expect_ready;
   r->verify_seccomp = o->verify_seccomp;
   r->drop_caps = o->drop_caps;
   r->namespaces = o->namespaces;
@@ -616,12 +685,13 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
   so.argv = o->argv;
   so.envp = o->envp;
   so.workdir = o->workdir;
-  so.channel = 1;
+  so.channel = !o->program;   /* a plain program gets no channel: it speaks no protocol */
   so.stdin_fd = -1;
   so.namespaces = o->namespaces;
   so.no_new_privs = o->no_new_privs;
   so.drop_caps = o->drop_caps;
   so.netns_fd = o->netns_fd;
+  so.confine = o->confine;
   if (o->rlimits) { r->rlimits = *o->rlimits; so.rlimits = &r->rlimits; }
   r->t_start = airlock_now_ms();
   int rc = airlock_spawn(&so, &r->c, b->error, sizeof b->error);
@@ -634,13 +704,16 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
   if ((rc = watch_add(r, W_CHAN, r->c.chan, EPOLLIN | EPOLLRDHUP)) < 0 ||
       (rc = watch_add(r, W_OUT, r->c.out, EPOLLIN)) < 0 ||
       (rc = watch_add(r, W_ERR, r->c.err, EPOLLIN)) < 0 ||
-      (rc = watch_add(r, W_PID, r->c.pidfd, EPOLLIN)) < 0) {
+      (rc = watch_add(r, W_PID, r->c.pidfd, EPOLLIN)) < 0 ||
+      (rc = watch_add(r, W_NOTIFY, r->c.notify, EPOLLIN)) < 0) {
     set_error(b, "epoll_ctl: %s", strerror(-rc));
     goto undo;
   }
   if (o->deadline_ms) r->deadline_at = r->t_start + (double)o->deadline_ms;
   char why[256];
   int ns_ok = !r->namespaces || verify_namespaces(r, why, sizeof why) == 0;
+  if (ns_ok && o->confine && o->confine->prog.filter && verify_program_filter(r, why, sizeof why) < 0)
+    ns_ok = 0;
   r->serial = ++b->serial;
   r->next = b->runs;
   if (b->runs) b->runs->prev = r;
@@ -648,7 +721,7 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
   b->live++;
   if (!ns_ok) {
     end_with(r, AIRLOCK_CAUSE_CONFINEMENT, "confinement: %s", why);
-  } else if (o->init && o->init_len) {
+  } else if (o->init && o->init_len && !r->program) {
     rc = queue_out(r, o->init, o->init_len);
     if (rc == -ENOMEM) end_with(r, AIRLOCK_CAUSE_PROTOCOL, "out of memory sending init");
     /* -EPIPE: the child already died; its exit explains why. */
@@ -706,6 +779,7 @@ int airlock_broker_step(airlock_broker *b, int timeout_ms) {
     case W_OUT: drain_capture(r, W_OUT); break;
     case W_ERR: drain_capture(r, W_ERR); break;
     case W_PID: on_exit_ready(r); break;
+    case W_NOTIFY: on_notify(r, evs[i].events); break;
     }
   }
   now = airlock_now_ms();

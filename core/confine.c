@@ -21,62 +21,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <linux/landlock.h>
 #include <linux/seccomp.h>
 
 #include "confine.h"
-
-/* The installed <linux/landlock.h> may predate the kernel (Debian 12 ships the
-** ABI 1 header on a kernel with ABI 7): every constant past ABI 1 is defined
-** here with its upstream value, and the ruleset attribute is our own struct
-** laid out like the current upstream one. */
-#ifndef __NR_landlock_create_ruleset
-#define __NR_landlock_create_ruleset 444
-#endif
-#ifndef __NR_landlock_restrict_self
-#define __NR_landlock_restrict_self 446
-#endif
-#ifndef __NR_pidfd_open
-#define __NR_pidfd_open 434
-#endif
-#ifndef LANDLOCK_CREATE_RULESET_VERSION
-#define LANDLOCK_CREATE_RULESET_VERSION (1U << 0)
-#endif
-#ifndef LANDLOCK_CREATE_RULESET_ERRATA
-#define LANDLOCK_CREATE_RULESET_ERRATA (1U << 1)
-#endif
-#ifndef LANDLOCK_ACCESS_FS_REFER
-#define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)          /* ABI 2 */
-#endif
-#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
-#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)       /* ABI 3 */
-#endif
-#ifndef LANDLOCK_ACCESS_FS_IOCTL_DEV
-#define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15)      /* ABI 5 */
-#endif
-#ifndef LANDLOCK_ACCESS_NET_BIND_TCP
-#define LANDLOCK_ACCESS_NET_BIND_TCP (1ULL << 0)       /* ABI 4 */
-#endif
-#ifndef LANDLOCK_ACCESS_NET_CONNECT_TCP
-#define LANDLOCK_ACCESS_NET_CONNECT_TCP (1ULL << 1)    /* ABI 4 */
-#endif
-#ifndef LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
-#define LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0) /* ABI 6 */
-#endif
-#ifndef LANDLOCK_SCOPE_SIGNAL
-#define LANDLOCK_SCOPE_SIGNAL (1ULL << 1)              /* ABI 6 */
-#endif
-
-/* The newest ABI whose rights this file knows. ABI 7 added audit logging
-** flags only, no access right, so a kernel at 7 or later is fully covered by
-** the ABI 6 rights; a newer kernel's extra rights are reported as unhandled. */
-#define LL_ABI_KNOWN 7
-
-struct ll_ruleset_attr {
-  uint64_t handled_access_fs;
-  uint64_t handled_access_net;   /* ABI 4 */
-  uint64_t scoped;               /* ABI 6 */
-};
+#include "landlock_compat.h"
 
 /* ------------------------------------------------------------------ layers */
 

@@ -6,7 +6,9 @@
 #ifndef AIRLOCK_CONFINE_H
 #define AIRLOCK_CONFINE_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <linux/filter.h>
 
 /* One layer's outcome, for the ready frame and results. */
 typedef struct airlock_layer {
@@ -100,6 +102,110 @@ typedef struct airlock_probe_report {
 /* Fills *r; forks short-lived children for the namespace checks. Returns 0 or
 ** -EINVAL for NULL (every other failure is a field value). */
 int airlock_probe(airlock_probe_report *r);
+
+/* ------------------------------------------------------------------ spec */
+
+/* A policy-driven confinement, for the calling process (airlock_confine_apply)
+** or for a program the spawner starts (prepared in the parent, applied in the
+** child between fork and exec: airlock_spawn_opts.confine). Lists are
+** NULL-terminated and may be NULL. Zeroed = nothing applied. */
+typedef struct airlock_confine_spec {
+  int landlock;                 /* 1: apply Landlock. Every filesystem right the running
+                                   ABI knows is handled; only the paths below get any */
+  const char *const *fs_read;   /* read_file + read_dir beneath each path */
+  const char *const *fs_write;  /* write_file, remove_*, make_{reg,dir,sock,fifo,sym},
+                                   refer (ABI 2), truncate (ABI 3), ioctl_dev (ABI 5) */
+  const char *const *fs_exec;   /* execute + read_file + read_dir */
+  const uint16_t *tcp_bind;     /* ABI >= 4: TCP ports that may be bound; none = all denied */
+  size_t n_tcp_bind;
+  const uint16_t *tcp_connect;  /* ABI >= 4: TCP ports that may be connected to */
+  size_t n_tcp_connect;
+  int no_scope;                 /* 0: on ABI >= 6, signals and abstract unix sockets stay
+                                   inside the domain; 1: not scoped */
+  int seccomp;                  /* 1: apply a seccomp filter */
+  int seccomp_deny;             /* 0: allowlist (promises + syscalls pass, the rest is
+                                   refused); 1: denylist (syscalls and the built-in
+                                   dangerous set, AIRLOCK_CONFINE_DANGEROUS, are refused,
+                                   the rest passes) */
+  const char *promises;         /* allowlist mode: words, "stdio rpath proc exec" (see
+                                   confine_promises.c and airlock_promise_syscalls) */
+  const char *const *syscalls;  /* raw system call names, added to the list */
+  int refuse_errno;             /* 0: a refused call kills the process (SIGSYS; a program
+                                   the broker runs ends its run with cause seccomp, the call
+                                   named); > 0: the call fails with this errno instead.
+                                   Either way: calls of another ABI (i386 int $0x80, x32)
+                                   kill the process; an allowlist always lets exit,
+                                   exit_group, rt_sigreturn and restart_syscall through;
+                                   clone3 and openat2 answer ENOSYS (struct arguments
+                                   seccomp cannot read: libc falls back to clone/openat) */
+  int no_new_privs;             /* 1: PR_SET_NO_NEW_PRIVS (implied by landlock and seccomp) */
+} airlock_confine_spec;
+
+/* A spec made ready to apply with no allocation and no file system access:
+** what the spawner's child needs between clone(CLONE_VM|CLONE_VFORK) and exec.
+** All fields are owned by the structure (airlock_confine_prepared_free). */
+typedef struct airlock_confine_prepared {
+  int ruleset_fd;               /* Landlock ruleset (O_CLOEXEC), or -1 */
+  struct sock_fprog prog;       /* the filter; .filter NULL: no seccomp */
+  struct sock_fprog notify_prog;/* kill mode only, for the spawner: the same filter with
+                                   refused calls sent to a listener (USER_NOTIF) that names
+                                   them, plus sendmsg on AIRLOCK_CONFINE_NOTIFY_FD to hand
+                                   the listener over before exec; .filter NULL if none */
+  int no_new_privs;             /* set before the layers */
+  int allows_exec;              /* the filter lets execve through (a spawned program needs it) */
+  airlock_layer landlock, seccomp;  /* what applying will do (status APPLIED) or why not
+                                       (SKIPPED: not asked for) */
+} airlock_confine_prepared;
+
+/* The fd number the spawner gives the socket that carries a seccomp listener
+** to the parent; the notify program allows sendmsg on it and nothing else new.
+** It is O_CLOEXEC, gone once the program runs. */
+#define AIRLOCK_CONFINE_NOTIFY_FD 63
+#define AIRLOCK_CONFINE_RULESET_FD 62   /* where the spawner's child keeps the ruleset */
+
+/* Builds the Landlock ruleset (opening every listed path O_PATH; a missing one is
+** an error naming it) and compiles the filter. *p is always initialised (safe to
+** free). Returns 0 or -errno with a message in err ("landlock: /nope: No such
+** file or directory", "seccomp: unknown promise 'rpth' (valid: stdio rpath ...)").
+** Landlock asked for on a kernel without it is an error (-ENOSYS/-EOPNOTSUPP):
+** confinement asked for is never silently dropped. */
+int airlock_confine_prepare(const airlock_confine_spec *s, airlock_confine_prepared *p,
+                            char *err, size_t errlen);
+/* Applies a prepared spec to the calling thread (call it single-threaded; the
+** children inherit it): no_new_privs, landlock_restrict_self, seccomp. System
+** calls only, no allocation (safe in a vfork child). Uses p->prog, never the
+** notify program. Returns 0 or -errno; *step (may be NULL) names the failed call
+** ("prctl(PR_SET_NO_NEW_PRIVS)", "landlock_restrict_self", "seccomp"). */
+int airlock_confine_apply_prepared_step(const airlock_confine_prepared *p, const char **step);
+int airlock_confine_apply_prepared(const airlock_confine_prepared *p);
+/* For the spawner's child: the same, with the ruleset at ruleset_fd; when
+** notify_fd >= 0 and p has a notify program, loads that one with a new listener
+** and sends the listener over notify_fd (SCM_RIGHTS), falling back to p->prog
+** when the kernel refuses a listener (e.g. no fd left under RLIMIT_NOFILE).
+** Returns 0 or -errno with *step set. */
+int airlock_confine_apply_prepared_fds(const airlock_confine_prepared *p, int ruleset_fd,
+                                       int notify_fd, const char **step);
+/* Closes the ruleset, frees the programs, leaves *p empty. Idempotent. */
+void airlock_confine_prepared_free(airlock_confine_prepared *p);
+/* Prepare + apply to the calling process. out[0] is the Landlock layer, out[1]
+** seccomp (out may be NULL). Returns 0 or -errno (the failing layer says why;
+** a preparation error is reported in the layer it concerns). */
+int airlock_confine_apply(const airlock_confine_spec *s, airlock_layer out[2]);
+
+/* Promise words (confine_promises.c), in the spirit of OpenBSD pledge(2). */
+typedef struct airlock_promise {
+  const char *word;             /* "stdio" */
+  const char *summary;          /* one line: what it grants */
+  const char *syscalls;         /* space-separated names; "name(cond)" where an argument
+                                   filter applies, e.g. "socket(AF_INET|AF_INET6)" */
+} airlock_promise;
+extern const airlock_promise airlock_promises[];   /* ends with a NULL word */
+/* What allowlist mode grants whatever the words (exit, rt_sigreturn, ...). */
+extern const airlock_promise airlock_promise_always;
+/* The promise's syscall list (as in the table), or NULL for an unknown word. */
+const char *airlock_promise_syscalls(const char *word);
+/* The built-in set a denylist always refuses, with the reason per group. */
+extern const airlock_promise airlock_confine_dangerous[];   /* ends with a NULL word */
 
 /* Internal to confine*.c: fills *out (when not NULL) with a formatted detail. */
 void airlock_layer_set_(airlock_layer *out, const char *name, int status, int err,

@@ -32,6 +32,8 @@ struct spawn_ctx {
   uid_t uid;
   gid_t gid;
   int src[4];            /* stdin, stdout, stderr, channel (-1: none) */
+  int ruleset;           /* the confinement's Landlock ruleset, or -1 */
+  int notify;            /* the child's end of the listener hand-over socket, or -1 */
   struct spawn_report *rep;
 };
 
@@ -100,6 +102,24 @@ static int drop_capabilities(void) {
   return (int)syscall(SYS_capset, &h, d);
 }
 
+/* Closes every fd from lo up, except those in keep (ascending, -1 = unused). */
+__attribute__((no_sanitize("address", "undefined"))) static int close_fds_from(int lo, const int keep[2]) {
+  unsigned from = (unsigned)lo;
+  for (int k = 0; k < 2; k++) {
+    if (keep[k] < lo) continue;
+    if ((unsigned)keep[k] > from && syscall(SYS_close_range, from, (unsigned)keep[k] - 1, 0) < 0) goto slow;
+    from = (unsigned)keep[k] + 1;
+  }
+  if (syscall(SYS_close_range, from, ~0u, 0) == 0) return 0;
+slow: {   /* before Linux 5.9 */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0) return -1;
+    for (rlim_t fd = (rlim_t)lo; fd < rl.rlim_cur && fd < 65536; fd++)
+      if ((int)fd != keep[0] && (int)fd != keep[1]) close((int)fd);
+    return 0;
+  }
+}
+
 /* Not instrumented: in the sanitizer build the child runs ASan's copy of the
 ** parent on a small private stack, possibly under the policy's RLIMIT_AS, where
 ** ASan's bookkeeping before a noreturn call would need memory it cannot map. */
@@ -153,19 +173,29 @@ __attribute__((no_sanitize("address", "undefined"))) static int child_main(void 
   if (o->no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) fail(x, "prctl(NO_NEW_PRIVS)");
 
   /* Move every source above the targets first, so dup2 into 0..3 cannot
-  ** clobber a source that happens to sit at a low number. */
-  int hi[4];
+  ** clobber a source that happens to sit at a low number. The confinement's
+  ** ruleset and hand-over socket go to their fixed numbers below HIGH_FD
+  ** (the hand-over's is named in the seccomp program), close-on-exec. */
+  int hi[6] = { -1, -1, -1, -1, -1, -1 };
+  const int extra[2] = { x->ruleset, x->notify };
   for (int i = 0; i < nfd; i++) {
     hi[i] = fcntl(x->src[i], F_DUPFD, HIGH_FD + i);
     if (hi[i] < 0) fail(x, "fcntl(F_DUPFD)");
   }
+  for (int i = 0; i < 2; i++)
+    if (extra[i] >= 0 && (hi[4 + i] = fcntl(extra[i], F_DUPFD_CLOEXEC, HIGH_FD)) < 0) fail(x, "fcntl(F_DUPFD)");
   for (int i = 0; i < nfd; i++)
     if (dup2(hi[i], i) < 0) fail(x, "dup2");
-  if (syscall(SYS_close_range, (unsigned)nfd, ~0u, 0) < 0) {
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) < 0) fail(x, "getrlimit");
-    for (rlim_t fd = (rlim_t)nfd; fd < rl.rlim_cur && fd < 65536; fd++) close((int)fd);
+  int keep[2] = { -1, -1 };
+  if (x->ruleset >= 0) {
+    if (dup3(hi[4], AIRLOCK_CONFINE_RULESET_FD, O_CLOEXEC) < 0) fail(x, "dup3");
+    keep[0] = AIRLOCK_CONFINE_RULESET_FD;
   }
+  if (x->notify >= 0) {
+    if (dup3(hi[5], AIRLOCK_CONFINE_NOTIFY_FD, O_CLOEXEC) < 0) fail(x, "dup3");
+    keep[1] = AIRLOCK_CONFINE_NOTIFY_FD;
+  }
+  if (close_fds_from(nfd, keep) < 0) fail(x, "getrlimit");
 
   if (chdir(o->workdir ? o->workdir : "/") < 0) fail(x, "chdir");
   if (o->drop_caps && drop_capabilities() < 0) fail(x, "drop capabilities");
@@ -173,6 +203,14 @@ __attribute__((no_sanitize("address", "undefined"))) static int child_main(void 
   if (o->rlimits) {
     int e = airlock_apply_rlimits(o->rlimits);
     if (e < 0) { errno = -e; fail(x, "setrlimit"); }
+  }
+  /* The confinement, prepared by the parent: system calls only. After it,
+  ** only exit_group (fail) and execve must pass the filter. */
+  if (o->confine) {
+    const char *step = NULL;
+    int e = airlock_confine_apply_prepared_fds(o->confine, x->ruleset >= 0 ? AIRLOCK_CONFINE_RULESET_FD : -1,
+                                               x->notify >= 0 ? AIRLOCK_CONFINE_NOTIFY_FD : -1, &step);
+    if (e < 0) { errno = -e; fail(x, step ? step : "confine"); }
   }
   execve(x->path, (char *const *)o->argv,
          (char *const *)(o->envp ? o->envp : empty_env));
@@ -196,6 +234,7 @@ static void close_fd(int *fd) {
 
 void airlock_child_close(airlock_child *c) {
   close_fd(&c->pidfd);
+  close_fd(&c->notify);
   close_fd(&c->chan);
   close_fd(&c->out);
   close_fd(&c->err);
@@ -207,8 +246,25 @@ static int set_nonblock(int fd) {
   return 0;
 }
 
+/* The seccomp listener the child sent before exec (SCM_RIGHTS), or -1 when it
+** sent none (no filter, or the kernel gave it no listener). */
+static int receive_listener(int sock) {
+  union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } cm;
+  char byte;
+  struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+  struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
+                       .msg_controllen = sizeof cm.buf };
+  if (recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) != 1) return -1;
+  struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+  if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
+    return -1;
+  int fd;
+  memcpy(&fd, CMSG_DATA(c), sizeof fd);
+  return fd;
+}
+
 int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size_t errlen) {
-  int sv[2] = { -1, -1 }, po[2] = { -1, -1 }, pe[2] = { -1, -1 }, devnull = -1;
+  int sv[2] = { -1, -1 }, po[2] = { -1, -1 }, pe[2] = { -1, -1 }, nt[2] = { -1, -1 }, devnull = -1;
   struct spawn_ctx x;
   sigset_t all, old;
   void *stack = MAP_FAILED;
@@ -217,13 +273,18 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   char abs_path[4096];
   int rc = 0;
 
-  c->pid = -1; c->pidfd = c->chan = c->out = c->err = -1;
+  c->pid = -1; c->pidfd = c->chan = c->out = c->err = c->notify = -1;
   if (o && o->netns_fd > 0 && !(o->namespaces & CLONE_NEWNET)) {
     snprintf(err, errlen, "spawn: netns_fd is set but the net namespace is not asked for");
     return -EINVAL;
   }
   if (!o || !o->argv || !o->argv[0]) {
     snprintf(err, errlen, "spawn: no program given");
+    return -EINVAL;
+  }
+  if (o->confine && o->confine->prog.filter && !o->confine->allows_exec) {
+    snprintf(err, errlen, "confinement: the seccomp filter does not allow execve, so %s could "
+             "never start (promise 'exec')", o->argv[0]);
     return -EINVAL;
   }
   /* The child changes directory before exec: resolve a relative program now. */
@@ -239,6 +300,8 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   if (o->channel && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) { step = "socketpair"; goto fail; }
   if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) { step = "pipe2"; goto fail; }
   if (o->stdin_fd < 0 && (devnull = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) { step = "open /dev/null"; goto fail; }
+  if (o->confine && o->confine->notify_prog.filter &&
+      socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, nt) < 0) { step = "socketpair"; goto fail; }
   stack = mmap(NULL, CHILD_STACK_SIZE, PROT_READ | PROT_WRITE,
                MAP_SHARED | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (stack == MAP_FAILED) { step = "mmap(stack)"; goto fail; }
@@ -257,6 +320,8 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   x.src[1] = po[1];
   x.src[2] = pe[1];
   x.src[3] = o->channel ? sv[1] : -1;
+  x.ruleset = o->confine && o->confine->ruleset_fd >= 0 ? o->confine->ruleset_fd : -1;
+  x.notify = nt[1];
 
   /* Block signals so no parent handler runs in the child on shared memory. */
   sigfillset(&all);
@@ -267,7 +332,9 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (c->pid < 0) { errno = clone_errno; step = "clone"; goto fail; }
 
+  if (nt[0] >= 0) c->notify = receive_listener(nt[0]);
   if (rep->step) {   /* the child failed before exec and has exited */
+    close_fd(&c->notify);
     waitpid(c->pid, NULL, 0);
     c->pid = -1;
     errno = rep->err;
@@ -286,7 +353,7 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   c->err = pe[0];
   sv[0] = po[0] = pe[0] = -1;
   if ((c->chan >= 0 && set_nonblock(c->chan) < 0) || set_nonblock(c->out) < 0 ||
-      set_nonblock(c->err) < 0) {
+      set_nonblock(c->err) < 0 || (c->notify >= 0 && set_nonblock(c->notify) < 0)) {
     int saved = errno;
     kill(c->pid, SIGKILL);
     waitpid(c->pid, NULL, 0);
@@ -306,6 +373,7 @@ cleanup:
   close_fd(&sv[0]); close_fd(&sv[1]);
   close_fd(&po[0]); close_fd(&po[1]);
   close_fd(&pe[0]); close_fd(&pe[1]);
+  close_fd(&nt[0]); close_fd(&nt[1]);
   close_fd(&devnull);
   return rc;
 }

@@ -45,12 +45,21 @@ static int host_sugar(lua_State *L)
 }
 
 /* host.input(prompt): the run ends paused here; resuming is a new worker
-** that replays the journal up to this point. */
+** that replays the journal up to this point, and gets the answers to the
+** pauses so far in init.resume.inputs: host.input returns those in order, and
+** pauses again only past the last. */
 static int host_input(lua_State *L)
 {
   worker *w = worker_of(L);
   char err[256];
   lua_settop(L, 1);
+  const msgpack_object *inputs = w->init.resume_inputs;
+  if (inputs != NULL && w->inputs_used < inputs->via.array.size) {
+    const msgpack_object *v = &inputs->via.array.ptr[w->inputs_used++];
+    if (airlock_lua_push(L, v, err, sizeof err) != 0)
+      return luaL_error(L, "resume input: %s", err);
+    return 1;
+  }
   msgpack_packer *pk = worker_frame_begin(w, "pause", 2);
   airlock_pack_cstr(pk, "prompt");
   if (airlock_lua_pack(L, 1, pk, "prompt", err, sizeof err) != 0)

@@ -98,4 +98,11 @@ void worker_init_parse(worker *w, const msgpack_object *init)
   parse_effects(in, init);
   in->input = airlock_msg_field(init, "input");
   in->confine = field_of(init, "confine", MSGPACK_OBJECT_MAP, "");
+  /* A Lua parent packs an empty list as an empty map: both mean none. */
+  const msgpack_object *resume = field_of(init, "resume", MSGPACK_OBJECT_MAP, "");
+  const msgpack_object *inputs = airlock_msg_field(resume, "inputs");
+  if (inputs != NULL && inputs->type == MSGPACK_OBJECT_ARRAY)
+    in->resume_inputs = inputs;
+  else if (inputs != NULL && !(inputs->type == MSGPACK_OBJECT_MAP && inputs->via.map.size == 0))
+    worker_die(WORKER_EXIT_BADINIT, "init: resume.inputs must be a list");
 }

@@ -30,6 +30,8 @@ typedef struct worker_init {
   const msgpack_object *input;   /* NULL when absent (the guest gets nil) */
   const msgpack_object *effects; /* array of strings, or NULL */
   const msgpack_object *confine; /* map, or NULL */
+  const msgpack_object *resume_inputs; /* array: what host.input returns, in order,
+                                          before it pauses again (resume), or NULL */
   int64_t seed;
   uint64_t instructions, memory, output;   /* limits; 0 = unlimited */
 } worker_init;
@@ -43,6 +45,9 @@ typedef struct worker {
   int mem_exempt;        /* >0: the cap is lifted (runtime setup, reports) */
   uint64_t executed;     /* instructions counted by the hook so far */
   int hook_step;
+
+  /* host_api.c: how many resume inputs host.input has handed out */
+  uint32_t inputs_used;
 
   /* host_api.c: print's output budget */
   uint64_t out_used;

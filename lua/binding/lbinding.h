@@ -21,4 +21,13 @@ int airlock_l_probe(lua_State *L);
 /* airlock.core.seccomp_worker_program(tgid) -> the worker's filter as a BPF string (lseccomp.c). */
 int airlock_l_seccomp_worker_program(lua_State *L);
 
+/* airlock.core.confine(spec) -> layer reports, or nil, message, errno (lconfine.c). */
+int airlock_l_confine(lua_State *L);
+/* Parses the spec table at idx and prepares it (airlock_confine_prepare): pushes
+** a userdata holding the prepared spec (freed by its __gc, or earlier with
+** airlock_confine_prepared_free) and sets *out to it. Raises a Lua error for a
+** malformed table; returns 0, or -errno with a message in err. */
+int airlock_l_confine_prepare(lua_State *L, int idx, airlock_confine_prepared **out,
+                              char *err, size_t errlen);
+
 #endif

@@ -307,7 +307,9 @@ static lua_Integer opt_int_field(lua_State *L, int t, const char *k, lua_Integer
 
 /* b:_start{argv=, env=, workdir=, init=, deadline_ms=, max_frame=, capture_max=,
 **           handlers=, ctx=, expect_ready=, no_new_privs=, drop_caps=,
-**           verify_seccomp=, namespaces={names}, rlimits={...}, shared_net=} -> run */
+**           verify_seccomp=, namespaces={names}, rlimits={...}, shared_net=,
+**           confine={spec, see lconfine.c}, program=} -> run
+** program = true: a plain program (no channel, no init, no ready; exit 0 is ok). */
 static int l_broker_start(lua_State *L) {
   lbroker *lb = check_broker(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
@@ -341,6 +343,17 @@ static int l_broker_start(lua_State *L) {
   o.namespaces = namespace_flags(L, 2);
   airlock_rlimits rl;
   if (rlimits_field(L, 2, &rl)) o.rlimits = &rl;
+  lua_getfield(L, 2, "program");
+  o.program = lua_toboolean(L, -1);
+  /* A confinement spec (lconfine.c), prepared here and freed once the spawner
+  ** has applied it; its userdata's __gc frees it if an error comes first. */
+  airlock_confine_prepared *prep = NULL;
+  if (lua_getfield(L, 2, "confine") != LUA_TNIL) {
+    if (!lua_istable(L, -1)) return luaL_error(L, "start: field 'confine' must be a confinement spec table");
+    int crc = airlock_l_confine_prepare(L, -1, &prep, err, sizeof err);
+    if (crc < 0) return airlock_l_fail(L, "confinement", err, -crc);
+    o.confine = prep;
+  }
   lua_getfield(L, 2, "handlers");
   int handlers = lua_gettop(L);
   if (!lua_istable(L, handlers)) return luaL_error(L, "start: field 'handlers' must be a table");
@@ -378,6 +391,7 @@ static int l_broker_start(lua_State *L) {
 
   int rc = airlock_broker_start(lb->b, &o, &lr->r);
   msgpack_sbuffer_destroy(&sb);
+  if (prep) airlock_confine_prepared_free(prep);
   if (rc < 0) {
     lr->r = NULL;
     return airlock_l_fail(L, "spawn", airlock_broker_error(lb->b), -rc);

@@ -114,6 +114,7 @@ int luaopen_airlock(lua_State *L) {
   airlock_l_open_broker(L);
   lua_pushcfunction(L, l_worker_path); lua_setfield(L, -2, "worker_path");
   lua_pushcfunction(L, airlock_l_probe); lua_setfield(L, -2, "probe");
+  lua_pushcfunction(L, airlock_l_confine); lua_setfield(L, -2, "confine");
   lua_pushcfunction(L, airlock_l_seccomp_worker_program); lua_setfield(L, -2, "seccomp_worker_program");
   lua_pushcfunction(L, l_now_ms); lua_setfield(L, -2, "now_ms");
   l_causes(L); lua_setfield(L, -2, "causes");

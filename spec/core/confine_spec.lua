@@ -50,12 +50,14 @@ describe("confinement of a run", function()
 
   it("names the system call when a compromised worker is killed by seccomp", function()
     local res = assert(airlock.run { guest = "return 1", policy = {
-      worker = { H.hostile, "escape-socket" } } })
+      worker = { H.hostile, "escape-socket" }, effects = { ping = function() return 1 end } } })
     assert.equal("seccomp", res.cause)
     assert.matches("system call socket %(number 41%)", res.message)
     assert.not_matches("ESCAPED", res.stderr)
     -- The stand-in reports no layers; the parent's own check of Seccomp: 2 on
-    -- ready let it on (without a filter the cause would be confinement).
+    -- ready let it on (without a filter the cause would be confinement), and
+    -- its one call was answered.
+    assert.equal(1, res.usage.effects)
   end)
 
   it("checks the worker's namespaces from outside: they differ from the parent's", function()

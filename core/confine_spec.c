@@ -1,0 +1,859 @@
+/*
+** confine_spec.c -- a policy-driven confinement (airlock_confine_spec): a
+** Landlock ruleset with path and port rules, and a seccomp filter built from
+** promise words (confine_promises.c) or a denylist. Everything that allocates,
+** opens paths or compiles happens in airlock_confine_prepare, in the parent; the
+** apply step makes only system calls, so the spawner's child can run it between
+** clone(CLONE_VM|CLONE_VFORK) and exec.
+*/
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <linux/seccomp.h>
+#include <seccomp.h>
+
+#include "confine.h"
+#include "landlock_compat.h"
+
+#ifndef SECCOMP_FILTER_FLAG_NEW_LISTENER
+#define SECCOMP_FILTER_FLAG_NEW_LISTENER (1UL << 3)
+#endif
+#ifndef __O_TMPFILE
+#define __O_TMPFILE 020000000
+#endif
+#ifndef CLONE_NEWCGROUP
+#define CLONE_NEWCGROUP 0x02000000
+#endif
+
+/* ------------------------------------------------------------------ landlock */
+
+#define LL_READ (LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR)
+/* Everything that changes the tree or a file's content. Not make_char and
+** make_block: device nodes are never a tool's business (and need CAP_MKNOD). */
+#define LL_WRITE (LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR |          \
+                  LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_DIR |            \
+                  LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_MAKE_SOCK |              \
+                  LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_SYM |              \
+                  LANDLOCK_ACCESS_FS_REFER | LANDLOCK_ACCESS_FS_TRUNCATE |                  \
+                  LANDLOCK_ACCESS_FS_IOCTL_DEV)
+#define LL_EXEC (LANDLOCK_ACCESS_FS_EXECUTE | LL_READ)
+/* The rights Landlock accepts on a rule for a file (the others are directory rights). */
+#define LL_FILE_RIGHTS (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE |         \
+                        LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_TRUNCATE |         \
+                        LANDLOCK_ACCESS_FS_IOCTL_DEV)
+
+static size_t list_len(const char *const *l)
+{
+  size_t n = 0;
+  while (l != NULL && l[n] != NULL)
+    n++;
+  return n;
+}
+
+/* Adds one path rule per entry of paths. Returns 0 or -errno with err set. */
+static int ll_add_paths(int rfd, const char *const *paths, uint64_t rights, uint64_t handled,
+                        char *err, size_t errlen)
+{
+  for (size_t i = 0; paths != NULL && paths[i] != NULL; i++) {
+    int fd = open(paths[i], O_PATH | O_CLOEXEC);
+    if (fd < 0) {
+      int e = errno;
+      snprintf(err, errlen, "landlock: %s: %s", paths[i], strerror(e));
+      return -e;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+      int e = errno;
+      close(fd);
+      snprintf(err, errlen, "landlock: fstat %s: %s", paths[i], strerror(e));
+      return -e;
+    }
+    struct ll_path_beneath_attr a = { .allowed_access = rights & handled, .parent_fd = fd };
+    if (!S_ISDIR(st.st_mode))
+      a.allowed_access &= LL_FILE_RIGHTS;
+    if (a.allowed_access != 0 &&
+        syscall(__NR_landlock_add_rule, rfd, LL_RULE_PATH_BENEATH, &a, 0) != 0) {
+      int e = errno;
+      close(fd);
+      snprintf(err, errlen, "landlock: landlock_add_rule %s: %s", paths[i], strerror(e));
+      return -e;
+    }
+    close(fd);
+  }
+  return 0;
+}
+
+static int ll_add_ports(int rfd, const uint16_t *ports, size_t n, uint64_t right, char *err,
+                        size_t errlen)
+{
+  for (size_t i = 0; i < n; i++) {
+    struct ll_net_port_attr a = { .allowed_access = right, .port = ports[i] };
+    if (syscall(__NR_landlock_add_rule, rfd, LL_RULE_NET_PORT, &a, 0) != 0) {
+      int e = errno;
+      snprintf(err, errlen, "landlock: landlock_add_rule port %u: %s", (unsigned)ports[i],
+               strerror(e));
+      return -e;
+    }
+  }
+  return 0;
+}
+
+/* "none", "all (ABI < 4)", or "80,443" into buf. */
+static const char *ports_text(char *buf, size_t len, const uint16_t *ports, size_t n)
+{
+  if (n == 0)
+    return "none";
+  size_t used = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < n && used + 8 < len; i++)
+    used += (size_t)snprintf(buf + used, len - used, "%s%u", i ? "," : "", (unsigned)ports[i]);
+  return buf;
+}
+
+static int prepare_landlock(const airlock_confine_spec *s, airlock_confine_prepared *p, char *err,
+                            size_t errlen)
+{
+  int abi = airlock_landlock_abi();
+  if (abi < 0) {
+    snprintf(err, errlen, "landlock: %s (%s)",
+             abi == -EOPNOTSUPP
+               ? "Landlock is built in but disabled: add landlock to the kernel's lsm= boot option"
+               : "this kernel has no Landlock: it needs Linux 5.13+ with CONFIG_SECURITY_LANDLOCK",
+             strerror(-abi));
+    return abi;
+  }
+  struct ll_ruleset_attr attr = { 0 };
+  size_t attr_size = offsetof(struct ll_ruleset_attr, handled_access_net);
+  attr.handled_access_fs = (1ULL << 13) - 1;   /* every right of ABI 1 */
+  if (abi >= 2)
+    attr.handled_access_fs |= LANDLOCK_ACCESS_FS_REFER;
+  if (abi >= 3)
+    attr.handled_access_fs |= LANDLOCK_ACCESS_FS_TRUNCATE;
+  if (abi >= 5)
+    attr.handled_access_fs |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
+  if (abi >= 4) {
+    attr.handled_access_net = LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP;
+    attr_size = offsetof(struct ll_ruleset_attr, scoped);
+  }
+  if (abi >= 6 && !s->no_scope) {
+    attr.scoped = LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL;
+    attr_size = sizeof attr;
+  }
+  long fd = syscall(__NR_landlock_create_ruleset, &attr, attr_size, 0);
+  if (fd < 0) {
+    int e = errno;
+    snprintf(err, errlen, "landlock: landlock_create_ruleset (ABI %d): %s", abi, strerror(e));
+    return -e;
+  }
+  int rfd = (int)fd;
+  uint64_t fs = attr.handled_access_fs;
+  int rc;
+  if ((rc = ll_add_paths(rfd, s->fs_read, LL_READ, fs, err, errlen)) != 0 ||
+      (rc = ll_add_paths(rfd, s->fs_write, LL_WRITE, fs, err, errlen)) != 0 ||
+      (rc = ll_add_paths(rfd, s->fs_exec, LL_EXEC, fs, err, errlen)) != 0 ||
+      (abi >= 4 &&
+       ((rc = ll_add_ports(rfd, s->tcp_bind, s->n_tcp_bind, LANDLOCK_ACCESS_NET_BIND_TCP, err,
+                           errlen)) != 0 ||
+        (rc = ll_add_ports(rfd, s->tcp_connect, s->n_tcp_connect,
+                           LANDLOCK_ACCESS_NET_CONNECT_TCP, err, errlen)) != 0))) {
+    close(rfd);
+    return rc;
+  }
+  p->ruleset_fd = rfd;
+
+  char bind[48], conn[48];
+  airlock_layer_set_(&p->landlock, "landlock", AIRLOCK_LAYER_APPLIED, 0,
+                     "ABI %d: fs rights 0x%llx handled; paths: %zu read, %zu write, %zu exec; "
+                     "tcp %s%s%s%s; scope %s",
+                     abi < LL_ABI_KNOWN ? abi : LL_ABI_KNOWN,
+                     (unsigned long long)attr.handled_access_fs, list_len(s->fs_read),
+                     list_len(s->fs_write), list_len(s->fs_exec),
+                     abi >= 4 ? "bind " : "NOT restricted (ABI < 4)",
+                     abi >= 4 ? ports_text(bind, sizeof bind, s->tcp_bind, s->n_tcp_bind) : "",
+                     abi >= 4 ? ", connect " : "",
+                     abi >= 4 ? ports_text(conn, sizeof conn, s->tcp_connect, s->n_tcp_connect) : "",
+                     s->no_scope ? "off (asked)"
+                                 : abi >= 6 ? "signal+abstract-unix" : "NOT restricted (ABI < 6)");
+  return 0;
+}
+
+/* ------------------------------------------------------------------ seccomp rules */
+
+/* One argument comparison: (arg[i] & mask) == datum. */
+struct cond {
+  unsigned arg;
+  uint64_t mask, datum;
+};
+
+#define MAX_CONDS 24
+#define MAX_SOFT 4
+enum { OPEN_RDONLY = 1, OPEN_WRITE = 2, OPEN_CREATE = 4 };
+
+/* What the spec says about one system call. "all": the mode's action (allow in an
+** allowlist, refuse in a denylist) for every call; else for calls matching one
+** of conds. soft: refused with an errno in either mode. */
+struct entry {
+  const char *name;
+  int nr;
+  int all;
+  struct cond conds[MAX_CONDS];
+  int nconds;
+  struct { struct cond c; int uncond, err; } soft[MAX_SOFT];
+  int nsoft;
+  int open_modes;
+};
+
+struct ruleset {
+  struct entry *e;
+  size_t n, cap;
+};
+
+static struct entry *entry_for(struct ruleset *rs, const char *name, size_t len)
+{
+  for (size_t i = 0; i < rs->n; i++)
+    if (strlen(rs->e[i].name) == len && memcmp(rs->e[i].name, name, len) == 0)
+      return &rs->e[i];
+  if (rs->n == rs->cap) {
+    size_t ncap = rs->cap ? rs->cap * 2 : 256;
+    struct entry *ne = realloc(rs->e, ncap * sizeof *ne);
+    if (ne == NULL)
+      return NULL;
+    rs->e = ne;
+    rs->cap = ncap;
+  }
+  struct entry *e = &rs->e[rs->n];
+  char *copy = strndup(name, len);
+  if (copy == NULL)
+    return NULL;
+  memset(e, 0, sizeof *e);
+  e->name = copy;
+  e->nr = seccomp_syscall_resolve_name(copy);
+  rs->n++;
+  return e;
+}
+
+static void ruleset_free(struct ruleset *rs)
+{
+  for (size_t i = 0; i < rs->n; i++)
+    free((char *)rs->e[i].name);
+  free(rs->e);
+  memset(rs, 0, sizeof *rs);
+}
+
+static const struct { const char *name; unsigned long value; } symbols[] = {
+  { "AF_UNIX", AF_UNIX }, { "AF_INET", AF_INET }, { "AF_INET6", AF_INET6 },
+  { "AF_NETLINK", AF_NETLINK },
+  { "TCGETS", TCGETS }, { "TCSETS", TCSETS }, { "TCSETSW", TCSETSW }, { "TCSETSF", TCSETSF },
+  { "TIOCGWINSZ", TIOCGWINSZ }, { "TIOCSWINSZ", TIOCSWINSZ }, { "TIOCGPGRP", TIOCGPGRP },
+  { "TIOCSPGRP", TIOCSPGRP }, { "TCFLSH", TCFLSH }, { "TCXONC", TCXONC }, { "TIOCGSID", TIOCGSID },
+  { "TIOCSTI", TIOCSTI }, { "TIOCLINUX", TIOCLINUX },
+  { "FIONREAD", FIONREAD }, { "FIONBIO", FIONBIO }, { "FIOCLEX", FIOCLEX }, { "FIONCLEX", FIONCLEX },
+  { "PR_SET_NAME", PR_SET_NAME }, { "PR_GET_NAME", PR_GET_NAME },
+  { "EACCES", EACCES }, { "ENOSYS", ENOSYS }, { "EPERM", EPERM },
+};
+
+static int symbol(const char *s, size_t len, unsigned long *out)
+{
+  for (size_t i = 0; i < sizeof symbols / sizeof *symbols; i++)
+    if (strlen(symbols[i].name) == len && memcmp(symbols[i].name, s, len) == 0) {
+      *out = symbols[i].value;
+      return 0;
+    }
+  return -1;
+}
+
+/* The namespace flags clone(2) takes (CLONE_NEWTIME is clone3/unshare only:
+** in clone's flags its bit is part of the exit signal). */
+static const unsigned long clone_ns_flags[] = {
+  CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID,
+  CLONE_NEWNET,
+};
+
+static int add_cond(struct entry *e, unsigned arg, uint64_t mask, uint64_t datum)
+{
+  for (int i = 0; i < e->nconds; i++)
+    if (e->conds[i].arg == arg && e->conds[i].mask == mask && e->conds[i].datum == datum)
+      return 0;
+  if (e->nconds == MAX_CONDS)
+    return -1;
+  e->conds[e->nconds++] = (struct cond){ arg, mask, datum };
+  return 0;
+}
+
+/* The condition named by value v of call e (see the grammar in confine_promises.c). */
+static int value_cond(struct entry *e, const char *v, size_t len, struct cond *c, int *multi)
+{
+  unsigned long val;
+  *multi = 0;
+#define IS(lit) (len == sizeof lit - 1 && memcmp(v, lit, len) == 0)
+  if (IS("no-namespaces")) {
+    unsigned long all = 0;
+    for (size_t i = 0; i < sizeof clone_ns_flags / sizeof *clone_ns_flags; i++)
+      all |= clone_ns_flags[i];
+    *c = (struct cond){ 0, all, 0 };
+    return 0;
+  }
+  if (IS("namespaces")) {   /* one condition per flag: any of them matches */
+    *multi = 1;
+    return 0;
+  }
+  if (IS("self")) {
+    *c = (struct cond){ 0, 0xffffffffu, 0 };
+    return 0;
+  }
+  if (IS("AT_EMPTY_PATH")) {
+    unsigned arg = strcmp(e->name, "statx") == 0 ? 2 : 3;   /* newfstatat: arg 3 */
+    *c = (struct cond){ arg, AT_EMPTY_PATH, AT_EMPTY_PATH };
+    return 0;
+  }
+#undef IS
+  if (symbol(v, len, &val) != 0)
+    return -1;
+  /* The key argument: the request for ioctl, the first one otherwise. The
+  ** kernel reads these as int, so only the low 32 bits are compared. */
+  unsigned arg = strcmp(e->name, "ioctl") == 0 ? 1 : 0;
+  *c = (struct cond){ arg, 0xffffffffu, val };
+  return 0;
+}
+
+/* Adds every token of a table string (or one raw name when raw) to rs.
+** Returns 0, or -EINVAL with err naming what could not be read. */
+static int add_list(struct ruleset *rs, const char *list, char *err, size_t errlen)
+{
+  const char *p = list;
+  while (*p != '\0') {
+    while (*p == ' ')
+      p++;
+    if (*p == '\0')
+      break;
+    size_t nlen = strcspn(p, " (");
+    struct entry *e = entry_for(rs, p, nlen);
+    if (e == NULL) {
+      snprintf(err, errlen, "seccomp: out of memory");
+      return -ENOMEM;
+    }
+    p += nlen;
+    if (*p != '(') {
+      e->all = 1;
+      continue;
+    }
+    const char *close = strchr(p, ')');
+    if (close == NULL)
+      goto bad;
+    p++;
+    while (p < close) {
+      size_t alen = strcspn(p, "|)");
+      const char *eq = memchr(p, '=', alen);
+      size_t vlen = eq ? (size_t)(eq - p) : alen;
+      if (eq != NULL) {   /* a soft refusal: V=ERRNO or =ERRNO */
+        unsigned long en;
+        if (symbol(eq + 1, alen - vlen - 1, &en) != 0 || e->nsoft == MAX_SOFT)
+          goto bad;
+        int multi;
+        e->soft[e->nsoft].uncond = vlen == 0;
+        e->soft[e->nsoft].err = (int)en;
+        if (vlen > 0 && (value_cond(e, p, vlen, &e->soft[e->nsoft].c, &multi) != 0 || multi))
+          goto bad;
+        e->nsoft++;
+      } else if (strcmp(e->name, "open") == 0 || strcmp(e->name, "openat") == 0 ||
+                 strcmp(e->name, "creat") == 0) {
+        if (vlen == 6 && memcmp(p, "rdonly", 6) == 0)
+          e->open_modes |= OPEN_RDONLY;
+        else if (vlen == 5 && memcmp(p, "write", 5) == 0)
+          e->open_modes |= OPEN_WRITE;
+        else if (vlen == 6 && memcmp(p, "create", 6) == 0)
+          e->open_modes |= OPEN_CREATE;
+        else
+          goto bad;
+      } else {
+        struct cond c;
+        int multi;
+        if (value_cond(e, p, vlen, &c, &multi) != 0)
+          goto bad;
+        if (multi) {
+          for (size_t i = 0; i < sizeof clone_ns_flags / sizeof *clone_ns_flags; i++)
+            if (add_cond(e, 0, clone_ns_flags[i], clone_ns_flags[i]) != 0)
+              goto bad;
+        } else if (add_cond(e, c.arg, c.mask, c.datum) != 0) {
+          goto bad;
+        }
+      }
+      p += alen;
+      if (*p == '|')
+        p++;
+    }
+    p = close + 1;
+    continue;
+  bad:
+    snprintf(err, errlen, "seccomp: cannot read the rule for '%s' in the built-in table", e->name);
+    return -EINVAL;
+  }
+  return 0;
+}
+
+/* The open family's conditions from the union of the promised modes (the
+** modes were collected on "open"; openat and creat follow them). */
+static void resolve_open_modes(struct ruleset *rs)
+{
+  int modes = 0;
+  for (size_t i = 0; i < rs->n; i++) {
+    struct entry *e = &rs->e[i];
+    if (strcmp(e->name, "open") == 0 || strcmp(e->name, "openat") == 0 ||
+        strcmp(e->name, "creat") == 0)
+      modes |= e->open_modes;
+  }
+  if (modes == 0)
+    return;
+  uint64_t mask = 0;
+  if (!(modes & OPEN_WRITE))
+    mask |= O_ACCMODE | O_TRUNC;
+  if (!(modes & OPEN_CREATE))
+    mask |= O_CREAT | __O_TMPFILE;
+  for (size_t i = 0; i < rs->n; i++) {
+    struct entry *e = &rs->e[i];
+    if (e->open_modes == 0 || e->all)
+      continue;
+    if (strcmp(e->name, "creat") == 0) {
+      e->all = (modes & (OPEN_WRITE | OPEN_CREATE)) == (OPEN_WRITE | OPEN_CREATE);
+      e->open_modes = 0;
+      continue;
+    }
+    unsigned arg = strcmp(e->name, "open") == 0 ? 1 : 2;
+    if (mask == 0)
+      e->all = 1;
+    else
+      add_cond(e, arg, mask, 0);
+  }
+}
+
+static struct entry *find(struct ruleset *rs, const char *name)
+{
+  for (size_t i = 0; i < rs->n; i++)
+    if (strcmp(rs->e[i].name, name) == 0)
+      return &rs->e[i];
+  return NULL;
+}
+
+/* ------------------------------------------------------------------ seccomp build */
+
+#define ARG_CMP(c)                                                                        \
+  ((struct scmp_arg_cmp){ .arg = (c).arg,                                                 \
+                          .op = (c).mask == ~0ULL ? SCMP_CMP_EQ : SCMP_CMP_MASKED_EQ,     \
+                          .datum_a = (c).mask == ~0ULL ? (c).datum : (c).mask,            \
+                          .datum_b = (c).mask == ~0ULL ? 0 : (c).datum })
+
+static int rule(scmp_filter_ctx ctx, uint32_t def, uint32_t action, int nr, const struct cond *c)
+{
+  if (action == def)
+    return 0;   /* libseccomp refuses a rule that repeats the default */
+  int rc = c ? seccomp_rule_add_exact(ctx, action, nr, 1, ARG_CMP(*c))
+             : seccomp_rule_add_exact(ctx, action, nr, 0);
+  return rc == -EEXIST ? 0 : rc;
+}
+
+/* The action of the listener hand-over rule while compiling: a value no other
+** rule returns (SECCOMP_RET_TRACE with our own data), replaced afterwards. */
+#define HANDOVER_MARK SCMP_ACT_TRACE(0x7a1)
+
+/* Compiles rs into a classic BPF program. refuse: the action for refused calls;
+** notify_fd >= 0 adds "sendmsg on that fd gets HANDOVER_MARK". */
+static int compile(const struct ruleset *rs, int deny, uint32_t refuse, int notify_fd,
+                   struct sock_fprog *out, int *nrules, char *err, size_t errlen)
+{
+  int rc;
+  uint32_t def = deny ? SCMP_ACT_ALLOW : refuse;
+  scmp_filter_ctx ctx = seccomp_init(def);
+  if (ctx == NULL) {
+    snprintf(err, errlen, "seccomp: seccomp_init failed");
+    return -ENOMEM;
+  }
+  /* The context holds only the native architecture: a call from another ABI
+  ** (int $0x80 on x86_64) and, on x86_64, a number with the x32 bit take the
+  ** bad-arch action, which is death in both modes. */
+  if (seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS) != 0 &&
+      (rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_THREAD)) != 0) {
+    snprintf(err, errlen, "seccomp: seccomp_attr_set(BADARCH): %s", strerror(-rc));
+    seccomp_release(ctx);
+    return rc;
+  }
+  (void)seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);   /* binary tree, when supported */
+  uint32_t mode_action = deny ? refuse : SCMP_ACT_ALLOW;
+  int count = 0;
+  for (size_t i = 0; i < rs->n; i++) {
+    const struct entry *e = &rs->e[i];
+    if (e->nr < 0)
+      continue;   /* not a call of this architecture */
+    rc = 0;
+    if (e->all) {
+      rc = rule(ctx, def, mode_action, e->nr, NULL);
+      count++;
+    } else {
+      for (int k = 0; k < e->nconds && rc == 0; k++, count++)
+        rc = rule(ctx, def, mode_action, e->nr, &e->conds[k]);
+      for (int k = 0; k < e->nsoft && rc == 0; k++) {
+        int shadowed = 0;   /* the same value is granted: the grant wins */
+        for (int j = 0; j < e->nconds && !deny; j++)
+          shadowed |= !e->soft[k].uncond && e->conds[j].arg == e->soft[k].c.arg &&
+                      e->conds[j].mask == e->soft[k].c.mask &&
+                      e->conds[j].datum == e->soft[k].c.datum;
+        if (shadowed || (e->soft[k].uncond && e->nconds > 0))
+          continue;
+        rc = rule(ctx, def, SCMP_ACT_ERRNO((uint32_t)e->soft[k].err), e->nr,
+                  e->soft[k].uncond ? NULL : &e->soft[k].c);
+        count++;
+      }
+    }
+    if (rc != 0) {
+      snprintf(err, errlen, "seccomp: rule for %s: %s", e->name, strerror(-rc));
+      seccomp_release(ctx);
+      return rc;
+    }
+  }
+  if (notify_fd >= 0) {
+    struct cond c = { 0, 0xffffffffu, (uint64_t)notify_fd };
+    rc = rule(ctx, def, HANDOVER_MARK, SCMP_SYS(sendmsg), &c);
+    if (rc != 0) {
+      snprintf(err, errlen, "seccomp: rule for the listener hand-over: %s", strerror(-rc));
+      seccomp_release(ctx);
+      return rc;
+    }
+  }
+
+  /* libseccomp 2.5 exports only to an fd: a memfd, read back whole. */
+  int fd = memfd_create("airlock-seccomp", MFD_CLOEXEC);
+  if (fd < 0) {
+    rc = -errno;
+    snprintf(err, errlen, "seccomp: memfd_create: %s", strerror(-rc));
+    seccomp_release(ctx);
+    return rc;
+  }
+  rc = seccomp_export_bpf(ctx, fd);
+  seccomp_release(ctx);
+  off_t size = rc == 0 ? lseek(fd, 0, SEEK_END) : -1;
+  if (rc != 0 || size <= 0 || size % (off_t)sizeof(struct sock_filter) != 0 ||
+      size > (off_t)(BPF_MAXINSNS * sizeof(struct sock_filter))) {
+    snprintf(err, errlen, "seccomp: seccomp_export_bpf: %s",
+             rc != 0 ? strerror(-rc) : "the program is empty or too long");
+    close(fd);
+    return rc != 0 ? rc : -E2BIG;
+  }
+  struct sock_filter *insns = malloc((size_t)size);
+  if (insns == NULL || pread(fd, insns, (size_t)size, 0) != (ssize_t)size) {
+    rc = insns == NULL ? -ENOMEM : -EIO;
+    snprintf(err, errlen, "seccomp: reading the exported program: %s", strerror(-rc));
+    free(insns);
+    close(fd);
+    return rc;
+  }
+  close(fd);
+  out->len = (unsigned short)((size_t)size / sizeof(struct sock_filter));
+  out->filter = insns;
+  *nrules = count;
+  return 0;
+}
+
+/* "kill-process", or "EPERM" etc. into buf. */
+static const char *refusal_text(int e, char *buf, size_t len)
+{
+  static const struct { int e; const char *name; } names[] = {
+    { EPERM, "EPERM" }, { EACCES, "EACCES" }, { ENOSYS, "ENOSYS" }, { EINVAL, "EINVAL" },
+    { ENOTSUP, "ENOTSUP" }, { EROFS, "EROFS" },
+  };
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+    if (names[i].e == e) {
+      snprintf(buf, len, "fail with %s", names[i].name);
+      return buf;
+    }
+  snprintf(buf, len, "fail with errno %d", e);
+  return buf;
+}
+
+static int prepare_seccomp(const airlock_confine_spec *s, airlock_confine_prepared *p,
+                           int want_notify, char *err, size_t errlen)
+{
+  struct ruleset rs = { 0 };
+  int rc = 0;
+  int deny = s->seccomp_deny != 0;
+  size_t nraw = list_len(s->syscalls);
+
+  if (s->refuse_errno < 0 || s->refuse_errno > 4095) {
+    snprintf(err, errlen, "seccomp: refuse_errno %d is not an errno (1 to 4095, or 0 to kill)",
+             s->refuse_errno);
+    return -EINVAL;
+  }
+  if (deny) {
+    for (const airlock_promise *d = airlock_confine_dangerous; d->word && rc == 0; d++)
+      rc = add_list(&rs, d->syscalls, err, errlen);
+  } else {
+    rc = add_list(&rs, airlock_promise_always.syscalls, err, errlen);
+    /* The words, each checked against the table. */
+    const char *w = s->promises ? s->promises : "";
+    while (rc == 0 && *w != '\0') {
+      size_t len = strcspn(w, " \t,");
+      if (len > 0) {
+        const airlock_promise *pr = airlock_promises;
+        while (pr->word && (strlen(pr->word) != len || memcmp(pr->word, w, len) != 0))
+          pr++;
+        if (pr->word == NULL) {
+          char valid[160];
+          size_t used = 0;
+          valid[0] = '\0';
+          for (const airlock_promise *q = airlock_promises; q->word && used < sizeof valid; q++)
+            used += (size_t)snprintf(valid + used, sizeof valid - used, "%s%s",
+                                     used ? " " : "", q->word);
+          snprintf(err, errlen, "seccomp: unknown promise '%.*s' (valid: %s)", (int)len, w, valid);
+          rc = -EINVAL;
+          break;
+        }
+        rc = add_list(&rs, pr->syscalls, err, errlen);
+      }
+      w += len;
+      w += strspn(w, " \t,");
+    }
+  }
+  /* Raw names: each must be a call of this architecture. */
+  for (size_t i = 0; rc == 0 && i < nraw; i++) {
+    const char *name = s->syscalls[i];
+    if (name[0] == '\0' || strcspn(name, " ()|=") != strlen(name) ||
+        seccomp_syscall_resolve_name(name) < 0) {
+      snprintf(err, errlen, "seccomp: unknown system call '%s' on this architecture", name);
+      rc = -EINVAL;
+      break;
+    }
+    struct entry *e = entry_for(&rs, name, strlen(name));
+    if (e == NULL) {
+      snprintf(err, errlen, "seccomp: out of memory");
+      rc = -ENOMEM;
+      break;
+    }
+    e->all = 1;
+  }
+  if (rc != 0) {
+    ruleset_free(&rs);
+    return rc;
+  }
+  resolve_open_modes(&rs);
+
+  struct entry *ex = find(&rs, "execve");
+  p->allows_exec = deny ? !(ex && ex->all) : (ex != NULL && ex->all);
+
+  int nrules = 0;
+  uint32_t refuse = s->refuse_errno > 0 ? SCMP_ACT_ERRNO((uint32_t)s->refuse_errno)
+                                        : SCMP_ACT_KILL_PROCESS;
+  struct entry *sm = find(&rs, "sendmsg");
+  int sendmsg_allowed = deny ? !(sm && sm->all) : (sm != NULL && sm->all);
+  char ignored[160];
+  int can_hand_over = deny ? sendmsg_allowed : 1;   /* an allowlist adds the rule it needs */
+  if (want_notify && s->refuse_errno == 0 && can_hand_over &&
+      compile(&rs, deny, SCMP_ACT_NOTIFY, sendmsg_allowed ? -1 : AIRLOCK_CONFINE_NOTIFY_FD,
+              &p->notify_prog, &nrules, ignored, sizeof ignored) == 0) {
+    /* The spawner's variant: refused calls wait for the broker, which names
+    ** them and kills the run. Compiled once; the plain program is the same
+    ** code with every notify return made kill-process and the hand-over
+    ** refused like any sendmsg; the notify program lets the hand-over through. */
+    size_t bytes = p->notify_prog.len * sizeof(struct sock_filter);
+    p->prog.filter = malloc(bytes);
+    if (p->prog.filter == NULL) {
+      rc = -ENOMEM;
+      snprintf(err, errlen, "seccomp: out of memory");
+    } else {
+      memcpy(p->prog.filter, p->notify_prog.filter, bytes);
+      p->prog.len = p->notify_prog.len;
+      for (unsigned short i = 0; i < p->prog.len; i++) {
+        struct sock_filter *a = &p->prog.filter[i], *b = &p->notify_prog.filter[i];
+        if (a->code != (BPF_RET | BPF_K))
+          continue;
+        if (a->k == SCMP_ACT_NOTIFY || a->k == HANDOVER_MARK)
+          a->k = SCMP_ACT_KILL_PROCESS;
+        if (b->k == HANDOVER_MARK)
+          b->k = SCMP_ACT_ALLOW;
+      }
+    }
+  } else {
+    /* errno mode, self-application, or no notify support: one plain program
+    ** (a denylist that refuses sendmsg itself cannot hand a listener over). */
+    free(p->notify_prog.filter);
+    p->notify_prog.filter = NULL;
+    p->notify_prog.len = 0;
+    rc = compile(&rs, deny, refuse, -1, &p->prog, &nrules, err, errlen);
+  }
+  ruleset_free(&rs);
+  if (rc != 0)
+    return rc;
+
+  char how[48];
+  if (deny)
+    airlock_layer_set_(&p->seccomp, "seccomp", AIRLOCK_LAYER_APPLIED, 0,
+                       "denylist: %zu syscalls + the dangerous set, %d rules (%u insns); refused "
+                       "calls %s; other arch and x32: kill-process",
+                       nraw, nrules, (unsigned)p->prog.len,
+                       s->refuse_errno ? refusal_text(s->refuse_errno, how, sizeof how)
+                                       : "kill the process (SIGSYS)");
+  else
+    airlock_layer_set_(&p->seccomp, "seccomp", AIRLOCK_LAYER_APPLIED, 0,
+                       "allowlist: promises '%.80s' + %zu syscalls, %d rules (%u insns); refused "
+                       "calls %s; other arch and x32: kill-process",
+                       s->promises ? s->promises : "", nraw, nrules, (unsigned)p->prog.len,
+                       s->refuse_errno ? refusal_text(s->refuse_errno, how, sizeof how)
+                                       : "kill the process (SIGSYS)");
+  return 0;
+}
+
+/* ------------------------------------------------------------------ prepare / apply */
+
+static int prepare(const airlock_confine_spec *s, airlock_confine_prepared *p, int want_notify,
+                   char *err, size_t errlen)
+{
+  memset(p, 0, sizeof *p);
+  p->ruleset_fd = -1;
+  if (errlen > 0)
+    err[0] = '\0';
+  airlock_layer_set_(&p->landlock, "landlock", AIRLOCK_LAYER_SKIPPED, 0,
+                     "the spec does not ask for it");
+  airlock_layer_set_(&p->seccomp, "seccomp", AIRLOCK_LAYER_SKIPPED, 0,
+                     "the spec does not ask for it");
+  if (s == NULL) {
+    snprintf(err, errlen, "confine: no spec");
+    return -EINVAL;
+  }
+  p->no_new_privs = s->no_new_privs || s->landlock || s->seccomp;
+  int rc = 0;
+  if (s->landlock && (rc = prepare_landlock(s, p, err, errlen)) != 0) {
+    airlock_layer_set_(&p->landlock, "landlock", AIRLOCK_LAYER_FAILED, -rc, "%s", err);
+    return rc;
+  }
+  if (s->seccomp && (rc = prepare_seccomp(s, p, want_notify, err, errlen)) != 0) {
+    airlock_layer_set_(&p->seccomp, "seccomp", AIRLOCK_LAYER_FAILED, -rc, "%s", err);
+    return rc;
+  }
+  return 0;
+}
+
+int airlock_confine_prepare(const airlock_confine_spec *s, airlock_confine_prepared *p,
+                            char *err, size_t errlen)
+{
+  int rc = prepare(s, p, 1, err, errlen);
+  if (rc != 0) {
+    airlock_layer l = p->landlock, sc = p->seccomp;
+    airlock_confine_prepared_free(p);
+    p->landlock = l;   /* keep the reports for the caller */
+    p->seccomp = sc;
+  }
+  return rc;
+}
+
+void airlock_confine_prepared_free(airlock_confine_prepared *p)
+{
+  if (p == NULL)
+    return;
+  if (p->ruleset_fd >= 0)
+    close(p->ruleset_fd);
+  free(p->prog.filter);
+  free(p->notify_prog.filter);
+  memset(p, 0, sizeof *p);
+  p->ruleset_fd = -1;
+}
+
+/* Runs in the spawner's child: system calls only, no allocation, no stdio.
+** Not instrumented, like the rest of that child (see spawn.c). */
+__attribute__((no_sanitize("address", "undefined")))
+int airlock_confine_apply_prepared_fds(const airlock_confine_prepared *p, int ruleset_fd,
+                                       int notify_fd, const char **step)
+{
+  const char *dummy;
+  if (step == NULL)
+    step = &dummy;
+  *step = NULL;
+  if (p->no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+    *step = "prctl(PR_SET_NO_NEW_PRIVS)";
+    return -errno;
+  }
+  if (ruleset_fd >= 0) {
+    if (syscall(__NR_landlock_restrict_self, ruleset_fd, 0) != 0) {
+      *step = "landlock_restrict_self";
+      return -errno;
+    }
+    if (ruleset_fd != p->ruleset_fd)
+      close(ruleset_fd);   /* the spawner's copy; before seccomp, which may refuse close */
+  }
+  if (p->prog.filter == NULL)
+    return 0;
+  if (notify_fd >= 0 && p->notify_prog.filter != NULL) {
+    long lfd = syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER,
+                       &p->notify_prog);
+    if (lfd >= 0) {
+      /* Only sendmsg on notify_fd and the refused-call path are new here. */
+      union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } cm;
+      memset(&cm, 0, sizeof cm);
+      char byte = 'L';
+      struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+      struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
+                           .msg_controllen = sizeof cm.buf };
+      struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      int ifd = (int)lfd;
+      memcpy(CMSG_DATA(c), &ifd, sizeof ifd);
+      if (syscall(SYS_sendmsg, notify_fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) != 1) {
+        *step = "sendmsg(seccomp listener)";
+        return -errno;
+      }
+      return 0;   /* the listener (O_CLOEXEC) and notify_fd close at exec */
+    }
+    /* No listener here (another one up the filter chain, or no descriptor left
+    ** under RLIMIT_NOFILE): the plain program, whose refusals kill unnamed. */
+  }
+  if (syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &p->prog) != 0) {
+    *step = "seccomp(SECCOMP_SET_MODE_FILTER)";
+    return -errno;
+  }
+  return 0;
+}
+
+int airlock_confine_apply_prepared_step(const airlock_confine_prepared *p, const char **step)
+{
+  return airlock_confine_apply_prepared_fds(p, p->ruleset_fd, -1, step);
+}
+
+int airlock_confine_apply_prepared(const airlock_confine_prepared *p)
+{
+  return airlock_confine_apply_prepared_fds(p, p->ruleset_fd, -1, NULL);
+}
+
+int airlock_confine_apply(const airlock_confine_spec *s, airlock_layer out[2])
+{
+  airlock_confine_prepared p;
+  char err[256];
+  int rc = prepare(s, &p, 0, err, sizeof err);
+  const char *step = NULL;
+  if (rc == 0) {
+    rc = airlock_confine_apply_prepared_step(&p, &step);
+    if (rc != 0) {
+      airlock_layer *l = strcmp(step, "landlock_restrict_self") == 0 ? &p.landlock
+                         : strncmp(step, "seccomp", 7) == 0 || !s->landlock ? &p.seccomp
+                                                                           : &p.landlock;
+      airlock_layer_set_(l, l->name, AIRLOCK_LAYER_FAILED, -rc, "%s: %s", step, strerror(-rc));
+    }
+  }
+  if (out != NULL) {
+    out[0] = p.landlock;
+    out[1] = p.seccomp;
+  }
+  airlock_confine_prepared_free(&p);
+  return rc;
+}

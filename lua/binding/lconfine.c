@@ -1,0 +1,262 @@
+/*
+** lconfine.c -- the Lua form of a confinement spec (airlock_confine_spec):
+**
+**   { landlock = { read = {paths}, write = {paths}, exec = {paths},
+**                  bind = {ports}, connect = {ports}, scope = true },
+**     seccomp = { promises = "stdio rpath", syscalls = {"name", ...},
+**                 mode = "allow" | "deny", refuse = "kill" | "EPERM" | "ENOSYS" | ... },
+**     no_new_privs = true }
+**
+** landlock = true is a ruleset with no path at all; landlock or seccomp absent
+** (or false) is not applied. An unknown key is an error naming it, so a typo
+** never weakens a confinement. airlock.core.confine(spec) applies it to the
+** calling process; broker:_start{confine = spec} prepares it for the spawner.
+*/
+#include "lbinding.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PREPARED_MT "airlock.confine_prepared"
+
+static const char *const TOP_KEYS[] = { "landlock", "seccomp", "no_new_privs", NULL };
+static const char *const LL_KEYS[] = { "read", "write", "exec", "bind", "connect", "scope", NULL };
+static const char *const SC_KEYS[] = { "promises", "syscalls", "mode", "refuse", NULL };
+
+static const struct { const char *name; int e; } ERRNOS[] = {
+  { "EPERM", EPERM }, { "EACCES", EACCES }, { "ENOSYS", ENOSYS }, { "EINVAL", EINVAL },
+  { "ENOTSUP", ENOTSUP }, { "EOPNOTSUPP", EOPNOTSUPP }, { "EROFS", EROFS }, { "ENOENT", ENOENT },
+};
+
+/* Every key of table t must be one of keys. */
+static void check_keys(lua_State *L, int t, const char *const *keys, const char *where) {
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+    size_t i = 0;
+    while (k && keys[i] && strcmp(k, keys[i]) != 0) i++;
+    if (!k || !keys[i]) {
+      luaL_Buffer b;
+      luaL_buffinit(L, &b);
+      for (size_t j = 0; keys[j]; j++) {
+        if (j) luaL_addstring(&b, ", ");
+        luaL_addstring(&b, keys[j]);
+      }
+      luaL_pushresult(&b);
+      const char *valid = lua_tostring(L, -1);
+      if (!k) k = luaL_tolstring(L, -3, NULL);   /* a non-string key, shown as Lua would */
+      luaL_error(L, "confine: unknown key '%s%s' (valid: %s)", where, k, valid);
+    }
+    lua_pop(L, 1);
+  }
+}
+
+/* t[field]: a list of strings (or one string), copied into a userdata left on
+** the stack: a NULL-terminated array of pointers followed by the bytes. NULL
+** when the field is absent. */
+static const char *const *string_list(lua_State *L, int t, const char *field, const char *where) {
+  int type = lua_getfield(L, t, field);
+  int v = lua_gettop(L);
+  if (type == LUA_TNIL) { lua_pop(L, 1); return NULL; }
+  lua_Integer n = 1;
+  if (type == LUA_TTABLE) n = luaL_len(L, v);
+  else if (type != LUA_TSTRING) luaL_error(L, "confine: %s%s must be a list of strings", where, field);
+  if (n < 0 || n > 65536) luaL_error(L, "confine: %s%s holds too many entries", where, field);
+  size_t bytes = 0;
+  for (lua_Integer i = 1; i <= n; i++) {
+    if (type == LUA_TTABLE && lua_geti(L, v, i) != LUA_TSTRING)
+      luaL_error(L, "confine: %s%s[%d] must be a string", where, field, (int)i);
+    size_t len;
+    const char *s = lua_tolstring(L, type == LUA_TTABLE ? -1 : v, &len);
+    if (strlen(s) != len) luaL_error(L, "confine: %s%s[%d] holds a NUL byte", where, field, (int)i);
+    bytes += len + 1;
+    if (type == LUA_TTABLE) lua_pop(L, 1);
+  }
+  size_t head = sizeof(char *) * ((size_t)n + 1);
+  char **out = lua_newuserdatauv(L, head + bytes, 0);
+  char *dst = (char *)out + head;
+  for (lua_Integer i = 1; i <= n; i++) {
+    if (type == LUA_TTABLE) lua_geti(L, v, i);
+    size_t len;
+    const char *s = lua_tolstring(L, type == LUA_TTABLE ? -1 : v, &len);
+    memcpy(dst, s, len + 1);
+    out[i - 1] = dst;
+    dst += len + 1;
+    if (type == LUA_TTABLE) lua_pop(L, 1);
+  }
+  out[n] = NULL;
+  lua_remove(L, v);   /* the copy stays on the stack, the list does not need to */
+  return (const char *const *)out;
+}
+
+/* t[field]: a list of TCP ports, into a userdata left on the stack. */
+static const uint16_t *port_list(lua_State *L, int t, const char *field, size_t *n_out) {
+  *n_out = 0;
+  if (lua_getfield(L, t, field) == LUA_TNIL) { lua_pop(L, 1); return NULL; }
+  int v = lua_gettop(L);
+  if (!lua_istable(L, v)) luaL_error(L, "confine: landlock.%s must be a list of TCP ports", field);
+  lua_Integer n = luaL_len(L, v);
+  if (n < 0 || n > 65536) luaL_error(L, "confine: landlock.%s holds too many ports", field);
+  uint16_t *out = lua_newuserdatauv(L, sizeof(uint16_t) * ((size_t)n + 1), 0);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_geti(L, v, i);
+    int isint;
+    lua_Integer p = lua_tointegerx(L, -1, &isint);
+    if (!isint || p < 0 || p > 65535)
+      luaL_error(L, "confine: landlock.%s[%d] must be a port number from 0 to 65535", field, (int)i);
+    out[i - 1] = (uint16_t)p;
+    lua_pop(L, 1);
+  }
+  lua_remove(L, v);
+  *n_out = (size_t)n;
+  return out;
+}
+
+static int opt_bool(lua_State *L, int t, const char *field, int def, const char *where) {
+  int type = lua_getfield(L, t, field);
+  int v = def;
+  if (type == LUA_TBOOLEAN) v = lua_toboolean(L, -1);
+  else if (type != LUA_TNIL) luaL_error(L, "confine: %s%s must be true or false", where, field);
+  lua_pop(L, 1);
+  return v;
+}
+
+/* Parses the spec table at idx into *s. Everything s points to is left on the
+** stack above the caller's top: lua_settop back once s is no longer needed. */
+static void parse_spec(lua_State *L, int idx, airlock_confine_spec *s) {
+  idx = lua_absindex(L, idx);
+  luaL_checktype(L, idx, LUA_TTABLE);
+  memset(s, 0, sizeof *s);
+  check_keys(L, idx, TOP_KEYS, "");
+
+  int type = lua_getfield(L, idx, "landlock");
+  if (type == LUA_TTABLE) {
+    int t = lua_gettop(L);
+    check_keys(L, t, LL_KEYS, "landlock.");
+    s->landlock = 1;
+    s->fs_read = string_list(L, t, "read", "landlock.");
+    s->fs_write = string_list(L, t, "write", "landlock.");
+    s->fs_exec = string_list(L, t, "exec", "landlock.");
+    s->tcp_bind = port_list(L, t, "bind", &s->n_tcp_bind);
+    s->tcp_connect = port_list(L, t, "connect", &s->n_tcp_connect);
+    s->no_scope = !opt_bool(L, t, "scope", 1, "landlock.");
+  } else if (type == LUA_TBOOLEAN) {
+    s->landlock = lua_toboolean(L, -1);   /* true: no path, no port */
+  } else if (type != LUA_TNIL) {
+    luaL_error(L, "confine: landlock must be a table {read = ..., write = ...} or a boolean");
+  }
+
+  type = lua_getfield(L, idx, "seccomp");
+  if (type == LUA_TTABLE) {
+    int t = lua_gettop(L);
+    check_keys(L, t, SC_KEYS, "seccomp.");
+    s->seccomp = 1;
+    int pt = lua_getfield(L, t, "promises");
+    if (pt == LUA_TSTRING) {
+      s->promises = lua_tostring(L, -1);   /* stays on the stack */
+    } else if (pt == LUA_TTABLE) {
+      int lt = lua_gettop(L);
+      luaL_Buffer b;
+      luaL_buffinit(L, &b);
+      for (lua_Integer i = 1; lua_geti(L, lt, i) != LUA_TNIL; i++) {
+        if (!lua_isstring(L, -1)) luaL_error(L, "confine: seccomp.promises[%d] must be a word", (int)i);
+        if (i > 1) luaL_addchar(&b, ' ');
+        luaL_addvalue(&b);
+      }
+      lua_pop(L, 1);
+      luaL_pushresult(&b);
+      s->promises = lua_tostring(L, -1);
+    } else if (pt != LUA_TNIL) {
+      luaL_error(L, "confine: seccomp.promises must be a string of words (\"stdio rpath\") or a list");
+    }
+    s->syscalls = string_list(L, t, "syscalls", "seccomp.");
+    if (lua_getfield(L, t, "mode") != LUA_TNIL) {
+      const char *m = lua_tostring(L, -1);
+      if (m && strcmp(m, "deny") == 0) s->seccomp_deny = 1;
+      else if (!m || strcmp(m, "allow") != 0)
+        luaL_error(L, "confine: seccomp.mode must be \"allow\" or \"deny\"");
+    }
+    lua_pop(L, 1);
+    int rt = lua_getfield(L, t, "refuse");
+    if (rt == LUA_TNUMBER) {
+      int isint;
+      lua_Integer e = lua_tointegerx(L, -1, &isint);
+      if (!isint || e < 1 || e > 4095) luaL_error(L, "confine: seccomp.refuse as a number must be an errno from 1 to 4095");
+      s->refuse_errno = (int)e;
+    } else if (rt == LUA_TSTRING) {
+      const char *w = lua_tostring(L, -1);
+      if (strcmp(w, "kill") != 0) {
+        size_t i = 0;
+        while (i < sizeof ERRNOS / sizeof *ERRNOS && strcmp(w, ERRNOS[i].name) != 0) i++;
+        if (i == sizeof ERRNOS / sizeof *ERRNOS)
+          luaL_error(L, "confine: seccomp.refuse must be \"kill\" or an errno name (EPERM, EACCES, "
+                        "ENOSYS, EINVAL, ENOTSUP, EOPNOTSUPP, EROFS, ENOENT), got '%s'", w);
+        s->refuse_errno = ERRNOS[i].e;
+      }
+    } else if (rt != LUA_TNIL) {
+      luaL_error(L, "confine: seccomp.refuse must be \"kill\" or an errno name");
+    }
+    lua_pop(L, 1);
+  } else if (type != LUA_TNIL && !(type == LUA_TBOOLEAN && !lua_toboolean(L, -1))) {
+    luaL_error(L, "confine: seccomp must be a table {promises = ..., syscalls = ..., mode = ...}");
+  }
+  s->no_new_privs = opt_bool(L, idx, "no_new_privs", 0, "");
+}
+
+static void push_layer(lua_State *L, const airlock_layer *l) {
+  lua_pushfstring(L, "%s: %s", airlock_layer_status_name(l->status), l->detail);
+  lua_setfield(L, -2, l->name);
+}
+
+/* airlock.core.confine(spec) -> { landlock = "applied: ...", seccomp = "...",
+** no_new_privs = "applied: set" (when asked) }, or nil, message, errno. */
+int airlock_l_confine(lua_State *L) {
+  int top = lua_gettop(L);
+  airlock_confine_spec s;
+  parse_spec(L, 1, &s);
+  airlock_layer layers[2];
+  int rc = airlock_confine_apply(&s, layers);
+  lua_settop(L, top);
+  if (rc != 0) {
+    const airlock_layer *bad = layers[0].status == AIRLOCK_LAYER_FAILED ? &layers[0] : &layers[1];
+    lua_pushnil(L);
+    lua_pushfstring(L, "confine: %s", bad->detail);
+    lua_pushinteger(L, -rc);
+    return 3;
+  }
+  lua_createtable(L, 0, 3);
+  push_layer(L, &layers[0]);
+  push_layer(L, &layers[1]);
+  if (s.no_new_privs) {
+    lua_pushliteral(L, "applied: set");
+    lua_setfield(L, -2, "no_new_privs");
+  }
+  return 1;
+}
+
+static int prepared_gc(lua_State *L) {
+  airlock_confine_prepared *p = luaL_checkudata(L, 1, PREPARED_MT);
+  airlock_confine_prepared_free(p);
+  return 0;
+}
+
+int airlock_l_confine_prepare(lua_State *L, int idx, airlock_confine_prepared **out,
+                              char *err, size_t errlen) {
+  idx = lua_absindex(L, idx);
+  airlock_confine_prepared *p = lua_newuserdatauv(L, sizeof *p, 0);
+  memset(p, 0, sizeof *p);
+  p->ruleset_fd = -1;
+  if (luaL_newmetatable(L, PREPARED_MT)) {
+    lua_pushcfunction(L, prepared_gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_setmetatable(L, -2);
+  int top = lua_gettop(L);
+  airlock_confine_spec s;
+  parse_spec(L, idx, &s);
+  int rc = airlock_confine_prepare(&s, p, err, errlen);
+  lua_settop(L, top);
+  *out = p;
+  return rc;
+}
