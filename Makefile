@@ -4,7 +4,8 @@
 #   make bench  run the benchmark (ratios against baselines measured in the same run)
 
 DEBS = gcc make pkg-config lua5.4 liblua5.4-dev libseccomp-dev libmsgpack-dev \
-       premake4 lua-busted lua-dkjson libreadline-dev strace
+       premake4 lua-busted lua-dkjson libreadline-dev strace \
+       libssl-dev libsqlite3-dev bubblewrap
 LUA_SRC = $(wildcard lua/airlock/*.lua) $(wildcard policies/*.lua)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 

@@ -54,7 +54,7 @@ project "airlock-module"
   targetname "airlock"
   targetprefix ""
   files(BINDING)
-  links { "airlock-convert", "airlock-core", "msgpackc", "seccomp", "dl" }
+  links { "airlock-convert", "airlock-core", "msgpackc", "crypto", "seccomp", "dl" }
   outdirs(false)
 
 -- airlock: a Lua 5.4 host with the module built in, plus subcommands.
@@ -62,7 +62,7 @@ project "airlock"
   kind "ConsoleApp"
   files(BINDING)
   files { "lua/main.c" }
-  links { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "seccomp", "readline", "m", "dl" }
+  links { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "crypto", "seccomp", "readline", "m", "dl" }
   linkoptions { "-Wl,-E" }
   outdirs(true)
 
@@ -70,7 +70,7 @@ project "airlock"
 project "airlock-worker"
   kind "ConsoleApp"
   files { "worker/*.c" }
-  links { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "seccomp", "m" }
+  links { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "crypto", "seccomp", "m" }
   outdirs(true)
 
 -- Test and benchmark programs.
@@ -81,10 +81,12 @@ local function tool(name, srcs, libs)
     links(libs or {})
     outdirs(true)
 end
-tool("test-codec", { "spec/c/test_codec.c" }, { "airlock-core", "msgpackc" })
-tool("test-convert", { "spec/c/test_convert.c" }, { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "m" })
-tool("test-confine", { "spec/c/test_confine.c" }, { "airlock-core", "seccomp" })
+tool("test-codec", { "spec/c/test_codec.c" }, { "airlock-core", "msgpackc", "crypto" })
+tool("test-convert", { "spec/c/test_convert.c" }, { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "crypto", "m" })
+tool("test-confine", { "spec/c/test_confine.c" }, { "airlock-core", "crypto", "seccomp" })
 tool("test-confine-spec", { "spec/c/test_confine_spec.c" }, { "airlock-core", "seccomp" })
-tool("attack", { "spec/fixtures/attack.c" }, { "airlock-core", "seccomp" })
-tool("hostile-worker", { "spec/fixtures/hostile_worker.c" }, { "airlock-core", "msgpackc", "seccomp" })
+tool("attack", { "spec/fixtures/attack.c" }, { "airlock-core", "crypto", "seccomp" })
+tool("hostile-worker", { "spec/fixtures/hostile_worker.c" }, { "airlock-core", "msgpackc", "crypto", "seccomp" })
 tool("airlock-baseline", { "bench/baseline.c" }, { "msgpackc" })
+tool("test-ledger", { "spec/c/test_ledger.c" }, { "airlock-core", "msgpackc", "crypto" })
+tool("airlock-ledger-bench", { "bench/ledger_bench.c" }, { "airlock-core", "msgpackc", "crypto", "sqlite3" })

@@ -32,12 +32,18 @@ static uint64_t get_be(const uint8_t *p, unsigned n)
 
 /* ------------------------------------------------------------------ check */
 
+/* Returned by walk() in prefix mode when the bytes run out before the message
+** does: they could be the start of a longer, well-formed message. */
+#define SHORT 1
+/* In walk(): the bytes ran out; an error unless only a prefix is being checked. */
+#define RAN_OUT(...) (prefix ? SHORT : fail(err, errlen, __VA_ARGS__))
+
 /* msgpack-c allocates count * sizeof(msgpack_object) as soon as it reads an
 ** array or map header, before any element arrives, and recurses on its own
-** fixed stack. This walk proves the bytes are complete and shallow first. */
-int airlock_msg_check(const void *body, size_t len, char *err, size_t errlen)
+** fixed stack. This walk proves the bytes are complete and shallow first.
+** With prefix set, running out of bytes is not an error but SHORT. */
+static int walk(const uint8_t *b, size_t len, int prefix, char *err, size_t errlen)
 {
-  const uint8_t *b = body;
   size_t pos = 0;
   /* left[d]: objects still owed to the container open at depth d; left[0] is
   ** the single top-level object. */
@@ -45,7 +51,7 @@ int airlock_msg_check(const void *body, size_t len, char *err, size_t errlen)
   int depth = 0;
 
   if (len == 0)
-    return fail(err, errlen, "empty message");
+    return RAN_OUT("empty message");
   left[0] = 1;
   for (;;) {
     while (left[depth] == 0) {
@@ -55,7 +61,7 @@ int airlock_msg_check(const void *body, size_t len, char *err, size_t errlen)
     }
     left[depth]--;
     if (pos == len)
-      return fail(err, errlen, "message ends at byte %zu but an element is missing", pos);
+      return RAN_OUT("message ends at byte %zu but an element is missing", pos);
 
     size_t at = pos;
     uint8_t tag = b[pos++];
@@ -111,7 +117,7 @@ int airlock_msg_check(const void *body, size_t len, char *err, size_t errlen)
 
     if (lenbytes > 0) {
       if (len - pos < lenbytes)
-        return fail(err, errlen, "%s header at byte %zu is truncated", what, at);
+        return RAN_OUT("%s header at byte %zu is truncated", what, at);
       count = get_be(b + pos, lenbytes);
       pos += lenbytes;
     }
@@ -119,15 +125,15 @@ int airlock_msg_check(const void *body, size_t len, char *err, size_t errlen)
       payload += count;
     /* SECURITY: every declared length is checked against the bytes present. */
     if (payload > len - pos)
-      return fail(err, errlen, "%s at byte %zu needs %" PRIu64 " bytes but only %zu remain",
-                  what, at, payload, len - pos);
+      return RAN_OUT("%s at byte %zu needs %" PRIu64 " bytes but only %zu remain",
+                     what, at, payload, len - pos);
     pos += payload;
 
     if (shape == ARRAY || shape == MAP) {
       uint64_t items = shape == MAP ? 2 * count : count;
       /* SECURITY: each element takes at least one byte, so a count larger than
       ** the bytes left is a lie, caught here before msgpack-c would allocate. */
-      if (items > len - pos)
+      if (items > len - pos && !prefix)
         return fail(err, errlen, "%s at byte %zu claims %" PRIu64 " %s but only %zu bytes remain",
                     what, at, count, shape == MAP ? "pairs" : "elements", len - pos);
       /* SECURITY: bounded nesting keeps left[] and msgpack-c's parse stack
@@ -144,6 +150,16 @@ complete:
     return fail(err, errlen, "%zu trailing byte%s after the message", len - pos,
                 len - pos == 1 ? "" : "s");
   return 0;
+}
+
+int airlock_msg_check(const void *body, size_t len, char *err, size_t errlen)
+{
+  return walk(body, len, 0, err, errlen);
+}
+
+int airlock_msg_check_prefix(const void *body, size_t len, char *err, size_t errlen)
+{
+  return walk(body, len, 1, err, errlen);
 }
 
 /* ------------------------------------------------------------------ decode */

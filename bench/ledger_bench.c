@@ -1,0 +1,276 @@
+/*
+** ledger_bench.c -- airlock-ledger-bench: records per second appended to a
+** ledger in each durability mode (call records with 100-byte args), SQLite's
+** durable single-row inserts (WAL, synchronous=FULL, one row per transaction)
+** measured in the same run and directory, and verify throughput in MB/s.
+**   airlock-ledger-bench [--seconds S] [--verify-mb N] [--dir PARENT] [--json]
+*/
+#define _GNU_SOURCE
+#include <errno.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <sqlite3.h>
+
+#include "airlock.h"
+#include "ledger.h"
+
+#define ARG_BYTES 100
+#define BATCH_MS  AIRLOCK_LEDGER_BATCH_MS_DEFAULT
+#define TARGET_BATCH_OVER_SQLITE 50.0
+#define TARGET_VERIFY_MBPS 300.0
+
+static double now_s(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void die(const char *what, const char *detail)
+{
+  fprintf(stderr, "airlock-ledger-bench: %s: %s\n", what, detail);
+  exit(1);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+  (void)st; (void)flag; (void)f;
+  return remove(path);
+}
+
+/* The fields of every record: {effect = "fs.read", args = {path = <ARG_BYTES>}}. */
+struct fields {
+  msgpack_sbuffer sb;
+  msgpack_unpacked u;
+  char args[ARG_BYTES];
+};
+
+static void fields_init(struct fields *f)
+{
+  for (int i = 0; i < ARG_BYTES; i++)
+    f->args[i] = (char)('a' + i % 26);
+  msgpack_sbuffer_init(&f->sb);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &f->sb, msgpack_sbuffer_write);
+  msgpack_pack_map(&pk, 2);
+  airlock_pack_cstr(&pk, "effect");
+  airlock_pack_cstr(&pk, "fs.read");
+  airlock_pack_cstr(&pk, "args");
+  msgpack_pack_map(&pk, 1);
+  airlock_pack_cstr(&pk, "path");
+  airlock_pack_str(&pk, f->args, ARG_BYTES - 8);   /* map 1 + key 5 + str8 2: args packs to 100 bytes */
+  msgpack_unpacked_init(&f->u);
+  msgpack_unpack_next(&f->u, f->sb.data, f->sb.size, NULL);
+}
+
+struct result {
+  double per_s;
+  uint64_t count, syncs;
+};
+
+/* Appends for `seconds` (the closing flush included in the time). */
+static struct result run_mode(const char *dir, int mode, double seconds, const struct fields *f)
+{
+  airlock_ledger *l;
+  char err[512];
+  airlock_ledger_opts o = { .create = 1, .durability = mode, .batch_ms = BATCH_MS };
+  if (airlock_ledger_open(dir, &o, &l, NULL, err, sizeof err) < 0)
+    die("open", err);
+  struct result r = { 0, 0, 0 };
+  uint64_t durable = airlock_ledger_durable_seq(l);
+  double t0 = now_s(), end = t0 + seconds;
+  do {
+    for (int i = 0; i < 16; i++) {
+      if (airlock_ledger_append(l, "call", 1, &f->u.data, NULL) < 0)
+        die("append", airlock_ledger_error(l));
+      uint64_t d = airlock_ledger_durable_seq(l);
+      r.syncs += d != durable;
+      durable = d;
+      r.count++;
+    }
+  } while (now_s() < end);
+  if (airlock_ledger_close(l) < 0)
+    die("close", "the final flush failed");
+  r.syncs += durable != r.count + 1;   /* the flush in close */
+  r.per_s = (double)r.count / (now_s() - t0);
+  return r;
+}
+
+static struct result run_sqlite(const char *path, double seconds)
+{
+  sqlite3 *db;
+  sqlite3_stmt *st;
+  char *msg = NULL;
+  if (sqlite3_open(path, &db) != SQLITE_OK)
+    die("sqlite open", sqlite3_errmsg(db));
+  const char *setup = "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
+                      "CREATE TABLE rec(seq INTEGER PRIMARY KEY, kind TEXT, run INTEGER,"
+                      " t REAL, effect TEXT, args BLOB);";
+  if (sqlite3_exec(db, setup, NULL, NULL, &msg) != SQLITE_OK)
+    die("sqlite setup", msg);
+  if (sqlite3_prepare_v2(db, "INSERT INTO rec(seq, kind, run, t, effect, args) VALUES(?,?,?,?,?,?)",
+                         -1, &st, NULL) != SQLITE_OK)
+    die("sqlite prepare", sqlite3_errmsg(db));
+  char args[ARG_BYTES];
+  memset(args, 'a', sizeof args);
+  struct result r = { 0, 0, 0 };
+  double t0 = now_s(), end = t0 + seconds;
+  do {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)r.count + 1);
+    sqlite3_bind_text(st, 2, "call", 4, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, 1);
+    sqlite3_bind_double(st, 4, (double)ts.tv_sec + (double)ts.tv_nsec / 1e9);
+    sqlite3_bind_text(st, 5, "fs.read", 7, SQLITE_STATIC);
+    sqlite3_bind_blob(st, 6, args, sizeof args, SQLITE_STATIC);
+    if (sqlite3_step(st) != SQLITE_DONE)   /* autocommit: one transaction per row */
+      die("sqlite insert", sqlite3_errmsg(db));
+    sqlite3_reset(st);
+    r.count++;
+  } while (now_s() < end);
+  r.per_s = (double)r.count / (now_s() - t0);
+  r.syncs = r.count;
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return r;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Writes a journal of about mb MiB of the same records, verifies it three
+** times (warm page cache) and returns the median MB/s. */
+static double run_verify(const char *dir, unsigned mb, const struct fields *f,
+                         airlock_ledger_report *rep)
+{
+  airlock_ledger *l;
+  char err[512];
+  if (airlock_ledger_open(dir, &(airlock_ledger_opts){ .create = 1 }, &l, NULL, err, sizeof err) < 0)
+    die("open", err);
+  uint64_t seq = 0;
+  uint8_t h[AIRLOCK_LEDGER_HASH_LEN];
+  for (;;) {
+    for (int i = 0; i < 4096; i++)
+      if (airlock_ledger_append(l, "call", 1, &f->u.data, NULL) < 0)
+        die("append", airlock_ledger_error(l));
+    struct stat st;
+    char path[700];
+    snprintf(path, sizeof path, "%s/journal", dir);
+    if (stat(path, &st) == 0 && (uint64_t)st.st_size >= (uint64_t)mb << 20)
+      break;
+  }
+  airlock_ledger_head(l, &seq, h);
+  if (airlock_ledger_close(l) < 0)
+    die("close", "the final flush failed");
+  double mbps[3];
+  for (int i = 0; i < 3; i++) {
+    double t0 = now_s();
+    if (airlock_ledger_verify(dir, &seq, h, rep) != 0)
+      die("verify", rep->reason);
+    mbps[i] = (double)rep->bytes / 1e6 / (now_s() - t0);
+  }
+  qsort(mbps, 3, sizeof mbps[0], cmp_double);
+  return mbps[1];
+}
+
+static void usage(void)
+{
+  fprintf(stderr, "usage: airlock-ledger-bench [--seconds S] [--verify-mb N] [--dir PARENT] [--json]\n");
+  exit(2);
+}
+
+int main(int argc, char **argv)
+{
+  double seconds = 2.0;
+  unsigned verify_mb = 256;
+  const char *parent = "/tmp";
+  int json = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--json") == 0) {
+      json = 1;
+    } else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
+      seconds = strtod(argv[++i], NULL);
+      if (!(seconds > 0 && seconds <= 600))
+        usage();
+    } else if (strcmp(argv[i], "--verify-mb") == 0 && i + 1 < argc) {
+      verify_mb = (unsigned)strtoul(argv[++i], NULL, 10);
+      if (verify_mb == 0 || verify_mb > 65536)
+        usage();
+    } else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
+      parent = argv[++i];
+    } else {
+      usage();
+    }
+  }
+  char base[512];
+  snprintf(base, sizeof base, "%s/airlock-ledger-bench-XXXXXX", parent);
+  if (mkdtemp(base) == NULL)
+    die("mkdtemp", strerror(errno));
+  char dir[600];
+  struct fields f;
+  fields_init(&f);
+
+  static const int modes[] = { AIRLOCK_DURABLE_NONE, AIRLOCK_DURABLE_BATCH, AIRLOCK_DURABLE_ALWAYS };
+  struct result res[3], sq;
+  for (int m = 0; m < 3; m++) {
+    snprintf(dir, sizeof dir, "%s/%s", base, airlock_ledger_durability_name(modes[m]));
+    res[m] = run_mode(dir, modes[m], seconds, &f);
+  }
+  snprintf(dir, sizeof dir, "%s/sqlite.db", base);
+  sq = run_sqlite(dir, seconds);
+  airlock_ledger_report rep;
+  snprintf(dir, sizeof dir, "%s/verify", base);
+  double vmbps = run_verify(dir, verify_mb, &f, &rep);
+  nftw(base, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+
+  double ratio = res[1].per_s / sq.per_s;
+  if (json) {
+    printf("{\"seconds\":%g,\"args_bytes\":%d,\"batch_ms\":%d", seconds, ARG_BYTES, BATCH_MS);
+    for (int m = 0; m < 3; m++)
+      printf(",\"%s\":{\"records_per_s\":%.0f,\"records\":%" PRIu64 ",\"syncs\":%" PRIu64 "}",
+             airlock_ledger_durability_name(modes[m]), res[m].per_s, res[m].count, res[m].syncs);
+    printf(",\"sqlite\":{\"inserts_per_s\":%.0f,\"inserts\":%" PRIu64 ",\"version\":\"%s\"}",
+           sq.per_s, sq.count, sqlite3_libversion());
+    printf(",\"verify\":{\"mb_per_s\":%.1f,\"bytes\":%" PRIu64 ",\"records\":%" PRIu64 "}",
+           vmbps, rep.bytes, rep.records);
+    printf(",\"ratios\":{\"batch_over_sqlite\":%.1f,\"always_over_sqlite\":%.2f}", ratio,
+           res[2].per_s / sq.per_s);
+    printf(",\"targets\":{\"batch_over_sqlite\":%.0f,\"verify_mb_per_s\":%.0f}", TARGET_BATCH_OVER_SQLITE,
+           TARGET_VERIFY_MBPS);
+    printf(",\"met\":{\"batch_over_sqlite\":%s,\"verify_mb_per_s\":%s}}\n",
+           ratio >= TARGET_BATCH_OVER_SQLITE ? "true" : "false",
+           vmbps > TARGET_VERIFY_MBPS ? "true" : "false");
+    return 0;
+  }
+  printf("ledger appends: call records with %d-byte args, %.1f s per mode, in %s\n", ARG_BYTES,
+         seconds, parent);
+  printf("%-26s %12s %9s  %s\n", "mode", "records/s", "syncs", "");
+  static const char *const notes[] = { "write(2) only", "group commit", "fdatasync per record" };
+  for (int m = 0; m < 3; m++) {
+    char name[32];
+    if (modes[m] == AIRLOCK_DURABLE_BATCH)
+      snprintf(name, sizeof name, "batch (%d ms)", BATCH_MS);
+    else
+      snprintf(name, sizeof name, "%s", airlock_ledger_durability_name(modes[m]));
+    printf("%-26s %12.0f %9" PRIu64 "  %s\n", name, res[m].per_s, res[m].syncs, notes[m]);
+  }
+  printf("%-26s %12.0f %9" PRIu64 "  one row per transaction (SQLite %s)\n", "sqlite WAL sync=FULL",
+         sq.per_s, sq.syncs, sqlite3_libversion());
+  printf("%-26s %9.0f MB/s            %.0f MiB, %" PRIu64 " records (median of 3, warm cache)\n",
+         "verify", vmbps, (double)rep.bytes / (1 << 20), rep.records);
+  printf("\nbatch / sqlite   %7.0fx   target >= %.0fx   %s\n", ratio, TARGET_BATCH_OVER_SQLITE,
+         ratio >= TARGET_BATCH_OVER_SQLITE ? "met" : "MISSED");
+  printf("verify           %7.0f MB/s target > %.0f    %s\n", vmbps, TARGET_VERIFY_MBPS,
+         vmbps > TARGET_VERIFY_MBPS ? "met" : "MISSED");
+  return 0;
+}

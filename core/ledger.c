@@ -1,0 +1,765 @@
+/*
+** ledger.c -- writing a journal: the writer lock, recovery on open (verify,
+** cut a torn tail), appends with the three durability modes and a sticky
+** failure state, and branching a session from a prefix of another.
+*/
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/random.h>
+
+#include "airlock.h"
+#include "ledger_int.h"
+
+#define KEEP_MAX (1u << 20)   /* a record buffer larger than this is freed after use */
+
+struct airlock_ledger {
+  int fd;                 /* DIR/journal, O_WRONLY | O_APPEND */
+  int lock_fd;            /* DIR/lock */
+  int locked;             /* lock_fd holds the flock: the pid in the file is ours */
+  int created;            /* this open wrote the session record */
+  char *dir, *journal;
+  int durability;
+  unsigned batch_ms;
+  uint64_t seq;           /* last record written */
+  uint64_t durable_seq;   /* last record known on disk */
+  uint64_t off;           /* journal size: the end of the last whole record */
+  uint8_t head[LEDGER_HASH];
+  char id_hex[2 * AIRLOCK_LEDGER_ID_LEN + 1];
+  double pending_since;   /* monotonic ms when the oldest unsynced record was written */
+  int sticky;             /* 0, or the -errno every append now returns */
+  msgpack_sbuffer sb;     /* one record: header, body, hash */
+  msgpack_packer pk;
+  char err[512];
+};
+
+static const char *const kinds[] = { "init", "call", "reply", "pause", "resume", "done", NULL };
+static const char *const durability_names[] = { "none", "batch", "always" };
+
+const char *airlock_ledger_durability_name(int d)
+{
+  return d >= 0 && d <= AIRLOCK_DURABLE_ALWAYS ? durability_names[d] : "?";
+}
+
+int airlock_ledger_durability_from_name(const char *word)
+{
+  for (int d = 0; d <= AIRLOCK_DURABLE_ALWAYS; d++)
+    if (word != NULL && strcmp(word, durability_names[d]) == 0)
+      return d;
+  return -1;
+}
+
+static double mono_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static double unix_now(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+__attribute__((format(printf, 3, 4)))
+static int set_err(airlock_ledger *l, int rc, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(l->err, sizeof l->err, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+static int write_all(int fd, const void *p, size_t n)
+{
+  const char *c = p;
+  while (n > 0) {
+    ssize_t k = write(fd, c, n);
+    if (k < 0) {
+      if (errno == EINTR)
+        continue;
+      return -errno;
+    }
+    c += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+static int fsync_path(const char *path)
+{
+  int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  int rc = fsync(fd) < 0 ? -errno : 0;
+  close(fd);
+  return rc;
+}
+
+/* fsyncs the directory that holds path (so a new entry in it is durable). */
+static int fsync_parent(const char *path)
+{
+  size_t n = strlen(path);
+  while (n > 1 && path[n - 1] == '/')
+    n--;
+  while (n > 0 && path[n - 1] != '/')
+    n--;
+  while (n > 1 && path[n - 1] == '/')
+    n--;
+  if (n == 0)
+    return fsync_path(".");
+  char *parent = strndup(path, n);
+  if (parent == NULL)
+    return -ENOMEM;
+  int rc = fsync_path(parent);
+  free(parent);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ fields */
+
+static int is_key(const msgpack_object *k, const char *s)
+{
+  size_t n = strlen(s);
+  return k->type == MSGPACK_OBJECT_STR && k->via.str.size == n && memcmp(k->via.str.ptr, s, n) == 0;
+}
+
+/* Caller fields: a map with string keys, none of them one of reserved. */
+static int check_fields(airlock_ledger *l, const msgpack_object *fields, const char *const *reserved)
+{
+  if (fields == NULL)
+    return 0;
+  if (fields->type != MSGPACK_OBJECT_MAP)
+    return set_err(l, -EINVAL, "ledger: record fields must be a map");
+  if (fields->via.map.size > UINT32_MAX - 8)
+    return set_err(l, -EINVAL, "ledger: too many record fields");
+  for (uint32_t i = 0; i < fields->via.map.size; i++) {
+    const msgpack_object *k = &fields->via.map.ptr[i].key;
+    if (k->type != MSGPACK_OBJECT_STR)
+      return set_err(l, -EINVAL, "ledger: record field #%" PRIu32 " has a key that is not a string",
+                     i + 1);
+    for (const char *const *r = reserved; *r != NULL; r++)
+      if (is_key(k, *r))
+        return set_err(l, -EINVAL, "ledger: field '%s' is the ledger's own and cannot be given", *r);
+  }
+  return 0;
+}
+
+static const char *const reserved_record[] = { "seq", "kind", "run", "t", NULL };
+static const char *const reserved_session[] = { "seq", "kind", "run", "t", "id", "created", NULL };
+
+/* Starts a record in l->sb: header placeholder, the map header and the four
+** fields every body begins with. extra counts the pairs the caller adds. */
+static int begin_record(airlock_ledger *l, const char *kind, uint64_t run, double t, uint32_t extra)
+{
+  static const char zero[LEDGER_HDR];
+  msgpack_sbuffer_clear(&l->sb);
+  int bad = msgpack_sbuffer_write(&l->sb, zero, sizeof zero);
+  bad |= msgpack_pack_map(&l->pk, 4 + extra);
+  airlock_pack_cstr(&l->pk, "seq");
+  bad |= msgpack_pack_uint64(&l->pk, l->seq + 1);
+  airlock_pack_cstr(&l->pk, "kind");
+  airlock_pack_cstr(&l->pk, kind);
+  airlock_pack_cstr(&l->pk, "run");
+  bad |= msgpack_pack_uint64(&l->pk, run);
+  airlock_pack_cstr(&l->pk, "t");
+  bad |= msgpack_pack_double(&l->pk, t);
+  return bad ? -ENOMEM : 0;
+}
+
+static int pack_fields(airlock_ledger *l, const msgpack_object *fields)
+{
+  int bad = 0;
+  for (uint32_t i = 0; fields != NULL && i < fields->via.map.size; i++) {
+    bad |= msgpack_pack_object(&l->pk, fields->via.map.ptr[i].key);
+    bad |= msgpack_pack_object(&l->pk, fields->via.map.ptr[i].val);
+  }
+  return bad ? -ENOMEM : 0;
+}
+
+static void release_big_buffer(airlock_ledger *l)
+{
+  if (l->sb.alloc > KEEP_MAX) {
+    msgpack_sbuffer_destroy(&l->sb);
+    msgpack_sbuffer_init(&l->sb);
+  }
+}
+
+/* ------------------------------------------------------------------ commit */
+
+/* A write or sync failed: no partial record may stay, and nothing more may be
+** appended, since the state of the file is no longer known. */
+static int broken(airlock_ledger *l, int e, const char *what, uint64_t seq)
+{
+  l->sticky = e;
+  int cut = ftruncate(l->fd, (off_t)l->off) == 0 ? 0 : -errno;
+  char tail[160];
+  if (cut == 0)
+    snprintf(tail, sizeof tail, "the journal was cut back to seq %" PRIu64, l->seq);
+  else
+    snprintf(tail, sizeof tail, "cutting the partial record off failed too (%s): the next "
+             "open truncates it", strerror(-cut));
+  return set_err(l, e, "ledger: %s of seq %" PRIu64 " to %s failed: %s; %s; the ledger "
+                 "refuses further appends", what, seq, l->journal, strerror(-e), tail);
+}
+
+static int sync_now(airlock_ledger *l)
+{
+  if (l->durable_seq == l->seq) {
+    l->pending_since = 0;
+    return 0;
+  }
+  if (fdatasync(l->fd) < 0) {
+    int e = -errno;
+    l->sticky = e;
+    return set_err(l, e, "ledger: fdatasync of %s failed: %s; records after seq %" PRIu64
+                   " may not be on disk; the ledger refuses further appends",
+                   l->journal, strerror(-e), l->durable_seq);
+  }
+  l->durable_seq = l->seq;
+  l->pending_since = 0;
+  return 0;
+}
+
+static int window_passed(const airlock_ledger *l, double now)
+{
+  return l->durable_seq != l->seq && now - l->pending_since >= (double)l->batch_ms;
+}
+
+/* l->sb holds the header placeholder and a body for seq l->seq + 1: finish the
+** record, write it whole, and make it as durable as the mode says. */
+static int commit(airlock_ledger *l)
+{
+  uint64_t seq = l->seq + 1;
+  size_t len = l->sb.size - LEDGER_HDR;
+  if (len == 0 || len > AIRLOCK_LEDGER_BODY_MAX) {
+    release_big_buffer(l);
+    return set_err(l, -EMSGSIZE, "ledger: record seq %" PRIu64 " is %zu bytes, over the limit "
+                   "of %u", seq, len, AIRLOCK_LEDGER_BODY_MAX);
+  }
+  uint8_t *p = (uint8_t *)l->sb.data;
+  p[0] = (uint8_t)(len >> 24);
+  p[1] = (uint8_t)(len >> 16);
+  p[2] = (uint8_t)(len >> 8);
+  p[3] = (uint8_t)len;
+  uint8_t h[LEDGER_HASH];
+  ledger_chain(l->head, p + LEDGER_HDR, len, h);
+  if (msgpack_sbuffer_write(&l->sb, (const char *)h, sizeof h) != 0)
+    return set_err(l, -ENOMEM, "ledger: out of memory for record seq %" PRIu64, seq);
+
+  /* batch: a window that has passed is closed before this record opens the next */
+  double now = l->durability == AIRLOCK_DURABLE_BATCH ? mono_ms() : 0;
+  if (l->durability == AIRLOCK_DURABLE_BATCH && window_passed(l, now)) {
+    int rc = sync_now(l);
+    if (rc < 0)
+      return rc;
+  }
+
+  int rc = write_all(l->fd, l->sb.data, l->sb.size);
+  if (rc < 0)
+    return broken(l, rc, "write", seq);
+  if (l->durability == AIRLOCK_DURABLE_ALWAYS && fdatasync(l->fd) < 0)
+    return broken(l, -errno, "fdatasync", seq);
+
+  uint64_t size = l->sb.size;
+  release_big_buffer(l);
+  l->seq = seq;
+  l->off += size;
+  memcpy(l->head, h, sizeof h);
+  if (l->durability == AIRLOCK_DURABLE_ALWAYS)
+    l->durable_seq = seq;
+  else if (l->durable_seq + 1 == seq)
+    l->pending_since = now;
+  return 0;
+}
+
+int airlock_ledger_append(airlock_ledger *l, const char *kind, uint64_t run,
+                          const msgpack_object *fields, uint64_t *seq_out)
+{
+  if (l->sticky)
+    return l->sticky;
+  int known = 0;
+  for (const char *const *k = kinds; kind != NULL && *k != NULL && !known; k++)
+    known = strcmp(kind, *k) == 0;
+  if (!known)
+    return set_err(l, -EINVAL, "ledger: '%.32s' is not a record kind (init, call, reply, pause, "
+                   "resume, done)", kind ? kind : "(null)");
+  int rc = check_fields(l, fields, reserved_record);
+  if (rc < 0)
+    return rc;
+  uint32_t extra = fields ? fields->via.map.size : 0;
+  if (begin_record(l, kind, run, unix_now(), extra) < 0 || pack_fields(l, fields) < 0) {
+    release_big_buffer(l);
+    return set_err(l, -ENOMEM, "ledger: out of memory packing record seq %" PRIu64, l->seq + 1);
+  }
+  /* never write a body that a reader would refuse (nesting over the limit) */
+  char why[160];
+  size_t len = l->sb.size - LEDGER_HDR;
+  if (len <= AIRLOCK_LEDGER_BODY_MAX &&
+      airlock_msg_check(l->sb.data + LEDGER_HDR, len, why, sizeof why) < 0) {
+    release_big_buffer(l);
+    return set_err(l, -EINVAL, "ledger: record seq %" PRIu64 " cannot be read back: %s",
+                   l->seq + 1, why);
+  }
+  if ((rc = commit(l)) < 0)
+    return rc;
+  if (seq_out != NULL)
+    *seq_out = l->seq;
+  return 0;
+}
+
+/* Appends a body as it is (branch copies records); its seq must be the next. */
+static int append_raw(airlock_ledger *l, const void *body, size_t len)
+{
+  static const char zero[LEDGER_HDR];
+  if (l->sticky)
+    return l->sticky;
+  msgpack_sbuffer_clear(&l->sb);
+  if (msgpack_sbuffer_write(&l->sb, zero, sizeof zero) != 0 ||
+      msgpack_sbuffer_write(&l->sb, body, len) != 0) {
+    release_big_buffer(l);
+    return set_err(l, -ENOMEM, "ledger: out of memory copying record seq %" PRIu64, l->seq + 1);
+  }
+  return commit(l);
+}
+
+/* The first record of a new session. */
+static int write_session(airlock_ledger *l, const msgpack_object *fields)
+{
+  uint8_t id[AIRLOCK_LEDGER_ID_LEN];
+  size_t got = 0;
+  while (got < sizeof id) {   /* the kernel's CSPRNG; small reads never come short once seeded */
+    ssize_t n = getrandom(id + got, sizeof id - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return set_err(l, n < 0 ? -errno : -EIO, "ledger: getrandom for the session id failed");
+    got += (size_t)n;
+  }
+  static const char digits[] = "0123456789abcdef";
+  for (size_t i = 0; i < sizeof id; i++) {
+    l->id_hex[2 * i] = digits[id[i] >> 4];
+    l->id_hex[2 * i + 1] = digits[id[i] & 15];
+  }
+  l->id_hex[2 * sizeof id] = '\0';
+  ledger_h0(id, l->head);
+
+  double t = unix_now();
+  uint32_t extra = 2 + (fields ? fields->via.map.size : 0);
+  int bad = begin_record(l, "session", 0, t, extra);
+  airlock_pack_cstr(&l->pk, "id");
+  airlock_pack_cstr(&l->pk, l->id_hex);
+  airlock_pack_cstr(&l->pk, "created");
+  bad |= msgpack_pack_double(&l->pk, t);
+  if (bad || pack_fields(l, fields) < 0)
+    return set_err(l, -ENOMEM, "ledger: out of memory packing the session record");
+  int rc = commit(l);
+  if (rc == 0)
+    rc = sync_now(l);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ open and close */
+
+static int take_lock(airlock_ledger *l)
+{
+  char *path = ledger_join(l->dir, LEDGER_LOCK);
+  if (path == NULL)
+    return set_err(l, -ENOMEM, "ledger: out of memory");
+  l->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  int e = l->lock_fd < 0 ? -errno : 0;
+  free(path);
+  if (e == -ENOENT)
+    return set_err(l, e, "ledger: %s does not exist (open with create to start a session)", l->dir);
+  if (e < 0)
+    return set_err(l, e, "ledger: cannot open %s/%s: %s", l->dir, LEDGER_LOCK, strerror(-e));
+  while (flock(l->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+    if (errno == EINTR)
+      continue;
+    e = -errno;
+    if (e != -EWOULDBLOCK)
+      return set_err(l, e, "ledger: cannot lock %s/%s: %s", l->dir, LEDGER_LOCK, strerror(-e));
+    char buf[32] = "";
+    ssize_t n = pread(l->lock_fd, buf, sizeof buf - 1, 0);
+    buf[n > 0 ? n : 0] = '\0';
+    long pid = strtol(buf, NULL, 10);
+    if (pid > 0)
+      return set_err(l, e, "ledger: %s is in use by pid %ld", l->dir, pid);
+    return set_err(l, e, "ledger: %s is in use by another process (it has not written its pid "
+                   "yet)", l->dir);
+  }
+  l->locked = 1;
+  char buf[32];
+  int n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
+  if (ftruncate(l->lock_fd, 0) < 0 || pwrite(l->lock_fd, buf, (size_t)n, 0) != n) {
+    e = -errno;
+    return set_err(l, e, "ledger: cannot write the pid into %s/%s: %s", l->dir, LEDGER_LOCK,
+                   strerror(-e));
+  }
+  return 0;
+}
+
+static void free_ledger(airlock_ledger *l)
+{
+  if (l == NULL)
+    return;
+  if (l->fd >= 0)
+    close(l->fd);
+  if (l->lock_fd >= 0) {
+    if (l->locked && ftruncate(l->lock_fd, 0) < 0) {
+      /* the pid stays; the lock itself goes with the descriptor */
+    }
+    close(l->lock_fd);
+  }
+  msgpack_sbuffer_destroy(&l->sb);
+  free(l->dir);
+  free(l->journal);
+  free(l);
+}
+
+/* Scans the journal; cuts a torn tail (unless the open is going to fail for
+** want of records anyway). Fills rep and l's position. */
+static int recover(airlock_ledger *l, airlock_ledger_report *rep, int create)
+{
+  airlock_ledger_reader *r;
+  int rc = ledger_reader_open_path(l->journal, 0, &r, l->err, sizeof l->err);
+  if (rc < 0)
+    return rc;
+  airlock_ledger_record rec;
+  while ((rc = airlock_ledger_reader_next(r, &rec)) == 1)
+    ;
+  airlock_ledger_reader_report(r, rep);
+  if (rc == -EBADMSG)
+    set_err(l, rc, "%s; the journal is left as it is and cannot be written",
+            airlock_ledger_reader_error(r));
+  else if (rc < 0)
+    set_err(l, rc, "%s", airlock_ledger_reader_error(r));
+  airlock_ledger_reader_close(r);
+  if (rc < 0)
+    return rc;
+  if (rep->last_seq == 0 && !create)
+    return set_err(l, -ENOENT, "ledger: %s holds no records%s (open with create to start a "
+                   "session)", l->journal, rep->torn_bytes ? ", only a torn one" : "");
+  if (rep->torn_bytes > 0 &&
+      (ftruncate(l->fd, (off_t)rep->bytes) < 0 || fdatasync(l->fd) < 0)) {
+    int e = -errno;
+    return set_err(l, e, "ledger: cutting the torn tail of %s at offset %" PRIu64 " failed: %s",
+                   l->journal, rep->bytes, strerror(-e));
+  }
+  l->seq = rep->last_seq;
+  l->off = rep->bytes;
+  memcpy(l->head, rep->head, LEDGER_HASH);
+  memcpy(l->id_hex, rep->session_id, sizeof l->id_hex);
+  return 0;
+}
+
+int airlock_ledger_open(const char *dir, const airlock_ledger_opts *o, airlock_ledger **out,
+                        airlock_ledger_report *rep, char *err, size_t errlen)
+{
+  static const airlock_ledger_opts defaults = { 0 };
+  airlock_ledger_report local;
+  if (o == NULL)
+    o = &defaults;
+  if (rep == NULL)
+    rep = &local;
+  memset(rep, 0, sizeof *rep);
+  *out = NULL;
+  if (dir == NULL || *dir == '\0')
+    return ledger_fail(err, errlen, -EINVAL, "ledger: no directory given");
+  if (o->durability < AIRLOCK_DURABLE_NONE || o->durability > AIRLOCK_DURABLE_ALWAYS)
+    return ledger_fail(err, errlen, -EINVAL, "ledger: unknown durability %d", o->durability);
+  int rc = ledger_crypto_init(err, errlen);
+  if (rc < 0)
+    return rc;
+
+  airlock_ledger *l = calloc(1, sizeof *l);
+  if (l == NULL)
+    return ledger_fail(err, errlen, -ENOMEM, "ledger: out of memory");
+  l->fd = l->lock_fd = -1;
+  msgpack_sbuffer_init(&l->sb);
+  msgpack_packer_init(&l->pk, &l->sb, msgpack_sbuffer_write);
+  l->durability = o->durability;
+  l->batch_ms = o->batch_ms ? o->batch_ms : AIRLOCK_LEDGER_BATCH_MS_DEFAULT;
+  l->dir = strdup(dir);
+  l->journal = ledger_join(dir, LEDGER_JOURNAL);
+  if (l->dir == NULL || l->journal == NULL) {
+    rc = set_err(l, -ENOMEM, "ledger: out of memory");
+    goto fail;
+  }
+  if ((rc = check_fields(l, o->session_fields, reserved_session)) < 0)
+    goto fail;
+
+  int made_dir = 0;
+  if (o->create) {
+    if (mkdir(dir, 0700) == 0) {
+      made_dir = 1;
+    } else if (errno != EEXIST) {
+      rc = set_err(l, -errno, "ledger: cannot create %s: %s", dir, strerror(errno));
+      goto fail;
+    }
+  }
+  if ((rc = take_lock(l)) < 0)
+    goto fail;
+  l->fd = open(l->journal, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+  if (l->fd < 0 && errno == ENOENT && o->create) {
+    l->fd = open(l->journal, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_CREAT | O_EXCL, 0600);
+  }
+  if (l->fd < 0) {
+    rc = -errno;
+    if (rc == -ENOENT)
+      set_err(l, rc, "ledger: %s does not exist (open with create to start a session)", l->journal);
+    else
+      set_err(l, rc, "ledger: cannot open %s: %s", l->journal, strerror(-rc));
+    goto fail;
+  }
+  if ((rc = recover(l, rep, o->create)) < 0)
+    goto fail;
+
+  if (l->seq == 0) {
+    if ((rc = write_session(l, o->session_fields)) < 0)
+      goto fail;
+    l->created = 1;
+    /* the names must survive a power cut as well as the record */
+    if ((rc = fsync_path(dir)) < 0 || (made_dir && (rc = fsync_parent(dir)) < 0)) {
+      set_err(l, rc, "ledger: fsync of the directory of %s failed: %s", l->journal, strerror(-rc));
+      goto fail;
+    }
+    rep->records = rep->last_seq = 1;
+    rep->bytes = l->off;
+    memcpy(rep->head, l->head, LEDGER_HASH);
+    memcpy(rep->session_id, l->id_hex, sizeof rep->session_id);
+  } else if (fdatasync(l->fd) < 0) {
+    rc = set_err(l, -errno, "ledger: fdatasync of %s failed: %s", l->journal, strerror(errno));
+    goto fail;
+  }
+  l->durable_seq = l->seq;
+  *out = l;
+  return 0;
+
+fail:
+  ledger_fail(err, errlen, rc, "%s", l->err);
+  free_ledger(l);
+  return rc;
+}
+
+int airlock_ledger_tick(airlock_ledger *l)
+{
+  if (l->sticky)
+    return l->sticky;
+  if (l->durability == AIRLOCK_DURABLE_BATCH && window_passed(l, mono_ms()))
+    return sync_now(l);
+  return 0;
+}
+
+int airlock_ledger_sync_due_ms(const airlock_ledger *l)
+{
+  if (l->sticky || l->durability != AIRLOCK_DURABLE_BATCH || l->durable_seq == l->seq)
+    return -1;
+  double left = l->pending_since + (double)l->batch_ms - mono_ms();
+  if (left <= 0)
+    return 0;
+  return (int)left + 1;
+}
+
+int airlock_ledger_flush(airlock_ledger *l)
+{
+  if (l->sticky)
+    return l->sticky;
+  return sync_now(l);
+}
+
+uint64_t airlock_ledger_durable_seq(const airlock_ledger *l)
+{
+  return l->durable_seq;
+}
+
+void airlock_ledger_head(const airlock_ledger *l, uint64_t *seq, uint8_t hash[AIRLOCK_LEDGER_HASH_LEN])
+{
+  if (seq != NULL)
+    *seq = l->seq;
+  if (hash != NULL)
+    memcpy(hash, l->head, LEDGER_HASH);
+}
+
+const char *airlock_ledger_session_id(const airlock_ledger *l)
+{
+  return l->id_hex;
+}
+
+const char *airlock_ledger_error(const airlock_ledger *l)
+{
+  return l->err;
+}
+
+int airlock_ledger_close(airlock_ledger *l)
+{
+  if (l == NULL)
+    return 0;
+  int rc = l->sticky ? l->sticky : sync_now(l);
+  free_ledger(l);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ branch */
+
+static msgpack_object str_object(const char *s, size_t n)
+{
+  msgpack_object o = { .type = MSGPACK_OBJECT_STR };
+  o.via.str.ptr = s;
+  o.via.str.size = (uint32_t)n;
+  return o;
+}
+
+/* Reads src up to at_seq; fills the chain hash there. */
+static int prefix_head(const char *src, uint64_t at_seq, uint8_t hash[LEDGER_HASH],
+                       char *err, size_t errlen)
+{
+  airlock_ledger_reader *r;
+  int rc = airlock_ledger_reader_open(src, &r, err, errlen);
+  if (rc < 0)
+    return rc;
+  airlock_ledger_record rec;
+  while ((rc = airlock_ledger_reader_next(r, &rec)) == 1 && rec.seq < at_seq)
+    ;
+  if (rc == 1) {
+    memcpy(hash, rec.hash, LEDGER_HASH);
+    rc = 0;
+  } else if (rc == 0) {
+    airlock_ledger_report rep;
+    airlock_ledger_reader_report(r, &rep);
+    rc = ledger_fail(err, errlen, -ERANGE, "ledger: %s ends at seq %" PRIu64 ", before seq %"
+                     PRIu64, src, rep.last_seq, at_seq);
+  } else {
+    ledger_fail(err, errlen, rc, "ledger: cannot branch: %s", airlock_ledger_reader_error(r));
+  }
+  airlock_ledger_reader_close(r);
+  return rc;
+}
+
+/* Copies the prefix: reads src again (verifying as it goes), writes dst. */
+static int copy_prefix(const char *src, uint64_t at_seq, const uint8_t want[LEDGER_HASH],
+                       const char *dst, char *err, size_t errlen)
+{
+  airlock_ledger_reader *r;
+  int rc = airlock_ledger_reader_open(src, &r, err, errlen);
+  if (rc < 0)
+    return rc;
+  airlock_ledger_record rec;
+  airlock_ledger *l = NULL;
+  msgpack_object_kv *kv = NULL;
+  if ((rc = airlock_ledger_reader_next(r, &rec)) != 1) {
+    rc = ledger_fail(err, errlen, rc < 0 ? rc : -EBADMSG, "ledger: cannot branch: %s",
+                     airlock_ledger_reader_error(r));
+    goto out;
+  }
+
+  /* the new session: src's own fields, and where it came from */
+  char head[96];
+  airlock_ledger_format_checkpoint(at_seq, want, head, sizeof head);
+  const msgpack_object *body = rec.body;
+  kv = calloc(body->via.map.size + 1, sizeof *kv);
+  if (kv == NULL) {
+    rc = ledger_fail(err, errlen, -ENOMEM, "ledger: out of memory");
+    goto out;
+  }
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < body->via.map.size; i++) {
+    const msgpack_object *k = &body->via.map.ptr[i].key;
+    int own = is_key(k, "branch");
+    for (const char *const *p = reserved_session; *p != NULL && !own; p++)
+      own = is_key(k, *p);
+    if (!own)
+      kv[n++] = body->via.map.ptr[i];
+  }
+  char src_id[sizeof ((airlock_ledger_report *)0)->session_id];
+  airlock_ledger_report rep;
+  airlock_ledger_reader_report(r, &rep);
+  memcpy(src_id, rep.session_id, sizeof src_id);
+  msgpack_object_kv from[3] = {
+    { .key = str_object("from", 4), .val = str_object(src_id, strlen(src_id)) },
+    { .key = str_object("at", 2), .val = { .type = MSGPACK_OBJECT_POSITIVE_INTEGER } },
+    { .key = str_object("head", 4), .val = str_object(head, strlen(head)) },
+  };
+  from[1].val.via.u64 = at_seq;
+  kv[n].key = str_object("branch", 6);
+  kv[n].val.type = MSGPACK_OBJECT_MAP;
+  kv[n].val.via.map.ptr = from;
+  kv[n].val.via.map.size = 3;
+  n++;
+  msgpack_object fields = { .type = MSGPACK_OBJECT_MAP };
+  fields.via.map.ptr = kv;
+  fields.via.map.size = n;
+  airlock_ledger_opts o = { .create = 1, .durability = AIRLOCK_DURABLE_NONE,
+                            .session_fields = &fields };
+  if ((rc = airlock_ledger_open(dst, &o, &l, NULL, err, errlen)) < 0)
+    goto out;
+  if (!l->created) {
+    rc = ledger_fail(err, errlen, -EEXIST, "ledger: %s already holds records", dst);
+    goto out;
+  }
+
+  while (rec.seq < at_seq) {
+    if ((rc = airlock_ledger_reader_next(r, &rec)) != 1) {
+      rc = ledger_fail(err, errlen, rc < 0 ? rc : -EAGAIN, "ledger: cannot branch: %s",
+                       rc < 0 ? airlock_ledger_reader_error(r) : "the source got shorter");
+      goto out;
+    }
+    if ((rc = append_raw(l, rec.raw, rec.raw_len)) < 0) {
+      ledger_fail(err, errlen, rc, "%s", airlock_ledger_error(l));
+      goto out;
+    }
+  }
+  if (memcmp(rec.hash, want, LEDGER_HASH) != 0) {
+    rc = ledger_fail(err, errlen, -EAGAIN, "ledger: cannot branch: %s changed while it was read",
+                     src);
+    goto out;
+  }
+  if ((rc = airlock_ledger_flush(l)) < 0)
+    ledger_fail(err, errlen, rc, "%s", airlock_ledger_error(l));
+
+out:
+  if (l != NULL && rc < 0 && l->created) {
+    /* leave no half-made session behind (the lock is still held) */
+    char *j = ledger_join(dst, LEDGER_JOURNAL);
+    if (j != NULL)
+      unlink(j);
+    free(j);
+  }
+  int crc = airlock_ledger_close(l);
+  if (rc == 0 && crc < 0)
+    rc = ledger_fail(err, errlen, crc, "ledger: closing %s failed: %s", dst, strerror(-crc));
+  free(kv);
+  airlock_ledger_reader_close(r);
+  return rc;
+}
+
+int airlock_ledger_branch(const char *src, uint64_t at_seq, const char *dst,
+                          char *err, size_t errlen)
+{
+  if (at_seq == 0)
+    return ledger_fail(err, errlen, -ERANGE, "ledger: a branch needs a seq of at least 1");
+  int rc = ledger_crypto_init(err, errlen);
+  if (rc < 0)
+    return rc;
+  char *j = ledger_join(dst, LEDGER_JOURNAL);
+  if (j == NULL)
+    return ledger_fail(err, errlen, -ENOMEM, "ledger: out of memory");
+  struct stat st;
+  int exists = stat(j, &st) == 0 && st.st_size > 0;
+  free(j);
+  if (exists)
+    return ledger_fail(err, errlen, -EEXIST, "ledger: %s already holds a journal", dst);
+  uint8_t want[LEDGER_HASH];
+  if ((rc = prefix_head(src, at_seq, want, err, errlen)) < 0)
+    return rc;
+  return copy_prefix(src, at_seq, want, dst, err, errlen);
+}

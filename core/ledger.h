@@ -1,0 +1,219 @@
+/*
+** ledger.h -- the ledger: a hash-chained, append-only journal of a session's
+** records, with crash recovery, streaming verification against checkpoints,
+** and branching. Same conventions as airlock.h: 0 (or a count) on success,
+** -errno on failure, messages into caller buffers or a message accessor;
+** nothing prints, exits or touches signal dispositions.
+**
+** On disk, a session directory DIR holds two files:
+**   DIR/lock     flock(2)ed by the one writer, which writes its pid in it
+**   DIR/journal  records, back to back. Each record is
+**                  4-byte big-endian length N (1 <= N <= AIRLOCK_LEDGER_BODY_MAX)
+**                  N bytes: the body, one msgpack map
+**                  32 bytes: the chain hash h_n = SHA-256(h_{n-1} || body_n)
+**                where h_0 = SHA-256("airlock-ledger-v1\0" || the 16 session id bytes).
+** Every body's map holds seq (1, 2, 3, ... consecutive), kind (string), run
+** (unsigned integer) and t (unix time, float) exactly once -- the writer puts
+** them first -- and then the caller's fields (string keys). Record 1 is kind "session" and also holds id
+** (the session id: 16 random bytes as 32 lowercase hex digits) and created
+** (unix seconds, float). Kinds written by callers: init, call, reply, pause,
+** resume, done.
+**
+** What verification proves, and what it cannot:
+**  - Any altered byte, substituted, deleted or reordered record up to the end of
+**    the journal breaks the chain and is named with the first bad seq.
+**  - Removing records from the end, or rewriting the whole journal with fresh
+**    hashes, is only detected against a checkpoint (seq, hash) kept outside the
+**    ledger's authority: records after the last checkpoint can be lost without
+**    detection.
+**  - The chain proves the journal is what its producer wrote, not that what it
+**    wrote is true: a lying producer can record lies.
+**
+** Threads: a ledger or reader object is used by one thread at a time; distinct
+** objects may be used on distinct threads. Within one process, open a session
+** directory for writing once (flock is per open file, so a second open in the
+** same process is refused like any other writer).
+*/
+#ifndef AIRLOCK_LEDGER_H
+#define AIRLOCK_LEDGER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <msgpack.h>
+
+#define AIRLOCK_LEDGER_BODY_MAX  (16u << 20)  /* largest body, as for frames */
+#define AIRLOCK_LEDGER_HASH_LEN  32
+#define AIRLOCK_LEDGER_ID_LEN    16           /* session id bytes (32 hex digits) */
+#define AIRLOCK_LEDGER_KIND_MAX  32           /* bytes in a kind read from a journal */
+#define AIRLOCK_LEDGER_BATCH_MS_DEFAULT 2
+
+/* How far an append goes before it returns. */
+enum {
+  AIRLOCK_DURABLE_NONE = 0,   /* write(2) only: survives a crash of the process,
+                                 not of the machine, until flush or close */
+  AIRLOCK_DURABLE_BATCH,      /* group commit: one fdatasync covers every record
+                                 written within batch_ms (see airlock_ledger_tick) */
+  AIRLOCK_DURABLE_ALWAYS,     /* fdatasync before each append returns */
+};
+
+/* "none", "batch", "always"; "?" for another value. */
+const char *airlock_ledger_durability_name(int durability);
+/* The mode for a word, or -1. */
+int airlock_ledger_durability_from_name(const char *word);
+
+typedef struct airlock_ledger airlock_ledger;
+
+typedef struct airlock_ledger_opts {
+  int create;              /* 1: make DIR (mode 0700, its parent must exist) and
+                              start a new session when there is no journal yet,
+                              or it is empty. 0: the journal must exist */
+  int durability;          /* AIRLOCK_DURABLE_*; 0 is none */
+  unsigned batch_ms;       /* batch: group-commit window; 0 means the default (2) */
+  const msgpack_object *session_fields; /* a new session's extra fields (a map
+                              with string keys other than seq, kind, run, t, id,
+                              created), e.g. a policy digest; NULL for none.
+                              Used only when this open starts the session;
+                              read only during the call */
+} airlock_ledger_opts;
+
+/* What a scan found. Filled by open, verify and the reader. */
+typedef struct airlock_ledger_report {
+  uint64_t records;        /* complete, verified records */
+  uint64_t last_seq;       /* seq of the last of them (0: none) */
+  uint8_t head[AIRLOCK_LEDGER_HASH_LEN]; /* its chain hash (h_0 if none) */
+  uint64_t bytes;          /* journal bytes they take */
+  uint64_t torn_bytes;     /* bytes of a partial last record (open: truncated) */
+  uint64_t first_bad_seq;  /* 0, or the seq where verification failed */
+  char session_id[2 * AIRLOCK_LEDGER_ID_LEN + 1]; /* "" until record 1 is read */
+  char reason[256];        /* "" when all is well; otherwise one sentence that
+                              starts with the word naming the damage: altered,
+                              substituted, deleted, reordered, malformed,
+                              truncated, checkpoint, torn (a torn tail alone is
+                              not a failure), or io */
+} airlock_ledger_report;
+
+/* ------------------------------------------------------------------ writer */
+
+/* Opens DIR for writing. Steps: set up SHA-256 (OpenSSL); with o->create, mkdir DIR if
+** missing; take DIR/lock (flock LOCK_EX|LOCK_NB, the holder's pid written in
+** it); scan and verify the whole journal, streaming, in bounded memory; a torn
+** tail (a partial last record: short header, short body or short hash, or a
+** zero-filled tail) is cut off (ftruncate, then fdatasync) and reported in
+** rep->torn_bytes; finally fdatasync the journal, so everything in it counts as
+** durable. A new session's record is written and synced, and DIR is fsynced.
+** o may be NULL (open an existing journal, durability none). rep may be NULL.
+** Returns 0 and *out, or -errno with a message in err:
+**   -EWOULDBLOCK  another writer holds the lock: "ledger: DIR is in use by pid N"
+**   -EBADMSG      a complete record is bad (rep->first_bad_seq, rep->reason);
+**                 the journal is left exactly as it is and no writer is opened
+**   -ENOENT       no journal and o->create is 0
+**   -EINVAL       bad options or session fields; other -errno from the system. */
+int airlock_ledger_open(const char *dir, const airlock_ledger_opts *o, airlock_ledger **out,
+                        airlock_ledger_report *rep, char *err, size_t errlen);
+
+/* Appends one record {seq, kind, run, t, fields...}. kind is one of init, call,
+** reply, pause, resume, done; fields is a map with string keys other than seq,
+** kind, run and t, or NULL, nested at most AIRLOCK_MSG_DEPTH_MAX deep (what a
+** reader accepts). The record is admitted once it is in the file: one
+** write(2) of the whole record (header, body, hash) with O_APPEND; then
+**   always: fdatasync before returning (durable_seq == the new seq);
+**   batch:  group commit: once the oldest unsynced record is batch_ms old, one
+**           fdatasync covers every record written since the last one; it is
+**           done by airlock_ledger_tick, airlock_ledger_flush, or the next
+**           append (before it writes its own record);
+**   none:   no sync until flush or close.
+** Returns 0 and *seq_out (may be NULL), or -errno:
+**   -EINVAL (bad kind or fields), -EMSGSIZE (body over AIRLOCK_LEDGER_BODY_MAX),
+**      -ENOMEM: nothing written, the ledger stays usable;
+**   any write or sync failure (-ENOSPC, -EIO, -EFBIG, ...): the file is cut back
+**      so it holds no partial record (always mode: not this record either), and
+**      the ledger refuses every later append with the same error (sticky);
+**      airlock_ledger_error says what happened. A caller that sets RLIMIT_FSIZE
+**      should ignore SIGXFSZ so that the limit surfaces here as -EFBIG. */
+int airlock_ledger_append(airlock_ledger *l, const char *kind, uint64_t run,
+                          const msgpack_object *fields, uint64_t *seq_out);
+
+/* Batch mode: fdatasync when the oldest unsynced record is batch_ms old. Cheap
+** otherwise; call it from the event loop. Returns 0 or -errno (sticky). */
+int airlock_ledger_tick(airlock_ledger *l);
+/* Milliseconds until airlock_ledger_tick has work (0: now), or -1 when no record
+** awaits a sync; an event loop's wait should not exceed it. */
+int airlock_ledger_sync_due_ms(const airlock_ledger *l);
+/* fdatasync now if any record is not yet durable. Returns 0 or -errno (sticky). */
+int airlock_ledger_flush(airlock_ledger *l);
+/* Highest seq known to be on disk (after an fdatasync). */
+uint64_t airlock_ledger_durable_seq(const airlock_ledger *l);
+/* The last record's seq and chain hash (both may be NULL). */
+void airlock_ledger_head(const airlock_ledger *l, uint64_t *seq, uint8_t hash[AIRLOCK_LEDGER_HASH_LEN]);
+/* The session id as 32 hex digits; lives as long as l. */
+const char *airlock_ledger_session_id(const airlock_ledger *l);
+/* The message for the last failure on l ("" if none). */
+const char *airlock_ledger_error(const airlock_ledger *l);
+/* Flushes, releases the lock and frees l. Returns 0, or the -errno of the final
+** flush (l is freed either way). NULL is a no-op. */
+int airlock_ledger_close(airlock_ledger *l);
+
+/* ------------------------------------------------------------------ reading */
+
+typedef struct airlock_ledger_reader airlock_ledger_reader;
+
+/* One record, as read. Pointers live until the next call on the reader. */
+typedef struct airlock_ledger_record {
+  uint64_t seq;
+  uint64_t run;
+  double t;
+  char kind[AIRLOCK_LEDGER_KIND_MAX + 1];
+  const msgpack_object *body;     /* the whole map */
+  const uint8_t *raw;             /* the body's bytes */
+  size_t raw_len;
+  uint8_t hash[AIRLOCK_LEDGER_HASH_LEN]; /* chain hash after this record */
+  uint64_t offset;                /* of its length header in the journal */
+} airlock_ledger_record;
+
+/* Opens DIR/journal for reading; needs no lock (a record a writer is still
+** writing reads as a torn tail). Returns 0 and *out, or -errno with a message. */
+int airlock_ledger_reader_open(const char *dir, airlock_ledger_reader **out, char *err, size_t errlen);
+/* Reads and verifies the next record (chain, seq, fields; record 1 must be the
+** session). Returns 1 with rec filled, 0 at the end (a torn tail, if any, is in
+** the report), or -EBADMSG / -errno; the report then says which seq and why, and
+** every later call returns the same. Memory stays bounded by the largest record. */
+int airlock_ledger_reader_next(airlock_ledger_reader *r, airlock_ledger_record *rec);
+/* What the reader has seen so far (see airlock_ledger_report). */
+void airlock_ledger_reader_report(const airlock_ledger_reader *r, airlock_ledger_report *rep);
+/* The reader's error message ("" if none). */
+const char *airlock_ledger_reader_error(const airlock_ledger_reader *r);
+/* NULL is a no-op. */
+void airlock_ledger_reader_close(airlock_ledger_reader *r);
+
+/* Verifies the whole journal, streaming, without a lock. With a checkpoint
+** (checkpoint_seq non-NULL), the record with that seq must exist and carry that
+** chain hash. Returns 0 (a torn tail is reported in rep->torn_bytes, not an
+** error), -EBADMSG with rep->first_bad_seq and rep->reason (altered, substituted,
+** deleted, reordered, malformed, truncated before the checkpoint, checkpoint
+** hash differs), or -errno (rep->reason says what failed). rep must not be NULL. */
+int airlock_ledger_verify(const char *dir, const uint64_t *checkpoint_seq,
+                          const uint8_t checkpoint_hash[AIRLOCK_LEDGER_HASH_LEN],
+                          airlock_ledger_report *rep);
+
+/* Starts session dst from src's records 1..at_seq: a new session record (new id,
+** created now, src's session fields, and branch = {from = src's id, at = at_seq,
+** head = "SEQ:HEX" of src at at_seq}), then src's records 2..at_seq with their
+** bodies unchanged and the chain rebuilt for the new id. src is read without a
+** lock and must verify up to at_seq. dst is created (mode 0700) and must not
+** already hold records; the result is synced. Returns 0, or -errno with a
+** message: -ERANGE (src ends before at_seq, or at_seq is 0), -EEXIST, -EBADMSG. */
+int airlock_ledger_branch(const char *src, uint64_t at_seq, const char *dst,
+                          char *err, size_t errlen);
+
+/* ------------------------------------------------------------------ checkpoints */
+
+/* 64 lowercase hex digits and a NUL into out. */
+void airlock_ledger_hex(const uint8_t hash[AIRLOCK_LEDGER_HASH_LEN], char out[65]);
+/* "SEQ:HEX" into out (at least 86 bytes). Returns out. */
+char *airlock_ledger_format_checkpoint(uint64_t seq, const uint8_t hash[AIRLOCK_LEDGER_HASH_LEN],
+                                       char *out, size_t outlen);
+/* Parses "SEQ:HEX" (decimal seq >= 1, 64 hex digits of either case). Returns 0,
+** or -EINVAL. */
+int airlock_ledger_parse_checkpoint(const char *s, uint64_t *seq, uint8_t hash[AIRLOCK_LEDGER_HASH_LEN]);
+
+#endif

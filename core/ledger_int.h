@@ -1,0 +1,37 @@
+/*
+** ledger_int.h -- what core/ledger.c (writer, branch) and core/ledger_read.c
+** (reader, verify) share. Not part of the public API.
+*/
+#ifndef AIRLOCK_LEDGER_INT_H
+#define AIRLOCK_LEDGER_INT_H
+
+#include <stdarg.h>
+#include "ledger.h"
+
+#define LEDGER_HDR   4                          /* length header */
+#define LEDGER_HASH  AIRLOCK_LEDGER_HASH_LEN    /* chain hash after each body */
+#define LEDGER_JOURNAL "journal"
+#define LEDGER_LOCK    "lock"
+
+/* fetches OpenSSL's SHA-256 once per process and a digest context per thread. Returns 0,
+** or -EIO with a message. */
+int ledger_crypto_init(char *err, size_t errlen);
+/* h_0 = SHA-256("airlock-ledger-v1\0" || id). */
+void ledger_h0(const uint8_t id[AIRLOCK_LEDGER_ID_LEN], uint8_t out[LEDGER_HASH]);
+/* h_n = SHA-256(prev || body). */
+void ledger_chain(const uint8_t prev[LEDGER_HASH], const void *body, size_t len,
+                  uint8_t out[LEDGER_HASH]);
+/* Decodes 2n hex digits (either case) into n bytes. Returns 0, or -EINVAL. */
+int ledger_unhex(const char *s, size_t n, uint8_t *out);
+/* malloc'd "dir/name", or NULL. */
+char *ledger_join(const char *dir, const char *name);
+/* vsnprintf into err (when there is room), then returns rc. */
+__attribute__((format(printf, 4, 5)))
+int ledger_fail(char *err, size_t errlen, int rc, const char *fmt, ...);
+
+/* Opens a journal file for streaming reads. decode 0 skips msgpack-c (verify
+** needs only the fields it reads itself), and rec->body is then NULL. */
+int ledger_reader_open_path(const char *journal, int decode, airlock_ledger_reader **out,
+                            char *err, size_t errlen);
+
+#endif
