@@ -88,5 +88,6 @@ tool("test-confine-spec", { "spec/c/test_confine_spec.c" }, { "airlock-core", "s
 tool("attack", { "spec/fixtures/attack.c" }, { "airlock-core", "crypto", "seccomp" })
 tool("hostile-worker", { "spec/fixtures/hostile_worker.c" }, { "airlock-core", "msgpackc", "crypto", "seccomp" })
 tool("airlock-baseline", { "bench/baseline.c" }, { "msgpackc" })
+tool("airlock-netns", { "bench/netns.c" })
 tool("test-ledger", { "spec/c/test_ledger.c" }, { "airlock-core", "msgpackc", "crypto" })
 tool("airlock-ledger-bench", { "bench/ledger_bench.c" }, { "airlock-core", "msgpackc", "crypto", "sqlite3" })

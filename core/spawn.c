@@ -89,15 +89,20 @@ static int write_proc(const char *path, const char *text, size_t len) {
 ** ambient set and the inheritable set. Needs CAP_SETPCAP, which a child in a
 ** new user namespace has there, and root has outside. */
 static int drop_capabilities(void) {
-  for (unsigned long cap = 0; cap < 64; cap++)
-    if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0) {
-      if (errno == EINVAL) break;   /* past the kernel's last capability */
-      return -1;
-    }
-  if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL) return -1;
   struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
   struct __user_cap_data_struct d[2];
   if (syscall(SYS_capget, &h, d) < 0) return -1;
+  for (unsigned long cap = 0; cap < 64; cap++)
+    if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0) {
+      if (errno == EINVAL) break;   /* past the kernel's last capability */
+      /* Without CAP_SETPCAP (not root, no user namespace) the bounding set
+      ** stays, but a process that permits itself nothing has nothing to drop:
+      ** exec can only add capabilities through file capabilities, which
+      ** no_new_privs voids. Anything else is an error. */
+      if (errno == EPERM && d[0].permitted == 0 && d[1].permitted == 0) break;
+      return -1;
+    }
+  if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL) return -1;
   d[0].inheritable = d[1].inheritable = 0;
   return (int)syscall(SYS_capset, &h, d);
 }

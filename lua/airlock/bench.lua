@@ -1,9 +1,64 @@
 -- airlock.bench -- `airlock bench`: measures airlock against baselines taken in
 -- the same run (plain fork+exec, raw socketpair ping-pong, bubblewrap when
--- installed) and prints ratios. A measurement, never a pass/fail test.
+-- installed) and prints ratios. A measurement, never a pass/fail test: targets
+-- are reported as met or missed, never asserted.
+--
+-- Spawn->done of a trivial guest is measured for several confinement variants
+-- through one broker, interleaved round by round, so every ratio compares
+-- figures taken under the same machine load:
+--   confined       the stock untrusted policy: every layer on (the spawn-done row)
+--   unconfined     the same policy with every layer off (no namespaces, no rlimits,
+--                  capabilities kept, no no_new_privs, Landlock or seccomp)
+--   bwrap          bwrap --unshare-all --ro-bind / / /bin/true, when installed
+--   layer-*        one layer group on at a time, against unconfined
+-- Each variant's first run is checked: its confinement report must show exactly
+-- the layers the variant asks for, or its rows say why it was not timed rather
+-- than mislabel it (without root, some layers cannot be had alone).
+--
+-- The network namespace question. A fresh net namespace per run costs a few
+-- hundred microseconds (the netns-* rows time clone with and without
+-- CLONE_NEWNET, and setns into one pre-made namespace held open by fd; the
+-- layer-ns-net and confined-ownnet rows are the same cost inside airlock), and
+-- the kernel frees each one later in a work queue, which these rows do not
+-- even count. As root, the untrusted policy already makes every run join one
+-- pre-made, empty namespace (shared_net). Is that as safe as one per run?
+--   * Towards the outside, yes: both hold only a loopback device that is down,
+--     so neither has a route anywhere.
+--   * Between runs: what a net namespace scopes is shared, namely the loopback
+--     device, the port space and the abstract unix socket names. Runs could
+--     meet there only through a socket of their own, and socket() and
+--     socketpair() are not on the worker's seccomp allowlist; neither are
+--     bind, connect or sendto (sendmsg is, but the worker's only sockets are
+--     connected stream sockets, which refuse a destination address). Behind
+--     seccomp, Landlock ABI >= 6 scopes abstract unix sockets to the worker's
+--     own domain, and each run has its own, so even a socket could not reach
+--     another run's abstract name; ABI >= 4 refuses TCP bind and connect. IP
+--     between runs would also need the loopback device up, which takes
+--     CAP_NET_ADMIN over the namespace's owner (the initial user namespace);
+--     the worker has no capability there, nor any after exec.
+--     So a channel between two runs needs seccomp and Landlock to fail
+--     together. On a kernel before Landlock ABI 6 (Linux 6.12) seccomp alone
+--     keeps runs apart in a shared namespace, where one per run would still
+--     separate their abstract names.
+--   * Nothing persists from run to run: everything that would outlive a
+--     process in the namespace (addresses, routes, net.* sysctls, nftables)
+--     needs CAP_NET_ADMIN over it, and sockets die with their process.
+--   * What it leaks: the per-namespace views /proc/net/* (unix, netlink,
+--     sockstat counters...), /sys/class/net and /proc/sys/net would show the
+--     other runs' traces, if a run could read them. A worker cannot: Landlock
+--     grants it no filesystem right, its mount namespace is its own, and
+--     netlink (rtnetlink, sock_diag) needs socket(). The interface list is one
+--     loopback device, the same for everyone.
+--   * Joining needs CAP_SYS_ADMIN over the initial user namespace (root);
+--     other hosts, and policies with shared_net = false, get one per run.
+-- Conclusion: joining one pre-made empty namespace is as safe as one per run,
+-- except as defence in depth for the case where seccomp fails and Landlock
+-- cannot scope abstract sockets (ABI < 6) or fails too; and setns costs about
+-- what a plain clone does, so the namespace becomes free.
 local airlock = require "airlock"
 local core = require "airlock.core"
 local json = require "airlock.json"
+local policy = require "airlock.policy"
 
 local M = {}
 
@@ -13,49 +68,239 @@ local function percentile(xs, p)
   return xs[i]
 end
 
+local function summary(times)
+  local total = 0
+  for _, x in ipairs(times) do total = total + x end
+  return { median_us = percentile(times, 0.5), p99_us = percentile(times, 0.99), n = #times,
+           per_sec = total > 0 and #times / (total / 1e6) or nil }
+end
+
 local function bindir()
   local w = assert(core.worker_path())
   return w:match("^(.*)/[^/]+$")
 end
 
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+-- Runs a program in bin/ and returns its JSON lines as tables, or nil, why.
+local function json_lines(cmd)
+  local p = io.popen(cmd .. " 2>&1")
+  local out = p:read("a")
+  p:close()
+  local rows = {}
+  for line in out:gmatch("[^\n]+") do
+    local ok, t = pcall(json.decode, line)
+    if not ok or type(t) ~= "table" then return nil, cmd .. ": " .. line end
+    rows[#rows + 1] = t
+  end
+  if #rows == 0 then return nil, cmd .. ": no output" end
+  return rows
+end
+
 -- Runs airlock-baseline and returns its JSON line as a table.
 local function baseline(args)
   local cmd = bindir() .. "/airlock-baseline " .. args
-  local p = io.popen(cmd .. " 2>/dev/null")
-  local out = p:read("a")
-  p:close()
-  local t = json.decode(out)
+  local rows = json_lines(cmd)
+  local t = rows and rows[1]
   if type(t) ~= "table" or not t.median_us then error("bench: baseline failed: " .. cmd, 0) end
   return t
 end
 
--- spawn -> ready -> trivial guest -> done, through one broker.
-local function bench_spawn(n, pol)
-  local b <close> = airlock.broker()
-  local times = {}
-  for i = 1, n + 10 do
-    local t0 = core.now_ms()
-    local run = assert(b:start { guest = "return 1", policy = pol })
-    local res = run:wait(b)
-    if not res.ok then error("bench: trivial guest failed: " .. res.cause .. ": " .. res.message, 0) end
-    if i > 10 then times[#times + 1] = (core.now_ms() - t0) * 1000 end
+local function which(name)
+  for dir in ((os.getenv("PATH") or "") .. ":/usr/bin:/bin"):gmatch("[^:]+") do
+    if exists(dir .. "/" .. name) then return dir .. "/" .. name end
   end
-  return { median_us = percentile(times, 0.5), p99_us = percentile(times, 0.99) }
 end
 
--- A program spawned through the broker's own machinery (no protocol).
-local function bench_program(n, argv)
-  local b <close> = airlock.broker()
-  local times = {}
-  for i = 1, n + 3 do
-    local t0 = core.now_ms()
-    local run = assert(b:_start { argv = argv, handlers = {}, expect_ready = false, deadline_ms = 10000 })
-    local res = run:wait(b)
-    if res.exit_code ~= 0 then return nil, (res.stderr ~= "" and res.stderr or res.message) end
-    if i > 3 then times[#times + 1] = (core.now_ms() - t0) * 1000 end
-  end
-  return { median_us = percentile(times, 0.5), p99_us = percentile(times, 0.99) }
+-- ------------------------------------------------------------------ confinement variants
+
+local function copy(t)
+  if type(t) ~= "table" then return t end
+  local c = {}
+  for k, v in pairs(t) do c[k] = copy(v) end
+  return c
 end
+
+-- Every layer off. Not expressed as policy.extend(untrusted, {confine = {rlimits =
+-- {}}}): an empty table merges as an empty map, so untrusted's rlimits would stay.
+local OFF = { namespaces = {}, shared_net = false, rlimits = nil, capabilities = "keep",
+              no_new_privs = false, landlock = false, seccomp = false, require = {} }
+
+-- untrusted with its confine section replaced by OFF plus `on`.
+local function variant_policy(name, on)
+  local p = copy(policy.load("untrusted"))
+  p.name = "bench-" .. name
+  p.confine = copy(OFF)
+  for k, v in pairs(on or {}) do p.confine[k] = copy(v) end
+  return policy.new(p)
+end
+
+local function nonempty(t)
+  for _ in pairs(t or {}) do return true end
+  return false
+end
+
+local function set_of_words(list)
+  local s = {}
+  if list == "all" then list = policy.NAMESPACES end
+  for _, w in ipairs(list or {}) do s[w] = true end
+  return s
+end
+
+-- What a variant's first run must report: layer -> true (applied) / false
+-- (skipped), and for the net namespace "shared" / "own" / nil.
+local function expectation(c)
+  local ns = set_of_words(c.namespaces)
+  return {
+    namespaces = next(ns) ~= nil,
+    rlimits = nonempty(c.rlimits),
+    capabilities = c.capabilities == "drop",
+    no_new_privs = c.no_new_privs == true,
+    landlock = c.landlock == true,
+    seccomp = c.seccomp == true,
+    net = ns.net and (c.shared_net and "shared" or "own") or nil,
+  }
+end
+
+-- true when the report matches; nil, what differs when it does not. A shared
+-- net namespace this host cannot join (no root) is not a mismatch: the string
+-- returned instead goes into the row's note.
+local function check_report(exp, conf)
+  local bad = {}
+  for _, layer in ipairs { "namespaces", "rlimits", "capabilities", "no_new_privs", "landlock", "seccomp" } do
+    local line = conf and conf[layer] or "(no report)"
+    if (line:match("^applied") ~= nil) ~= exp[layer] then
+      bad[#bad + 1] = string.format("%s %s (%s)", layer, exp[layer] and "wanted" or "not wanted", line)
+    end
+  end
+  if #bad > 0 then return nil, table.concat(bad, "; ") end
+  local ns = conf.namespaces or ""
+  if exp.net == "shared" and not ns:match("all runs share") then
+    return "net: own namespace per run (" .. (ns:match("net is the run's own %((.-)%)") or "shared one unavailable") .. ")"
+  end
+  return true
+end
+
+-- The variants, interleaved. count: "main" runs n times, "layer" m times.
+local function variants(bwrap)
+  local U = policy.load("untrusted").confine
+  local all = copy(U.namespaces)
+  local v = {
+    { name = "confined", count = "main", on = copy(U) },
+    { name = "unconfined", count = "main", on = {} },
+    { name = "confined-ownnet", count = "layer", on = (function() local c = copy(U); c.shared_net = false; return c end)() },
+    { name = "layer-namespaces", count = "layer", on = { namespaces = all, shared_net = true } },
+    { name = "layer-namespaces-ownnet", count = "layer", on = { namespaces = all, shared_net = false } },
+  }
+  -- Without root, a namespace other than user can only be made together with
+  -- a user namespace: those rows then time the pair (said in their note).
+  local f = assert(io.open("/proc/self/status"))
+  local root = f:read("a"):match("\nUid:%s*(%d+)") == "0"
+  f:close()
+  for _, ns in ipairs(policy.NAMESPACES) do
+    local list = (root or ns == "user") and { ns } or { "user", ns }
+    local note = #list > 1 and "with a user namespace (not root: no other way)" or nil
+    v[#v + 1] = { name = "layer-ns-" .. ns, count = "layer", on = { namespaces = list, shared_net = false }, note = note }
+    if ns == "net" then
+      v[#v + 1] = { name = "layer-ns-net-shared", count = "layer", on = { namespaces = list, shared_net = true }, note = note }
+    end
+  end
+  v[#v + 1] = { name = "layer-rlimits", count = "layer", on = { rlimits = copy(U.rlimits) } }
+  v[#v + 1] = { name = "layer-capabilities", count = "layer", on = { capabilities = "drop" } }
+  v[#v + 1] = { name = "layer-no_new_privs", count = "layer", on = { no_new_privs = true } }
+  v[#v + 1] = { name = "layer-landlock", count = "layer", on = { landlock = true } }
+  v[#v + 1] = { name = "layer-seccomp", count = "layer", on = { seccomp = true } }
+  -- In a pid namespace the worker is pid 1 and loads a filter the parent
+  -- compiled once, as confined runs do; alone, it compiles its own every run.
+  v[#v + 1] = { name = "layer-seccomp+pidns", count = "layer",
+                on = { seccomp = true, namespaces = root and { "pid" } or { "user", "pid" } } }
+  for _, x in ipairs(v) do
+    x.policy = variant_policy(x.name, x.on)
+    x.expect = expectation(x.policy.confine)
+  end
+  if bwrap then
+    v[#v + 1] = { name = "bwrap", count = "bwrap",
+                  argv = { bwrap, "--unshare-all", "--ro-bind", "/", "/", "/bin/true" } }
+  end
+  return v
+end
+
+-- One run of a variant: microseconds from start to result, and the result;
+-- or nil, why.
+local function once(b, x)
+  local t0 = core.now_ms()
+  local run, err
+  if x.argv then
+    run, err = b:_start { argv = x.argv, handlers = {}, expect_ready = false, deadline_ms = 10000 }
+  else
+    run, err = b:start { guest = "return 1", policy = x.policy }
+  end
+  if not run then return nil, "cannot start: " .. tostring(err) end
+  local res = run:wait(b)
+  local us = (core.now_ms() - t0) * 1000
+  if x.argv then
+    if res.exit_code ~= 0 then
+      return nil, (res.stderr and res.stderr ~= "" and res.stderr or res.message or res.cause)
+    end
+  elseif not res.ok then
+    return nil, "trivial guest failed: " .. res.cause .. ": " .. tostring(res.message)
+  end
+  return us, res
+end
+
+-- Runs every variant counts[x.count] times, spread evenly over the rounds so
+-- that each variant sees the same stretch of machine time. Returns name -> summary.
+local function bench_variants(vs, counts)
+  local b <close> = airlock.broker()
+  local live = {}
+  for _, x in ipairs(vs) do
+    x.n = counts[x.count]
+    x.times = {}
+    for i = 1, 3 do   -- untimed: caches, the shared net namespace, the seccomp program
+      local us, res = once(b, x)
+      if not us then
+        x.skipped = "could not run here: " .. (tostring(res):gsub("%s+$", ""))
+        break
+      end
+      if i == 1 and x.expect then
+        local ok, why = check_report(x.expect, res.confinement)
+        if not ok then
+          -- Timing it would mislabel it: the row says why instead.
+          x.skipped = "not applicable here: " .. why
+          break
+        end
+        if ok ~= true then x.note = x.note and x.note .. "; " .. ok or ok end
+      end
+    end
+    if not x.skipped then live[#live + 1] = x end
+  end
+  local rounds = 0
+  for _, x in ipairs(live) do rounds = math.max(rounds, x.n) end
+  for r = 1, rounds do
+    for _, x in ipairs(live) do
+      if (r * x.n) // rounds > ((r - 1) * x.n) // rounds then
+        local us, err = once(b, x)
+        if not us then error("bench: " .. x.name .. " failed after a good warm-up: " .. tostring(err), 0) end
+        x.times[#x.times + 1] = us
+      end
+    end
+  end
+  local out = {}
+  for _, x in ipairs(vs) do
+    if x.skipped then out[x.name] = { skipped = x.skipped }
+    else
+      out[x.name] = summary(x.times)
+      out[x.name].note = x.note
+    end
+  end
+  return out
+end
+
+-- ------------------------------------------------------------------ other measurements
 
 -- One effect round trip: guest -> Lua handler -> guest, timed between handler calls.
 local function bench_roundtrip(n)
@@ -91,11 +336,62 @@ local function bench_rss(n)
   return { per_run_kb = (after - before) / n, runs = n, worker_rss_kb = worker_rss }
 end
 
-local function row(rows, name, m, base_name, base)
-  rows[#rows + 1] = { bench = name, median_us = m.median_us, p99_us = m.p99_us, per_sec = m.per_sec,
-    baseline = base_name, baseline_median_us = base and base.median_us,
-    ratio = base and m.median_us / base.median_us }
+-- airlock-netns: clone+exit+wait with and without a new net namespace, and
+-- setns into a pre-made one. Returns mode -> row, or nil, why.
+local function bench_netns(n)
+  local path = bindir() .. "/airlock-netns"
+  if not exists(path) then return nil, "airlock-netns is not built" end
+  local rows, err = json_lines(path .. " " .. n)
+  if not rows then return nil, err end
+  local out = {}
+  for _, r in ipairs(rows) do out[r.bench] = r end
+  return out
 end
+
+-- ------------------------------------------------------------------ rows
+
+local function row(rows, name, m, base_name, base, extra)
+  local r
+  if not m or m.skipped then
+    r = { bench = name, baseline = base_name, skipped = m and m.skipped or "not measured" }
+  elseif base and base.skipped then
+    r = { bench = name, median_us = m.median_us, p99_us = m.p99_us, n = m.n, baseline = base_name,
+          skipped = base.skipped }
+  else
+    r = { bench = name, median_us = m.median_us, p99_us = m.p99_us, per_sec = m.per_sec, n = m.n,
+      baseline = base_name, baseline_median_us = base and base.median_us,
+      baseline_p99_us = base and base.p99_us,
+      ratio = base and m.median_us / base.median_us,
+      p99_ratio = base and base.p99_us and m.p99_us / base.p99_us,
+      delta_us = base and m.median_us - base.median_us, note = m.note }
+  end
+  for k, v in pairs(extra or {}) do r[k] = v end
+  if r.ratio and r.target then
+    local op, limit = r.target:match("^([<=]+)%s*([%d.]+)$")
+    limit = tonumber(limit)
+    r.met = (op == "<=" and r.ratio <= limit) or (op == "<" and r.ratio < limit)
+  end
+  rows[#rows + 1] = r
+  return r
+end
+
+local LAYER_ROWS = {
+  { "layer-namespaces", "all 7 namespaces, net shared (as untrusted)" },
+  { "layer-namespaces-ownnet", "all 7 namespaces, net per run" },
+  { "layer-ns-user" }, { "layer-ns-pid" }, { "layer-ns-net", "net alone, per run" },
+  { "layer-ns-net-shared", "net alone, the shared one" }, { "layer-ns-ipc" }, { "layer-ns-uts" },
+  { "layer-ns-mount" }, { "layer-ns-cgroup" },
+  { "layer-rlimits", "as untrusted sets them" },
+  { "layer-capabilities", "drop, checked from outside on ready" }, { "layer-no_new_privs" },
+  { "layer-landlock" }, { "layer-seccomp", "filter built by the worker each run" },
+}
+
+local NETNS_ROWS = {
+  { "netns-clone-newnet", "clone-newnet", "clone", "clone(CLONE_NEWNET)" },
+  { "netns-unshare-newnet", "unshare-newnet", "clone", "unshare(CLONE_NEWNET) after clone" },
+  { "netns-setns-shared", "setns-shared", "clone", "setns into one pre-made namespace" },
+  { "netns-newuser-newnet", "clone-newuser-newnet", "clone-newuser", "the unprivileged way" },
+}
 
 function M.main(args)
   local as_json, quick = false, false
@@ -107,14 +403,19 @@ function M.main(args)
   local n = quick and 100 or 1000
   local rows = {}
   local fe = baseline("forkexec " .. n .. " /bin/true")
-  row(rows, "spawn-done", bench_spawn(n), "fork-exec /bin/true", fe)
-  local bw = io.open("/usr/bin/bwrap")
-  if bw then
-    bw:close()
-    local m, err = bench_program(quick and 20 or 200, { "/usr/bin/bwrap", "--unshare-all", "--ro-bind", "/", "/", "/bin/true" })
-    if m then row(rows, "bwrap-true", m, "fork-exec /bin/true", fe)
-    else io.stderr:write("bench: bubblewrap could not run here: ", err, "\n") end
-  end
+
+  local bwrap = which("bwrap")
+  local vs = variants(bwrap)
+  local s = bench_variants(vs, { main = n, layer = quick and 60 or 300, bwrap = quick and 20 or 200 })
+  local bw = bwrap and s.bwrap or { skipped = "bwrap not installed" }
+  if bw.skipped and bwrap then bw.skipped = "bwrap " .. bw.skipped end
+
+  row(rows, "spawn-done", s.confined, "fork-exec /bin/true", fe)
+  row(rows, "spawn-unconfined", s.unconfined, "fork-exec /bin/true", fe)
+  row(rows, "bwrap-true", bw, "fork-exec /bin/true", fe)
+  row(rows, "confined/unconfined", s.confined, "spawn-unconfined", s.unconfined, { target = "<= 1.5" })
+  row(rows, "confined/bwrap", s.confined, "bwrap-true", bw, { target = "< 1" })
+
   local rt = bench_roundtrip(quick and 2000 or 20000)
   -- the raw baseline carries frames of the same size as a ping call (~40 bytes)
   local pp = baseline("pingpong " .. (quick and 2000 or 20000) .. " 48")
@@ -122,21 +423,79 @@ function M.main(args)
   local r = bench_rss(quick and 50 or 200)
   rows[#rows + 1] = { bench = "parent-rss-per-run", kb = r.per_run_kb, runs = r.runs }
 
+  -- Per layer: one group on at a time, against unconfined from the same rounds.
+  row(rows, "confined-ownnet", s["confined-ownnet"], "spawn-done", s.confined,
+      { what = "untrusted with shared_net = false" })
+  for _, l in ipairs(LAYER_ROWS) do
+    row(rows, l[1], s[l[1]], "spawn-unconfined", s.unconfined, { what = l[2] })
+  end
+  row(rows, "layer-seccomp+pidns", s["layer-seccomp+pidns"], "layer-ns-pid", s["layer-ns-pid"],
+      { what = "filter compiled once by the parent, as confined runs load it" })
+
+  -- The net namespace alone, outside airlock (last: dead namespaces are freed
+  -- later by the kernel, which would load whatever ran next).
+  local nn, nerr = bench_netns(n)
+  for _, l in ipairs(NETNS_ROWS) do
+    local m = nn and nn[l[2]] or { skipped = nerr }
+    local base = nn and nn[l[3]] or { skipped = nerr }
+    if m.error then m = { skipped = m.error } end
+    if base.error then base = { skipped = base.error } end
+    row(rows, l[1], m, l[3], base, { what = l[4] })
+  end
+
   if as_json then
     for _, x in ipairs(rows) do io.stdout:write(json.encode(x), "\n") end
     return 0
   end
-  print(string.format("%-20s %11s %11s %11s  %-26s %11s %7s", "bench", "median_us", "p99_us", "per_sec",
-    "baseline", "base_med_us", "ratio"))
+  M.print_table(rows)
+  return 0
+end
+
+local function fmt(v, f) return v and string.format(f, v) or "-" end
+
+function M.print_table(rows)
+  print(string.format("%-24s %10s %10s %8s  %-22s %11s %7s %9s", "bench", "median_us", "p99_us", "per_sec",
+    "baseline", "base_med_us", "ratio", "+us"))
+  local by = {}
   for _, x in ipairs(rows) do
+    by[x.bench] = x
+    if x.bench == "confined-ownnet" then print("-- one confinement layer group at a time (same rounds as above)")
+    elseif x.bench == "netns-clone-newnet" then print("-- net namespace alone: clone + _exit + wait (airlock-netns)") end
     if x.kb then
-      print(string.format("%-20s %.0f KiB of parent RSS per live run (%d runs parked on an effect)", x.bench, x.kb, x.runs))
+      print(string.format("%-24s %.0f KiB of parent RSS per live run (%d runs parked on an effect)", x.bench, x.kb, x.runs))
+    elseif x.skipped and not x.median_us then
+      print(string.format("%-24s skipped: %s", x.bench, x.skipped))
+    elseif x.skipped then
+      print(string.format("%-24s %10.1f %10.1f %8s  %-22s skipped: %s", x.bench, x.median_us, x.p99_us, "-",
+        x.baseline or "-", x.skipped))
     else
-      print(string.format("%-20s %11.1f %11.1f %11s  %-26s %11.1f %7.2f", x.bench, x.median_us, x.p99_us,
-        x.per_sec and string.format("%.0f", x.per_sec) or "-", x.baseline or "-", x.baseline_median_us or 0, x.ratio or 0))
+      local tail = {}
+      if x.target then
+        tail[#tail + 1] = string.format("target %s: %s (p99 ratio %.2f)", x.target, x.met and "met" or "MISSED",
+          x.p99_ratio or 0)
+      end
+      if x.what then tail[#tail + 1] = x.what end
+      if x.note then tail[#tail + 1] = x.note end
+      print(string.format("%-24s %10.1f %10.1f %8s  %-22s %11s %7s %9s  %s", x.bench, x.median_us, x.p99_us,
+        fmt(x.per_sec, "%.0f"), x.baseline or "-", fmt(x.baseline_median_us, "%.1f"), fmt(x.ratio, "%.2f"),
+        fmt(x.delta_us, "%+.0f"), table.concat(tail, "; ")))
     end
   end
-  return 0
+  -- Closing note: what each layer adds to an unconfined spawn, largest first.
+  local costs = {}
+  for _, l in ipairs(LAYER_ROWS) do
+    local x = by[l[1]]
+    if x and x.delta_us and not l[1]:match("^layer%-ns%-") then costs[#costs + 1] = x end
+  end
+  table.sort(costs, function(a, b) return a.delta_us > b.delta_us end)
+  local parts = {}
+  for _, x in ipairs(costs) do parts[#parts + 1] = string.format("%s %+.0f us", x.bench:gsub("^layer%-", ""), x.delta_us) end
+  if #parts > 0 then print("layer costs over unconfined (medians): " .. table.concat(parts, ", ")) end
+  local nets, netn, setn = by["layer-ns-net"], by["netns-clone-newnet"], by["netns-setns-shared"]
+  if nets and nets.delta_us and netn and netn.delta_us and setn and setn.delta_us then
+    print(string.format("net namespace: fresh %+.0f us per run in airlock, %+.0f us bare; joining the shared one %+.0f us bare",
+      nets.delta_us, netn.delta_us, setn.delta_us))
+  end
 end
 
 return M

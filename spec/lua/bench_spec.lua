@@ -1,0 +1,136 @@
+-- bench_spec.lua -- `airlock bench --quick --json` produces every row, with
+-- positive numbers. No timing is asserted: ratios are reported, never judged here.
+local H = require "helper"
+local dk = require "dkjson"
+
+local AIRLOCK = H.bin .. "/airlock"
+
+local function positive(x, what)
+  assert(type(x) == "number" and x > 0 and x == x and x < math.huge,
+    string.format("%s: expected a positive number, got %s", what, tostring(x)))
+end
+
+-- Runs the quick bench once for the whole file: name -> row, in order.
+local rows, order, status, stderr
+local function bench()
+  if rows then return rows end
+  local errf = os.tmpname()
+  local p = io.popen(AIRLOCK .. " bench --quick --json 2>" .. errf)
+  local out = p:read("a")
+  local _, _, code = p:close()
+  status = code
+  local f = io.open(errf)
+  stderr = f and f:read("a") or ""
+  if f then f:close() end
+  os.remove(errf)
+  rows, order = {}, {}
+  for line in out:gmatch("[^\n]+") do
+    local t = assert(dk.decode(line), "not a JSON line: " .. line)
+    rows[t.bench] = t
+    order[#order + 1] = t.bench
+  end
+  return rows
+end
+
+-- A measured row: positive median and p99, and against its baseline a
+-- positive baseline median and ratio.
+local function measured(name, baseline)
+  local r = bench()[name]
+  assert(r, "no row '" .. name .. "' (rows: " .. table.concat(order, ", ") .. ")")
+  assert.is_nil(r.skipped, name .. " was skipped: " .. tostring(r.skipped))
+  positive(r.median_us, name .. ".median_us")
+  positive(r.p99_us, name .. ".p99_us")
+  assert.is_true(r.p99_us >= r.median_us, name .. ": p99 below the median")
+  if baseline then
+    assert.equal(baseline, r.baseline)
+    positive(r.baseline_median_us, name .. ".baseline_median_us")
+    positive(r.ratio, name .. ".ratio")
+  end
+  return r
+end
+
+-- A row that may be skipped on this machine (no root, no bubblewrap), but then
+-- must say why; measured otherwise.
+local function measured_or_skipped(name, baseline)
+  local r = bench()[name]
+  assert(r, "no row '" .. name .. "'")
+  if r.skipped then
+    assert.is_string(r.skipped)
+    assert.is_true(#r.skipped > 0)
+    return r
+  end
+  return measured(name, baseline)
+end
+
+local function is_root()
+  return (H.slurp("/proc/self/status") or ""):match("\nUid:%s*(%d+)") == "0"
+end
+
+describe("airlock bench --quick --json", function()
+  it("exits 0 and prints only JSON lines", function()
+    bench()
+    assert.equal(0, status, stderr)
+    assert.is_true(#order > 0)
+  end)
+
+  it("keeps the existing rows and their baselines", function()
+    measured("spawn-done", "fork-exec /bin/true")
+    measured("effect-roundtrip", "raw socketpair ping-pong")
+    positive(measured("effect-roundtrip").per_sec, "effect-roundtrip.per_sec")
+    local rss = bench()["parent-rss-per-run"]
+    assert.is_table(rss)
+    assert.is_number(rss.kb)
+    positive(rss.runs, "parent-rss-per-run.runs")
+  end)
+
+  it("measures confined against unconfined, with the target", function()
+    measured("spawn-unconfined", "fork-exec /bin/true")
+    local r = measured("confined/unconfined", "spawn-unconfined")
+    assert.equal("<= 1.5", r.target)
+    assert.is_boolean(r.met)
+    -- the same measurement as spawn-done, divided by unconfined from the same rounds
+    assert.equal(bench()["spawn-done"].median_us, r.median_us)
+    assert.equal(bench()["spawn-unconfined"].median_us, r.baseline_median_us)
+  end)
+
+  it("measures confined against bubblewrap, or says bwrap is not installed", function()
+    local bw = bench()["bwrap-true"]
+    local r = bench()["confined/bwrap"]
+    assert.is_table(bw)
+    assert.is_table(r)
+    assert.equal("< 1", r.target)
+    local installed = io.open("/usr/bin/bwrap") ~= nil
+    if bw.skipped then
+      assert.is_false(installed and bw.skipped == "bwrap not installed")
+      assert.equal(bw.skipped, r.skipped)
+    else
+      measured("bwrap-true", "fork-exec /bin/true")
+      measured("confined/bwrap", "bwrap-true")
+      assert.equal(bw.median_us, r.baseline_median_us)
+    end
+  end)
+
+  it("breaks the cost down by layer, against unconfined", function()
+    -- Without root some groups cannot be had alone (a namespace needs a user
+    -- namespace, dropping the bounding set needs CAP_SETPCAP): those say why.
+    local check = is_root() and measured or measured_or_skipped
+    for _, name in ipairs { "layer-namespaces", "layer-namespaces-ownnet", "layer-ns-user", "layer-ns-pid",
+                            "layer-ns-net", "layer-ns-net-shared", "layer-ns-ipc", "layer-ns-uts",
+                            "layer-ns-mount", "layer-ns-cgroup", "layer-rlimits",
+                            "layer-capabilities", "layer-no_new_privs",
+                            "layer-landlock", "layer-seccomp" } do
+      local r = check(name, "spawn-unconfined")
+      if not r.skipped then assert.is_number(r.delta_us) end
+    end
+    check("layer-seccomp+pidns", "layer-ns-pid")
+    check("confined-ownnet", "spawn-done")
+  end)
+
+  it("times a fresh net namespace and joining a pre-made one", function()
+    local check = is_root() and measured or measured_or_skipped
+    check("netns-clone-newnet", "clone")
+    check("netns-unshare-newnet", "clone")
+    check("netns-setns-shared", "clone")
+    measured("netns-newuser-newnet", "clone-newuser")
+  end)
+end)
