@@ -6,20 +6,37 @@ local json = require "airlock.json"
 
 local M = {}
 
-local USAGE = [[
+local USAGE = [=[
 usage: airlock COMMAND [ARGS]
 
-  run GUEST.lua [--policy NAME|FILE] [--input JSON] [--json]
-                       run one guest and print its value (or the result as JSON)
+  run GUEST.lua [--policy NAME|FILE] [--input JSON] [--json] [--ledger DIR [--durability MODE]]
+                       run one guest and print its value (or the result as JSON); with
+                       --ledger, record every effect in a new session in DIR
+                       (durability none, batch (default) or always); exit 3 when paused
+  replay DIR [--policy P] [--guest FILE] [--json]
+                       re-run a recorded session answered only from its journal;
+                       exit 0 identical, 1 not (e.g. cause diverged, naming the seq)
+  resume DIR --input JSON [--policy P] [--json]
+                       answer a paused session's host.input and continue it live
+  branch DIR --at SEQ NEWDIR
+                       a new session holding DIR's records up to SEQ
   probe [--json]       what this kernel can enforce (Landlock, seccomp, namespaces, ...),
                        how to fix what is missing; exit 1 if the untrusted policy cannot run
   repl                 interactive Lua with the airlock module loaded
   bench [--json] [--quick]
                        measure spawn and effect round trips against baselines
+  bench ledger [--json]
+                       ledger appends per durability mode against SQLite, and verify MB/s
   demo                 a short tour: guests that succeed, fail and misbehave
+  ledger verify DIR [--checkpoint SEQ:HASH] [--json]
+                       check a session's hash chain (and that the checkpoint's
+                       record is there unchanged); exit 1 if damaged
+  ledger show DIR [--json]
+                       one line (or JSON object) per record
+  ledger head DIR      print the last record's checkpoint, SEQ:HASH
   version              print the version
   help                 this text
-]]
+]=]
 
 local function usage_error(msg)
   io.stderr:write("airlock: ", msg, "\n", USAGE)
@@ -57,58 +74,159 @@ local function show_value(v)
   return tostring(v)
 end
 
-function M.run(args)
-  local pos, opts = parse(args, { policy = "value", input = "value", json = "switch" })
-  if not pos then return usage_error(opts) end
-  if #pos ~= 1 then return usage_error("run: expected exactly one guest file") end
-  local path = pos[1]
+-- Reads a guest file, or nil after saying why.
+local function read_file(what, path)
   local f, ferr = io.open(path, "rb")
   if not f then
-    io.stderr:write("airlock: run: cannot read guest ", ferr, "\n")
-    return 2
+    io.stderr:write("airlock: ", what, ": cannot read guest ", ferr, "\n")
+    return nil
   end
   local source = f:read("a")
   f:close()
-  local input
-  if opts.input then
-    local v, err = json.decode(opts.input)
-    if err then
-      io.stderr:write("airlock: run: --input is not valid JSON: ", err, "\n")
-      return 2
-    end
-    input = v
+  return source
+end
+
+local function decode_input(what, text)
+  if text == nil then return true, nil end
+  local v, err = json.decode(text)
+  if err then
+    io.stderr:write("airlock: ", what, ": --input is not valid JSON: ", err, "\n")
+    return false
   end
-  local pol = opts.policy
-  if pol then
-    local p, perr = airlock.policy.load(pol)
-    if not p then
-      io.stderr:write("airlock: run: ", perr, "\n")
-      return 2
-    end
-    pol = p
-  end
-  local b <close> = airlock.broker()
-  local on_log = not opts.json and function(text) io.stdout:write(text) io.stdout:flush() end or nil
-  local run, err = b:start { guest = source, name = path:match("([^/]+)$"), policy = pol,
-                             input = input, on_log = on_log }
-  if not run then
-    io.stderr:write("airlock: run: ", err, "\n")
-    return 2
-  end
-  local res = run:wait(b)
+  return true, v
+end
+
+-- "cause: message", without saying the cause twice when the message starts with it.
+local function cause_text(res)
+  local msg = res.message or ""
+  if msg:sub(1, #res.cause) == res.cause then return msg end
+  return res.cause .. ": " .. msg
+end
+
+-- Prints a run's result the way run and resume do; returns the exit status:
+-- 0 ok, 1 failed, 3 paused (waiting for `airlock resume`).
+local function report(res, opts, ledger_dir)
   if opts.json then
     local out = { ok = res.ok, cause = res.cause, message = res.message, value = res.value,
                   usage = res.usage, log = res.log, confinement = res.confinement,
                   error = res.error, stderr = res.stderr ~= "" and res.stderr or nil,
-                  policy = res.policy }
+                  policy = res.policy, ledger = res.ledger }
     io.stdout:write(json.encode(out), "\n")
   elseif res.ok then
     if res.value ~= nil then io.stdout:write(show_value(res.value), "\n") end
+  elseif res.cause == "paused" then
+    io.stderr:write(string.format("airlock: paused: %s\n", show_value(res.value)))
+    if ledger_dir then
+      io.stderr:write(string.format("airlock: continue with: airlock resume %s --input JSON\n", ledger_dir))
+    end
   else
-    io.stderr:write(string.format("airlock: %s: %s\n", res.cause, res.message))
+    io.stderr:write("airlock: ", cause_text(res), "\n")
     if res.error and res.error.traceback then io.stderr:write(res.error.traceback, "\n") end
   end
+  if res.ledger and res.ledger.error then
+    io.stderr:write("airlock: ledger: ", res.ledger.error, "\n")
+  end
+  if res.cause == "paused" then return 3 end
   return res.ok and 0 or 1
+end
+
+function M.run(args)
+  local pos, opts = parse(args, { policy = "value", input = "value", json = "switch",
+                                  ledger = "value", durability = "value" })
+  if not pos then return usage_error(opts) end
+  if #pos ~= 1 then return usage_error("run: expected exactly one guest file") end
+  local path = pos[1]
+  local source = read_file("run", path)
+  if not source then return 2 end
+  local okin, input = decode_input("run", opts.input)
+  if not okin then return 2 end
+  if opts.policy then
+    local p, perr = airlock.policy.load(opts.policy)
+    if not p then
+      io.stderr:write("airlock: run: ", perr, "\n")
+      return 2
+    end
+  end
+  if opts.durability and not ({ none = true, batch = true, always = true })[opts.durability] then
+    return usage_error("run: --durability must be none, batch or always")
+  end
+  local b <close> = airlock.broker()
+  local on_log = not opts.json and function(text) io.stdout:write(text) io.stdout:flush() end or nil
+  -- The policy goes by name or path, so a recorded run can reload it.
+  local run, err = b:start { guest = source, name = path:match("([^/]+)$"), policy = opts.policy,
+                             input = input, on_log = on_log, ledger = opts.ledger,
+                             durability = opts.durability }
+  if not run then
+    io.stderr:write("airlock: run: ", err, "\n")
+    return 2
+  end
+  return report(run:wait(b), opts, opts.ledger)
+end
+
+function M.replay(args)
+  local pos, opts = parse(args, { policy = "value", guest = "value", json = "switch" })
+  if not pos then return usage_error(opts) end
+  if #pos ~= 1 then return usage_error("replay: expected one ledger directory") end
+  local guest
+  if opts.guest then
+    guest = read_file("replay", opts.guest)
+    if not guest then return 2 end
+  end
+  local rep, err = airlock.replay(pos[1], { policy = opts.policy, guest = guest })
+  if not rep then
+    io.stderr:write("airlock: replay: ", err, "\n")
+    return 2
+  end
+  if rep.note then io.stderr:write("airlock: replay: note: ", rep.note, "\n") end
+  local res = rep.result
+  if opts.json then
+    io.stdout:write(json.encode { identical = rep.identical, served = rep.served, calls = rep.calls,
+      live_effects = rep.live_effects, cause = res.cause, message = res.message, value = res.value,
+      recorded = rep.recorded and { kind = rep.recorded.kind, cause = rep.recorded.cause,
+                                   value = rep.recorded.value or rep.recorded.prompt } }, "\n")
+  elseif rep.identical then
+    io.stdout:write(string.format("replay %s: identical (%d calls answered from the journal, %d live effects)\n",
+      pos[1], rep.served, rep.live_effects))
+  else
+    local what = res.ok and ("returned " .. show_value(res.value)) or cause_text(res)
+    io.stdout:write(string.format("replay %s: differs: %s (%d of %d calls answered, %d live effects)\n",
+      pos[1], what, rep.served, rep.calls, rep.live_effects))
+  end
+  return rep.identical and 0 or 1
+end
+
+function M.resume(args)
+  local pos, opts = parse(args, { policy = "value", input = "value", json = "switch", durability = "value" })
+  if not pos then return usage_error(opts) end
+  if #pos ~= 1 then return usage_error("resume: expected one ledger directory") end
+  if not opts.input then return usage_error("resume: --input JSON is required (the answer to the pause)") end
+  local okin, input = decode_input("resume", opts.input)
+  if not okin then return 2 end
+  local res, err = airlock.resume(pos[1], input, { policy = opts.policy, durability = opts.durability })
+  if not res then
+    io.stderr:write("airlock: resume: ", err, "\n")
+    return 2
+  end
+  if res.note then io.stderr:write("airlock: resume: note: ", res.note, "\n") end
+  if not opts.json and res.log ~= "" then io.stdout:write(res.log) end
+  return report(res, opts, pos[1])
+end
+
+function M.branch(args)
+  local pos, opts = parse(args, { at = "value" })
+  if not pos then return usage_error(opts) end
+  local at = opts.at and tonumber(opts.at)
+  if #pos ~= 2 or not at or at ~= math.floor(at) or at < 1 then
+    return usage_error("branch: expected DIR --at SEQ NEWDIR")
+  end
+  local ok, err = airlock.branch(pos[1], math.tointeger(at), pos[2])
+  if not ok then
+    io.stderr:write("airlock: branch: ", err, "\n")
+    return 1
+  end
+  io.stdout:write(string.format("branch %s: records 1..%d of %s, head %s\n", pos[2], at, pos[1],
+    require("airlock.ledger").head(pos[2]) or "?"))
+  return 0
 end
 
 function M.probe(args)
@@ -130,11 +248,104 @@ function M.repl(args)
 end
 
 function M.bench(args)
+  if args[1] == "ledger" then
+    -- The ledger's benchmark is C (appends per mode against SQLite, verify
+    -- throughput): airlock-ledger-bench, beside the worker.
+    local worker = require("airlock.core").worker_path()
+    local prog = worker and worker:gsub("airlock%-worker$", "airlock-ledger-bench")
+    if not prog or not io.open(prog, "rb") then
+      io.stderr:write("airlock: bench ledger: airlock-ledger-bench is not built (make build)\n")
+      return 2
+    end
+    local quoted = {}
+    for i = 2, #args do quoted[#quoted + 1] = "'" .. args[i]:gsub("'", "'\\''") .. "'" end
+    local ok, _, code = os.execute(prog .. " " .. table.concat(quoted, " "))
+    return ok and 0 or (code or 1)
+  end
   return require("airlock.bench").main(args)
 end
 
 function M.demo(args)
   return require("airlock.demo").main(args)
+end
+
+-- airlock ledger verify|show|head DIR: exit 0 intact, 1 damaged or unreadable
+-- midway, 2 bad usage or no journal to read.
+function M.ledger(args)
+  local ledger = require "airlock.ledger"
+  local sub = args[1]
+  local specs = { verify = { checkpoint = "value", json = "switch" }, show = { json = "switch" }, head = {} }
+  if sub == nil then return usage_error("ledger: expected verify, show or head") end
+  if not specs[sub] then return usage_error("ledger: unknown subcommand '" .. sub .. "' (verify, show, head)") end
+  local pos, opts = parse({ table.unpack(args, 2) }, specs[sub])
+  if not pos then return usage_error("ledger " .. sub .. ": " .. opts) end
+  if #pos ~= 1 then return usage_error("ledger " .. sub .. ": expected exactly one session directory") end
+  local dir = pos[1]
+  local function cannot(err)
+    io.stderr:write("airlock: ledger ", sub, ": ", err, "\n")
+    return 2
+  end
+  local function torn_note(rep)
+    if (rep.torn_bytes or 0) > 0 then
+      return string.format("ledger %s: note: %s; a writer's next open cuts it off", dir, rep.reason)
+    end
+  end
+
+  if sub == "verify" then
+    if opts.checkpoint then
+      local ok, err = ledger.parse_checkpoint(opts.checkpoint)
+      if not ok then return usage_error("ledger verify: --checkpoint: " .. err) end
+    end
+    local rep, err = ledger.verify(dir, opts.checkpoint)
+    if not rep then return cannot(err) end
+    if opts.json then
+      rep.dir = dir
+      rep.checkpoint = opts.checkpoint
+      io.stdout:write(json.encode(rep), "\n")
+    elseif rep.ok then
+      io.stdout:write(string.format("ledger %s: intact, %d records, head %s%s\n", dir, rep.records,
+                                    rep.head, opts.checkpoint and ", checkpoint matches" or ""))
+      local note = torn_note(rep)
+      if note then io.stdout:write(note, "\n") end
+    else
+      io.stdout:write(string.format("ledger %s: damaged at seq %d: %s\n", dir, rep.first_bad_seq, rep.reason))
+    end
+    return rep.ok and 0 or 1
+  end
+
+  if sub == "head" then
+    local rep, err = ledger.verify(dir)
+    if not rep then return cannot(err) end
+    if not rep.ok then
+      io.stderr:write(string.format("ledger %s: damaged at seq %d: %s\n", dir, rep.first_bad_seq, rep.reason))
+      return 1
+    end
+    io.stdout:write(rep.head, "\n")
+    return 0
+  end
+
+  -- show
+  local ok, it, reader = pcall(ledger.show, dir, { json = opts.json })
+  if not ok then return cannot(it) end
+  local rc = 0
+  local walked, werr = pcall(function()
+    for line in it, reader do io.stdout:write(line, "\n") end
+  end)
+  io.stdout:flush()
+  local rep = reader:report()
+  reader:close()
+  if not walked then
+    if rep.first_bad_seq then
+      io.stderr:write(string.format("ledger %s: damaged at seq %d: %s\n", dir, rep.first_bad_seq, rep.reason))
+    else
+      io.stderr:write("airlock: ledger show: ", tostring(werr), "\n")
+    end
+    rc = 1
+  else
+    local note = torn_note(rep)
+    if note then io.stderr:write(note, "\n") end
+  end
+  return rc
 end
 
 function M.version()

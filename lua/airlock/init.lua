@@ -4,6 +4,7 @@
 local core = require "airlock.core"
 local policy = require "airlock.policy"
 local confine = require "airlock.confine"
+local session = require "airlock.session"
 
 local M = {
   policy = policy,
@@ -15,8 +16,23 @@ local M = {
 
 local broker_methods, run_methods = core.broker_methods, core.run_methods
 local states = setmetatable({}, { __mode = "k" })   -- broker -> serial -> per-run state
+local recorders = setmetatable({}, { __mode = "k" })   -- run -> its ledger recorder
 
-local START_KEYS = { guest = true, name = true, policy = true, input = true, seed = true, on_log = true }
+local START_KEYS = { guest = true, name = true, policy = true, input = true, seed = true, on_log = true,
+                     ledger = true, durability = true, _serve = true, _resume_inputs = true,
+                     _resume_of = true }
+
+-- opts.ledger: an open ledger (airlock.ledger.open), or a directory to create
+-- a session in (closed when the run ends). Returns ledger, owned, or nil, message.
+local function open_ledger(l, durability)
+  if l == nil then return nil end
+  if type(l) == "string" then
+    local ledger, err = require("airlock.ledger").open(l, { create = true, durability = durability or "batch" })
+    if not ledger then return nil, nil, err end
+    return ledger, true
+  end
+  return l, false
+end
 
 -- A guest is Lua source, or the path of a .lua file.
 local function load_guest(guest, name)
@@ -102,16 +118,67 @@ function broker_methods:start(opts)
 
   local st = { log = {}, log_bytes = 0, policy = pol.name, on_log = opts.on_log, plan = plan }
   local handlers = builtin_handlers(st, limits)
+  local collect_log = handlers.log
   for k, v in pairs(pol.effects or {}) do handlers[k] = v or nil end
 
   local serial = (states[self] and states[self].n or 0) + 1
+  local seed = opts.seed or math.random(0, 2 ^ 31)
+
+  -- The ledger: the init record goes in before anything is spawned; every
+  -- call is recorded before its handler runs, every answer after.
+  local ledger, owned, lerr = open_ledger(opts.ledger, opts.durability)
+  if lerr then return nil, lerr, "ledger" end
+  if ledger then
+    local rec = session.recorder(ledger, opts._resume_of and opts._resume_of.run or serial)
+    st.recorder, st.ledger, st.owned = rec, ledger, owned
+    local fields = {
+      guest = { name = name, source = source }, input = opts.input, seed = seed,
+      effects = effect_list(handlers),
+      policy = { name = pol.name, ref = type(opts.policy) == "string" and opts.policy or nil,
+                 digest = session.digest(pol) },
+    }
+    if opts._resume_of then
+      -- Resuming: the init is already in the journal; this records the answer.
+      fields = nil
+      if not rec:append("resume", { input = opts._resume_of.input }) then
+        if owned then ledger:close() end
+        return nil, "ledger: cannot record the resume: " .. rec.failed, "ledger"
+      end
+    elseif not rec:append("init", fields) then
+      if owned then ledger:close() end
+      return nil, "ledger: cannot record the run's init: " .. rec.failed, "ledger"
+    end
+    for k, h in pairs(handlers) do handlers[k] = rec:wrap(k, h) end
+  end
+  -- Served from a journal (replay, resume): recorded answers first, in order;
+  -- past them the live (and recorded) handlers, or divergence.
+  if opts._serve then
+    local live = handlers
+    st.server = opts._serve
+    handlers = {}
+    for k in pairs(live) do handlers[k] = opts._serve:handler(k) end
+    if collect_log and handlers.log then
+      -- What the guest prints is answered from the journal like any call, and
+      -- still collected into result.log, so a replayed result compares whole.
+      local served, srv = handlers.log, opts._serve
+      handlers.log = function(args, ctx)
+        local before = srv.served
+        local v = served(args, ctx)
+        if srv.served > before then pcall(collect_log, args, ctx) end   -- live ones collect themselves
+        return v
+      end
+    end
+    if opts._serve.live then opts._serve.live = function(effect) return live[effect] end end
+  end
+
   local start = {
     argv = argv,
     init = {
       t = "init", v = core.protocol_version, run = serial,
       guest = { name = name, source = source },
       input = opts.input,
-      seed = opts.seed or math.random(0, 2 ^ 31),
+      seed = seed,
+      resume = opts._resume_inputs and { inputs = opts._resume_inputs } or nil,
       limits = {
         instructions = limits.instructions or 0,
         memory = limits.memory or 0,
@@ -139,7 +206,11 @@ function broker_methods:start(opts)
     start.init.confine.seccomp_program = nil   -- made for pid 1 of a pid namespace
     run, err, code = self:_start(start)
   end
-  if not run then return nil, err, code end
+  if not run then
+    if st.owned then st.ledger:close() end
+    return nil, err, code
+  end
+  if st.recorder then recorders[run] = st.recorder end
   states[self] = states[self] or { n = 0 }
   states[self].n = serial
   states[self][run:id()] = st
@@ -158,10 +229,58 @@ function broker_methods:step(timeout)
       res.log = table.concat(st.log)
       res.policy = st.policy
       res.confinement = confine.report(st.plan, res.confinement)
+      if st.server then
+        res.served = st.server.served
+        res.live_effects = st.server.live_calls
+      end
+      if st.recorder then
+        local rec = st.recorder
+        if res.cause == "paused" then
+          rec:append("pause", { prompt = res.value })
+        else
+          rec:append("done", { cause = res.cause, ok = res.ok, value = res.value, message = res.message })
+        end
+        local fok, ferr = st.ledger:flush()
+        if not fok then rec.failed = rec.failed or ferr end
+        res.ledger = { dir = st.ledger:dir(), head = st.ledger:checkpoint(), error = rec.failed }
+        if st.owned then st.ledger:close() end
+      end
       per[res.run] = nil
     end
   end
   return done
+end
+
+-- Deferred answers of a recorded run are recorded as they are given.
+local function recorder_of(run)
+  local rec = recorders[run]
+  return rec and rec.deferred and rec
+end
+
+local c_reply, c_fail = run_methods.reply, run_methods.fail
+function run_methods:reply(seq, value)
+  local rec = recorder_of(self)
+  local effect = rec and rec.deferred[seq]
+  if effect then
+    rec.deferred[seq] = nil
+    if not rec:reply(seq, effect, true, value) then
+      self:abort("ledger", "ledger: the answer could not be recorded: " .. rec.failed)
+      return nil, rec.failed
+    end
+  end
+  return c_reply(self, seq, value)
+end
+function run_methods:fail(seq, message, code)
+  local rec = recorder_of(self)
+  local effect = rec and rec.deferred[seq]
+  if effect then
+    rec.deferred[seq] = nil
+    if not rec:reply(seq, effect, false, message) then
+      self:abort("ledger", "ledger: the answer could not be recorded: " .. rec.failed)
+      return nil, rec.failed
+    end
+  end
+  return c_fail(self, seq, message, code)
 end
 
 --- run:wait() -> result: steps the run's broker until this run has finished.
@@ -191,6 +310,95 @@ function M.run(opts)
   if not run then return nil, err, code end
   return run:wait(b)
 end
+
+-- The policy a recorded run used: opts.policy, else the one it named, and a
+-- note when its digest differs from the recorded one.
+local function recorded_policy(s, want)
+  local rp = s.init.policy or {}
+  local pol, err = resolve_policy(want or rp.ref or rp.name)
+  if not pol then return nil, err end
+  local note
+  if rp.digest and session.digest(pol) ~= rp.digest then
+    note = string.format("the policy '%s' has changed since the run was recorded (digest %s..., now %s...)",
+      tostring(want or rp.ref or rp.name), rp.digest:sub(1, 12), session.digest(pol):sub(1, 12))
+  end
+  return pol, nil, note
+end
+
+-- Runs a recorded session again in a fresh worker, served by srv.
+local function rerun(s, pol, srv, extra)
+  local b <close> = core.broker()
+  local opts = {
+    guest = s.init.guest.source, name = s.init.guest.name, policy = pol,
+    input = s.init.input, seed = s.init.seed, _serve = srv,
+    _resume_inputs = #s.inputs > 0 and s.inputs or nil,
+  }
+  for k, v in pairs(extra or {}) do opts[k] = v end
+  local run, err, code = b:start(opts)
+  if not run then return nil, err, code end
+  return run:wait(b)
+end
+
+--- airlock.replay(dir, {policy = ..., guest = source}) -> report, or nil, message. Re-runs the
+--- session's run in a fresh worker answered only from the journal: report =
+--- { identical = bool, result = the new result, recorded = the recorded end
+--- (done or pause record), served = calls answered from the journal,
+--- live_effects = 0 (nothing may be performed for real), note = policy change }.
+--- guest replaces the recorded source, to check that changed code still asks
+--- for the same effects (cause diverged, naming the seq, when it does not).
+function M.replay(dir, opts)
+  opts = opts or {}
+  local s, err = session.load(dir)
+  if not s then return nil, err end
+  local pol, perr, note = recorded_policy(s, opts.policy)
+  if not pol then return nil, perr end
+  local srv = session.server(s, nil)
+  local res, rerr = rerun(s, pol, srv, { guest = opts.guest })
+  if not res then return nil, rerr end
+  local rec = s.final
+  local identical = rec ~= nil and res.cause == (rec.kind == "pause" and "paused" or rec.cause)
+  if identical then
+    local want = rec.kind == "pause" and rec.prompt or rec.value
+    identical = session.same(res.value, want) and srv.next == #s.calls + 1
+  end
+  return { identical = identical, result = res, recorded = rec, served = srv.served,
+           live_effects = srv.live_calls, calls = #s.calls, note = note }
+end
+
+--- airlock.resume(dir, input, {policy = ..., durability = ...}) -> result, or nil,
+--- message, code. Continues a paused session: a fresh worker replays the
+--- journal up to the pause, host.input returns input there, and from then on
+--- the run is live and recorded in the same journal.
+function M.resume(dir, input, opts)
+  opts = opts or {}
+  local s, err = session.load(dir)
+  if not s then return nil, err end
+  if not s.final or s.final.kind ~= "pause" then
+    return nil, string.format("ledger %s: the run is not paused (it ended with %s)", dir,
+      s.final and ("cause " .. tostring(s.final.cause)) or "no end recorded")
+  end
+  local pol, perr, note = recorded_policy(s, opts.policy)
+  if not pol then return nil, perr end
+  s.inputs[#s.inputs + 1] = input
+  local srv = session.server(s, true)
+  local res, rerr, code = rerun(s, pol, srv, {
+    ledger = dir, durability = opts.durability, _resume_of = { input = input, run = s.run } })
+  if not res then return nil, rerr, code end
+  res.note = note
+  return res
+end
+
+--- airlock.branch(dir, at_seq, newdir) -> true, or nil, message: a new session
+--- holding the journal's records up to at_seq (resumable or replayable alone).
+function M.branch(dir, at, newdir)
+  return require("airlock.ledger").branch(dir, at, newdir)
+end
+
+M.ledger = setmetatable({}, { __index = function(t, k)
+  local mod = require "airlock.ledger"
+  setmetatable(t, { __index = mod })
+  return mod[k]
+end })
 
 --- airlock.confine(spec) -> { landlock = "applied: ...", seccomp = "applied: ..." }, or
 --- nil, message, errno: confines the calling process for good (it and its future

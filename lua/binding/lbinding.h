@@ -16,6 +16,9 @@
 int airlock_l_fail(lua_State *L, const char *cause, const char *message, int err);
 /* Adds broker() and defer() to the table on top of the stack; registers metatables. */
 void airlock_l_open_broker(lua_State *L);
+/* Adds ledger_open, ledger_records, ledger_verify, ledger_branch and sha256 to
+** the table on top of the stack; registers the ledger metatables (lledger.c). */
+void airlock_l_open_ledger(lua_State *L);
 /* airlock.core.probe(): what this kernel can enforce, one {ok, detail} per layer (lprobe.c). */
 int airlock_l_probe(lua_State *L);
 /* airlock.core.seccomp_worker_program(tgid) -> the worker's filter as a BPF string (lseccomp.c). */

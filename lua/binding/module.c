@@ -112,6 +112,7 @@ int luaopen_airlock(lua_State *L) {
   install_preloads(L);
   lua_newtable(L);
   airlock_l_open_broker(L);
+  airlock_l_open_ledger(L);
   lua_pushcfunction(L, l_worker_path); lua_setfield(L, -2, "worker_path");
   lua_pushcfunction(L, airlock_l_probe); lua_setfield(L, -2, "probe");
   lua_pushcfunction(L, airlock_l_confine); lua_setfield(L, -2, "confine");

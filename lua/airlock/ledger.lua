@@ -1,0 +1,174 @@
+-- airlock.ledger -- the ledger from Lua: a session directory holding a
+-- hash-chained, append-only journal of records (core/ledger.h says what is on
+-- disk and what verification proves). A thin layer over airlock.core's
+-- ledger_* functions, plus the text that `airlock ledger show` prints.
+--
+--   local ledger = require "airlock.ledger"     -- after require "airlock"
+--   local L = assert(ledger.open(dir, { create = true, durability = "batch" }))
+--   local seq = assert(L:append("call", 1, { effect = "fs.read", args = { path = "a.txt" } }))
+--   local cp = L:checkpoint()                   -- "SEQ:HEX": keep it outside the ledger
+--   L:close()
+--   assert(ledger.verify(dir, cp).ok)
+--   for rec in ledger.records(dir) do print(rec.seq, rec.kind, rec.run) end
+--
+-- Failures of the system or of a journal are nil, message, errno; a wrong
+-- argument is an error. Requires airlock.core and airlock.json, never
+-- "airlock" (airlock.init may load this file).
+local core = require "airlock.core"
+local json = require "airlock.json"
+
+local M = {}
+
+--- open(dir, opts) -> ledger, or nil, message, errno.
+-- opts: create (bool: make dir and start a session when there is no journal),
+-- durability ("none" (default), "batch" (group commit every batch_ms, default
+-- 2) or "always" (fdatasync per append)), batch_ms, session (extra fields of a
+-- new session's record, e.g. a policy digest). One writer per directory: a
+-- second open, from any process, is refused with "ledger: DIR is in use by pid N".
+-- A torn tail (a partial last record from an interrupted write) is cut off;
+-- L:report().torn_bytes says how many bytes, L:report().reason says where.
+-- Methods: append(kind, run, fields) -> seq (kind: init, call, reply, pause,
+-- resume, done; fields: a table with string keys other than seq, kind, run, t),
+-- head() -> seq, hex; checkpoint() -> "SEQ:HEX"; session_id(); durable_seq();
+-- flush(), tick() -> true (or nil, message, errno; a failed write or sync makes
+-- every later append fail the same way); sync_due_ms() -> ms until tick has
+-- work, -1 if none; report(); dir(); close() (also by <close> and the GC).
+function M.open(dir, opts)
+  return core.ledger_open(dir, opts)
+end
+
+--- records(dir) -> iterator over the verified records, in order, streaming:
+--   for rec in ledger.records(dir) do ... end
+-- Each rec holds the body's fields (seq, kind, run, t, and the caller's) plus
+-- hash (the chain hash after it, hex) and offset (in the journal). Damage
+-- raises an error naming the seq and the damage word (altered, substituted,
+-- deleted, reordered, malformed); a torn tail ends the iteration quietly. The
+-- second value is the reader: reader:report() after the loop has torn_bytes.
+-- A journal that cannot be opened is an error too.
+function M.records(dir)
+  local it, reader, ctl, close = core.ledger_records(dir)
+  if not it then error(reader, 0) end
+  return it, reader, ctl, close
+end
+
+--- verify(dir, checkpoint) -> report, or nil, message, errno (unreadable).
+-- report: ok, records, last_seq, bytes, head ("SEQ:HEX"), torn_bytes,
+-- session_id, and when damaged first_bad_seq, damage (the word) and reason
+-- (one sentence starting with that word); reason also describes a torn tail,
+-- which is not damage. checkpoint, "SEQ:HEX" or nil, must be matched by the
+-- record with that seq: this is what catches records removed from the end.
+function M.verify(dir, checkpoint)
+  return core.ledger_verify(dir, checkpoint)
+end
+
+--- branch(src, at, dst) -> true, or nil, message, errno: a new session in dst
+-- starting from src's records 1..at (the new session record says where from).
+function M.branch(src, at, dst)
+  return core.ledger_branch(src, at, dst)
+end
+
+--- head(dir) -> "SEQ:HEX" of the last verified record, or nil, message, errno
+-- (a damaged journal has no head: the message says where the damage is).
+function M.head(dir)
+  local rep, err, errno = core.ledger_verify(dir)
+  if not rep then return nil, err, errno end
+  if not rep.ok then
+    return nil, string.format("ledger %s: damaged at seq %d: %s", dir, rep.first_bad_seq, rep.reason), 74
+  end
+  return rep.head
+end
+
+--- parse_checkpoint(s) -> seq, hex (lower case), or nil, message.
+function M.parse_checkpoint(s)
+  local seq, hex = tostring(s):match("^(%d+):(%x+)$")
+  seq = seq and math.tointeger(tonumber(seq))
+  if not seq or seq < 1 or #hex ~= 64 then
+    return nil, "a checkpoint is SEQ:HASH (a seq >= 1, a colon, 64 hex digits), not '" .. tostring(s) .. "'"
+  end
+  return seq, hex:lower()
+end
+
+M.sha256 = core.sha256
+
+-- ------------------------------------------------------------ show
+
+local OWN = { seq = true, kind = true, run = true, t = true, hash = true, offset = true }
+local STRING_MAX = 120
+
+local function quote(s)
+  if #s > STRING_MAX then s = s:sub(1, STRING_MAX) .. string.format("...(%d bytes)", #s) end
+  return (string.format("%q", s):gsub("\\\n", "\\n"))
+end
+
+-- A value as compact, one-line Lua: {path="a.txt"}, {1, 2}, "x".
+local function lua_text(v)
+  local t = type(v)
+  if t == "string" then return quote(v) end
+  if t ~= "table" then
+    if math.type(v) == "float" and v == math.floor(v) and v > -1e15 and v < 1e15 then
+      return string.format("%.1f", v)
+    end
+    return tostring(v)
+  end
+  local n, count, keys = #v, 0, {}
+  for k in pairs(v) do count = count + 1 keys[#keys + 1] = k end
+  local out = {}
+  if count == n then
+    for i = 1, n do out[i] = lua_text(v[i]) end
+    return "{" .. table.concat(out, ", ") .. "}"
+  end
+  table.sort(keys, function(a, b)
+    if type(a) == type(b) and (type(a) == "string" or type(a) == "number") then return a < b end
+    return type(a) < type(b)
+  end)
+  for _, k in ipairs(keys) do
+    local key = type(k) == "string" and k:match("^[%a_][%w_]*$") and k or "[" .. lua_text(k) .. "]"
+    out[#out + 1] = key .. "=" .. lua_text(v[k])
+  end
+  return "{" .. table.concat(out, ", ") .. "}"
+end
+M.lua_text = lua_text
+
+local function time_text(t)
+  if type(t) ~= "number" then return "?" end
+  local s = math.floor(t)
+  local ms = math.floor((t - s) * 1000)
+  return os.date("!%Y-%m-%d %H:%M:%S", s) .. string.format(".%03dZ", ms)
+end
+
+--- line(rec) -> one human-readable line for a record:
+--   #12    2025-05-01 10:00:00.123Z  call     run 1  fs.read {path="a.txt"}  decision="allow"
+-- The fields effect (bare) and args (as Lua) come first, then the rest sorted,
+-- key=value; strings over 120 bytes are cut.
+function M.line(rec)
+  local parts = { string.format("%-6s %s  %-8s run %-3s", "#" .. tostring(rec.seq), time_text(rec.t),
+                                tostring(rec.kind), tostring(rec.run)) }
+  if type(rec.effect) == "string" then parts[#parts + 1] = rec.effect end
+  if rec.args ~= nil then parts[#parts + 1] = lua_text(rec.args) end
+  local keys = {}
+  for k in pairs(rec) do
+    if not OWN[k] and not (k == "effect" and type(rec.effect) == "string") and k ~= "args" then
+      keys[#keys + 1] = k
+    end
+  end
+  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+  for _, k in ipairs(keys) do parts[#parts + 1] = tostring(k) .. "=" .. lua_text(rec[k]) end
+  return table.concat(parts, "  ")
+end
+
+--- show(dir, {json = bool}) -> iterator of one line per record (no newline):
+-- the text of line(rec), or with json one JSON object per record (its fields,
+-- hash and offset). Damage raises as in records(); the second value is the
+-- reader (reader:report() after the loop tells of a torn tail).
+function M.show(dir, opts)
+  local as_json = opts and opts.json
+  local it, reader, ctl, close = M.records(dir)
+  local function next_line(r)
+    local rec = it(r, ctl)
+    if rec == nil then return nil end
+    return as_json and json.encode(rec) or M.line(rec)
+  end
+  return next_line, reader, nil, close
+end
+
+return M

@@ -1,0 +1,224 @@
+-- airlock.session -- runs recorded in a ledger, and runs served from one:
+-- recording (every call and its answer, before and after the handler runs),
+-- replay (a fresh worker answered only from the journal), resume after a
+-- pause (the prefix replayed, then live), and divergence detection.
+--
+-- One run per session: a session's first init record is the run. Records:
+--   init   {guest = {name, source}, input, seed, effects, policy = {name, ref, digest}}
+--   call   {id, effect, args, decision = "allow"}   (written before the handler runs)
+--   reply  {id, effect, status = "ok" | "err", value | error}
+--   pause  {prompt}          resume {input}
+--   done   {cause, ok, value, message}
+local core = require "airlock.core"
+
+local M = {}
+
+local DEFER = core.defer()
+
+-- Deep equality of two decoded msgpack values (tables compared by content).
+local function same(a, b)
+  if type(a) ~= "table" or type(b) ~= "table" then
+    if math.type(a) == "float" or math.type(b) == "float" then return a == b end
+    return a == b
+  end
+  for k, v in pairs(a) do if not same(v, b[k]) then return false end end
+  for k in pairs(b) do if a[k] == nil then return false end end
+  return true
+end
+M.same = same
+
+-- A short, bounded rendering of a value for messages.
+local function show(v, depth)
+  depth = depth or 0
+  if type(v) == "string" then
+    local s = string.format("%q", #v > 60 and v:sub(1, 60) .. "..." or v)
+    return (s:gsub("\\\n", "\\n"))
+  end
+  if type(v) ~= "table" then return tostring(v) end
+  if depth > 2 then return "{...}" end
+  local keys = {}
+  for k in pairs(v) do keys[#keys + 1] = k end
+  table.sort(keys, function(x, y) return tostring(x) < tostring(y) end)
+  local parts = {}
+  for i, k in ipairs(keys) do
+    if i > 8 then parts[#parts + 1] = "..." break end
+    local key = math.type(k) == "integer" and "" or (tostring(k) .. "=")
+    parts[#parts + 1] = key .. show(v[k], depth + 1)
+  end
+  return "{" .. table.concat(parts, ", ") .. "}"
+end
+M.show = show
+
+-- A canonical text of a policy (sorted keys), with each handler stood in for
+-- by the digest of its stripped bytecode: the same policy source gives the
+-- same digest, any change to a limit, a confinement layer or a handler's code
+-- gives another.
+local function canonical(v, out, seen)
+  local t = type(v)
+  if t == "table" then
+    if seen[v] then out[#out + 1] = "<cycle>" return end
+    seen[v] = true
+    local keys = {}
+    for k in pairs(v) do keys[#keys + 1] = k end
+    table.sort(keys, function(a, b)
+      if type(a) == type(b) and (type(a) == "string" or type(a) == "number") then return a < b end
+      return type(a) < type(b)
+    end)
+    out[#out + 1] = "{"
+    for _, k in ipairs(keys) do
+      canonical(k, out, seen)
+      out[#out + 1] = "="
+      canonical(v[k], out, seen)
+      out[#out + 1] = ";"
+    end
+    out[#out + 1] = "}"
+    seen[v] = nil
+  elseif t == "function" then
+    local ok, code = pcall(string.dump, v, true)
+    out[#out + 1] = ok and ("fn:" .. core.sha256(code)) or "fn:C"
+  elseif t == "string" then
+    out[#out + 1] = string.format("%q", v)
+  else
+    out[#out + 1] = tostring(v)
+  end
+end
+
+--- digest(policy) -> hex SHA-256 of the policy's canonical text.
+function M.digest(pol)
+  local out = {}
+  canonical(pol, out, {})
+  return core.sha256(table.concat(out))
+end
+
+-- ------------------------------------------------------------ recording
+
+local recorder = {}
+recorder.__index = recorder
+
+--- recorder(ledger, run) -> an object that records one run's calls.
+function M.recorder(ledger, run)
+  return setmetatable({ ledger = ledger, run = run }, recorder)
+end
+
+function recorder:append(kind, fields)
+  local seq, err = self.ledger:append(kind, self.run, fields)
+  if not seq then
+    self.failed = err
+    return nil, err
+  end
+  return seq
+end
+
+function recorder:reply(id, effect, ok, v)
+  local fields = { id = id, effect = effect, status = ok and "ok" or "err" }
+  if ok then fields.value = v else fields.error = tostring(v) end
+  return self:append("reply", fields)
+end
+
+-- Wraps a handler so its call is recorded before it runs and its answer after.
+-- A call that cannot be recorded is not performed: the run ends with cause ledger.
+function recorder:wrap(effect, handler)
+  return function(args, ctx)
+    local ok, err = self:append("call", { id = ctx.seq, effect = effect, args = args, decision = "allow" })
+    if not ok then
+      ctx.handle:abort("ledger", "ledger: the call could not be recorded, so it was not performed: " .. err)
+      error("ledger: " .. err, 0)
+    end
+    local pok, v = pcall(handler, args, ctx)
+    if v == DEFER and pok then
+      self.deferred = self.deferred or {}
+      self.deferred[ctx.seq] = effect
+      return v
+    end
+    local rok, rerr = self:reply(ctx.seq, effect, pok, v)
+    if not rok then
+      ctx.handle:abort("ledger", "ledger: the answer could not be recorded: " .. rerr)
+    end
+    if not pok then error(v, 0) end
+    return v
+  end
+end
+
+-- ------------------------------------------------------------ reading a session
+
+--- load(dir) -> the session as tables, or nil, message:
+--- { session, init, run, calls = {call records with .reply}, inputs = {resume inputs},
+---   final = last pause or done record, records = count }
+function M.load(dir)
+  local ledger = require "airlock.ledger"
+  local s = { calls = {}, inputs = {}, records = 0 }
+  local byid = {}
+  local ok, err = pcall(function()
+    for rec in ledger.records(dir) do
+      s.records = s.records + 1
+      if rec.kind == "session" then
+        s.session = s.session or rec
+      elseif rec.kind == "init" then
+        if not s.init then s.init, s.run = rec, rec.run end
+      elseif rec.run == s.run then
+        if rec.kind == "call" then
+          s.calls[#s.calls + 1] = rec
+          byid[rec.id] = rec
+        elseif rec.kind == "reply" then
+          local call = byid[rec.id]
+          if call then call.reply = rec; byid[rec.id] = nil end
+        elseif rec.kind == "resume" then
+          s.inputs[#s.inputs + 1] = rec.input
+        elseif rec.kind == "pause" or rec.kind == "done" then
+          s.final = rec
+        end
+      end
+    end
+  end)
+  if not ok then return nil, tostring(err) end
+  if not s.init then return nil, "ledger " .. dir .. ": no run recorded (no init record)" end
+  return s
+end
+
+-- ------------------------------------------------------------ serving from a journal
+
+local server = {}
+server.__index = server
+
+--- server(session, live) -> answers calls from the session's recorded calls in
+--- order; past the end, live (a function(effect) -> handler or nil) answers,
+--- or the run diverges when there is none (replay).
+function M.server(s, live)
+  return setmetatable({ s = s, next = 1, live = live, served = 0, live_calls = 0 }, server)
+end
+
+function server:handler(effect)
+  return function(args, ctx)
+    local rec = self.s.calls[self.next]
+    if rec == nil then
+      local h = self.live and self.live(effect)
+      if h then
+        self.live_calls = self.live_calls + 1
+        return h(args, ctx)
+      end
+      local msg = string.format("diverged: the guest asked for '%s' %s after the journal's last call",
+        effect, show(args))
+      ctx.handle:abort("diverged", msg)
+      error(msg, 0)
+    end
+    if rec.effect ~= effect or not same(rec.args, args) then
+      local msg = string.format("diverged at seq %d: the journal has '%s' %s, the guest asked for '%s' %s",
+        rec.seq, rec.effect, show(rec.args), effect, show(args))
+      ctx.handle:abort("diverged", msg)
+      error(msg, 0)
+    end
+    self.next = self.next + 1
+    self.served = self.served + 1
+    local reply = rec.reply
+    if reply == nil then
+      -- The call was recorded but never answered (the run ended first).
+      local msg = string.format("diverged at seq %d: the journal has no answer to '%s'", rec.seq, effect)
+      ctx.handle:abort("diverged", msg)
+      error(msg, 0)
+    end
+    if reply.status == "err" then error(reply.error, 0) end
+    return reply.value
+  end
+end
+
+return M

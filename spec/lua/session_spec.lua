@@ -1,0 +1,221 @@
+-- session_spec.lua -- runs recorded in a ledger; replay from the journal alone;
+-- divergence; pause and resume; a ledger that cannot record stops the run.
+local airlock = require "airlock"
+local ledger = require "airlock.ledger"
+
+local function tmpdir()
+  local d = os.tmpname()
+  os.remove(d)
+  return d
+end
+
+local function rm(d) os.execute("rm -rf '" .. d .. "'") end
+
+local function kinds(dir)
+  local out = {}
+  for rec in ledger.records(dir) do out[#out + 1] = rec.kind end
+  return table.concat(out, " ")
+end
+
+-- A policy whose handlers count how often they really run.
+local function counting()
+  local n = { look = 0, move = 0 }
+  return n, {
+    effects = {
+      ["world.look"] = function(args) n.look = n.look + 1 return { trees = args.radius * 3 } end,
+      ["world.move"] = function(args)
+        n.move = n.move + 1
+        if args.dx > 5 then error("too far", 0) end
+        return { x = args.dx }
+      end,
+    },
+  }
+end
+
+local GUEST = [[
+  local seen = host.world.look({ radius = 2 })
+  local ok, err = pcall(host.world.move, { dx = 9 })
+  local pos = host.world.move({ dx = 1 })
+  print("trees", seen.trees)
+  return { trees = seen.trees, refused = err, x = pos.x, t = os.time() > 0, r = math.random(1, 1000) }
+]]
+
+describe("a run recorded in a ledger", function()
+  local dir
+  before_each(function() dir = tmpdir() end)
+  after_each(function() rm(dir) end)
+
+  it("records init, every call before its handler, every answer, and the end", function()
+    local _, pol = counting()
+    local res = assert(airlock.run { guest = GUEST, policy = pol, ledger = dir })
+    assert.equal("ok", res.cause, res.message)
+    assert.equal(6, res.value.trees)
+    assert.matches("too far", res.value.refused)
+    -- world.look, world.move (refused), world.move, log (print), clock.now (os.time)
+    assert.equal("session init call reply call reply call reply call reply call reply done", kinds(dir))
+    local calls = {}
+    for rec in ledger.records(dir) do
+      if rec.kind == "call" then calls[#calls + 1] = rec end
+      if rec.kind == "reply" and rec.effect == "world.move" and rec.status == "err" then
+        assert.matches("too far", rec.error)
+      end
+    end
+    assert.equal("world.look", calls[1].effect)
+    assert.same({ radius = 2 }, calls[1].args)
+    assert.equal("allow", calls[1].decision)
+    assert.is_true(ledger.verify(dir).ok)
+    assert.matches("^%d+:%x+$", res.ledger.head)
+  end)
+
+  it("replays from the journal alone: identical, and no handler runs", function()
+    local n, pol = counting()
+    local res = assert(airlock.run { guest = GUEST, policy = pol, ledger = dir })
+    local before = { look = n.look, move = n.move }
+    local rep = assert(airlock.replay(dir, { policy = pol }))
+    assert.is_true(rep.identical, rep.result.message)
+    assert.equal(0, rep.live_effects)
+    assert.equal(rep.calls, rep.served)
+    assert.same(before, n)                      -- the real handlers were never called
+    assert.same(res.value, rep.result.value)    -- time and random numbers included
+    assert.equal(res.log, rep.result.log)
+  end)
+
+  it("names the seq, the recorded and the asked-for effect when a changed guest diverges", function()
+    local _, pol = counting()
+    assert(airlock.run { guest = GUEST, policy = pol, ledger = dir })
+    local changed = GUEST:gsub("radius = 2", "radius = 3")
+    local rep = assert(airlock.replay(dir, { policy = pol, guest = changed }))
+    assert.is_false(rep.identical)
+    assert.equal("diverged", rep.result.cause)
+    assert.matches("diverged at seq %d+: the journal has 'world.look' {radius=2}, " ..
+                   "the guest asked for 'world.look' {radius=3}", rep.result.message)
+    assert.equal(0, rep.live_effects)
+  end)
+
+  it("pauses on host.input and resumes three times, then replays whole", function()
+    local n, pol = counting()
+    local guest = [[
+      local a = host.input("first?")
+      local seen = host.world.look({ radius = #a })
+      local b = host.input("second?")
+      local c = host.input("third?")
+      return a .. b .. c .. seen.trees
+    ]]
+    local res = assert(airlock.run { guest = guest, policy = pol, ledger = dir })
+    assert.equal("paused", res.cause)
+    assert.equal("first?", res.value)
+    res = assert(airlock.resume(dir, "xy", { policy = pol }))
+    assert.equal("paused", res.cause)
+    assert.equal("second?", res.value)
+    res = assert(airlock.resume(dir, "b", { policy = pol }))
+    assert.equal("third?", res.value)
+    res = assert(airlock.resume(dir, "c", { policy = pol }))
+    assert.equal("ok", res.cause, res.message)
+    assert.equal("xybc6", res.value)
+    assert.equal(1, n.look)                     -- performed once, replayed after
+    assert.equal("session init pause resume call reply pause resume pause resume done", kinds(dir))
+    local rep = assert(airlock.replay(dir, { policy = pol }))
+    assert.is_true(rep.identical, rep.result.message)
+    assert.equal(0, rep.live_effects)
+    local again, err = airlock.resume(dir, "more", { policy = pol })
+    assert.is_nil(again)
+    assert.matches("not paused", err)
+  end)
+
+  it("records deferred answers when the host gives them", function()
+    local b <close> = airlock.broker()
+    local waiting
+    local run = assert(b:start { guest = [[return host.call("later", { n = 1 }) + 1]], ledger = dir,
+      policy = { effects = { later = function(_, ctx) waiting = ctx.seq return airlock.defer() end } } })
+    while not waiting do assert(b:step(50)) end
+    run:reply(waiting, 41)
+    local res = run:wait(b)
+    assert.equal(42, res.value)
+    local replies = {}
+    for rec in ledger.records(dir) do
+      if rec.kind == "reply" then replies[#replies + 1] = rec end
+    end
+    assert.equal(1, #replies)
+    assert.equal(41, replies[1].value)
+  end)
+
+  it("branches a paused session into a new one that resumes on its own", function()
+    local _, pol = counting()
+    local guest = [[local a = host.input("name?") return "hello " .. a]]
+    assert(airlock.run { guest = guest, policy = pol, ledger = dir })
+    local head = ledger.head(dir)
+    local other = tmpdir()
+    assert(airlock.branch(dir, tonumber(head:match("^(%d+)")), other))
+    local res = assert(airlock.resume(other, "branch", { policy = pol }))
+    assert.equal("hello branch", res.value)
+    assert.equal(head, ledger.head(dir))        -- the original is untouched
+    res = assert(airlock.resume(dir, "main", { policy = pol }))
+    assert.equal("hello main", res.value)
+    rm(other)
+  end)
+end)
+
+describe("a ledger that cannot record", function()
+  it("refuses the effect and ends the run with cause ledger (a full disk)", function()
+    local mnt = tmpdir()
+    assert(os.execute("mkdir -p '" .. mnt .. "' && mount -t tmpfs -o size=64k airlock-full '" .. mnt .. "'"))
+    local performed = 0
+    local res = airlock.run { ledger = mnt .. "/s", durability = "always", policy = {
+      effects = { store = function() performed = performed + 1 return true end } },
+      guest = [[for i = 1, 1000 do host.call("store", { blob = string.rep("x", 1000) .. i }) end]] }
+    local ok = ledger.verify(mnt .. "/s").ok
+    local recorded = 0
+    for rec in ledger.records(mnt .. "/s") do
+      if rec.kind == "call" then recorded = recorded + 1 end
+    end
+    os.execute("umount '" .. mnt .. "'; rmdir '" .. mnt .. "'")
+    assert.equal("ledger", res.cause, res.message)
+    assert.matches("could not be recorded, so it was not performed", res.message)
+    assert.is_true(performed < 1000)
+    assert.equal(recorded, performed)   -- every performed call was recorded first
+    assert.is_true(ok, "the journal must still verify")
+  end)
+end)
+
+describe("the session commands", function()
+  local H = require "helper"
+  local AIRLOCK = H.bin .. "/airlock"
+  local function sh(cmd)
+    local p = io.popen(cmd .. " 2>&1; echo \"status $?\"")
+    local out = p:read("a")
+    p:close()
+    return out, tonumber(out:match("status (%d+)%s*$"))
+  end
+
+  it("run --ledger pauses (exit 3), resume finishes (0), replay is identical (0), a changed guest diverges (1)", function()
+    local dir, guest, changed = tmpdir(), os.tmpname() .. ".lua", os.tmpname() .. ".lua"
+    local f = assert(io.open(guest, "w"))
+    f:write([[local n = host.input("n?") local t = os.time() return n * 2 + (t > 0 and 0 or 1)]])
+    f:close()
+    f = assert(io.open(changed, "w"))
+    f:write([[local n = host.input("n?") print("extra") return n * 2]])
+    f:close()
+    local out, st = sh(AIRLOCK .. " run " .. guest .. " --ledger " .. dir)
+    assert.equal(3, st, out)
+    assert.matches("paused: n%?", out)
+    assert.matches("airlock resume " .. dir:gsub("%p", "%%%0") .. " %-%-input JSON", out)
+    out, st = sh(AIRLOCK .. " resume " .. dir .. " --input 21")
+    assert.equal(0, st, out)
+    assert.matches("^42\n", out)
+    out, st = sh(AIRLOCK .. " replay " .. dir)
+    assert.equal(0, st, out)
+    assert.matches("identical %(1 calls answered from the journal, 0 live effects%)", out)
+    out, st = sh(AIRLOCK .. " replay " .. dir .. " --guest " .. changed)
+    assert.equal(1, st, out)
+    assert.matches("differs: diverged at seq %d+: the journal has 'clock.now'", out)
+    out, st = sh(AIRLOCK .. " resume " .. dir .. " --input 1")
+    assert.equal(2, st, out)
+    assert.matches("not paused", out)
+    out, st = sh(AIRLOCK .. " branch " .. dir .. " --at 3 " .. dir .. "-b")
+    assert.equal(0, st, out)
+    out, st = sh(AIRLOCK .. " resume " .. dir .. "-b --input 5")
+    assert.equal(0, st, out)
+    assert.matches("^10\n", out)
+    rm(dir) rm(dir .. "-b") os.remove(guest) os.remove(changed)
+  end)
+end)
