@@ -220,9 +220,27 @@ end
 --- b:step(timeout_ms) -> list of results of the runs that finished; handlers
 --- for calls that arrived are run inside. timeout -1 waits, 0 polls.
 function broker_methods:step(timeout)
+  -- Group commit: the wait never outlasts a batch ledger's sync window, and
+  -- every step gives due ledgers their fdatasync.
+  local per = states[self]
+  if per then
+    for _, st in pairs(per) do
+      if type(st) == "table" and st.ledger then
+        local due = st.ledger:sync_due_ms()
+        if due >= 0 and (timeout == nil or timeout < 0 or due < timeout) then timeout = due end
+      end
+    end
+  end
   local done, err, code = self:_step(timeout)
   if not done then return nil, err, code end
-  local per = states[self]
+  if per then
+    for _, st in pairs(per) do
+      if type(st) == "table" and st.ledger then
+        local ok, terr = st.ledger:tick()
+        if not ok and st.recorder then st.recorder.failed = st.recorder.failed or terr end
+      end
+    end
+  end
   for _, res in ipairs(done) do
     local st = per and per[res.run]
     if st then
