@@ -91,3 +91,22 @@ tool("airlock-baseline", { "bench/baseline.c" }, { "msgpackc" })
 tool("airlock-netns", { "bench/netns.c" })
 tool("test-ledger", { "spec/c/test_ledger.c" }, { "airlock-core", "msgpackc", "crypto" })
 tool("airlock-ledger-bench", { "bench/ledger_bench.c" }, { "airlock-core", "msgpackc", "crypto", "sqlite3" })
+
+-- Fuzzing (make fuzz): libFuzzer targets in their own solution, built with
+-- clang (make -C build/fuzz CC=clang config=fuzz); each links the core it tests.
+solution "airlock-fuzz"
+  configurations { "fuzz" }
+  location "build/fuzz"
+  language "C"
+  includedirs { "core", "lua", LUA_INC }
+  buildoptions { "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-g", "-O1",
+                 "-fsanitize=fuzzer,address,undefined", "-fno-omit-frame-pointer" }
+  linkoptions { "-fsanitize=fuzzer,address,undefined" }
+  objdir "build/fuzz/obj"
+  targetdir "build/fuzz/bin"
+  for _, t in ipairs { "frame", "codec", "convert", "ledger" } do
+    project(t .. "_fuzz")
+      kind "ConsoleApp"
+      files { "fuzz/" .. t .. "_fuzz.c", "core/*.c", "lua/convert.c" }
+      links { "msgpackc", "seccomp", "crypto", "lua5.4", "m" }
+  end

@@ -299,7 +299,7 @@ static int value_cond(struct entry *e, const char *v, size_t len, struct cond *c
 {
   unsigned long val;
   *multi = 0;
-#define IS(lit) (len == sizeof lit - 1 && memcmp(v, lit, len) == 0)
+#define IS(lit) (len == sizeof(lit) - 1 && memcmp(v, (lit), len) == 0)
   if (IS("no-namespaces")) {
     unsigned long all = 0;
     for (size_t i = 0; i < sizeof clone_ns_flags / sizeof *clone_ns_flags; i++)

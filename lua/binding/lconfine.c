@@ -189,10 +189,11 @@ static void parse_spec(lua_State *L, int idx, airlock_confine_spec *s) {
       if (strcmp(w, "kill") != 0) {
         size_t i = 0;
         while (i < sizeof ERRNOS / sizeof *ERRNOS && strcmp(w, ERRNOS[i].name) != 0) i++;
-        if (i == sizeof ERRNOS / sizeof *ERRNOS)
+        if (i < sizeof ERRNOS / sizeof *ERRNOS)
+          s->refuse_errno = ERRNOS[i].e;
+        else
           luaL_error(L, "confine: seccomp.refuse must be \"kill\" or an errno name (EPERM, EACCES, "
                         "ENOSYS, EINVAL, ENOTSUP, EOPNOTSUPP, EROFS, ENOENT), got '%s'", w);
-        s->refuse_errno = ERRNOS[i].e;
       }
     } else if (rt != LUA_TNIL) {
       luaL_error(L, "confine: seccomp.refuse must be \"kill\" or an errno name");
