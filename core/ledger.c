@@ -577,6 +577,11 @@ int airlock_ledger_flush(airlock_ledger *l)
   return sync_now(l);
 }
 
+int airlock_ledger_durability(const airlock_ledger *l)
+{
+  return l->durability;
+}
+
 uint64_t airlock_ledger_durable_seq(const airlock_ledger *l)
 {
   return l->durable_seq;
@@ -604,7 +609,9 @@ int airlock_ledger_close(airlock_ledger *l)
 {
   if (l == NULL)
     return 0;
-  int rc = l->sticky ? l->sticky : sync_now(l);
+  /* Durability none promised no sync, and a host closing many sessions on its
+  ** event loop should not pay one each. */
+  int rc = l->sticky ? l->sticky : l->durability == AIRLOCK_DURABLE_NONE ? 0 : sync_now(l);
   free_ledger(l);
   return rc;
 }

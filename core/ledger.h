@@ -141,6 +141,8 @@ int airlock_ledger_tick(airlock_ledger *l);
 int airlock_ledger_sync_due_ms(const airlock_ledger *l);
 /* fdatasync now if any record is not yet durable. Returns 0 or -errno (sticky). */
 int airlock_ledger_flush(airlock_ledger *l);
+/* The durability l was opened with (AIRLOCK_DURABLE_*). */
+int airlock_ledger_durability(const airlock_ledger *l);
 /* Highest seq known to be on disk (after an fdatasync). */
 uint64_t airlock_ledger_durable_seq(const airlock_ledger *l);
 /* The last record's seq and chain hash (both may be NULL). */
@@ -149,8 +151,9 @@ void airlock_ledger_head(const airlock_ledger *l, uint64_t *seq, uint8_t hash[AI
 const char *airlock_ledger_session_id(const airlock_ledger *l);
 /* The message for the last failure on l ("" if none). */
 const char *airlock_ledger_error(const airlock_ledger *l);
-/* Flushes, releases the lock and frees l. Returns 0, or the -errno of the final
-** flush (l is freed either way). NULL is a no-op. */
+/* Flushes (except in durability none, which promises no sync), releases the
+** lock and frees l. Returns 0, or the -errno of the final flush (l is freed
+** either way). NULL is a no-op. */
 int airlock_ledger_close(airlock_ledger *l);
 
 /* ------------------------------------------------------------------ reading */

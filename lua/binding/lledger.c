@@ -267,6 +267,11 @@ static int l_durable_seq(lua_State *L) {
   return 1;
 }
 
+static int l_durability(lua_State *L) {
+  lua_pushstring(L, airlock_ledger_durability_name(airlock_ledger_durability(check_ledger(L, 1)->l)));
+  return 1;
+}
+
 static int l_sync_due_ms(lua_State *L) {
   lua_pushinteger(L, airlock_ledger_sync_due_ms(check_ledger(L, 1)->l));
   return 1;
@@ -478,7 +483,7 @@ void airlock_l_open_ledger(lua_State *L) {
   static const luaL_Reg lm[] = {
     { "append", l_append }, { "head", l_head }, { "checkpoint", l_checkpoint },
     { "session_id", l_session_id }, { "durable_seq", l_durable_seq }, { "flush", l_flush },
-    { "tick", l_tick }, { "sync_due_ms", l_sync_due_ms }, { "report", l_report },
+    { "tick", l_tick }, { "sync_due_ms", l_sync_due_ms }, { "durability", l_durability }, { "report", l_report },
     { "close", l_close }, { "dir", l_dir }, { NULL, NULL } };
   static const luaL_Reg rm[] = {
     { "report", l_reader_report }, { "close", l_reader_close }, { NULL, NULL } };
