@@ -2,10 +2,12 @@
 -- Every confinement layer on and required: if this kernel cannot enforce one,
 -- the run ends with cause "confinement" before any guest code runs
 -- (`airlock probe` tells what this machine can enforce). Small limits, no
--- effects beyond the built-in log (print) and clock.now.
+-- effects beyond the built-in log (print) and clock.now. The confine section
+-- is locked: policy.extend may tighten it, never loosen it.
 return {
   name = "untrusted",
   description = "strict default: every confinement layer required, small limits, no granted effects",
+  locked = { "confine" },
   limits = {
     deadline_ms = "5s",
     memory = "64M",

@@ -5,6 +5,7 @@ local core = require "airlock.core"
 local policy = require "airlock.policy"
 local confine = require "airlock.confine"
 local session = require "airlock.session"
+local secrets = require "airlock.secrets"
 
 local M = {
   policy = policy,
@@ -17,6 +18,8 @@ local M = {
 local broker_methods, run_methods = core.broker_methods, core.run_methods
 local states = setmetatable({}, { __mode = "k" })   -- broker -> serial -> per-run state
 local recorders = setmetatable({}, { __mode = "k" })   -- run -> its ledger recorder
+local redactors = setmetatable({}, { __mode = "k" })   -- run -> its secrets' redactor
+local defaults = setmetatable({}, { __mode = "k" })    -- broker -> {policy, ref}: b:reload's snapshot
 
 local START_KEYS = { guest = true, name = true, policy = true, input = true, seed = true, on_log = true,
                      ledger = true, durability = true, _serve = true, _resume_inputs = true,
@@ -55,13 +58,26 @@ local function resolve_policy(p)
   if type(p) == "table" then
     if policy.is_policy(p) then return p end
     -- A bare table is layered over the strict default, so it always has limits.
+    -- Not policy.extend: the table states its whole intent and may turn layers
+    -- off by name, so untrusted's locks are not checked here.
     local base, err = policy.load("untrusted")
     if not base then return nil, err end
-    local ok, pol = pcall(policy.extend, base, p)
+    local ok, pol = pcall(policy.layer, base, p)
     if ok then return pol end
     return nil, pol
   end
   error("airlock: 'policy' must be a policy table, a stock policy name or a file path", 3)
+end
+
+-- A policy without any confinement (the stock dev) is refused when
+-- AIRLOCK_REQUIRE_CONFINEMENT=1; otherwise true.
+local function admissible(pol)
+  local req = os.getenv("AIRLOCK_REQUIRE_CONFINEMENT")
+  if req and req ~= "" and req ~= "0" and policy.unconfined(pol) then
+    return nil, string.format("confinement: policy '%s' runs guests without confinement, " ..
+      "and AIRLOCK_REQUIRE_CONFINEMENT=1 refuses it", tostring(pol.name or "(unnamed)"))
+  end
+  return true
 end
 
 -- Built-in effects every run has unless its policy refuses them with false.
@@ -100,8 +116,21 @@ function broker_methods:start(opts)
   for k in pairs(opts) do
     if not START_KEYS[k] then error(string.format("start: unknown option '%s'", tostring(k)), 2) end
   end
-  local pol, perr = resolve_policy(opts.policy)
+  -- Without a policy of its own, a run takes the broker's snapshot (b:reload).
+  local default = opts.policy == nil and defaults[self] or nil
+  local pol, perr
+  if default then pol = default.policy else pol, perr = resolve_policy(opts.policy) end
   if not pol then return nil, perr end
+  local admitted, aerr = admissible(pol)
+  if not admitted then return nil, aerr, "confinement" end
+  if pol.unconfined then
+    io.stderr:write(string.format("airlock: WARNING: policy '%s' runs guests WITHOUT confinement\n",
+      tostring(pol.name or "(unnamed)")))
+  end
+  -- Secrets: resolved here, in the parent, for handlers only (ctx.secrets).
+  local secret_values, serr = secrets.resolve(pol.secrets)
+  if not secret_values then return nil, serr end
+  local redact = secrets.redactor(secret_values)
   local source, name = load_guest(opts.guest, opts.name)
   if not source then return nil, name end
   local limits = pol.limits or {}
@@ -116,10 +145,19 @@ function broker_methods:start(opts)
   local plan, cerr = confine.plan(pol.confine)
   if not plan then return nil, cerr, "confinement" end
 
-  local st = { log = {}, log_bytes = 0, policy = pol.name, on_log = opts.on_log, plan = plan }
+  local st = { log = {}, log_bytes = 0, log_max = limits.output or 65536, policy = pol.name,
+               on_log = opts.on_log, plan = plan, digest = policy.digest(pol), redact = redact }
+  if redact and opts.on_log then
+    local on_log = opts.on_log
+    st.on_log = function(text) return on_log(redact(text)) end
+  end
   local handlers = builtin_handlers(st, limits)
   local collect_log = handlers.log
   for k, v in pairs(pol.effects or {}) do handlers[k] = v or nil end
+  -- What a handler answers reaches the guest with every secret redacted.
+  if redact then
+    for k, h in pairs(handlers) do handlers[k] = secrets.guard(h, redact) end
+  end
 
   local serial = (states[self] and states[self].n or 0) + 1
   local seed = opts.seed or math.random(0, 2 ^ 31)
@@ -129,13 +167,13 @@ function broker_methods:start(opts)
   local ledger, owned, lerr = open_ledger(opts.ledger, opts.durability)
   if lerr then return nil, lerr, "ledger" end
   if ledger then
-    local rec = session.recorder(ledger, opts._resume_of and opts._resume_of.run or serial)
+    local rec = session.recorder(ledger, opts._resume_of and opts._resume_of.run or serial, redact)
     st.recorder, st.ledger, st.owned = rec, ledger, owned
     local fields = {
       guest = { name = name, source = source }, input = opts.input, seed = seed,
       effects = effect_list(handlers),
-      policy = { name = pol.name, ref = type(opts.policy) == "string" and opts.policy or nil,
-                 digest = session.digest(pol) },
+      policy = { name = pol.name, digest = st.digest,
+                 ref = type(opts.policy) == "string" and opts.policy or (default and default.ref) or nil },
     }
     if opts._resume_of then
       -- Resuming: the init is already in the journal; this records the answer.
@@ -191,7 +229,7 @@ function broker_methods:start(opts)
     max_frame = limits.max_frame,
     capture_max = limits.capture,
     handlers = handlers,
-    ctx = { policy = pol.name },
+    ctx = { policy = pol.name, secrets = secrets.readonly(secret_values) },
   }
   for k, v in pairs(plan.start) do start[k] = v end
   local run, err, code = self:_start(start)
@@ -211,6 +249,7 @@ function broker_methods:start(opts)
     return nil, err, code
   end
   if st.recorder then recorders[run] = st.recorder end
+  if redact then redactors[run] = redact end
   states[self] = states[self] or { n = 0 }
   states[self].n = serial
   states[self][run:id()] = st
@@ -246,11 +285,13 @@ function broker_methods:step(timeout)
     if st then
       res.log = table.concat(st.log)
       res.policy = st.policy
+      res.digest = st.digest
       res.confinement = confine.report(st.plan, res.confinement)
       if st.server then
         res.served = st.server.served
         res.live_effects = st.server.live_calls
       end
+      if st.redact then secrets.redact_result(res, st.redact, st.log_bytes >= st.log_max) end
       if st.recorder then
         local rec = st.recorder
         if res.cause == "paused" then
@@ -258,7 +299,9 @@ function broker_methods:step(timeout)
         else
           rec:append("done", { cause = res.cause, ok = res.ok, value = res.value, message = res.message })
         end
-        local fok, ferr = st.ledger:flush()
+        -- The end of the run is made durable now, unless the ledger promised none.
+        local fok, ferr = true, nil
+        if st.ledger:durability() ~= "none" then fok, ferr = st.ledger:flush() end
         if not fok then rec.failed = rec.failed or ferr end
         res.ledger = { dir = st.ledger:dir(), head = st.ledger:checkpoint(), error = rec.failed }
         if st.owned then st.ledger:close() end
@@ -277,6 +320,7 @@ end
 
 local c_reply, c_fail = run_methods.reply, run_methods.fail
 function run_methods:reply(seq, value)
+  if redactors[self] then value = redactors[self](value) end
   local rec = recorder_of(self)
   local effect = rec and rec.deferred[seq]
   if effect then
@@ -289,6 +333,7 @@ function run_methods:reply(seq, value)
   return c_reply(self, seq, value)
 end
 function run_methods:fail(seq, message, code)
+  if redactors[self] then message = redactors[self](message) end
   local rec = recorder_of(self)
   local effect = rec and rec.deferred[seq]
   if effect then
@@ -299,6 +344,24 @@ function run_methods:fail(seq, message, code)
     end
   end
   return c_fail(self, seq, message, code)
+end
+
+--- b:reload(policy) -> digest, or nil, message: runs started afterwards without
+--- a policy of their own use this snapshot (a table, stock name or file path,
+--- as b:start takes); runs already started keep theirs. A policy that fails
+--- validation (or whose secrets cannot be resolved, or that AIRLOCK_REQUIRE_CONFINEMENT
+--- refuses) leaves the current one in place.
+function broker_methods:reload(p)
+  if p == nil then error("reload: expects a policy (a table, a stock name or a file path)", 2) end
+  local ok, pol, err = pcall(resolve_policy, p)
+  if not ok then return nil, tostring(pol) end
+  if not pol then return nil, err end
+  local admitted, aerr = admissible(pol)
+  if not admitted then return nil, aerr end
+  local values, serr = secrets.resolve(pol.secrets)
+  if not values then return nil, serr end
+  defaults[self] = { policy = pol, ref = type(p) == "string" and p or nil }
+  return policy.digest(pol)
 end
 
 --- run:wait() -> result: steps the run's broker until this run has finished.
@@ -323,7 +386,9 @@ function M.run(opts)
   local run, err, code = b:start(opts)
   if code == "confinement" then
     -- Refused before anything was spawned: a result like any other run's.
-    return { ok = false, cause = "confinement", message = err, log = "", usage = {} }
+    local pol = resolve_policy(opts.policy)
+    return { ok = false, cause = "confinement", message = err, log = "", usage = {},
+             policy = pol and pol.name, digest = pol and policy.digest(pol) }
   end
   if not run then return nil, err, code end
   return run:wait(b)
@@ -336,9 +401,9 @@ local function recorded_policy(s, want)
   local pol, err = resolve_policy(want or rp.ref or rp.name)
   if not pol then return nil, err end
   local note
-  if rp.digest and session.digest(pol) ~= rp.digest then
+  if rp.digest and policy.digest(pol) ~= rp.digest then
     note = string.format("the policy '%s' has changed since the run was recorded (digest %s..., now %s...)",
-      tostring(want or rp.ref or rp.name), rp.digest:sub(1, 12), session.digest(pol):sub(1, 12))
+      tostring(want or rp.ref or rp.name), rp.digest:sub(1, 12), policy.digest(pol):sub(1, 12))
   end
   return pol, nil, note
 end
@@ -411,6 +476,14 @@ end
 function M.branch(dir, at, newdir)
   return require("airlock.ledger").branch(dir, at, newdir)
 end
+
+--- airlock.handlers: ready-made effect handlers (workspace, kv, clock, random,
+--- log, modules, http, deny); see lua/airlock/handlers.lua.
+M.handlers = setmetatable({}, { __index = function(t, k)
+  local mod = require "airlock.handlers"
+  setmetatable(t, { __index = mod })
+  return mod[k]
+end })
 
 M.ledger = setmetatable({}, { __index = function(t, k)
   local mod = require "airlock.ledger"

@@ -49,45 +49,11 @@ local function show(v, depth)
 end
 M.show = show
 
--- A canonical text of a policy (sorted keys), with each handler stood in for
--- by the digest of its stripped bytecode: the same policy source gives the
--- same digest, any change to a limit, a confinement layer or a handler's code
--- gives another.
-local function canonical(v, out, seen)
-  local t = type(v)
-  if t == "table" then
-    if seen[v] then out[#out + 1] = "<cycle>" return end
-    seen[v] = true
-    local keys = {}
-    for k in pairs(v) do keys[#keys + 1] = k end
-    table.sort(keys, function(a, b)
-      if type(a) == type(b) and (type(a) == "string" or type(a) == "number") then return a < b end
-      return type(a) < type(b)
-    end)
-    out[#out + 1] = "{"
-    for _, k in ipairs(keys) do
-      canonical(k, out, seen)
-      out[#out + 1] = "="
-      canonical(v[k], out, seen)
-      out[#out + 1] = ";"
-    end
-    out[#out + 1] = "}"
-    seen[v] = nil
-  elseif t == "function" then
-    local ok, code = pcall(string.dump, v, true)
-    out[#out + 1] = ok and ("fn:" .. core.sha256(code)) or "fn:C"
-  elseif t == "string" then
-    out[#out + 1] = string.format("%q", v)
-  else
-    out[#out + 1] = tostring(v)
-  end
-end
-
---- digest(policy) -> hex SHA-256 of the policy's canonical text.
+--- digest(policy) -> hex SHA-256 of the policy (airlock.policy.digest: a
+--- canonical encoding of everything but handler code, plus each handler's
+--- source text).
 function M.digest(pol)
-  local out = {}
-  canonical(pol, out, {})
-  return core.sha256(table.concat(out))
+  return require("airlock.policy").digest(pol)
 end
 
 -- ------------------------------------------------------------ recording
@@ -95,12 +61,15 @@ end
 local recorder = {}
 recorder.__index = recorder
 
---- recorder(ledger, run) -> an object that records one run's calls.
-function M.recorder(ledger, run)
-  return setmetatable({ ledger = ledger, run = run }, recorder)
+--- recorder(ledger, run, redact) -> an object that records one run's calls.
+--- redact (airlock.secrets.redactor), when given, is applied to every
+--- record's fields before it is appended: no secret reaches the journal.
+function M.recorder(ledger, run, redact)
+  return setmetatable({ ledger = ledger, run = run, redact = redact }, recorder)
 end
 
 function recorder:append(kind, fields)
+  if self.redact and fields then fields = self.redact(fields) end
   local seq, err = self.ledger:append(kind, self.run, fields)
   if not seq then
     self.failed = err
