@@ -54,7 +54,7 @@ project "airlock-module"
   targetname "airlock"
   targetprefix ""
   files(BINDING)
-  links { "airlock-convert", "airlock-core", "msgpackc", "crypto", "seccomp", "dl" }
+  links { "airlock-convert", "airlock-core", "msgpackc", "crypto", "seccomp", "curl", "dl" }
   outdirs(false)
 
 -- airlock: a Lua 5.4 host with the module built in, plus subcommands.
@@ -62,7 +62,7 @@ project "airlock"
   kind "ConsoleApp"
   files(BINDING)
   files { "lua/main.c" }
-  links { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "crypto", "seccomp", "readline", "m", "dl" }
+  links { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "crypto", "seccomp", "curl", "readline", "m", "dl" }
   linkoptions { "-Wl,-E" }
   outdirs(true)
 

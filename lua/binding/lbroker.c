@@ -133,9 +133,18 @@ static void dispatch(lua_State *L, int runud, const airlock_event *ev) {
     const char *tb = lua_tolstring(L, -1, &len);
     const char *nl = tb ? memchr(tb, '\n', len) : NULL;
     char msg[600];
-    int n = snprintf(msg, sizeof msg, "handler for '%s' failed: %.*s", effect,
-                     (int)(nl ? (size_t)(nl - tb) : (tb ? len : 0)), tb ? tb : "(no message)");
-    airlock_run_fail(lr->r, ev->id, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1, NULL);
+    size_t first = nl ? (size_t)(nl - tb) : (tb ? len : 0);
+    /* A handler that refuses says so with "denied: why" (airlock.handlers.deny,
+    ** the workspace's escape checks): the guest gets a denied error, and a run
+    ** the guest lets it end is cause denied, like an effect the policy lacks. */
+    int denied = tb != NULL && first >= 8 && memcmp(tb, "denied: ", 8) == 0;
+    int n = denied
+      ? snprintf(msg, sizeof msg, "%.*s", (int)first, tb)
+      : snprintf(msg, sizeof msg, "handler for '%s' failed: %.*s", effect, (int)first,
+                 tb ? tb : "(no message)");
+    if (denied) airlock_run_note_denied(lr->r);
+    airlock_run_fail(lr->r, ev->id, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1,
+                     denied ? "denied" : NULL);
     lua_getiuservalue(L, runud, RUV_CTX);
     lua_getfield(L, -1, "on_handler_error");
     if (lua_isfunction(L, -1)) { lua_pushvalue(L, -3); lua_pcall(L, 1, 0, 0); }
