@@ -1,5 +1,5 @@
 # Makefile -- thin wrapper: installs what is missing, generates with premake4, builds.
-#   make demo   build everything and run the main demo under the default policy
+#   make demo   build everything and run the demos (examples/plugin-host, then airlock demo)
 #   make test   build (release and sanitizer builds) and run every test
 #   make bench  run the benchmark (ratios against baselines measured in the same run)
 
@@ -35,7 +35,11 @@ build: deps build/gen/embedded.c build/Makefile
 build-san: deps build/gen/embedded.c build/Makefile
 	$(MAKE) -s -C build config=sanitize -j$(JOBS)
 
+# The main demo: plugin-host (examples/plugin-host), a game host running seven
+# bot mods, four of them hostile, for 30 ticks at 20 fps; then one run per cause.
 demo: build
+	build/bin/plugin-host --ticks 30 --fps 20
+	@echo
 	build/bin/airlock demo
 
 test: build build-san

@@ -93,6 +93,19 @@ tool("airlock-netns", { "bench/netns.c" })
 tool("test-ledger", { "spec/c/test_ledger.c" }, { "airlock-core", "msgpackc", "crypto" })
 tool("airlock-ledger-bench", { "bench/ledger_bench.c" }, { "airlock-core", "msgpackc", "crypto", "sqlite3" })
 
+-- Examples (examples/): plugin-host, a game-style C host embedding Lua 5.4 and
+-- the binding the way the airlock command does (its Lua part, host.lua, is read
+-- from the example's directory, compiled in here); c-embed, a C-only host.
+project "plugin-host"
+  kind "ConsoleApp"
+  files(BINDING)
+  files { "examples/plugin-host/main.c" }
+  buildoptions { "'-DPLUGIN_HOST_DIR=\"" .. path.getabsolute("examples/plugin-host") .. "\"'" }
+  links { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "crypto", "seccomp", "curl", "m", "dl" }
+  linkoptions { "-Wl,-E" }
+  outdirs(true)
+tool("c-embed", { "examples/c-embed/main.c" }, { "airlock-core", "msgpackc", "crypto", "seccomp" })
+
 -- Fuzzing (make fuzz): libFuzzer targets in their own solution, built with
 -- clang (make -C build/fuzz CC=clang config=fuzz); each links the core it tests.
 solution "airlock-fuzz"

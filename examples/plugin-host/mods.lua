@@ -1,0 +1,37 @@
+-- mods.lua -- the policy every bot (mod) of plugin-host runs under: the stock
+-- `untrusted` policy (every confinement layer required) with tighter limits
+-- and the world's effects. The handlers below only pass each call on to the
+-- world, which host.lua registers as the module "plugin-host.world" (looked up
+-- at call time, so the policy holds no game state: its digest, recorded in
+-- each bot's ledger, is the same when the game is replayed).
+--
+-- A bot is one guest that lives for the whole game, so these limits are for
+-- its whole session, not for one tick. The per-tick budget is the host's: a
+-- bot that has not ended its turn within a tick skips it (host.lua).
+local airlock = require "airlock"
+
+local function to(name)
+  return function(args, ctx) return require("plugin-host.world")[name](args, ctx) end
+end
+
+return airlock.policy.extend(airlock.policy.load("untrusted"), {
+  name = "mods",
+  description = "plugin-host bots: untrusted, smaller limits, the world effects",
+  limits = {
+    -- deadline_ms: untrusted's 5 s; the host raises it to the game's length.
+    memory = "8M",           -- a bot's Lua heap
+    instructions = 2e7,      -- for the whole game: ~10,000 turns of a simple bot,
+                             -- or ~60 ms of a `while true do end`
+    output = "4K",
+    max_frame = "64K",       -- no effect call or answer is larger
+    capture = "4K",
+  },
+  effects = {
+    ["world.tick"] = to("tick"),   -- ends the turn; answered (deferred) at the next tick
+    ["world.look"] = to("look"),   -- what is around: gems, bots, free directions
+    ["world.move"] = to("move"),   -- one step n/e/s/w, applied when the tick ends
+    ["world.say"] = to("say"),     -- a line in the tick log
+    log = to("print"),             -- print: also in the tick log, and counted
+    ["clock.now"] = to("clock"),   -- os.time/os.clock: counted like any effect
+  },
+})

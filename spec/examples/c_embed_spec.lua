@@ -1,0 +1,30 @@
+-- c_embed_spec.lua -- examples/c-embed: a C-only host (no Lua in the process)
+-- spawns a confined worker, answers its one effect and prints the result.
+local H = require "helper"
+
+local C_EMBED = H.bin .. "/c-embed"
+
+local function sh(cmd)
+  local p = io.popen(cmd .. " 2>&1; echo \"rc=$?\"")
+  local out = p:read("a")
+  p:close()
+  local rc = tonumber(out:match("rc=(%d+)\n$"))
+  return out:gsub("rc=%d+\n$", ""), rc
+end
+
+describe("c-embed", function()
+  it("answers the guest's effect and prints its result, exit 0", function()
+    local out, rc = sh("timeout 20 " .. C_EMBED)
+    assert.equal(0, rc, out)
+    assert.matches("^effect add {a = 2, b = 3} %-> 5\n", out)
+    assert.matches('\ncause ok, value {[^}]*"sum"=>5', out)
+    assert.matches('"twice"=>10', out)
+    assert.matches("\nwall [%d.]+ ms, 1 effect%(s%)\n$", out)
+  end)
+
+  it("says why when the worker cannot be started, exit 1", function()
+    local out, rc = sh("timeout 20 " .. C_EMBED .. " /nonexistent/airlock-worker")
+    assert.equal(1, rc, out)
+    assert.matches("c%-embed: .*/nonexistent/airlock%-worker", out)
+  end)
+end)
