@@ -87,8 +87,16 @@ end
 -- Wraps a handler so its call is recorded before it runs and its answer after.
 -- A call that cannot be recorded is not performed: the run ends with cause ledger.
 function recorder:wrap(effect, handler)
+  -- A policy's explicit refusal (airlock.handlers.deny) is recorded as such.
+  local decision, reason = "allow", nil
+  local hmod = package.loaded["airlock.handlers"]
+  if hmod and hmod.decision then
+    local d, why = hmod.decision(handler)
+    if d then decision, reason = d, why end
+  end
   return function(args, ctx)
-    local ok, err = self:append("call", { id = ctx.seq, effect = effect, args = args, decision = "allow" })
+    local ok, err = self:append("call", { id = ctx.seq, effect = effect, args = args,
+                                          decision = decision, reason = reason })
     if not ok then
       ctx.handle:abort("ledger", "ledger: the call could not be recorded, so it was not performed: " .. err)
       error("ledger: " .. err, 0)

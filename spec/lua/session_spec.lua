@@ -219,3 +219,18 @@ describe("the session commands", function()
     rm(dir) rm(dir .. "-b") os.remove(guest) os.remove(changed)
   end)
 end)
+
+describe("a policy's explicit refusal", function()
+  it("is recorded as decision deny, with its reason, and the run ends as cause denied", function()
+    local handlers = require "airlock.handlers"
+    local dir = tmpdir()
+    local res = assert(airlock.run { guest = [[return host.call("world.nuke", { all = true })]], ledger = dir,
+      policy = { effects = { ["world.nuke"] = handlers.deny("not in this game") } } })
+    assert.equal("denied", res.cause)
+    local call
+    for rec in ledger.records(dir) do if rec.kind == "call" then call = rec end end
+    assert.equal("deny", call.decision)
+    assert.equal("not in this game", call.reason)
+    rm(dir)
+  end)
+end)
