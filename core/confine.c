@@ -85,6 +85,29 @@ int airlock_landlock_abi(void)
   return (int)abi;
 }
 
+size_t ll_handled_rights(int abi, int no_scope, struct ll_ruleset_attr *attr)
+{
+  memset(attr, 0, sizeof *attr);
+  size_t attr_size = offsetof(struct ll_ruleset_attr, handled_access_net);
+  /* Every right of ABI 1 is a contiguous bit run. */
+  attr->handled_access_fs = (1ULL << 13) - 1;
+  if (abi >= 2)
+    attr->handled_access_fs |= LANDLOCK_ACCESS_FS_REFER;
+  if (abi >= 3)
+    attr->handled_access_fs |= LANDLOCK_ACCESS_FS_TRUNCATE;
+  if (abi >= 5)
+    attr->handled_access_fs |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
+  if (abi >= 4) {
+    attr->handled_access_net = LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP;
+    attr_size = offsetof(struct ll_ruleset_attr, scoped);
+  }
+  if (abi >= 6 && !no_scope) {
+    attr->scoped = LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL;
+    attr_size = sizeof *attr;
+  }
+  return attr_size;
+}
+
 int airlock_confine_landlock_deny_all(airlock_layer *out)
 {
   int abi = airlock_landlock_abi();
@@ -97,24 +120,8 @@ int airlock_confine_landlock_deny_all(airlock_layer *out)
     return abi;
   }
 
-  struct ll_ruleset_attr attr = { 0 };
-  size_t attr_size = offsetof(struct ll_ruleset_attr, handled_access_net);
-  /* Every right of ABI 1 is a contiguous bit run. */
-  attr.handled_access_fs = (1ULL << 13) - 1;
-  if (abi >= 2)
-    attr.handled_access_fs |= LANDLOCK_ACCESS_FS_REFER;
-  if (abi >= 3)
-    attr.handled_access_fs |= LANDLOCK_ACCESS_FS_TRUNCATE;
-  if (abi >= 5)
-    attr.handled_access_fs |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
-  if (abi >= 4) {
-    attr.handled_access_net = LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP;
-    attr_size = offsetof(struct ll_ruleset_attr, scoped);
-  }
-  if (abi >= 6) {
-    attr.scoped = LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL;
-    attr_size = sizeof attr;
-  }
+  struct ll_ruleset_attr attr;
+  size_t attr_size = ll_handled_rights(abi, 0, &attr);
   /* The size passed is the ABI's own struct size: an older kernel would
   ** accept trailing zeroes too, but saying exactly what we mean costs nothing. */
 

@@ -207,6 +207,10 @@ const char *airlock_promise_syscalls(const char *word);
 /* The built-in set a denylist always refuses, with the reason per group. */
 extern const airlock_promise airlock_confine_dangerous[];   /* ends with a NULL word */
 
+/* Internal to confine*.c: exports a libseccomp filter context (released here,
+** whatever happens) as a malloc'd classic BPF program in *out. 0 or -errno. */
+int airlock_seccomp_export_(void *ctx, struct sock_fprog *out, char *err, size_t errlen);
+
 /* Internal to confine*.c: fills *out (when not NULL) with a formatted detail. */
 void airlock_layer_set_(airlock_layer *out, const char *name, int status, int err,
                         const char *fmt, ...) __attribute__((format(printf, 5, 6)));

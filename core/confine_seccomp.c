@@ -299,11 +299,25 @@ int airlock_seccomp_worker_program(long tgid, void **prog, size_t *len, char *er
     snprintf(err, errlen, "%s", l.detail);
     return rc;
   }
+  struct sock_fprog fp;
+  rc = airlock_seccomp_export_(ctx, &fp, err, errlen);
+  if (rc != 0)
+    return rc;
+  *prog = fp.filter;
+  *len = fp.len * sizeof(struct sock_filter);
+  return 0;
+}
+
+int airlock_seccomp_export_(void *ctx, struct sock_fprog *out, char *err, size_t errlen)
+{
+  int rc;
+  out->filter = NULL;
+  out->len = 0;
   /* libseccomp 2.5 exports only to an fd: a memfd, read back whole. */
   int fd = memfd_create("airlock-seccomp", MFD_CLOEXEC);
   if (fd < 0) {
     rc = -errno;
-    snprintf(err, errlen, "memfd_create: %s", strerror(errno));
+    snprintf(err, errlen, "seccomp: memfd_create: %s", strerror(-rc));
     seccomp_release(ctx);
     return rc;
   }
@@ -312,21 +326,22 @@ int airlock_seccomp_worker_program(long tgid, void **prog, size_t *len, char *er
   off_t size = rc == 0 ? lseek(fd, 0, SEEK_END) : -1;
   if (rc != 0 || size <= 0 || size % (off_t)sizeof(struct sock_filter) != 0 ||
       size > (off_t)(BPF_MAXINSNS * sizeof(struct sock_filter))) {
-    snprintf(err, errlen, "seccomp_export_bpf: %s", rc != 0 ? strerror(-rc) : "odd program size");
+    snprintf(err, errlen, "seccomp: seccomp_export_bpf: %s",
+             rc != 0 ? strerror(-rc) : "the program is empty or too long");
     close(fd);
-    return rc != 0 ? rc : -EINVAL;
+    return rc != 0 ? rc : -E2BIG;
   }
-  void *buf = malloc((size_t)size);
-  if (buf == NULL || pread(fd, buf, (size_t)size, 0) != (ssize_t)size) {
-    rc = buf == NULL ? -ENOMEM : -EIO;
-    snprintf(err, errlen, "reading the exported program: %s", strerror(-rc));
-    free(buf);
+  struct sock_filter *insns = malloc((size_t)size);
+  if (insns == NULL || pread(fd, insns, (size_t)size, 0) != (ssize_t)size) {
+    rc = insns == NULL ? -ENOMEM : -EIO;
+    snprintf(err, errlen, "seccomp: reading the exported program: %s", strerror(-rc));
+    free(insns);
     close(fd);
     return rc;
   }
   close(fd);
-  *prog = buf;
-  *len = (size_t)size;
+  out->len = (unsigned short)((size_t)size / sizeof(struct sock_filter));
+  out->filter = insns;
   return 0;
 }
 

@@ -136,23 +136,8 @@ static int prepare_landlock(const airlock_confine_spec *s, airlock_confine_prepa
              strerror(-abi));
     return abi;
   }
-  struct ll_ruleset_attr attr = { 0 };
-  size_t attr_size = offsetof(struct ll_ruleset_attr, handled_access_net);
-  attr.handled_access_fs = (1ULL << 13) - 1;   /* every right of ABI 1 */
-  if (abi >= 2)
-    attr.handled_access_fs |= LANDLOCK_ACCESS_FS_REFER;
-  if (abi >= 3)
-    attr.handled_access_fs |= LANDLOCK_ACCESS_FS_TRUNCATE;
-  if (abi >= 5)
-    attr.handled_access_fs |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
-  if (abi >= 4) {
-    attr.handled_access_net = LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP;
-    attr_size = offsetof(struct ll_ruleset_attr, scoped);
-  }
-  if (abi >= 6 && !s->no_scope) {
-    attr.scoped = LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL;
-    attr_size = sizeof attr;
-  }
+  struct ll_ruleset_attr attr;
+  size_t attr_size = ll_handled_rights(abi, s->no_scope, &attr);
   long fd = syscall(__NR_landlock_create_ruleset, &attr, attr_size, 0);
   if (fd < 0) {
     int e = errno;
@@ -533,35 +518,9 @@ static int compile(const struct ruleset *rs, int deny, uint32_t refuse, int noti
     }
   }
 
-  /* libseccomp 2.5 exports only to an fd: a memfd, read back whole. */
-  int fd = memfd_create("airlock-seccomp", MFD_CLOEXEC);
-  if (fd < 0) {
-    rc = -errno;
-    snprintf(err, errlen, "seccomp: memfd_create: %s", strerror(-rc));
-    seccomp_release(ctx);
+  rc = airlock_seccomp_export_(ctx, out, err, errlen);
+  if (rc != 0)
     return rc;
-  }
-  rc = seccomp_export_bpf(ctx, fd);
-  seccomp_release(ctx);
-  off_t size = rc == 0 ? lseek(fd, 0, SEEK_END) : -1;
-  if (rc != 0 || size <= 0 || size % (off_t)sizeof(struct sock_filter) != 0 ||
-      size > (off_t)(BPF_MAXINSNS * sizeof(struct sock_filter))) {
-    snprintf(err, errlen, "seccomp: seccomp_export_bpf: %s",
-             rc != 0 ? strerror(-rc) : "the program is empty or too long");
-    close(fd);
-    return rc != 0 ? rc : -E2BIG;
-  }
-  struct sock_filter *insns = malloc((size_t)size);
-  if (insns == NULL || pread(fd, insns, (size_t)size, 0) != (ssize_t)size) {
-    rc = insns == NULL ? -ENOMEM : -EIO;
-    snprintf(err, errlen, "seccomp: reading the exported program: %s", strerror(-rc));
-    free(insns);
-    close(fd);
-    return rc;
-  }
-  close(fd);
-  out->len = (unsigned short)((size_t)size / sizeof(struct sock_filter));
-  out->filter = insns;
   *nrules = count;
   return 0;
 }
