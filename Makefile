@@ -9,7 +9,27 @@ DEBS = gcc make pkg-config lua5.4 liblua5.4-dev libseccomp-dev libmsgpack-dev \
 LUA_SRC = $(wildcard lua/airlock/*.lua) $(wildcard policies/*.lua)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all build build-san deps demo test bench fuzz lint clean
+# make install [PREFIX=/usr/local] [DESTDIR=]: the C library (libairlock.a, the
+# core: spawn, confine, broker, ledger; no Lua inside), its headers in
+# include/airlock/, airlock.pc, the Lua 5.4 module, the worker and the command.
+# The module and the command find the worker relative to themselves at run time
+# (PREFIX/libexec/airlock/), so an installed tree works under any PREFIX.
+PREFIX ?= /usr/local
+DESTDIR ?=
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+LIBEXECDIR ?= $(PREFIX)/libexec
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+LUA_CMOD_DIR ?= $(LIBDIR)/lua/5.4
+VERSION = 0.1
+INSTALL ?= install
+# In airlock.pc, directories under PREFIX are written relative to ${prefix}, so
+# pkg-config --define-variable=prefix=... relocates them.
+PC_LIBDIR = $(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR))
+PC_INCLUDEDIR = $(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR))
+
+.PHONY: all build build-san deps demo test bench fuzz lint clean install
 
 all: build
 
@@ -94,6 +114,18 @@ lint: build/gen/embedded.c
 	    -Ibuild/gen -I/usr/include/lua5.4 '-DPLUGIN_HOST_DIR="/x"' $$f || exit 1; \
 	done
 	@echo "lint: clean (cppcheck, clang-tidy, clang -Werror)"
+
+install: build
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/airlock \
+	  $(DESTDIR)$(LIBEXECDIR)/airlock $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(LUA_CMOD_DIR)
+	$(INSTALL) -m 644 build/lib/libairlock-core.a $(DESTDIR)$(LIBDIR)/libairlock.a
+	$(INSTALL) -m 644 core/airlock.h core/confine.h core/ledger.h $(DESTDIR)$(INCLUDEDIR)/airlock/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(PC_LIBDIR)|g' -e 's|@INCLUDEDIR@|$(PC_INCLUDEDIR)|g' \
+	  -e 's|@VERSION@|$(VERSION)|g' airlock.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/airlock.pc
+	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/airlock.pc
+	$(INSTALL) -m 755 build/lib/airlock.so $(DESTDIR)$(LUA_CMOD_DIR)/airlock.so
+	$(INSTALL) -m 755 build/bin/airlock-worker $(DESTDIR)$(LIBEXECDIR)/airlock/airlock-worker
+	$(INSTALL) -m 755 build/bin/airlock $(DESTDIR)$(BINDIR)/airlock
 
 clean:
 	rm -rf build
