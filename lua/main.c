@@ -6,8 +6,11 @@
 #include <lua.h>
 #include <lauxlib.h>
 #include <lualib.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/select.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <readline/readline.h>
@@ -15,13 +18,82 @@
 
 int luaopen_airlock(lua_State *L);
 
-/* airlock.core.readline(prompt) -> line or nil at end of input */
+/* Ctrl-C in the REPL: the handler only sets a flag. The REPL's loops poll it
+** (airlock.core.interrupted()) and cancel the running guest; at the prompt it
+** abandons the line being typed. Installed by airlock.core.catch_sigint(),
+** which only the REPL calls, so `airlock run` keeps the default behaviour. */
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig) { (void)sig; interrupted = 1; }
+
+/* airlock.core.catch_sigint(): Ctrl-C sets the flag instead of ending the process.
+** SA_RESTART keeps plain reads going; select and epoll_wait still return EINTR. */
+static int l_catch_sigint(lua_State *L) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  if (sigaction(SIGINT, &sa, NULL) < 0) return luaL_error(L, "sigaction: %s", strerror(errno));
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* airlock.core.interrupted([peek]) -> true once after each Ctrl-C (peek: do not clear) */
+static int l_interrupted(lua_State *L) {
+  int was = interrupted != 0;
+  if (was && !lua_toboolean(L, 1)) interrupted = 0;
+  lua_pushboolean(L, was);
+  return 1;
+}
+
+/* readline's callback interface, driven by select(), so that Ctrl-C at the
+** prompt abandons the line (select returns EINTR) instead of being lost. */
+static char *rl_got;
+static int rl_finished;
+
+static void on_line(char *line) {
+  rl_got = line;
+  rl_finished = 1;
+  rl_callback_handler_remove();
+}
+
+/* airlock.core.readline(prompt) -> line, or nil at end of input, or
+** nil, "interrupted" after Ctrl-C */
 static int l_readline(lua_State *L) {
   const char *prompt = luaL_optstring(L, 1, "> ");
-  char *line = readline(prompt);
-  if (!line) return 0;
-  lua_pushstring(L, line);
-  free(line);
+  rl_got = NULL;
+  rl_finished = 0;
+  interrupted = 0;
+  fflush(stdout);
+  rl_callback_handler_install(prompt, on_line);
+  while (!rl_finished) {
+    int fd = fileno(rl_instream ? rl_instream : stdin);
+    fd_set in;
+    FD_ZERO(&in);
+    FD_SET(fd, &in);
+    int n = select(fd + 1, &in, NULL, NULL, NULL);
+    if (n < 0) {
+      if (errno != EINTR) { rl_callback_handler_remove(); return luaL_error(L, "select: %s", strerror(errno)); }
+      if (interrupted) {
+        FILE *out = rl_outstream ? rl_outstream : stdout;
+        interrupted = 0;
+        fputs("^C\n", out);   /* after what was typed, which is dropped */
+        fflush(out);
+        rl_free_line_state();
+        rl_callback_sigcleanup();
+        rl_callback_handler_remove();
+        lua_pushnil(L);
+        lua_pushliteral(L, "interrupted");
+        return 2;
+      }
+      continue;
+    }
+    rl_callback_read_char();
+  }
+  if (!rl_got) return 0;
+  lua_pushstring(L, rl_got);
+  free(rl_got);
   return 1;
 }
 
@@ -29,6 +101,23 @@ static int l_add_history(lua_State *L) {
   const char *line = luaL_checkstring(L, 1);
   if (*line) add_history(line);
   return 0;
+}
+
+/* airlock.core.history_load(path) / history_save(path, max): the REPL's history file */
+static int l_history_load(lua_State *L) {
+  int rc = read_history(luaL_checkstring(L, 1));
+  lua_pushboolean(L, rc == 0);
+  return 1;
+}
+
+static int l_history_save(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  int max = (int)luaL_optinteger(L, 2, 1000);
+  int rc = write_history(path);
+  if (rc == 0 && max > 0) history_truncate_file(path, max);
+  if (rc != 0) { lua_pushnil(L); lua_pushstring(L, strerror(rc)); return 2; }
+  lua_pushboolean(L, 1);
+  return 1;
 }
 
 static int traceback(lua_State *L) {
@@ -45,9 +134,14 @@ static int pmain(lua_State *L) {
   lua_pop(L, 1);
   lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
   lua_getfield(L, -1, "airlock.core");
+  lua_pushcfunction(L, l_catch_sigint); lua_setfield(L, -2, "catch_sigint");
+  lua_pushcfunction(L, l_interrupted); lua_setfield(L, -2, "interrupted");
   if (isatty(0) && isatty(1)) {   /* readline only for a person at a terminal */
+    rl_catch_signals = 0;         /* Ctrl-C is ours (on_sigint), at the prompt too */
     lua_pushcfunction(L, l_readline); lua_setfield(L, -2, "readline");
     lua_pushcfunction(L, l_add_history); lua_setfield(L, -2, "add_history");
+    lua_pushcfunction(L, l_history_load); lua_setfield(L, -2, "history_load");
+    lua_pushcfunction(L, l_history_save); lua_setfield(L, -2, "history_save");
   }
   lua_pop(L, 2);
   lua_createtable(L, argc, 1);
