@@ -775,7 +775,11 @@ int airlock_broker_step(airlock_broker *b, int timeout_ms) {
     case W_CHAN:
       if (evs[i].events & EPOLLOUT) flush_out(r);
       if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) read_channel(r);
-      if (r->eof && r->c.chan >= 0) {   /* stop hearing about a closed channel */
+      /* Stop hearing about a channel that is closed, or that has nothing more
+      ** to say: after the final frame, or once the run is being ended, reads
+      ** stop, and a level-triggered hang-up would wake every step until the
+      ** child's exit is reaped. */
+      if ((r->eof || r->final.live || r->pending != AIRLOCK_CAUSE_OK) && r->c.chan >= 0) {
         watch_del(r, W_CHAN, r->c.chan);
         close(r->c.chan);
         r->c.chan = -1;
