@@ -28,6 +28,7 @@
 
 #include "confine.h"
 #include "check.h"
+#include "child.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define UNDER_ASAN 1
@@ -40,22 +41,6 @@
 #define UNDER_ASAN 0
 #endif
 
-
-/* In a child, a check is one byte on the report pipe ('P' or 'F'); the parent
-** counts them. write(2) is on the seccomp allowlist, so this works in every
-** confined child, and the message goes to the unbuffered stderr (write only). */
-static int report_fd = -1;
-
-#define CCHECK(cond)                                                       \
-  do {                                                                     \
-    int ok_ = (cond) ? 1 : 0;                                              \
-    if (!ok_)                                                              \
-      fprintf(stderr, "%s:%d: child CHECK failed: %s (errno %d)\n",        \
-              __FILE__, __LINE__, #cond, errno);                           \
-    if (write(report_fd, ok_ ? "P" : "F", 1) != 1)                         \
-      _exit(98);                                                           \
-  } while (0)
-
 /* Where the confined run must fail with errno e, the control run must succeed. */
 #define CCHECK_GATED(confined, succeeded, e)                               \
   do {                                                                     \
@@ -64,58 +49,6 @@ static int report_fd = -1;
     else                                                                   \
       CCHECK(succeeded);                                                   \
   } while (0)
-
-typedef void (*child_fn)(void *arg);
-
-/* Forks, runs fn(arg) in the child (which _exits 0 if fn returns), counts the
-** child's CCHECK bytes, and returns the raw wait status. */
-static int run_child(child_fn fn, void *arg)
-{
-  int p[2];
-  if (pipe2(p, O_CLOEXEC) != 0) {
-    perror("pipe2");
-    exit(2);
-  }
-  fflush(NULL);   /* a child calling exit() must not flush our buffers twice */
-  pid_t pid = fork();
-  if (pid < 0) {
-    perror("fork");
-    exit(2);
-  }
-  if (pid == 0) {
-    close(p[0]);
-    report_fd = p[1];
-    fn(arg);
-    _exit(0);
-  }
-  close(p[1]);
-  int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  char buf[256];
-  ssize_t n;
-  while ((n = read(p[0], buf, sizeof buf)) > 0) {
-    for (ssize_t i = 0; i < n; i++) {
-      if (buf[i] == 'P')
-        passed++;
-      else
-        failed++;
-    }
-  }
-  close(p[0]);
-  return st;
-}
-
-static int killed_by(int st, int sig) { return WIFSIGNALED(st) && WTERMSIG(st) == sig; }
-static int exited_ok(int st) { return WIFEXITED(st) && WEXITSTATUS(st) == 0; }
-
-static void describe(const char *what, int st)
-{
-  if (WIFSIGNALED(st))
-    fprintf(stderr, "  %s: killed by signal %d (%s)\n", what, WTERMSIG(st), strsignal(WTERMSIG(st)));
-  else
-    fprintf(stderr, "  %s: exited %d\n", what, WEXITSTATUS(st));
-}
 
 /* ------------------------------------------------------------------ landlock */
 
