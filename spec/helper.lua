@@ -29,6 +29,24 @@ function H.fd_count()
   return n
 end
 
+-- Runs a shell command; returns its stdout and stderr together, and its exit
+-- status. (gsub's count is dropped: the status is the second result.)
+function H.sh(cmd)
+  local p = io.popen(cmd .. " 2>&1; echo \"rc=$?\"")
+  local out = p:read("a")
+  p:close()
+  local rc = tonumber(out:match("rc=(%d+)\n$"))
+  return (out:gsub("rc=%d+\n$", "")), rc
+end
+
+-- A fresh temporary directory (created), for specs to remove when done.
+function H.tmpdir()
+  local p = io.popen("mktemp -d /tmp/airlock-spec-XXXXXX")
+  local d = p:read("l")
+  p:close()
+  return d
+end
+
 -- The target of a symbolic link (e.g. /proc/self/ns/net), or nil.
 function H.readlink(path)
   local p = io.popen("readlink " .. path .. " 2>/dev/null")

@@ -4,13 +4,7 @@ local H = require "helper"
 
 local C_EMBED = H.bin .. "/c-embed"
 
-local function sh(cmd)
-  local p = io.popen(cmd .. " 2>&1; echo \"rc=$?\"")
-  local out = p:read("a")
-  p:close()
-  local rc = tonumber(out:match("rc=(%d+)\n$"))
-  return out:gsub("rc=%d+\n$", ""), rc
-end
+local sh = H.sh
 
 describe("c-embed", function()
   it("answers the guest's effect and prints its result, exit 0", function()

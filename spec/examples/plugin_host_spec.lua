@@ -16,12 +16,7 @@ local function sh(cmd)
   return out:gsub("rc=%d+ ms=%d+\n$", ""), tonumber(rc), tonumber(ms)
 end
 
-local function tmpdir()
-  local p = io.popen("mktemp -d")
-  local d = p:read("l")
-  p:close()
-  return d
-end
+local tmpdir = H.tmpdir
 
 -- The tick log: { names = {bot, ...}, rows = { {tick = n, [bot] = action}, ... } }
 local function tick_log(out)

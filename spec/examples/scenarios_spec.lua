@@ -3,13 +3,7 @@
 -- the build under test (AIRLOCK_BUILD); each must exit 0 and say ok.
 local H = require "helper"
 
-local function sh(cmd)
-  local p = io.popen(cmd .. " 2>&1; echo \"rc=$?\"")
-  local out = p:read("a")
-  p:close()
-  local rc = tonumber(out:match("rc=(%d+)\n$"))
-  return out:gsub("rc=%d+\n$", ""), rc
-end
+local sh = H.sh
 
 local function scenario(name)
   return sh("AIRLOCK_BUILD='" .. H.build .. "' timeout 120 lua5.4 examples/scenarios/" .. name .. ".lua")

@@ -2,13 +2,7 @@
 local H = require "helper"
 local dk = require "dkjson"
 
-local function sh(cmd)
-  local p = io.popen(cmd .. " 2>&1; echo \"rc=$?\"")
-  local out = p:read("a")
-  p:close()
-  local rc = tonumber(out:match("rc=(%d+)\n$"))
-  return out:gsub("rc=%d+\n$", ""), rc
-end
+local sh = H.sh
 
 local function guest_file(src)
   local path = os.tmpname() .. ".lua"

@@ -2,6 +2,7 @@
 -- workspace_spec.lua): kv, clock, random, log, modules, http, deny, merge;
 -- each against hostile arguments, and from real guest runs.
 local airlock = require "airlock"
+local H = require "helper"
 local handlers = require "airlock.handlers"
 
 local function sh(cmd)
@@ -22,12 +23,7 @@ local function spit(path, data)
   f:close()
 end
 
-local function tempdir()
-  local p = io.popen("mktemp -d /tmp/airlock-handlers-XXXXXX")
-  local d = p:read("l")
-  p:close()
-  return d
-end
+local tempdir = H.tmpdir
 
 local function run(guest, effects, extra)
   local opts = { guest = guest, policy = { effects = effects } }

@@ -25,13 +25,7 @@ local function rmdirs()
   dirs = {}
 end
 
-local function sh(cmd)
-  local p = io.popen(cmd .. " 2>&1; echo \"rc=$?\"")
-  local out = p:read("a")
-  p:close()
-  local rc = tonumber(out:match("rc=(%d+)\n$"))
-  return out:gsub("rc=%d+\n$", ""), rc
-end
+local sh = H.sh
 
 local function read_file(path)
   local f = assert(io.open(path, "rb"))

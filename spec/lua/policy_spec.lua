@@ -569,12 +569,7 @@ describe("stock policies", function()
 
   describe("dev", function()
     local AIRLOCK = H.bin .. "/airlock"
-    local function sh(cmd)
-      local p = io.popen(cmd .. " 2>&1; echo \"rc=$?\"")
-      local out = p:read("a")
-      p:close()
-      return out:gsub("rc=%d+\n$", ""), tonumber(out:match("rc=(%d+)\n$"))
-    end
+    local sh = H.sh
     local guest
     setup(function()
       guest = os.tmpname() .. ".lua"

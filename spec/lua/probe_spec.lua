@@ -8,13 +8,7 @@ local probe = require "airlock.probe"
 
 local AIRLOCK = H.bin .. "/airlock"
 
-local function sh(cmd)
-  local p = io.popen(cmd .. " 2>&1; echo \"rc=$?\"")
-  local out = p:read("a")
-  p:close()
-  local rc = tonumber(out:match("rc=(%d+)\n$"))
-  return out:gsub("rc=%d+\n$", ""), rc
-end
+local sh = H.sh
 
 local LAYERS = { "landlock", "seccomp", "seccomp_kill_process", "user_ns", "net_ns", "pid_ns",
                  "mount_ns", "ipc_ns", "uts_ns", "cgroup_ns", "pidfd", "cgroup2_delegated" }
