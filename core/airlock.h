@@ -182,6 +182,16 @@ typedef struct airlock_spawn_opts {
                                alive until airlock_spawn returns. Its filter must
                                allow execve. In kill mode the child hands its
                                seccomp listener to the parent (airlock_child.notify) */
+  const char *const *tmpfs; /* NULL-terminated directories to cover with a private,
+                               empty tmpfs (mode 1777, nosuid, nodev; size tmpfs_size)
+                               in the child's mount namespace: needs CLONE_NEWNS. The
+                               root is made rprivate first, so nothing reaches the
+                               host; with confine's Landlock, each gets read+write */
+  const char *tmpfs_size;   /* tmpfs "size=" option, e.g. "64m"; NULL: "64m" */
+  const char *keep;         /* an absolute directory (the workspace) that stays visible
+                               at its path when it lies beneath one of tmpfs */
+  int cgroup_fd;            /* > 0: an open cgroup.procs (airlock_cgroup) the child
+                               joins before anything else, so all it forks is counted */
 } airlock_spawn_opts;
 
 /* The namespaces a child can be born in: the word policies use, the entry in
@@ -222,6 +232,8 @@ typedef struct airlock_usage {
   long max_rss_kb;
   uint64_t effects;               /* call frames received */
   uint64_t bytes_in, bytes_out;   /* channel bytes child->parent, parent->child */
+  uint64_t pids_peak;             /* with pids_max: most processes at once (0: unknown) */
+  uint64_t pids_refused;          /* with pids_max: forks the limit refused */
 } airlock_usage;
 
 typedef struct airlock_capture {
@@ -271,9 +283,22 @@ typedef struct airlock_run_opts {
                                      filter is checked from outside right after spawn
                                      (Seccomp: 2, NoNewPrivs: 1), and in kill mode a
                                      refused call ends the run with cause seccomp, named */
-  int program;                    /* 1: a plain program, not a worker: no channel, no
-                                     init, no ready; exit status 0 is cause ok, another
-                                     status cause exit (the status in the message) */
+  int program;                    /* 1: a plain program, not a worker: no init, no
+                                     ready; exit status 0 is cause ok, another status
+                                     cause exit (the status in the message) */
+  int program_channel;            /* with program: the program gets the fd-3 channel and
+                                     may send call frames (only those, one at a time;
+                                     ids need only be positive, since every process of
+                                     the program shares the channel) */
+  int stdin_fd;                   /* > 0: the child's stdin (the caller keeps it and may
+                                     close it once airlock_broker_start returns);
+                                     otherwise /dev/null */
+  const char *const *tmpfs;       /* see airlock_spawn_opts */
+  const char *tmpfs_size;
+  const char *keep;
+  uint64_t pids_max;              /* > 0: a pids cgroup (airlock_cgroup) holds the child
+                                     and everything it forks to this many processes;
+                                     removed when the run ends. Unavailable: start fails */
 } airlock_run_opts;
 
 typedef enum airlock_event_kind { AIRLOCK_EV_CALL = 1, AIRLOCK_EV_DONE } airlock_event_kind;
@@ -333,6 +358,9 @@ pid_t airlock_run_pid(const airlock_run *r);
 uint64_t airlock_run_serial(const airlock_run *r);   /* 1, 2, ... per broker */
 void *airlock_run_udata(const airlock_run *r);
 int airlock_run_live(const airlock_run *r);
+/* Captured output so far (which: 1 stdout, 2 stderr), for streaming it while
+** the run goes on: *data is valid until the next step. Returns the length. */
+size_t airlock_run_output(const airlock_run *r, int which, const char **data);
 
 /* Milliseconds on CLOCK_MONOTONIC. */
 double airlock_now_ms(void);

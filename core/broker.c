@@ -52,7 +52,8 @@ struct airlock_run {
   double t_start, deadline_at;  /* ms, monotonic; deadline_at 0 = none */
   uint64_t deadline_ms;
   int expect_ready, ready_seen, eof, exited, killed, finished, delivered, released, want_out;
-  int denied_noted, verify_seccomp, drop_caps, verify_failed, program;
+  int denied_noted, verify_seccomp, drop_caps, verify_failed, program, program_channel;
+  airlock_cgroup cgroup;        /* with pids_max; path "" otherwise */
   airlock_rlimits rlimits;
   unsigned long namespaces;
   struct held call, ready, final;
@@ -294,6 +295,11 @@ static int on_frame(airlock_run *r) {
     end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: first frame must be 'ready', got '%s'", kind);
     return 1;
   }
+  if (r->program && h.m.kind != AIRLOCK_MSG_CALL) {
+    held_drop(&h);
+    end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: a program may only send 'call' frames on fd 3, got '%s'", kind);
+    return 1;
+  }
   switch (h.m.kind) {
   case AIRLOCK_MSG_READY:
     if (r->ready_seen || !r->expect_ready) break;
@@ -312,7 +318,8 @@ static int on_frame(airlock_run *r) {
     }
     return 0;
   case AIRLOCK_MSG_CALL:
-    if (h.m.id <= r->last_id) {
+    /* A program's processes share one channel, each counting from 1. */
+    if (h.m.id <= r->last_id && !r->program) {
       unsigned long long got = (unsigned long long)h.m.id;
       held_drop(&h);
       end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: call id %llu does not increase (last was %llu)",
@@ -607,6 +614,16 @@ static void classify(airlock_run *r) {
   }
 }
 
+/* The run's pids cgroup, once its processes are gone: what it counted, then away. */
+static void cgroup_done(airlock_run *r) {
+  if (!r->cgroup.path[0]) return;
+  uint64_t v;
+  airlock_cgroup_kill(&r->cgroup);
+  if (airlock_cgroup_pids_peak(&r->cgroup, &v) == 0) r->res.usage.pids_peak = v;
+  if (airlock_cgroup_pids_refused(&r->cgroup, &v) == 0) r->res.usage.pids_refused = v;
+  airlock_cgroup_remove(&r->cgroup);
+}
+
 static void close_child(airlock_run *r) {
   watch_del(r, W_CHAN, r->c.chan);
   watch_del(r, W_OUT, r->c.out);
@@ -632,6 +649,7 @@ static void finish(airlock_run *r) {
   r->b->live--;
   held_drop(&r->call);     /* an unanswered call dies with its run */
   close_child(r);
+  cgroup_done(r);
   classify(r);
   queue_forget(r->b, r);
   if (r->released) return;   /* freed by the sweep at the end of the step */
@@ -678,6 +696,8 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
   r->udata = o->udata;
   r->capture_max = o->capture_max ? o->capture_max : AIRLOCK_CAPTURE_DEFAULT;
   r->program = o->program;
+  r->program_channel = o->program && o->program_channel;
+  r->cgroup.procs_fd = -1;
   r->expect_ready = o->program ? 0 : o->expect_ready;
   r->verify_seccomp = o->verify_seccomp;
   r->drop_caps = o->drop_caps;
@@ -690,17 +710,27 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
   so.argv = o->argv;
   so.envp = o->envp;
   so.workdir = o->workdir;
-  so.channel = !o->program;   /* a plain program gets no channel: it speaks no protocol */
-  so.stdin_fd = -1;
+  so.channel = !o->program || r->program_channel;
+  so.stdin_fd = o->stdin_fd > 0 ? o->stdin_fd : -1;
+  so.tmpfs = o->tmpfs;
+  so.tmpfs_size = o->tmpfs_size;
+  so.keep = o->keep;
   so.namespaces = o->namespaces;
   so.no_new_privs = o->no_new_privs;
   so.drop_caps = o->drop_caps;
   so.netns_fd = o->netns_fd;
   so.confine = o->confine;
   if (o->rlimits) { r->rlimits = *o->rlimits; so.rlimits = &r->rlimits; }
+  int rc;
+  if (o->pids_max) {
+    rc = airlock_cgroup_new(&r->cgroup, o->pids_max, b->serial + 1, b->error, sizeof b->error);
+    if (rc < 0) { airlock_frame_reader_free(&r->rd); free(r); return rc; }
+    so.cgroup_fd = r->cgroup.procs_fd;
+  }
   r->t_start = airlock_now_ms();
-  int rc = airlock_spawn(&so, &r->c, b->error, sizeof b->error);
-  if (rc < 0) { airlock_frame_reader_free(&r->rd); free(r); return rc; }
+  rc = airlock_spawn(&so, &r->c, b->error, sizeof b->error);
+  if (r->cgroup.procs_fd >= 0) { close(r->cgroup.procs_fd); r->cgroup.procs_fd = -1; }
+  if (rc < 0) { airlock_cgroup_remove(&r->cgroup); airlock_frame_reader_free(&r->rd); free(r); return rc; }
   if (r->c.pidfd < 0) {
     rc = -ENOSYS;
     set_error(b, "spawn: this kernel has no pidfd_open (Linux 5.3 or later is required)");
@@ -738,6 +768,7 @@ undo:
   kill(r->c.pid, SIGKILL);
   waitpid(r->c.pid, NULL, 0);
   close_child(r);
+  airlock_cgroup_remove(&r->cgroup);
   free(r);
   return rc;
 }
@@ -884,6 +915,12 @@ pid_t airlock_run_pid(const airlock_run *r) { return r->c.pid; }
 uint64_t airlock_run_serial(const airlock_run *r) { return r->serial; }
 void *airlock_run_udata(const airlock_run *r) { return r->udata; }
 int airlock_run_live(const airlock_run *r) { return !r->finished; }
+
+size_t airlock_run_output(const airlock_run *r, int which, const char **data) {
+  const struct capture_buf *cb = &r->cap[which == 2 ? 1 : 0];
+  *data = cb->data ? cb->data : "";
+  return cb->len;
+}
 
 static void run_free(airlock_run *r) {
   airlock_broker *b = r->b;

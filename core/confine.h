@@ -84,6 +84,26 @@ typedef struct airlock_rlimits {
 ** CAP_SYS_ADMIN holders. */
 int airlock_apply_rlimits(const airlock_rlimits *rl);
 
+/* A pids cgroup made for one child (confine_cgroup.c): the cgroup v1 pids
+** hierarchy, else cgroup v2 at the caller's cgroup when pids is delegated. */
+typedef struct airlock_cgroup {
+  int procs_fd;                /* its cgroup.procs, open for writing; the spawner's child
+                                  writes "0" there first (airlock_spawn_opts.cgroup_fd) */
+  char path[512];              /* the cgroup's directory; "" when none */
+} airlock_cgroup;
+/* Makes .../airlock/<pid>-<serial> with pids.max = pids_max. Returns 0 or
+** -errno with a message saying what to change (root, or a delegated cgroup). */
+int airlock_cgroup_new(airlock_cgroup *cg, uint64_t pids_max, uint64_t serial, char *err,
+                       size_t errlen);
+/* The most processes it held at once (pids.peak, Linux 6.1+), or -errno. */
+int airlock_cgroup_pids_peak(const airlock_cgroup *cg, uint64_t *out);
+/* How many forks the limit refused (pids.events "max"), or -errno. */
+int airlock_cgroup_pids_refused(const airlock_cgroup *cg, uint64_t *out);
+/* SIGKILLs every process still in it (cgroup.kill on v2; v1: each member). */
+void airlock_cgroup_kill(const airlock_cgroup *cg);
+/* Closes the fd and removes the (empty) cgroup; idempotent. */
+void airlock_cgroup_remove(airlock_cgroup *cg);
+
 /* What this kernel and privilege level can enforce, for `airlock probe`.
 ** "works" fields are 1, or -errno saying why not (0 only where noted). */
 typedef struct airlock_probe_report {
@@ -153,6 +173,7 @@ typedef struct airlock_confine_prepared {
                                    the listener over before exec; .filter NULL if none */
   int no_new_privs;             /* set before the layers */
   int allows_exec;              /* the filter lets execve through (a spawned program needs it) */
+  uint64_t handled_fs;          /* the Landlock filesystem rights the ruleset handles */
   airlock_layer landlock, seccomp;  /* what applying will do (status APPLIED) or why not
                                        (SKIPPED: not asked for) */
 } airlock_confine_prepared;
@@ -185,6 +206,11 @@ int airlock_confine_apply_prepared(const airlock_confine_prepared *p);
 ** Returns 0 or -errno with *step set. */
 int airlock_confine_apply_prepared_fds(const airlock_confine_prepared *p, int ruleset_fd,
                                        int notify_fd, const char **step);
+/* For the spawner's child: grants read and write beneath dirfd (a directory it
+** has just mounted, such as a private /tmp, which the parent could not name
+** when it built the ruleset) in the ruleset at ruleset_fd. System calls only.
+** Returns 0 or -errno. */
+int airlock_confine_prepared_grant_rw(const airlock_confine_prepared *p, int ruleset_fd, int dirfd);
 /* Closes the ruleset, frees the programs, leaves *p empty. Idempotent. */
 void airlock_confine_prepared_free(airlock_confine_prepared *p);
 /* Prepare + apply to the calling process. out[0] is the Landlock layer, out[1]

@@ -50,7 +50,7 @@ const airlock_promise airlock_promise_always = {
 const airlock_promise airlock_promises[] = {
   { "stdio",
     "I/O on descriptors already open, memory, time, signals to itself, pipes, polling, "
-    "identity queries, send/recv on sockets already open, terminal queries (TCGETS)",
+    "identity queries, send/recv and queries on sockets already open, terminal queries (TCGETS)",
     /* descriptors */
     "read readv pread64 preadv preadv2 write writev pwrite64 pwritev pwritev2 lseek "
     "close close_range dup dup2 dup3 fcntl fstat newfstatat(AT_EMPTY_PATH) statx(AT_EMPTY_PATH) "
@@ -75,7 +75,7 @@ const airlock_promise airlock_promises[] = {
     "pipe pipe2 poll ppoll select pselect6 epoll_create epoll_create1 epoll_ctl epoll_wait "
     "epoll_pwait epoll_pwait2 eventfd eventfd2 signalfd signalfd4 "
     /* sockets already open (OpenBSD's stdio has these too; making one is inet/unix) */
-    "sendto recvfrom sendmsg recvmsg sendmmsg recvmmsg "
+    "sendto recvfrom sendmsg recvmsg sendmmsg recvmmsg getsockname getpeername getsockopt "
     /* isatty(), window size, non-blocking and close-on-exec toggles */
     "ioctl(TCGETS|TIOCGWINSZ|FIONREAD|FIONBIO|FIOCLEX|FIONCLEX)" },
   { "rpath",

@@ -8,6 +8,7 @@
 */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stddef.h>
@@ -159,6 +160,7 @@ static int prepare_landlock(const airlock_confine_spec *s, airlock_confine_prepa
     return rc;
   }
   p->ruleset_fd = rfd;
+  p->handled_fs = fs;
 
   char bind[48], conn[48];
   airlock_layer_set_(&p->landlock, "landlock", AIRLOCK_LAYER_APPLIED, 0,
@@ -672,6 +674,108 @@ static int prepare_seccomp(const airlock_confine_spec *s, airlock_confine_prepar
   return 0;
 }
 
+/* ------------------------------------------------------------------ compiled filters, cached */
+
+/* Compiling a filter with libseccomp costs about a millisecond, more than
+** spawning the program it confines; the same spec always compiles to the same
+** programs, so the last few are kept, keyed by everything that shapes them. */
+#define SECCOMP_CACHE_SLOTS 8
+#define SECCOMP_CACHE_KEY_MAX 2048
+
+struct seccomp_cached {
+  char key[SECCOMP_CACHE_KEY_MAX];
+  struct sock_fprog prog, notify_prog;
+  int allows_exec;
+  airlock_layer layer;
+  unsigned long used;
+};
+static struct seccomp_cached seccomp_cache[SECCOMP_CACHE_SLOTS];
+static unsigned long seccomp_cache_clock;
+static pthread_mutex_t seccomp_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The key, or 0 when the spec is too big to cache. */
+static int seccomp_key(const airlock_confine_spec *s, int want_notify, char *key, size_t len)
+{
+  size_t n = (size_t)snprintf(key, len, "%d|%d|%d|%s|", s->seccomp_deny != 0, s->refuse_errno,
+                              want_notify, s->promises ? s->promises : "");
+  for (size_t i = 0; n < len && s->syscalls != NULL && s->syscalls[i] != NULL; i++)
+    n += (size_t)snprintf(key + n, len - n, "%s,", s->syscalls[i]);
+  return n < len;
+}
+
+static int fprog_copy(struct sock_fprog *dst, const struct sock_fprog *src)
+{
+  dst->len = src->len;
+  dst->filter = NULL;
+  if (src->filter == NULL)
+    return 0;
+  dst->filter = malloc(src->len * sizeof *src->filter);
+  if (dst->filter == NULL)
+    return -ENOMEM;
+  memcpy(dst->filter, src->filter, src->len * sizeof *src->filter);
+  return 0;
+}
+
+static int seccomp_cache_get(const char *key, airlock_confine_prepared *p)
+{
+  int hit = 0;
+  pthread_mutex_lock(&seccomp_cache_lock);
+  for (int i = 0; i < SECCOMP_CACHE_SLOTS && !hit; i++) {
+    struct seccomp_cached *c = &seccomp_cache[i];
+    if (c->used == 0 || strcmp(c->key, key) != 0)
+      continue;
+    if (fprog_copy(&p->prog, &c->prog) == 0 && fprog_copy(&p->notify_prog, &c->notify_prog) == 0) {
+      p->allows_exec = c->allows_exec;
+      p->seccomp = c->layer;
+      c->used = ++seccomp_cache_clock;
+      hit = 1;
+    } else {
+      free(p->prog.filter);
+      free(p->notify_prog.filter);
+      p->prog.filter = p->notify_prog.filter = NULL;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&seccomp_cache_lock);
+  return hit;
+}
+
+static void seccomp_cache_put(const char *key, const airlock_confine_prepared *p)
+{
+  pthread_mutex_lock(&seccomp_cache_lock);
+  struct seccomp_cached *slot = &seccomp_cache[0];
+  for (int i = 1; i < SECCOMP_CACHE_SLOTS; i++)
+    if (seccomp_cache[i].used < slot->used)
+      slot = &seccomp_cache[i];
+  free(slot->prog.filter);
+  free(slot->notify_prog.filter);
+  memset(slot, 0, sizeof *slot);
+  if (fprog_copy(&slot->prog, &p->prog) == 0 && fprog_copy(&slot->notify_prog, &p->notify_prog) == 0) {
+    snprintf(slot->key, sizeof slot->key, "%s", key);
+    slot->allows_exec = p->allows_exec;
+    slot->layer = p->seccomp;
+    slot->used = ++seccomp_cache_clock;
+  } else {
+    free(slot->prog.filter);
+    free(slot->notify_prog.filter);
+    memset(slot, 0, sizeof *slot);
+  }
+  pthread_mutex_unlock(&seccomp_cache_lock);
+}
+
+static int prepare_seccomp_cached(const airlock_confine_spec *s, airlock_confine_prepared *p,
+                                  int want_notify, char *err, size_t errlen)
+{
+  char key[SECCOMP_CACHE_KEY_MAX];
+  int cacheable = seccomp_key(s, want_notify, key, sizeof key);
+  if (cacheable && seccomp_cache_get(key, p))
+    return 0;
+  int rc = prepare_seccomp(s, p, want_notify, err, errlen);
+  if (rc == 0 && cacheable)
+    seccomp_cache_put(key, p);
+  return rc;
+}
+
 /* ------------------------------------------------------------------ prepare / apply */
 
 static int prepare(const airlock_confine_spec *s, airlock_confine_prepared *p, int want_notify,
@@ -695,7 +799,7 @@ static int prepare(const airlock_confine_spec *s, airlock_confine_prepared *p, i
     airlock_layer_set_(&p->landlock, "landlock", AIRLOCK_LAYER_FAILED, -rc, "%s", err);
     return rc;
   }
-  if (s->seccomp && (rc = prepare_seccomp(s, p, want_notify, err, errlen)) != 0) {
+  if (s->seccomp && (rc = prepare_seccomp_cached(s, p, want_notify, err, errlen)) != 0) {
     airlock_layer_set_(&p->seccomp, "seccomp", AIRLOCK_LAYER_FAILED, -rc, "%s", err);
     return rc;
   }
@@ -730,6 +834,17 @@ void airlock_confine_prepared_free(airlock_confine_prepared *p)
 /* Runs in the spawner's child: system calls only, no allocation, no stdio.
 ** Not instrumented, like the rest of that child (see spawn.c). */
 __attribute__((no_sanitize("address", "undefined")))
+int airlock_confine_prepared_grant_rw(const airlock_confine_prepared *p, int ruleset_fd, int dirfd)
+{
+  struct ll_path_beneath_attr a = { .allowed_access = (LL_READ | LL_WRITE) & p->handled_fs,
+                                    .parent_fd = dirfd };
+  if (ruleset_fd < 0 || a.allowed_access == 0)
+    return 0;
+  if (syscall(__NR_landlock_add_rule, ruleset_fd, LL_RULE_PATH_BENEATH, &a, 0) != 0)
+    return -errno;
+  return 0;
+}
+
 int airlock_confine_apply_prepared_fds(const airlock_confine_prepared *p, int ruleset_fd,
                                        int notify_fd, const char **step)
 {

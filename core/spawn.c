@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -134,6 +136,59 @@ __attribute__((noreturn, no_sanitize("address", "undefined"))) static void fail(
   for (;;) syscall(SYS_exit_group, 127);   /* not _exit: ASan intercepts it */
 }
 
+/* Covers each of o->tmpfs with a private tmpfs, in the child's own mount
+** namespace, and grants it read and write in the Landlock ruleset (the parent
+** could only have named the directory underneath). Returns 0 or fails. */
+__attribute__((no_sanitize("address", "undefined"))) static void mount_tmpfs(struct spawn_ctx *x) {
+  const airlock_spawn_opts *o = x->o;
+  char data[64];
+  const char *size = o->tmpfs_size ? o->tmpfs_size : "64m";
+  size_t n = 0, k = 0;
+  static const char prefix[] = "mode=1777,size=";
+  memcpy(data, prefix, sizeof prefix - 1);
+  n = sizeof prefix - 1;
+  while (size[k] && n < sizeof data - 1) data[n++] = size[k++];
+  data[n] = 0;
+  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) fail(x, "mount(/, MS_REC|MS_PRIVATE)");
+  for (size_t i = 0; o->tmpfs[i]; i++) {
+    /* A kept directory beneath this one (the workspace under /tmp) is held
+    ** open across the mount and bound back at its path on the new tmpfs. */
+    size_t tl = strlen(o->tmpfs[i]);
+    int kfd = -1;
+    if (o->keep && strncmp(o->keep, o->tmpfs[i], tl) == 0 && (o->keep[tl] == '/' || o->keep[tl] == 0) &&
+        (kfd = open(o->keep, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+      fail(x, "open(workspace)");
+    if (mount("tmpfs", o->tmpfs[i], "tmpfs", MS_NOSUID | MS_NODEV, data) < 0) fail(x, "mount(tmpfs)");
+    if (kfd >= 0) {
+      char dir[4096], src[32] = "/proc/self/fd/";
+      size_t dl = strlen(o->keep);
+      if (dl >= sizeof dir) { errno = ENAMETOOLONG; fail(x, "workspace path"); }
+      memcpy(dir, o->keep, dl + 1);
+      for (size_t j = tl + 1; j <= dl; j++) {   /* mkdir -p below the mount */
+        if (dir[j] != '/' && dir[j] != 0) continue;
+        dir[j] = 0;
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST) fail(x, "mkdir(workspace mount point)");
+        if (j < dl) dir[j] = '/';
+      }
+      char digits[12];
+      size_t k = 0, n = 14;
+      unsigned v = (unsigned)kfd;
+      do { digits[k++] = (char)('0' + v % 10); v /= 10; } while (v);
+      while (k) src[n++] = digits[--k];
+      src[n] = 0;
+      if (mount(src, o->keep, NULL, MS_BIND | MS_REC, NULL) < 0) fail(x, "mount(workspace, MS_BIND)");
+      close(kfd);
+    }
+    if (x->ruleset >= 0) {
+      int fd = open(o->tmpfs[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
+      if (fd < 0) fail(x, "open(tmpfs)");
+      int e = airlock_confine_prepared_grant_rw(o->confine, x->ruleset, fd);
+      close(fd);
+      if (e < 0) { errno = -e; fail(x, "landlock_add_rule(tmpfs)"); }
+    }
+  }
+}
+
 /* Runs in the child, on a private stack, sharing the parent's memory until exec:
 ** only system calls, no allocation, no locks. */
 __attribute__((no_sanitize("address", "undefined"))) static int child_main(void *arg) {
@@ -151,12 +206,17 @@ __attribute__((no_sanitize("address", "undefined"))) static int child_main(void 
     if (s != SIGKILL && s != SIGSTOP) sigaction(s, &dfl, NULL);
   sigemptyset(&none);
   if (sigprocmask(SIG_SETMASK, &none, NULL) < 0) fail(x, "sigprocmask");
+  /* Into the run's pids cgroup before anything else, so nothing escapes it. */
+  if (o->cgroup_fd > 0 && write(o->cgroup_fd, "0", 1) != 1) fail(x, "join the pids cgroup");
 
   /* Joining a shared net namespace takes CAP_SYS_ADMIN over its owner (the
   ** initial user namespace), so it comes first, and the user namespace is
   ** then made by unshare rather than at clone (see clone_flags). */
   if (o->netns_fd > 0) {
     if (setns(o->netns_fd, CLONE_NEWNET) < 0) fail(x, "setns(shared net namespace)");
+    /* The mount namespace was made at clone, owned by our (initial) user
+    ** namespace: mount while we still hold its privilege. */
+    if (o->tmpfs) mount_tmpfs(x);
     if ((o->namespaces & CLONE_NEWUSER) && unshare(CLONE_NEWUSER) < 0) fail(x, "unshare(CLONE_NEWUSER)");
   }
   if (o->namespaces & CLONE_NEWUSER) {
@@ -170,6 +230,7 @@ __attribute__((no_sanitize("address", "undefined"))) static int child_main(void 
     n = id_map_line(map, x->gid);
     if (write_proc("/proc/self/gid_map", map, n) < 0) fail(x, "write /proc/self/gid_map");
   }
+  if (o->tmpfs && o->netns_fd <= 0) mount_tmpfs(x);
   if (setpgid(0, 0) < 0) fail(x, "setpgid");
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) fail(x, "prctl(PDEATHSIG)");
   /* The parent may have died before PDEATHSIG was armed (in a new pid
@@ -290,6 +351,10 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   if (o->confine && o->confine->prog.filter && !o->confine->allows_exec) {
     snprintf(err, errlen, "confinement: the seccomp filter does not allow execve, so %s could "
              "never start (promise 'exec')", o->argv[0]);
+    return -EINVAL;
+  }
+  if (o->tmpfs && o->tmpfs[0] && !(o->namespaces & CLONE_NEWNS)) {
+    snprintf(err, errlen, "spawn: a private tmpfs (%s) needs the mount namespace", o->tmpfs[0]);
     return -EINVAL;
   }
   /* The child changes directory before exec: resolve a relative program now. */

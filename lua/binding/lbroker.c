@@ -2,9 +2,13 @@
 ** lbroker.c -- the airlock.broker and airlock.run userdata: start runs, step the
 ** epoll loop, dispatch calls to Lua handlers (under pcall), build result tables.
 */
+#define _GNU_SOURCE
 #include "lbinding.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <stddef.h>
 #include <string.h>
@@ -211,6 +215,8 @@ static void push_result(lua_State *L, lrun *lr, const airlock_result *res) {
   set_int(L, "effects", (lua_Integer)res->usage.effects);
   set_int(L, "bytes_in", (lua_Integer)res->usage.bytes_in);
   set_int(L, "bytes_out", (lua_Integer)res->usage.bytes_out);
+  if (res->usage.pids_peak) set_int(L, "pids_peak", (lua_Integer)res->usage.pids_peak);
+  if (res->usage.pids_refused) set_int(L, "pids_refused", (lua_Integer)res->usage.pids_refused);
   lua_setfield(L, -2, "usage");
 }
 
@@ -354,6 +360,33 @@ static int l_broker_start(lua_State *L) {
   if (rlimits_field(L, 2, &rl)) o.rlimits = &rl;
   lua_getfield(L, 2, "program");
   o.program = lua_toboolean(L, -1);
+  lua_getfield(L, 2, "channel");
+  o.program_channel = lua_toboolean(L, -1);
+  o.tmpfs = string_array(L, 2, "tmpfs", 0);
+  if (lua_getfield(L, 2, "tmpfs_size") != LUA_TNIL) {
+    const char *sz = lua_tostring(L, -1);
+    if (!sz || strlen(sz) > 24 || strspn(sz, "0123456789kmgKMG%") != strlen(sz))
+      return luaL_error(L, "start: field 'tmpfs_size' must be a size like \"64m\"");
+    o.tmpfs_size = sz;
+  }
+  if (lua_getfield(L, 2, "keep") != LUA_TNIL) {
+    const char *kp = lua_tostring(L, -1);
+    if (!kp || kp[0] != '/') return luaL_error(L, "start: field 'keep' must be an absolute directory path");
+    o.keep = kp;
+  }
+  o.pids_max = (uint64_t)opt_int_field(L, 2, "pids_max", 0, (lua_Integer)1 << 22);
+  /* stdin: a string (handed over in a memfd, so no write can block) or a file. */
+  size_t stdin_len = 0;
+  const char *stdin_data = NULL, *stdin_file = NULL;
+  if (lua_getfield(L, 2, "stdin") != LUA_TNIL) {
+    if (lua_type(L, -1) != LUA_TSTRING) return luaL_error(L, "start: field 'stdin' must be a string");
+    stdin_data = lua_tolstring(L, -1, &stdin_len);
+  }
+  if (lua_getfield(L, 2, "stdin_file") != LUA_TNIL) {
+    if (lua_type(L, -1) != LUA_TSTRING) return luaL_error(L, "start: field 'stdin_file' must be a path");
+    if (stdin_data) return luaL_error(L, "start: give 'stdin' or 'stdin_file', not both");
+    stdin_file = lua_tostring(L, -1);
+  }
   /* A confinement spec (lconfine.c), prepared here and freed once the spawner
   ** has applied it; its userdata's __gc frees it if an error comes first. */
   airlock_confine_prepared *prep = NULL;
@@ -398,9 +431,34 @@ static int l_broker_start(lua_State *L) {
   lua_pushvalue(L, handlers); lua_setiuservalue(L, runud, RUV_HANDLERS);
   lua_pushvalue(L, ctx); lua_setiuservalue(L, runud, RUV_CTX);
 
-  int rc = airlock_broker_start(lb->b, &o, &lr->r);
+  /* Past the last Lua error: the fd cannot leak from here on. */
+  int in_fd = -1, rc = 0, stdin_failed = 0;
+  if (stdin_file) {
+    in_fd = open(stdin_file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (in_fd < 0) { rc = -errno; snprintf(err, sizeof err, "%s: %s", stdin_file, strerror(errno)); }
+  } else if (stdin_data) {
+    in_fd = memfd_create("airlock-stdin", MFD_CLOEXEC);
+    size_t off = 0;
+    while (in_fd >= 0 && off < stdin_len) {
+      ssize_t n = write(in_fd, stdin_data + off, stdin_len - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      off += (size_t)n;
+    }
+    if (in_fd < 0 || off < stdin_len || lseek(in_fd, 0, SEEK_SET) < 0) {
+      rc = -(errno ? errno : EIO);
+      snprintf(err, sizeof err, "cannot hold %zu bytes in a memfd: %s", stdin_len, strerror(-rc));
+    }
+  }
+  stdin_failed = rc < 0;
+  if (in_fd == 0) { int moved = fcntl(in_fd, F_DUPFD_CLOEXEC, 3); close(in_fd); in_fd = moved; }
+  o.stdin_fd = in_fd;
+  if (rc == 0) rc = airlock_broker_start(lb->b, &o, &lr->r);
+  else lr->r = NULL;
+  if (in_fd >= 0) close(in_fd);
   msgpack_sbuffer_destroy(&sb);
   if (prep) airlock_confine_prepared_free(prep);
+  if (stdin_failed) return airlock_l_fail(L, "stdin", err, -rc);
   if (rc < 0) {
     lr->r = NULL;
     return airlock_l_fail(L, "spawn", airlock_broker_error(lb->b), -rc);
@@ -534,6 +592,22 @@ static int l_run_pid(lua_State *L) {
   return 1;
 }
 
+/* run:output(which, from) -> the bytes stdout ("stdout") or stderr ("stderr") has
+** captured past offset from (0-based), while the run goes on (for streaming);
+** nil once the run has finished (its result then holds everything). */
+static int l_run_output(lua_State *L) {
+  lrun *lr = check_run(L, 1);
+  static const char *const names[] = { "stdout", "stderr", NULL };
+  int which = luaL_checkoption(L, 2, NULL, names) + 1;
+  lua_Integer from = luaL_optinteger(L, 3, 0);
+  if (lr->finished || !lr->r) return 0;
+  const char *data;
+  size_t n = airlock_run_output(lr->r, which, &data);
+  if (from < 0 || (size_t)from > n) from = (lua_Integer)n;
+  lua_pushlstring(L, data + from, n - (size_t)from);
+  return 1;
+}
+
 static int l_run_result(lua_State *L) {
   check_run(L, 1);
   lua_getiuservalue(L, 1, RUV_RESULT);
@@ -570,7 +644,7 @@ void airlock_l_open_broker(lua_State *L) {
   static const luaL_Reg rm[] = {
     { "reply", l_run_reply }, { "fail", l_run_fail }, { "cancel", l_run_cancel },
     { "abort", l_run_abort }, { "id", l_run_id }, { "pid", l_run_pid }, { "live", l_run_live },
-    { "result", l_run_result }, { NULL, NULL } };
+    { "result", l_run_result }, { "output", l_run_output }, { NULL, NULL } };
 
   luaL_newmetatable(L, AIRLOCK_BROKER_MT);
   luaL_newlib(L, bm);
