@@ -1,4 +1,4 @@
--- airlock.cli -- the airlock command: run, probe, repl, bench, demo.
+-- airlock.cli -- the airlock command: run, exec, call, probe, repl, bench, demo, ledger.
 -- Exit status: 0 success, 1 the guest failed (any cause but ok) or probe found
 -- that the untrusted policy cannot run here, 2 bad usage.
 local airlock = require "airlock"
@@ -20,6 +20,12 @@ usage: airlock COMMAND [ARGS]
                        answer a paused session's host.input and continue it live
   branch DIR --at SEQ NEWDIR
                        a new session holding DIR's records up to SEQ
+  exec [--policy P] [--workspace DIR] [--timeout D] [--capture SIZE] [--stdin FILE|-]
+       [--env NAME=VALUE]... [--stream] [--json] [--ledger DIR] -- PROGRAM [ARGS...]
+                       run any program confined by the policy's tool authority (default
+                       policy tool: read-only system, the workspace writable, private
+                       /tmp, no network, 128 processes); exit with its status, 124 at the
+                       deadline, 128+N on signal N, 125 when it could not be started
   probe [--json]       what this kernel can enforce (Landlock, seccomp, namespaces, ...),
                        how to fix what is missing; exit 1 if the untrusted policy cannot run
   repl                 interactive Lua with the airlock module loaded
@@ -27,6 +33,8 @@ usage: airlock COMMAND [ARGS]
                        measure spawn and effect round trips against baselines
   bench ledger [--json]
                        ledger appends per durability mode against SQLite, and verify MB/s
+  bench exec [--json] [--quick]
+                       airlock exec -- /bin/true against fork+exec and bubblewrap
   demo                 a short tour: guests that succeed, fail and misbehave
   ledger verify DIR [--checkpoint SEQ:HASH] [--json]
                        check a session's hash chain (and that the checkpoint's
@@ -34,6 +42,11 @@ usage: airlock COMMAND [ARGS]
   ledger show DIR [--json]
                        one line (or JSON object) per record
   ledger head DIR      print the last record's checkpoint, SEQ:HASH
+  call EFFECT [JSON-ARGS]
+                       inside `airlock exec`: ask the parent for EFFECT over fd 3 (args
+                       JSON-ARGS, "-" reads them from stdin, none means null); print the
+                       answer as one line of JSON; exit 1 the effect failed, 3 the policy
+                       denied it, 2 no channel or a bad reply
   version              print the version
   help                 this text
 ]=]
@@ -262,7 +275,12 @@ function M.bench(args)
     local ok, _, code = os.execute(prog .. " " .. table.concat(quoted, " "))
     return ok and 0 or (code or 1)
   end
+  if args[1] == "exec" then return require("airlock.bench_exec").main({ table.unpack(args, 2) }) end
   return require("airlock.bench").main(args)
+end
+
+function M.exec(args)
+  return require("airlock.cli_exec").main(args)
 end
 
 function M.demo(args)
@@ -346,6 +364,59 @@ function M.ledger(args)
     if note then io.stderr:write(note, "\n") end
   end
   return rc
+end
+
+local CALL_ARGS_MAX = 16 * 1024 * 1024   -- bytes of JSON read from stdin ("-")
+
+-- airlock call EFFECT [JSON-ARGS]: one effect call over fd 3, for programs run
+-- by `airlock exec`. Exit status: 0 the parent answered ok (printed as one line
+-- of JSON on stdout); 1 it answered with an error; 3 the error's code is
+-- "denied" (refused by policy); 2 bad usage, malformed JSON-ARGS, fd 3 not an
+-- airlock channel, or a reply that breaks the protocol. Errors go to stderr as
+-- "airlock call: EFFECT: message".
+function M.call(args)
+  local pos, opts = parse(args, {})
+  if not pos then return usage_error("call: " .. opts) end
+  if #pos < 1 or #pos > 2 then return usage_error("call: expected EFFECT [JSON-ARGS]") end
+  local effect, text = pos[1], pos[2]
+  local function fail(msg)
+    io.stderr:write("airlock call: ", effect, ": ", msg, "\n")
+    return 2
+  end
+  if text == "-" then
+    local parts, size = {}, 0
+    while true do
+      local chunk = io.stdin:read(65536)
+      if not chunk then break end
+      size = size + #chunk
+      if size > CALL_ARGS_MAX then return fail("JSON-ARGS on stdin is over 16 MiB") end
+      parts[#parts + 1] = chunk
+    end
+    text = table.concat(parts)
+  end
+  local value
+  if text ~= nil then
+    -- Strict: one JSON value and nothing after it but white space.
+    local okdk, dk = pcall(require, "dkjson")
+    if not okdk then return fail("the Debian package lua-dkjson is needed for JSON-ARGS") end
+    local v, at, err = dk.decode(text, 1, nil)
+    if err then return fail("JSON-ARGS is not valid JSON: " .. err) end
+    local extra = text:find("%S", at)
+    if extra then
+      return fail(string.format("JSON-ARGS is not valid JSON: text after the value at byte %d", extra))
+    end
+    value = v
+  end
+  local status, result, code = require("airlock.core").channel_call(3, effect, value)
+  if status == true then
+    local okw, werr = io.stdout:write(json.encode(result), "\n")
+    if okw then okw, werr = io.stdout:flush() end
+    if not okw then return fail("cannot write the answer to stdout: " .. tostring(werr)) end
+    return 0
+  end
+  io.stderr:write("airlock call: ", effect, ": ", result, "\n")
+  if status == nil then return 2 end
+  return code == "denied" and 3 or 1
 end
 
 function M.version()

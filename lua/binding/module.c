@@ -26,6 +26,8 @@
 #endif
 
 AIRLOCK_EXPORT int luaopen_airlock(lua_State *L);
+/* core.channel_call: a program's one effect call over fd 3 (lcall.c). */
+int airlock_l_channel_call(lua_State *L);
 
 int airlock_l_fail(lua_State *L, const char *cause, const char *message, int err) {
   lua_pushnil(L);
@@ -124,6 +126,7 @@ int luaopen_airlock(lua_State *L) {
   lua_pushcfunction(L, airlock_l_confine); lua_setfield(L, -2, "confine");
   lua_pushcfunction(L, airlock_l_seccomp_worker_program); lua_setfield(L, -2, "seccomp_worker_program");
   lua_pushcfunction(L, l_now_ms); lua_setfield(L, -2, "now_ms");
+  lua_pushcfunction(L, airlock_l_channel_call); lua_setfield(L, -2, "channel_call");
   l_causes(L); lua_setfield(L, -2, "causes");
   lua_pushinteger(L, AIRLOCK_PROTOCOL_VERSION); lua_setfield(L, -2, "protocol_version");
   lua_pushinteger(L, AIRLOCK_FRAME_MAX_DEFAULT); lua_setfield(L, -2, "frame_max_default");
