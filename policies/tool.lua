@@ -1,9 +1,10 @@
--- tool -- programs run under `airlock exec` (issue 6): the system read-only
--- (Landlock read and exec on /usr /lib /lib64 /bin /etc), one writable
--- workspace (`workspace`, the directory the tool runs in unless exec is given
--- another; besides it only /dev/null), no network (an empty net namespace, no
--- inet promise), and the seccomp promises of a program that reads, writes and
--- runs others. Guests run under it keep untrusted's worker settings.
+-- tool -- programs run under `airlock exec`: the system read-only (Landlock
+-- read and exec on /usr /lib /lib64 /bin /etc), one writable workspace (the
+-- directory exec is given, else the current one; it is also HOME), a private
+-- /tmp (a fresh tmpfs in the program's own mount namespace), no network (an
+-- empty net namespace, no inet promise), at most 128 processes (a pids
+-- cgroup), and the seccomp promises of a program that reads, writes and runs
+-- others. Guests run under it keep untrusted's worker settings.
 -- tool.confine is locked.
 local policy = require "airlock.policy"
 
@@ -11,19 +12,20 @@ local SYSTEM = { "/usr", "/lib", "/lib64", "/bin", "/etc" }
 
 return policy.extend("untrusted", {
   name = "tool",
-  description = "tools: read-only system, one writable workspace, no network",
+  description = "tools: read-only system, one writable workspace, private /tmp, no network",
   locked = { "tool.confine" },
   tool = {
-    limits = { deadline_ms = "5m", capture = "1M" },
+    limits = { deadline_ms = "5m", capture = "1M", pids = 128, tmp_size = "64M" },
     confine = {
       namespaces = "all",
-      rlimits = { core = 0 },
+      rlimits = { core = 0, as = "4G", fsize = "1G", nofile = 1024 },
       no_new_privs = true,
-      landlock = { read = { "/usr", "/lib", "/lib64", "/bin", "/etc", "/dev/null" }, write = { "/dev/null" },
-                   exec = SYSTEM, scope = true },
-      seccomp = { promises = "stdio rpath wpath cpath fattr proc exec" },
+      landlock = { read = { "/usr", "/lib", "/lib64", "/bin", "/etc", "/dev/null", "/dev/urandom", "/dev/zero" },
+                   write = { "/dev/null" }, exec = SYSTEM, scope = true },
+      seccomp = { promises = "stdio rpath wpath cpath fattr proc exec tty" },
     },
     env = { PATH = "/usr/local/bin:/usr/bin:/bin", LANG = "C.UTF-8" },
     workspace = ".",
+    tmp = "private",
   },
 })

@@ -23,7 +23,7 @@ local defaults = setmetatable({}, { __mode = "k" })    -- broker -> {policy, ref
 
 local START_KEYS = { guest = true, name = true, policy = true, input = true, seed = true, on_log = true,
                      ledger = true, durability = true, _serve = true, _resume_inputs = true,
-                     _resume_of = true }
+                     _resume_of = true, _program = true }
 
 -- opts.ledger: an open ledger (airlock.ledger.open), or a directory to create
 -- a session in (closed when the run ends). Returns ledger, owned, or nil, message.
@@ -131,19 +131,27 @@ function broker_methods:start(opts)
   local secret_values, serr = secrets.resolve(pol.secrets)
   if not secret_values then return nil, serr end
   local redact = secrets.redactor(secret_values)
-  local source, name = load_guest(opts.guest, opts.name)
-  if not source then return nil, name end
+  -- A program (airlock.exec) instead of a guest: its argv, spawn options and
+  -- confinement plan come made from the policy's tool authority.
+  local prog = opts._program
+  local source, name, argv, plan
   local limits = pol.limits or {}
-  local argv = pol.worker and { table.unpack(pol.worker) }
-  if not argv and os.getenv("AIRLOCK_WORKER") then argv = { os.getenv("AIRLOCK_WORKER") } end
-  if not argv then
-    local w, err, code = core.worker_path()
-    if not w then return nil, err, code end
-    argv = { w }
+  if prog then
+    name, argv, plan = prog.name, prog.argv, prog.plan
+  else
+    source, name = load_guest(opts.guest, opts.name)
+    if not source then return nil, name end
+    argv = pol.worker and { table.unpack(pol.worker) }
+    if not argv and os.getenv("AIRLOCK_WORKER") then argv = { os.getenv("AIRLOCK_WORKER") } end
+    if not argv then
+      local w, err, code = core.worker_path()
+      if not w then return nil, err, code end
+      argv = { w }
+    end
+    local cerr
+    plan, cerr = confine.plan(pol.confine)
+    if not plan then return nil, cerr, "confinement" end
   end
-
-  local plan, cerr = confine.plan(pol.confine)
-  if not plan then return nil, cerr, "confinement" end
 
   local st = { log = {}, log_bytes = 0, log_max = limits.output or 65536, policy = pol.name,
                on_log = opts.on_log, plan = plan, digest = policy.digest(pol), redact = redact }
@@ -170,7 +178,8 @@ function broker_methods:start(opts)
     local rec = session.recorder(ledger, opts._resume_of and opts._resume_of.run or serial, redact)
     st.recorder, st.ledger, st.owned = rec, ledger, owned
     local fields = {
-      guest = { name = name, source = source }, input = opts.input, seed = seed,
+      guest = prog and { name = name, argv = argv } or { name = name, source = source },
+      input = opts.input, seed = seed,
       effects = effect_list(handlers),
       policy = { name = pol.name, digest = st.digest,
                  ref = type(opts.policy) == "string" and opts.policy or (default and default.ref) or nil },
@@ -231,9 +240,14 @@ function broker_methods:start(opts)
     handlers = handlers,
     ctx = { policy = pol.name, secrets = secrets.readonly(secret_values) },
   }
+  if prog then
+    -- No init, no ready: the program gets fd 3 for calls, and nothing else of a worker's.
+    start = { argv = argv, program = true, channel = true, handlers = handlers, ctx = start.ctx,
+              deadline_ms = prog.deadline_ms, capture_max = prog.capture }
+  end
   for k, v in pairs(plan.start) do start[k] = v end
   local run, err, code = self:_start(start)
-  local why = not run and start.namespaces and confine.namespace_failure(err)
+  local why = not run and not prog and start.namespaces and confine.namespace_failure(err)
   if why then
     -- No namespaces here: fall back unless the policy requires them.
     plan.layers.namespaces = "skipped: " .. why
@@ -326,7 +340,7 @@ function run_methods:reply(seq, value)
   if effect then
     rec.deferred[seq] = nil
     if not rec:reply(seq, effect, true, value) then
-      self:abort("ledger", "ledger: the answer could not be recorded: " .. rec.failed)
+      self:abort("ledger", "ledger: the answer could not be recorded: " .. rec.failed:gsub("^ledger: ", ""))
       return nil, rec.failed
     end
   end
@@ -339,7 +353,7 @@ function run_methods:fail(seq, message, code)
   if effect then
     rec.deferred[seq] = nil
     if not rec:reply(seq, effect, false, message) then
-      self:abort("ledger", "ledger: the answer could not be recorded: " .. rec.failed)
+      self:abort("ledger", "ledger: the answer could not be recorded: " .. rec.failed:gsub("^ledger: ", ""))
       return nil, rec.failed
     end
   end
@@ -410,6 +424,11 @@ end
 
 -- Runs a recorded session again in a fresh worker, served by srv.
 local function rerun(s, pol, srv, extra)
+  if s.init.guest and s.init.guest.argv then
+    return nil, string.format("the session recorded a program (airlock exec %s), not a guest: only guest " ..
+      "runs can be replayed or resumed; `airlock ledger verify` and `ledger show` audit it",
+      table.concat(s.init.guest.argv, " "):sub(1, 200))
+  end
   local b <close> = core.broker()
   local opts = {
     guest = s.init.guest.source, name = s.init.guest.name, policy = pol,
@@ -621,5 +640,9 @@ function M.spawn(opts)
   if not run then b:close(); return nil, err, code end
   return setmetatable({ _broker = b, _run = run }, process_mt)
 end
+
+--- airlock.exec{argv = {...}, policy = "tool", workspace = dir, ...} -> result:
+--- a program run confined by the policy's tool authority (airlock.exec).
+function M.exec(opts) return require("airlock.exec").exec(opts) end
 
 return M

@@ -5,7 +5,7 @@
 -- Roles (process authorities). The top level is the `worker` authority, the
 -- guest runtime: `limits`, `confine`, `effects`, `secrets` (and `worker`, the
 -- worker program). Two more roles have their own section:
---   tool   = { limits, confine, env, workspace }   programs under `airlock exec`
+--   tool   = { limits, confine, env, secrets, workspace, tmp }   programs under `airlock exec`
 --   ledger = { confine }                           the journal writer
 -- Their `confine` is airlock.spawn's form (Landlock paths, seccomp promises).
 -- policy.authority(p, role, opts) gives a role's settings, ready to use.
@@ -351,10 +351,13 @@ M.SCHEMA = {
     },
   },
   tool = {
-    limits = { deadline_ms = duration_ms, capture = size },
+    limits = { deadline_ms = duration_ms, capture = size, pids = count, tmp_size = size },
     confine = PROCESS_CONFINE,
     env = { [KEYS] = env_name, ["*"] = string_ },
+    secrets = { [KEYS] = env_name,                          -- ENV_NAME = "declared.secret"
+                ["*"] = function(v) if secret_name(v) then return v end return secret_name(v) end },
     workspace = path_,
+    tmp = one_of { "private", "none" },
   },
   ledger = {
     confine = PROCESS_CONFINE,
@@ -731,6 +734,10 @@ local LOOSER = {
   ["confine.require"] = superset,
   ["tool.limits.deadline_ms"] = upper { zero = INF },
   ["tool.limits.capture"] = upper { unset = 65536, zero = 65536 },
+  ["tool.limits.pids"] = upper { zero = INF },
+  ["tool.limits.tmp_size"] = upper(),
+  ["tool.tmp"] = function(old, new) return old == "none" and new ~= "none" end,
+  ["tool.secrets.*"] = grant,
 }
 for _, role in ipairs { "tool.confine", "ledger.confine" } do
   LOOSER[role .. ".namespaces"] = superset

@@ -1,0 +1,331 @@
+-- airlock.exec -- the tool tier: any program, run confined by a policy's
+-- `tool` authority, with bounded capture, secrets kept out of what it prints,
+-- and the same effects channel as guests (fd 3; `airlock call` inside).
+--
+-- What a program gets, from the policy (stock: policies/tool.lua):
+--   namespaces, rlimits, no_new_privs, Landlock and seccomp (tool.confine);
+--   a capability drop (always); one writable workspace (its working directory
+--   and HOME); a private /tmp (tool.tmp = "private": a tmpfs in its own mount
+--   namespace) or none; a pids cgroup (tool.limits.pids); an environment that
+--   starts empty: tool.env, then the caller's env, then tool.secrets.
+local core = require "airlock.core"
+local policy = require "airlock.policy"
+local secrets = require "airlock.secrets"
+
+local M = {}
+
+local EXEC_KEYS = { argv = true, policy = true, workspace = true, stdin = true, stdin_file = true,
+                    env = true, timeout = true, capture = true, stream = true, ledger = true,
+                    durability = true }
+
+local function fail(msg, level) error("exec: " .. msg, (level or 1) + 1) end
+
+-- The airlock command beside the worker, so `airlock call` can run inside.
+local command_cache
+local function airlock_command()
+  if command_cache == nil then
+    command_cache = false
+    -- The worker in use (AIRLOCK_WORKER, as the sanitizer suite sets it) marks
+    -- the build whose command goes inside.
+    local w = os.getenv("AIRLOCK_WORKER") or core.worker_path()
+    local dir = w and w:match("^(.*)/[^/]+$")
+    for _, rel in ipairs { "/airlock", "/../../bin/airlock" } do
+      local p = dir and core.fs_realpath(dir .. rel)
+      if p then command_cache = p; break end
+    end
+  end
+  return command_cache or nil
+end
+
+-- argv[1] without a slash: looked up in the program's PATH.
+local function find_program(name, path)
+  if name:find("/", 1, true) then return name end
+  for dir in path:gmatch("[^:]+") do
+    local f = io.open(dir .. "/" .. name, "rb")
+    if f then f:close(); return dir .. "/" .. name end
+  end
+  return nil
+end
+
+-- The run's environment: nothing of the host's. tool.env (the allowlist with
+-- values), HOME = the workspace, TMPDIR with a private /tmp, the caller's env,
+-- then each declared secret under its variable.
+local function environment(auth, opts, workspace, secret_values)
+  local env = {}
+  for k, v in pairs(auth.env or {}) do env[k] = v end
+  env.HOME = workspace
+  env.PWD = workspace
+  if auth.tmp == "private" then env.TMPDIR = "/tmp" end
+  if opts.env ~= nil then
+    if type(opts.env) ~= "table" then fail("'env' must be a table {NAME = \"value\"}", 3) end
+    for k, v in pairs(opts.env) do
+      if type(k) ~= "string" or not k:match("^[%a_][%w_]*$") then
+        fail("env: '" .. tostring(k) .. "' is not an environment variable name", 3)
+      end
+      if type(v) ~= "string" then fail("env." .. k .. " must be a string", 3) end
+      env[k] = v
+    end
+  end
+  for var, name in pairs(auth.secrets or {}) do
+    local v = secret_values[name]
+    if v == nil then
+      return nil, string.format("policy: tool.secrets.%s names the secret '%s', which the policy's " ..
+        "secrets section does not declare", var, name)
+    end
+    env[var] = v
+  end
+  return env
+end
+
+-- The confinement report for a program: what the spawner applied (nothing is
+-- left to the program itself, so every layer is known before it starts).
+local function plan_for(auth, start, pids, workspace, cmd)
+  local layers = {}
+  local ns = start.namespaces
+  layers.namespaces = ns and #ns > 0 and ("applied: " .. table.concat(ns, " ") ..
+    (start.shared_net and "; net is the one empty namespace all runs share" or "") ..
+    " (checked in /proc/PID/ns after spawn)") or "skipped: the policy asks for none"
+  local rl = {}
+  for k, v in pairs(start.rlimits or {}) do rl[#rl + 1] = k .. "=" .. tostring(v) end
+  table.sort(rl)
+  layers.rlimits = #rl > 0 and ("applied: " .. table.concat(rl, " ")) or "skipped: the policy sets none"
+  layers.capabilities = start.drop_caps and "applied: bounding, ambient and inheritable sets emptied"
+    or "skipped: not root and no user namespace"
+  local c = start.confine or {}
+  layers.no_new_privs = (c.no_new_privs or c.landlock or c.seccomp) and "applied (set before exec)"
+    or "skipped: the policy does not ask for it"
+  if c.landlock then
+    local ll = c.landlock
+    layers.landlock = string.format("applied: read %s; write %s; exec %s%s",
+      table.concat(ll.read or {}, " "), table.concat(ll.write or {}, " "),
+      table.concat(ll.exec or {}, " "), start.tmpfs and "; /tmp (private)" or "")
+  else
+    layers.landlock = "skipped: the policy does not ask for it"
+  end
+  if c.seccomp then
+    layers.seccomp = "applied: " .. (c.seccomp.mode == "deny" and "denylist" or
+      ("promises " .. tostring(c.seccomp.promises or ""))) .. " (Seccomp: 2 checked after spawn)"
+  else
+    layers.seccomp = "skipped: the policy does not ask for it"
+  end
+  layers.tmp = start.tmpfs and ("applied: private tmpfs on /tmp (size " .. (start.tmpfs_size or "64m") .. ")")
+    or "skipped: no /tmp (tool.tmp = \"none\")"
+  layers.cgroup = pids and ("applied: pids.max " .. pids) or "skipped: tool.limits.pids is 0 (no pids cgroup)"
+  layers.workspace = workspace .. " (read and write)"
+  if cmd then layers.effects = "fd 3; `airlock call` is " .. cmd end
+  return { start = start, init = {}, layers = layers, required = {} }
+end
+
+-- Splits new output into complete lines for opts.stream; the rest waits.
+local function streamer(fn, redact)
+  local pending = { stdout = "", stderr = "" }
+  local sent = { stdout = 0, stderr = 0 }
+  local function emit(which, text, final)
+    local buf = pending[which] .. text
+    local from = 1
+    while true do
+      local nl = buf:find("\n", from, true)
+      if not nl then break end
+      local line = buf:sub(from, nl - 1)
+      fn(which, redact and redact(line) or line)
+      from = nl + 1
+    end
+    pending[which] = buf:sub(from)
+    if final and pending[which] ~= "" then
+      fn(which, redact and redact(pending[which], true) or pending[which])
+      pending[which] = ""
+    end
+  end
+  return {
+    poll = function(run)
+      for _, which in ipairs { "stdout", "stderr" } do
+        local more = run:output(which, sent[which])
+        if more and #more > 0 then
+          sent[which] = sent[which] + #more
+          emit(which, more)
+        end
+      end
+    end,
+    finish = function(res)
+      -- What arrived between the last poll and the exit, from the result.
+      for _, which in ipairs { "stdout", "stderr" } do
+        local all = res[which] or ""
+        emit(which, all:sub(sent[which] + 1), true)
+      end
+    end,
+  }
+end
+
+--- The policy for a program: a stock name or file, a policy, or a bare table
+--- laid over the stock tool policy. Default: "tool".
+function M.resolve_policy(p)
+  if p == nil then p = "tool" end
+  if type(p) == "string" then return policy.load(p) end
+  if type(p) ~= "table" then fail("'policy' must be a policy table, a stock policy name or a file path", 3) end
+  if policy.is_policy(p) then return p end
+  local base, err = policy.load("tool")
+  if not base then return nil, err end
+  local ok, pol = pcall(policy.layer, base, p)
+  if ok then return pol end
+  return nil, pol
+end
+
+--- airlock.exec{argv = {program, args...}, policy = "tool" | name | file | table,
+---   workspace = dir, stdin = string | stdin_file = path, env = {NAME = "value"},
+---   timeout = ms | "2s", capture = bytes | "64K", stream = function(which, line),
+---   ledger = dir, durability = "batch"} -> result, or nil, message, cause word.
+--- result: ok, cause, message, exit_code | signal, stdout, stderr (secrets
+--- redacted; *_truncated when over the capture limit), usage, confinement,
+--- policy, digest, argv, workspace; ledger when recorded.
+function M.exec(opts, broker)
+  if type(opts) ~= "table" then fail("expects a table {argv = {...}, ...}", 2) end
+  for k in pairs(opts) do
+    if not EXEC_KEYS[k] then fail(string.format("unknown option '%s'", tostring(k)), 2) end
+  end
+  local argv = opts.argv
+  if type(argv) ~= "table" or type(argv[1]) ~= "string" or argv[1] == "" then
+    fail("'argv' must be a list {program, args...} of strings", 2)
+  end
+  for i, a in ipairs(argv) do
+    if type(a) ~= "string" then fail(string.format("argv[%d] must be a string", i), 2) end
+  end
+  if opts.stream ~= nil and type(opts.stream) ~= "function" then
+    fail("'stream' must be a function(which, line)", 2)
+  end
+
+  require "airlock"   -- the broker's start method
+  local pol, perr = M.resolve_policy(opts.policy)
+  if not pol then return nil, perr, "policy" end
+  local auth, aerr = policy.authority(pol, "tool", { workspace = nil })
+  if not auth then return nil, aerr, "policy" end
+
+  -- The workspace: the caller's, else the policy's; it must exist.
+  local ws_in = opts.workspace or auth.workdir or "."
+  if type(ws_in) ~= "string" then fail("'workspace' must be a directory path", 2) end
+  local workspace = core.fs_realpath(ws_in)
+  local st = workspace and core.fs_stat(workspace, ".")
+  if not workspace or not st or st.type ~= "dir" then
+    return nil, string.format("workspace: %s is not an existing directory", ws_in), "workspace"
+  end
+  auth = policy.authority(pol, "tool", { workspace = workspace })
+  -- What exec adds to the spawn options: /tmp, the pids cgroup, secrets.
+  local tool = pol.tool
+  auth.tmp = tool.tmp or "none"
+  auth.pids = tool.limits and tool.limits.pids
+  auth.tmp_size = tool.limits and tool.limits.tmp_size
+  auth.secrets = {}
+  for var, name in pairs(tool.secrets or {}) do auth.secrets[var] = name end
+
+  local values, serr = secrets.resolve(pol.secrets)
+  if not values then return nil, serr, "secrets" end
+  local env, eerr = environment(auth, opts, workspace, values)
+  if not env then return nil, eerr, "policy" end
+
+  local deadline, capture = auth.deadline_ms, auth.capture
+  if opts.timeout ~= nil then
+    local v, why = policy.parse_duration(opts.timeout)
+    if not v then fail("'timeout' must be " .. why, 2) end
+    if deadline and deadline > 0 and v > deadline then
+      return nil, string.format("exec: timeout %d ms is over the policy's tool.limits.deadline_ms (%d ms)",
+        v, deadline), "policy"
+    end
+    deadline = v
+  end
+  if opts.capture ~= nil then
+    local v, why = policy.parse_size(opts.capture)
+    if not v then fail("'capture' must be " .. why, 2) end
+    if capture and capture > 0 and v > capture then
+      return nil, string.format("exec: capture %d bytes is over the policy's tool.limits.capture (%d)",
+        v, capture), "policy"
+    end
+    capture = v
+  end
+
+  -- The program, found in its own PATH; `airlock call` made runnable inside.
+  local cmd = airlock_command()
+  local path = env.PATH or "/usr/local/bin:/usr/bin:/bin"
+  local confine = auth.confine or {}
+  if cmd then
+    local dir = cmd:match("^(.*)/[^/]+$")
+    env.PATH = path .. ":" .. dir
+    env.AIRLOCK = cmd
+    if confine.landlock then
+      confine.landlock.exec = confine.landlock.exec or {}
+      table.insert(confine.landlock.exec, cmd)
+    end
+  end
+  local program = find_program(argv[1], path)
+  if not program then
+    return nil, string.format("exec: '%s' not found in the program's PATH (%s)", argv[1], path), "exec"
+  end
+  local full = { program }
+  for i = 2, #argv do full[i] = argv[i] end
+
+  local envlist = {}
+  for k, v in pairs(env) do envlist[#envlist + 1] = k .. "=" .. v end
+  table.sort(envlist)
+
+  -- Capabilities go wherever that is possible: with a user namespace, or as root.
+  local drop = false
+  for _, ns in ipairs(auth.namespaces or {}) do drop = drop or ns == "user" end
+  if not drop then
+    local f = io.open("/proc/self/status", "rb")
+    local s = f and f:read("a") or ""
+    if f then f:close() end
+    drop = s:match("\nUid:%s+%d+%s+0%s") ~= nil
+  end
+  local start = {
+    env = envlist, workdir = workspace, namespaces = auth.namespaces, rlimits = auth.rlimits,
+    confine = confine, drop_caps = drop or nil, no_new_privs = confine.no_new_privs or nil,
+    stdin = opts.stdin, stdin_file = opts.stdin_file,
+  }
+  if opts.stdin ~= nil and type(opts.stdin) ~= "string" then fail("'stdin' must be a string", 2) end
+  if opts.stdin_file ~= nil and type(opts.stdin_file) ~= "string" then fail("'stdin_file' must be a path", 2) end
+  if auth.tmp == "private" then
+    start.tmpfs = { "/tmp" }
+    start.keep = workspace   -- a workspace under /tmp stays visible
+    if auth.tmp_size then start.tmpfs_size = tostring(auth.tmp_size // 1024) .. "k" end
+  end
+  local pids = auth.pids and auth.pids > 0 and auth.pids or nil
+  start.pids_max = pids
+  if pids and (os.getenv("AIRLOCK_TEST_PRETEND_ABSENT") or ""):match("cgroup") then
+    return nil, "confinement: the pids limit (tool.limits.pids) needs a pids cgroup, and this kernel has " ..
+      "none (pretending, AIRLOCK_TEST_PRETEND_ABSENT, for tests); set tool.limits.pids = 0 to run without", "confinement"
+  end
+  local net = false
+  for _, ns in ipairs(auth.namespaces or {}) do net = net or ns == "net" end
+  if net and require("airlock.confine").shared_netns() then start.shared_net = true end
+
+  local b = broker or core.broker()
+  local owned = broker == nil
+  local run, err, code = b:start {
+    policy = pol, ledger = opts.ledger, durability = opts.durability,
+    _program = { name = argv[1], argv = full, plan = plan_for(auth, start, pids, workspace, cmd),
+                 deadline_ms = deadline and deadline > 0 and deadline or nil, capture = capture },
+  }
+  if not run then
+    if owned then b:close() end
+    -- A layer the spawner could not set up is a confinement failure: fail closed.
+    if tostring(err):match("^cgroup:") then return nil, "confinement: " .. err, "confinement" end
+    return nil, err, code
+  end
+  local stream = opts.stream and streamer(opts.stream, secrets.redactor(values))
+  local res
+  while true do
+    local done, serr2, scode = b:step(-1)
+    if not done then
+      if owned then b:close() end
+      return nil, serr2, scode
+    end
+    for _, r in ipairs(done) do if r.run == run:id() then res = r end end
+    if res then break end
+    if stream then stream.poll(run) end
+  end
+  if owned then b:close() end
+  if stream then stream.finish(res) end
+  res.argv = full
+  res.workspace = workspace
+  return res
+end
+
+return M

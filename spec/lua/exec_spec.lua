@@ -1,0 +1,311 @@
+-- spec/lua/exec_spec.lua -- airlock.exec, the tool tier, proved with real
+-- programs from the system under the stock `tool` policy: what they may do
+-- (read the system, write the workspace and a private /tmp, ask for effects on
+-- fd 3) and what they may not (write elsewhere, open sockets, reach the host's
+-- network, gain privileges, outgrow their process, time and output limits).
+local H = require "helper"
+local airlock = require "airlock"
+
+local function exec(argv, extra)
+  local opts = { argv = argv, workspace = extra and extra.workspace or H.ws, timeout = "5s" }
+  for k, v in pairs(extra or {}) do opts[k] = v end
+  local res, err, code = airlock.exec(opts)
+  assert(res, "exec refused: " .. tostring(err) .. " (" .. tostring(code) .. ")")
+  return res
+end
+
+local function sh(script, extra) return exec({ "sh", "-c", script }, extra) end
+
+local function mount_count() return select(2, (H.slurp("/proc/self/mountinfo") or ""):gsub("\n", "")) end
+
+describe("airlock.exec under the stock tool policy", function()
+  setup(function()
+    H.root = H.tmpdir()
+    H.ws = H.root .. "/ws"
+    assert(os.execute("mkdir -p " .. H.ws))
+  end)
+  teardown(function() os.execute("rm -rf " .. H.root) end)
+
+  it("runs a program that reads the system: cat /etc/hostname", function()
+    local res = exec { "cat", "/etc/hostname" }
+    assert.are.equal("ok", res.cause, res.message)
+    assert.are.equal(0, res.exit_code)
+    assert.are.equal(H.slurp("/etc/hostname"), res.stdout)
+    assert.are.equal("tool", res.policy)
+    assert.are.equal(H.ws, res.workspace)
+  end)
+
+  it("refuses writes to the system: echo x > /etc/x", function()
+    local res = sh "echo x > /etc/airlock-exec-x"
+    assert.are.equal("exit", res.cause)
+    assert.are_not.equal(0, res.exit_code)
+    assert.matches("Permission denied", res.stderr)
+    assert.is_nil(io.open("/etc/airlock-exec-x"))
+  end)
+
+  it("writes inside the workspace, and nowhere beside it", function()
+    local beside = "/var/tmp/airlock-exec-beside-" .. H.pid()
+    local res = sh("echo inside > note.txt && echo beside > " .. beside)
+    assert.are.equal("exit", res.cause)
+    assert.matches("Permission denied", res.stderr)
+    assert.are.equal("inside\n", H.slurp(H.ws .. "/note.txt"))
+    assert.is_nil(io.open(beside))
+    -- The workspace's parent is under /tmp here: the program sees the private
+    -- /tmp there, so what it writes beside the workspace never reaches the host.
+    res = sh "echo beside > ../outside.txt && cat ../outside.txt"
+    assert.are.equal("beside\n", res.stdout)
+    assert.is_nil(io.open(H.root .. "/outside.txt"))
+    -- HOME is the workspace, and the host's own environment is not passed on.
+    local env = exec({ "env" }, { env = { EXTRA = "given" } })
+    assert.matches("\nHOME=" .. H.ws:gsub("%p", "%%%0") .. "\n", "\n" .. env.stdout)
+    assert.matches("\nEXTRA=given\n", "\n" .. env.stdout)
+    assert.matches("\nPATH=/usr/local/bin:/usr/bin:/bin:", "\n" .. env.stdout)
+    assert.is_nil(env.stdout:find("BUSTED", 1, true))
+    assert.is_nil(env.stdout:find("\nUSER=", 1, true))
+  end)
+
+  it("gives a private, empty /tmp that the host never sees", function()
+    local marker = "/tmp/airlock-exec-private-" .. H.pid()
+    local host = "/tmp/airlock-exec-host-" .. H.pid()
+    local f = assert(io.open(host, "w")); f:write("host\n"); f:close()
+    local res = sh("ls -A /tmp; echo secret > " .. marker .. " && cat " .. marker .. " && echo $TMPDIR",
+      { workspace = H.ws })
+    os.remove(host)
+    assert.are.equal("ok", res.cause, res.message .. res.stderr)
+    -- Only the mount point of the workspace (under /tmp here) is in it.
+    local top = H.ws:match("^/tmp/([^/]+)")
+    assert.are.equal(top .. "\nsecret\n/tmp\n", res.stdout)
+    assert.is_nil(io.open(marker))
+  end)
+
+  it("keeps a workspace that lies under /tmp visible beneath the private /tmp", function()
+    local ws = H.tmpdir()
+    assert.matches("^/tmp/", ws)
+    local res = sh("echo kept > kept.txt && pwd", { workspace = ws })
+    assert.are.equal("ok", res.cause, res.message .. res.stderr)
+    assert.are.equal(ws .. "\n", res.stdout)
+    assert.are.equal("kept\n", H.slurp(ws .. "/kept.txt"))
+    os.execute("rm -rf " .. ws)
+  end)
+
+  it("kills a program that opens a socket, naming the call", function()
+    local res = exec { "/usr/bin/python3", "-c", "import socket; socket.socket()" }
+    assert.are.equal("seccomp", res.cause)
+    assert.matches("system call socket", res.message)
+  end)
+
+  it("leaves even a program allowed sockets with no network: 127.0.0.1 is unreachable", function()
+    -- A real listener on the host's loopback, which the program must not reach.
+    local srv = io.popen("exec /usr/bin/python3 -c 'import socket,time,os\n" ..
+      "s=socket.socket(); s.bind((\"127.0.0.1\", 0)); s.listen(1); print(s.getsockname()[1], os.getpid(), flush=True); time.sleep(10)'")
+    local port, pid = srv:read("n", "n")
+    assert(port and pid, "the listener did not start")
+    local pol = { tool = { confine = { seccomp = { promises = "stdio rpath wpath cpath fattr proc exec tty inet" },
+                                       landlock = { connect = { port } } } } }
+    local res = exec({ "/usr/bin/python3", "-c",
+      "import socket\ns=socket.socket()\ntry:\n  s.connect(('127.0.0.1', " .. port .. "))\n  print('connected')\n" ..
+      "except OSError as e:\n  print('refused', e.errno)" }, { policy = pol })
+    os.execute("kill " .. math.tointeger(pid))
+    srv:close()
+    assert.are.equal("ok", res.cause, res.message .. res.stderr)
+    assert.matches("^refused %d+", res.stdout)
+    assert.is_nil(res.stdout:find("connected", 1, true))
+  end)
+
+  it("contains a fork bomb with the pids limit; the shell and the host stay responsive", function()
+    local t0 = require("airlock.core").now_ms()
+    local res = exec({ "bash", "-c", ":(){ :|:& };:; sleep 1; echo alive" }, { timeout = "10s" })
+    assert.are.equal("ok", res.cause, res.message)
+    assert.are.equal("alive\n", res.stdout)
+    assert.are.equal(128, res.usage.pids_peak)
+    assert.is_true(res.usage.pids_refused > 0)
+    assert.is_true(require("airlock.core").now_ms() - t0 < 8000)
+    -- Nothing of it survives, and the next program starts at once.
+    assert.are.equal(0, #H.children())
+    local nxt = exec { "true" }
+    assert.are.equal("ok", nxt.cause)
+    assert.is_true(nxt.usage.wall_ms < 1000, nxt.usage.wall_ms)
+  end)
+
+  it("ends sleep 100 at the timeout with cause deadline", function()
+    local res = exec({ "sleep", "100" }, { timeout = "1s" })
+    assert.are.equal("deadline", res.cause)
+    assert.matches("deadline of 1000 ms", res.message)
+    assert.is_true(res.usage.wall_ms >= 1000 and res.usage.wall_ms < 3000, res.usage.wall_ms)
+  end)
+
+  it("cuts yes at the capture limit and kills it at the deadline, the parent's memory flat", function()
+    local before = H.rss_kb()
+    local res = exec({ "yes" }, { timeout = "1s", capture = "64K" })
+    assert.are.equal("deadline", res.cause)
+    assert.are.equal(65536, #res.stdout)
+    assert.is_true(res.stdout_truncated)
+    assert.matches("^y\ny\n", res.stdout)
+    assert.is_true(H.rss_kb() - before < 8 * 1024, "RSS grew by " .. (H.rss_kb() - before) .. " KiB")
+  end)
+
+  it("passes a declared secret and shows only its redaction", function()
+    local f = assert(io.open(H.root .. "/token", "w")); f:write("s3cr3t-value-9f8e\n"); f:close()
+    local pol = { secrets = { token = { file = H.root .. "/token" } }, tool = { secrets = { TOKEN = "token" } } }
+    local res = sh("echo \"token=$TOKEN\"; echo \"$TOKEN\" >&2", { policy = pol })
+    assert.are.equal("ok", res.cause, res.message)
+    assert.are.equal("token=[redacted:token]\n", res.stdout)
+    assert.are.equal("[redacted:token]\n", res.stderr)
+    -- Streamed lines are redacted too.
+    local streamed = {}
+    res = sh("printf '%s\\n' \"$TOKEN\" \"$TOKEN\"", {
+      policy = pol, stream = function(which, line) streamed[#streamed + 1] = which .. ":" .. line end })
+    assert.are.same({ "stdout:[redacted:token]", "stdout:[redacted:token]" }, streamed)
+  end)
+
+  it("refuses to make a user namespace or mount (unshare -U, mount, a setuid binary gains nothing)", function()
+    -- A refused call ends the whole run (kill mode), naming the call.
+    local res = exec { "unshare", "-U", "true" }
+    assert.are.equal("seccomp", res.cause)
+    assert.matches("system call unshare", res.message)
+    -- mount and su are setuid root: no_new_privs makes exec grant nothing, so
+    -- they run as uid 65534 without a capability, and the filter stops them.
+    assert.is_truthy(H.sh("test -u /usr/bin/mount && test -u /usr/bin/su && echo setuid"):find("setuid"))
+    res = sh "mount -t tmpfs none /tmp; echo rc=$?"
+    assert.are.equal("seccomp", res.cause)
+    assert.is_truthy(res.message:match("system call mount ") or res.message:match("system call setuid "), res.message)
+    res = sh "su -c 'id -u' root"
+    assert.are_not.equal("ok", res.cause)
+    assert.is_nil(res.stdout:find("0\n", 1, true))
+    assert.are.equal("65534\n", exec({ "id", "-u" }).stdout)
+    -- And with the filter off (a policy without seccomp), the kernel itself says no.
+    res = sh("mount -t tmpfs none /tmp; echo rc=$?", { policy = { tool = { confine = { seccomp = false } } } })
+    assert.are.equal("ok", res.cause, res.message)
+    assert.matches("rc=[1-9]", res.stdout)
+  end)
+
+  it("feeds stdin from a string and from a file", function()
+    local big = string.rep("0123456789", 100000)   -- 1 MB: more than a pipe holds
+    local res = exec({ "wc", "-c" }, { stdin = big })
+    assert.are.equal("1000000\n", res.stdout)
+    local f = assert(io.open(H.root .. "/in.txt", "w")); f:write("from a file\n"); f:close()
+    res = exec({ "cat" }, { stdin_file = H.root .. "/in.txt" })
+    assert.are.equal("from a file\n", res.stdout)
+    local _, err = airlock.exec { argv = { "cat" }, workspace = H.ws, stdin_file = "/nonexistent/x" }
+    assert.matches("^stdin: /nonexistent/x: No such file", err)
+  end)
+
+  it("streams output line by line while the program runs", function()
+    local got = {}
+    local res = sh("echo one; sleep 0.2; echo two >&2; sleep 0.2; printf three", {
+      stream = function(which, line) got[#got + 1] = { which, line, require("airlock.core").now_ms() } end })
+    assert.are.equal("ok", res.cause)
+    assert.are.same({ "stdout", "one" }, { got[1][1], got[1][2] })
+    assert.are.same({ "stderr", "two" }, { got[2][1], got[2][2] })
+    assert.are.same({ "stdout", "three" }, { got[3][1], got[3][2] })
+    assert.is_true(got[2][3] - got[1][3] >= 150, "lines arrived together")
+  end)
+
+  it("lets a program ask for effects on fd 3 with `airlock call`, under the same policy and ledger", function()
+    local dir = H.root .. "/ledger"
+    local res = sh("airlock call log '{\"text\":\"from a tool\"}' && airlock call nope '{}'; echo rc=$?",
+      { ledger = dir })
+    assert.are.equal("ok", res.cause, res.message)
+    assert.matches("^true\nrc=3\n$", res.stdout)
+    assert.matches("nope", res.stderr)
+    assert.are.equal("from a tool", res.log)
+    assert.are.equal(2, res.usage.effects)
+    local v = assert(airlock.ledger.verify(dir))
+    assert.is_true(v.ok)
+    local out = H.sh(H.bin .. "/airlock ledger show " .. dir)
+    assert.matches("call%s+run 1%s+log", out)
+    assert.matches("argv=", out)
+  end)
+
+  it("fails closed when the pids cgroup cannot be had, and runs without one only when told", function()
+    local pretend = "AIRLOCK_TEST_PRETEND_ABSENT=cgroup " .. H.bin .. "/airlock exec --workspace " .. H.ws
+    local out = H.sh(pretend .. " -- true 2>&1; echo rc=$?")
+    assert.matches("confinement: the pids limit", out)
+    assert.matches("rc=125", out)
+    local f = assert(io.open(H.root .. "/nopids.lua", "w"))
+    f:write('return require("airlock.policy").extend("tool", { tool = { limits = { pids = 0 } } })\n')
+    f:close()
+    out = H.sh(pretend .. " --policy " .. H.root .. "/nopids.lua --json -- true; echo rc=$?")
+    assert.matches("rc=0", out)
+    assert.matches("skipped: tool.limits.pids is 0", out)
+  end)
+
+  it("serves the Python client of examples/tool-effects the same way", function()
+    assert(os.execute("cp examples/tool-effects/airlock_effects.py " .. H.ws .. "/"))
+    local res = exec { "/usr/bin/python3", "-c", table.concat({
+      "import sys; sys.path.insert(0, '.')",
+      "from airlock_effects import call, Denied",
+      "print(call('clock.now')['time'] > 0)",
+      "call('log', {'text': 'from python'})",
+      "try:\n  call('fs.write', {'path': 'x'})\nexcept Denied as e:\n  print('denied')",
+    }, "\n") }
+    assert.are.equal("ok", res.cause, res.message .. res.stderr)
+    assert.are.equal("True\ndenied\n", res.stdout)
+    assert.are.equal("from python", res.log)
+  end)
+
+  it("is a command: airlock exec prints the output and exits with the program's status", function()
+    local base = H.bin .. "/airlock exec --workspace " .. H.ws
+    local out = H.sh(base .. " -- sh -c 'echo out; echo err >&2; exit 7' 2>&1; echo rc=$?")
+    assert.matches("out\n", out)
+    assert.matches("err\n", out)
+    assert.matches("rc=7\n$", out)
+    out = H.sh(base .. " --timeout 300ms -- sleep 5 2>&1; echo rc=$?")
+    assert.matches("airlock exec: deadline: deadline of 300 ms passed", out)
+    assert.matches("rc=124", out)
+    out = H.sh(base .. " -- sh -c 'cat /proc/self/status' 2>&1; echo rc=$?")
+    assert.matches("rc=1\n$", out)   -- /proc is not readable: cat fails, exit 1
+    out = H.sh(base .. " --bogus -- true 2>&1; echo rc=$?")
+    assert.matches("unknown option %-%-bogus", out)
+    assert.matches("rc=125", out)
+    out = H.sh(base .. " 2>&1; echo rc=$?")
+    assert.matches("no program given", out)
+    -- --json: the whole result; --stdin -: the command's own stdin; --env.
+    local dk = require "dkjson"
+    out = H.sh("printf 'in' | " .. base .. " --json --stdin - --env GREETING=hi -- sh -c 'cat; echo \" $GREETING\"'")
+    local r = assert(dk.decode(out))
+    assert.are.equal("ok", r.cause)
+    assert.are.equal("in hi\n", r.stdout)
+    assert.are.equal(H.ws, r.workspace)
+    -- --stream: lines come out as they are printed.
+    out = H.sh(base .. " --stream -- sh -c 'echo a; echo b' ")
+    assert.are.equal("a\nb\n", out)
+  end)
+
+  it("reports every layer it applied", function()
+    local res = exec { "true" }
+    for _, layer in ipairs { "namespaces", "rlimits", "capabilities", "no_new_privs", "landlock", "seccomp", "tmp", "cgroup" } do
+      assert.matches("^applied", res.confinement[layer], layer)
+    end
+  end)
+
+  it("says clearly what is wrong with bad input", function()
+    assert.has_error(function() airlock.exec { argv = "ls" } end, "exec: 'argv' must be a list {program, args...} of strings")
+    assert.has_error(function() airlock.exec { argv = { "ls" }, bogus = 1 } end, "exec: unknown option 'bogus'")
+    local _, err, code = airlock.exec { argv = { "no-such-program-here" }, workspace = H.ws }
+    assert.are.equal("exec", code)
+    assert.matches("not found in the program's PATH", err)
+    _, err, code = airlock.exec { argv = { "true" }, workspace = H.root .. "/missing" }
+    assert.are.equal("workspace", code)
+    assert.matches("not an existing directory", err)
+    _, err, code = airlock.exec { argv = { "true" }, workspace = H.ws, policy = { tool = { tmp = "shared" } } }
+    assert.are.equal("policy", code)
+    assert.matches("tool.tmp", err)
+    _, err = airlock.exec { argv = { "true" }, workspace = H.ws, timeout = "10m" }
+    assert.matches("over the policy's tool.limits.deadline_ms", err)
+  end)
+
+  it("leaves no zombie, fd, mount or cgroup behind after 200 execs", function()
+    exec { "true" }
+    local fds, mounts = H.fd_count(), mount_count()
+    for _ = 1, 200 do
+      local res = exec { "true" }
+      assert.are.equal("ok", res.cause, res.message)
+    end
+    assert.are.equal(fds, H.fd_count())
+    assert.are.equal(mounts, mount_count())
+    assert.are.equal(0, #H.children())
+    local left = H.sh("ls /sys/fs/cgroup/pids/airlock 2>/dev/null | grep -c '^" .. H.pid() .. "-' || true")
+    assert.are.equal("0", left:match("%d+"))
+  end)
+end)
