@@ -357,14 +357,13 @@ static int cmd_pingpong(uint64_t n, size_t target)
 /* The child side: stdio to /dev/null so whatever the program prints cannot
 ** mix with the JSON line, an empty environment, then exec. When exec fails,
 ** its errno goes to errfd (if >= 0) for the parent to report. */
-static void exec_child(int devnull, const char *path, int errfd)
+static void exec_child(int devnull, char *const *argv, int errfd)
 {
-  char *const argv[] = { (char *)path, NULL };
   char *const envp[] = { NULL };
   dup2(devnull, 0);
   dup2(devnull, 1);
   dup2(devnull, 2);
-  execve(path, argv, envp);
+  execve(argv[0], argv, envp);
   int e = errno;
   if (errfd >= 0 && write(errfd, &e, sizeof e) < 0)
     _exit(126);
@@ -372,20 +371,20 @@ static void exec_child(int devnull, const char *path, int errfd)
 }
 
 /* fork + execve + waitpid once: the unit being timed. */
-static void fork_exec_once(int devnull, const char *path)
+static void fork_exec_once(int devnull, char *const *argv)
 {
   pid_t pid = fork();
   if (pid < 0)
     die("fork");
   if (pid == 0)
-    exec_child(devnull, path, -1);
+    exec_child(devnull, argv, -1);
   reap(pid);
 }
 
 /* One untimed run that reports exactly why exec failed: inside the timed loop
 ** a failure would only show as exit 127, which the program might also return.
 ** The errno travels over a CLOEXEC pipe that a successful exec simply closes. */
-static void probe_exec(int devnull, const char *path)
+static void probe_exec(int devnull, char *const *argv)
 {
   int pp[2];
   if (pipe2(pp, O_CLOEXEC) < 0)
@@ -394,7 +393,7 @@ static void probe_exec(int devnull, const char *path)
   if (pid < 0)
     die("fork");
   if (pid == 0)
-    exec_child(devnull, path, pp[1]);
+    exec_child(devnull, argv, pp[1]);
   close(pp[1]);
   int e = 0;
   ssize_t got;
@@ -404,23 +403,23 @@ static void probe_exec(int devnull, const char *path)
   reap(pid);
   if (got == (ssize_t)sizeof e) {
     errno = e;
-    die(path);
+    die(argv[0]);
   }
 }
 
-static int cmd_forkexec(uint64_t n, const char *path)
+static int cmd_forkexec(uint64_t n, char *const *argv)
 {
   int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (devnull < 0)
     die("/dev/null");
-  probe_exec(devnull, path);
+  probe_exec(devnull, argv);
   double *us = malloc(n * sizeof *us);
   if (us == NULL)
     die("malloc");
   double start = now_us();
   for (uint64_t i = 0; i < n; i++) {
     double t0 = now_us();
-    fork_exec_once(devnull, path);
+    fork_exec_once(devnull, argv);
     us[i] = now_us() - t0;
   }
   double span = now_us() - start;
@@ -435,7 +434,7 @@ static int cmd_forkexec(uint64_t n, const char *path)
 static int usage(void)
 {
   fputs("usage: airlock-baseline pingpong N BYTES\n"
-        "       airlock-baseline forkexec N PATH\n", stderr);
+        "       airlock-baseline forkexec N PATH [ARGS...]\n", stderr);
   return 2;
 }
 
@@ -444,7 +443,7 @@ int main(int argc, char **argv)
   if (argc == 4 && strcmp(argv[1], "pingpong") == 0)
     return cmd_pingpong(parse_count(argv[2], 1, N_MAX, "N"),
                         (size_t)parse_count(argv[3], 1, FRAME_MAX, "BYTES"));
-  if (argc == 4 && strcmp(argv[1], "forkexec") == 0)
-    return cmd_forkexec(parse_count(argv[2], 1, N_MAX, "N"), argv[3]);
+  if (argc >= 4 && strcmp(argv[1], "forkexec") == 0)
+    return cmd_forkexec(parse_count(argv[2], 1, N_MAX, "N"), argv + 3);
   return usage();
 }

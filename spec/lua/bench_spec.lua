@@ -134,3 +134,31 @@ describe("airlock bench --quick --json", function()
     measured("netns-newuser-newnet", "clone-newuser")
   end)
 end)
+
+describe("airlock bench exec", function()
+  it("times airlock exec against fork+exec and bubblewrap, in one run", function()
+    local p = io.popen(AIRLOCK .. " bench exec --quick --json 2>&1")
+    local out = p:read("a")
+    local ok = p:close()
+    assert.is_true(ok, out)
+    local got = {}
+    for line in out:gmatch("[^\n]+") do
+      local t = assert(dk.decode(line), "not a JSON line: " .. line)
+      got[t.bench] = t
+    end
+    for _, name in ipairs { "fork-exec", "exec-inproc", "exec-command" } do
+      assert(got[name], "no row " .. name)
+      positive(got[name].median_us, name)
+    end
+    positive(got["exec-inproc"].ratio, "exec-inproc.ratio")
+    assert.equal("fork-exec", got["exec-inproc"].baseline)
+    assert.equal("< 3", got["exec-inproc"].target)
+    assert.is_boolean(got["exec-inproc"].met)
+    local bw = got["bwrap-true"]
+    if bw.skipped then
+      print("  bwrap row skipped: " .. bw.skipped)
+    else
+      positive(got["exec-inproc/bwrap"].ratio, "exec-inproc/bwrap.ratio")
+    end
+  end)
+end)

@@ -1,0 +1,152 @@
+-- airlock.bench_exec -- `airlock bench exec`: the tool tier's start-up cost.
+-- `airlock exec -- /bin/true` under the stock tool policy (every layer: seven
+-- namespaces, a private /tmp, a pids cgroup, rlimits, the capability drop,
+-- no_new_privs, Landlock and a seccomp filter), timed two ways:
+--   exec-inproc    airlock.exec from Lua in this process (what a host embedding
+--                  airlock pays per tool run)
+--   exec-command   the whole `airlock exec -- /bin/true` command, Lua start-up
+--                  included (what a shell script pays)
+-- against baselines taken in the same run, in interleaved rounds so that every
+-- ratio compares figures taken under the same load:
+--   fork-exec      plain fork + execve + wait of /bin/true (airlock-baseline)
+--   bwrap          bwrap --unshare-all --ro-bind / / /bin/true, when installed
+-- Targets (issue 6): exec-inproc under 3x fork-exec, and at most half of bwrap.
+local airlock = require "airlock"
+local core = require "airlock.core"
+local json = require "airlock.json"
+
+local M = {}
+
+local function percentile(xs, p)
+  local s = {}
+  for i, x in ipairs(xs) do s[i] = x end
+  table.sort(s)
+  return s[math.max(1, math.min(#s, math.ceil(#s * p)))]
+end
+
+local function bindir() return (assert(core.worker_path())):match("^(.*)/[^/]+$") end
+
+local function which(name)
+  for dir in ((os.getenv("PATH") or "") .. ":/usr/bin:/bin"):gmatch("[^:]+") do
+    local f = io.open(dir .. "/" .. name, "rb")
+    if f then f:close() return dir .. "/" .. name end
+  end
+end
+
+-- airlock-baseline forkexec N argv...: one JSON line with the median and p99.
+local function forkexec(n, argv)
+  local q = {}
+  for i, a in ipairs(argv) do q[i] = "'" .. a:gsub("'", "'\\''") .. "'" end
+  local cmd = bindir() .. "/airlock-baseline forkexec " .. n .. " " .. table.concat(q, " ") .. " 2>&1"
+  local p = io.popen(cmd)
+  local out = p:read("a")
+  p:close()
+  local ok, t = pcall(json.decode, out:match("[^\n]*"))
+  if not ok or type(t) ~= "table" or not t.median_us then
+    return nil, (cmd .. ": " .. out):gsub("\n", " ")
+  end
+  return t
+end
+
+-- A bwrap that works here (it needs user namespaces or root), or nil, why.
+local function bwrap_argv()
+  local bw = which("bwrap")
+  if not bw then return nil, "bwrap not installed" end
+  local argv = { bw, "--unshare-all", "--ro-bind", "/", "/", "/bin/true" }
+  local r = forkexec(1, argv)
+  if not r then return nil, "bwrap does not run here" end
+  return argv
+end
+
+function M.main(args)
+  local as_json, quick = false, false
+  for _, a in ipairs(args or {}) do
+    if a == "--json" then as_json = true
+    elseif a == "--quick" then quick = true
+    else io.stderr:write("airlock bench exec: unknown option ", a, "\n") return 2 end
+  end
+  local rounds, per = quick and 2 or 5, quick and 20 or 60
+  local ws = os.tmpname()
+  os.remove(ws)
+  assert(os.execute("mkdir -p " .. ws))
+  local cmd = assert(core.fs_realpath(bindir() .. "/airlock"))
+
+  -- One untimed exec first: it must work and be confined, or nothing is timed.
+  local first, err = airlock.exec { argv = { "/bin/true" }, workspace = ws }
+  if not first or not first.ok then
+    io.stderr:write("airlock bench exec: /bin/true does not run under the tool policy: ",
+      tostring(first and first.message or err), "\n")
+    os.execute("rm -rf " .. ws)
+    return 1
+  end
+  local bw, bwhy = bwrap_argv()
+
+  local inproc, command, fe, bwm = {}, {}, {}, {}
+  for _ = 1, rounds do
+    for _ = 1, per do
+      local t0 = core.now_ms()
+      local r = airlock.exec { argv = { "/bin/true" }, workspace = ws }
+      inproc[#inproc + 1] = (core.now_ms() - t0) * 1000
+      assert(r and r.ok, r and r.message)
+    end
+    local c = assert(forkexec(per, { cmd, "exec", "--workspace", ws, "--", "/bin/true" }))
+    command[#command + 1] = c
+    fe[#fe + 1] = assert(forkexec(per, { "/bin/true" }))
+    if bw then bwm[#bwm + 1] = assert(forkexec(per, bw)) end
+  end
+  os.execute("rm -rf " .. ws)
+
+  -- Batches report medians: the median of the batch medians stands for each.
+  local function med(batches, key)
+    local xs = {}
+    for i, b in ipairs(batches) do xs[i] = b[key] end
+    return percentile(xs, 0.5)
+  end
+  local m = {
+    inproc = { median_us = percentile(inproc, 0.5), p99_us = percentile(inproc, 0.99), n = #inproc },
+    command = { median_us = med(command, "median_us"), p99_us = med(command, "p99_us"), n = rounds * per },
+    forkexec = { median_us = med(fe, "median_us"), p99_us = med(fe, "p99_us"), n = rounds * per },
+    bwrap = bw and { median_us = med(bwm, "median_us"), p99_us = med(bwm, "p99_us"), n = rounds * per }
+      or { skipped = bwhy },
+  }
+  local rows = {}
+  local function row(name, x, base_name, base, target)
+    local r = { bench = name, median_us = x.median_us, p99_us = x.p99_us, n = x.n, baseline = base_name,
+                skipped = x.skipped or (base and base.skipped) }
+    if base and not r.skipped then
+      r.baseline_median_us = base.median_us
+      r.ratio = x.median_us / base.median_us
+      if target then
+        r.target = target
+        local op, limit = target:match("^([<=]+)%s*([%d.]+)$")
+        limit = tonumber(limit)
+        r.met = (op == "<=" and r.ratio <= limit) or (op == "<" and r.ratio < limit)
+      end
+    end
+    rows[#rows + 1] = r
+  end
+  row("fork-exec", m.forkexec)
+  row("bwrap-true", m.bwrap, "fork-exec", m.forkexec)
+  row("exec-inproc", m.inproc, "fork-exec", m.forkexec, "< 3")
+  row("exec-inproc/bwrap", m.inproc, "bwrap-true", m.bwrap, "<= 0.5")
+  row("exec-command", m.command, "fork-exec", m.forkexec)
+  row("exec-command/bwrap", m.command, "bwrap-true", m.bwrap)
+
+  if as_json then
+    for _, r in ipairs(rows) do io.stdout:write(json.encode(r), "\n") end
+    return 0
+  end
+  print(string.format("%-20s %10s %10s  %-12s %8s  %s", "bench", "median_us", "p99_us", "baseline", "ratio", "target"))
+  for _, r in ipairs(rows) do
+    if r.skipped and not r.median_us then
+      print(string.format("%-20s skipped: %s", r.bench, r.skipped))
+    else
+      print(string.format("%-20s %10.1f %10.1f  %-12s %8s  %s", r.bench, r.median_us, r.p99_us,
+        r.baseline or "-", r.ratio and string.format("%.2f", r.ratio) or (r.skipped and "skipped" or "-"),
+        r.target and string.format("%s: %s", r.target, r.met and "met" or "MISSED") or (r.skipped or "")))
+    end
+  end
+  return 0
+end
+
+return M
