@@ -38,7 +38,7 @@ struct airlock_ledger {
   int sticky;             /* 0, or the -errno every append now returns */
   msgpack_sbuffer sb;     /* one record: header, body, hash */
   msgpack_packer pk;
-  char err[512];
+  char err[1024];
 };
 
 static const char *const kinds[] = { "init", "call", "reply", "pause", "resume", "done", NULL };
@@ -81,9 +81,11 @@ static int set_err(airlock_ledger *l, int rc, const char *fmt, ...)
   return rc;
 }
 
-static int write_all(int fd, const void *p, size_t n)
+/* Writes n bytes; *done says how many went out, also on failure. */
+static int write_all(int fd, const void *p, size_t n, size_t *done)
 {
   const char *c = p;
+  *done = 0;
   while (n > 0) {
     ssize_t k = write(fd, c, n);
     if (k < 0) {
@@ -93,6 +95,7 @@ static int write_all(int fd, const void *p, size_t n)
     }
     c += k;
     n -= (size_t)k;
+    *done += (size_t)k;
   }
   return 0;
 }
@@ -200,18 +203,29 @@ static void release_big_buffer(airlock_ledger *l)
 
 /* A write or sync failed: no partial record may stay, and nothing more may be
 ** appended, since the state of the file is no longer known. */
-static int broken(airlock_ledger *l, int e, const char *what, uint64_t seq)
+static int broken(airlock_ledger *l, int e, const char *what, uint64_t seq, size_t written)
 {
   l->sticky = e;
-  int cut = ftruncate(l->fd, (off_t)l->off) == 0 ? 0 : -errno;
   char tail[160];
-  if (cut == 0)
-    snprintf(tail, sizeof tail, "the journal was cut back to seq %" PRIu64, l->seq);
-  else
-    snprintf(tail, sizeof tail, "cutting the partial record off failed too (%s): the next "
-             "open truncates it", strerror(-cut));
-  return set_err(l, e, "ledger: %s of seq %" PRIu64 " to %s failed: %s; %s; the ledger "
-                 "refuses further appends", what, seq, l->journal, strerror(-e), tail);
+  if (written == 0 && strcmp(what, "write") == 0) {
+    snprintf(tail, sizeof tail, "nothing of it was written: the journal still ends whole at seq %"
+             PRIu64, l->seq);
+  } else {
+    int cut = ftruncate(l->fd, (off_t)l->off) == 0 ? 0 : -errno;
+    if (cut == 0)
+      snprintf(tail, sizeof tail, "the journal was cut back to seq %" PRIu64, l->seq);
+    else
+      snprintf(tail, sizeof tail, "cutting the partial record off failed too (%s): the next "
+               "open truncates it", strerror(-cut));
+  }
+  const char *hint = e == -EROFS ? " (the file system holding the ledger is read-only now: the "
+                                   "kernel remounts it so after an I/O error; see dmesg, check "
+                                   "the disk, then move the ledger or remount it)"
+                   : e == -ENOSPC || e == -EDQUOT ? " (the disk or quota is full: free space, "
+                                                    "then open the ledger again)"
+                   : e == -EIO ? " (an I/O error: see dmesg and check the disk)" : "";
+  return set_err(l, e, "ledger: %s of seq %" PRIu64 " to %s failed: %s%s; %s; the ledger "
+                 "refuses further appends", what, seq, l->journal, strerror(-e), hint, tail);
 }
 
 static int sync_now(airlock_ledger *l)
@@ -266,11 +280,12 @@ static int commit(airlock_ledger *l)
       return rc;
   }
 
-  int rc = write_all(l->fd, l->sb.data, l->sb.size);
+  size_t written;
+  int rc = write_all(l->fd, l->sb.data, l->sb.size, &written);
   if (rc < 0)
-    return broken(l, rc, "write", seq);
+    return broken(l, rc, "write", seq, written);
   if (l->durability == AIRLOCK_DURABLE_ALWAYS && fdatasync(l->fd) < 0)
-    return broken(l, -errno, "fdatasync", seq);
+    return broken(l, -errno, "fdatasync", seq, written);
 
   uint64_t size = l->sb.size;
   release_big_buffer(l);

@@ -98,7 +98,7 @@ function recorder:wrap(effect, handler)
     local ok, err = self:append("call", { id = ctx.seq, effect = effect, args = args,
                                           decision = decision, reason = reason })
     if not ok then
-      ctx.handle:abort("ledger", "ledger: the call could not be recorded, so it was not performed: " .. err)
+      ctx.handle:abort("ledger", "ledger: the call could not be recorded, so it was not performed: " .. err:gsub("^ledger: ", ""))
       error("ledger: " .. err, 0)
     end
     local pok, v = pcall(handler, args, ctx)
@@ -109,7 +109,7 @@ function recorder:wrap(effect, handler)
     end
     local rok, rerr = self:reply(ctx.seq, effect, pok, v)
     if not rok then
-      ctx.handle:abort("ledger", "ledger: the answer could not be recorded: " .. rerr)
+      ctx.handle:abort("ledger", "ledger: the answer could not be recorded: " .. rerr:gsub("^ledger: ", ""))
     end
     if not pok then error(v, 0) end
     return v

@@ -163,3 +163,129 @@ describe("5,000 runs through one broker", function()
     end
   end)
 end)
+
+-- Issue 8: the ledger's disk fails mid-run. As root, chmod does not bind and
+-- `mount -o remount,ro` fails with EBUSY while the journal is open, so the fault
+-- is the kernel's own: a small ext4 image mounted errors=remount-ro, then an
+-- error raised through /sys/fs/ext4/<dev>/trigger_fs_error, which aborts its
+-- journal and turns it read-only, exactly as a failing disk would.
+describe("the ledger's disk turned read-only mid-run", function()
+  local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+
+  -- A fresh ext4 image on its own loop device, mounted errors=remount-ro; or
+  -- nil and why this machine cannot have one. The loop device is attached
+  -- without autoclear, so its name stays ours until teardown detaches it.
+  local function ext4_mount(tmp)
+    local out, rc = H.sh("id -u")
+    if rc ~= 0 or tonumber(out) ~= 0 then return nil, "not root: cannot attach a loop device" end
+    for _, tool in ipairs { "mkfs.ext4", "losetup", "mount", "umount" } do
+      if select(2, H.sh("command -v " .. tool)) ~= 0 then return nil, tool .. " is not installed" end
+    end
+    if not (H.slurp("/proc/filesystems") or ""):match("%sext4\n") then return nil, "no ext4 in this kernel" end
+    if select(2, H.sh("test -c /dev/loop-control")) ~= 0 then return nil, "no /dev/loop-control" end
+    local img, mnt = tmp .. "/disk.img", tmp .. "/mnt"
+    out, rc = H.sh("truncate -s 8M " .. q(img) .. " && mkfs.ext4 -q " .. q(img) .. " && mkdir " .. q(mnt))
+    if rc ~= 0 then return nil, "mkfs.ext4 failed: " .. out end
+    out, rc = H.sh("losetup -f --show " .. q(img))
+    local dev = rc == 0 and out:match("^(/dev/loop%d+)%s*$")
+    if not dev then return nil, "cannot attach a loop device: " .. out end
+    local disk = { img = img, mnt = mnt, dev = dev }
+    out, rc = H.sh("mount -t ext4 -o errors=remount-ro " .. dev .. " " .. q(mnt))
+    if rc ~= 0 then
+      H.sh("losetup -d " .. dev)
+      return nil, "cannot mount an ext4 loop device: " .. out
+    end
+    disk.mounted = true
+    disk.trigger = "/sys/fs/ext4/" .. dev:match("[^/]+$") .. "/trigger_fs_error"
+    return disk
+  end
+
+  local function teardown(disk)
+    if disk.mounted then
+      local _, rc = H.sh("umount " .. q(disk.mnt))
+      if rc ~= 0 then H.sh("umount -l " .. q(disk.mnt)) end
+      disk.mounted = false
+    end
+    if disk.dev then H.sh("losetup -d " .. disk.dev) disk.dev = nil end
+  end
+
+  local function kinds(dir)
+    local out = {}
+    for rec in airlock.ledger.records(dir) do out[#out + 1] = rec.kind .. (rec.args and "(" .. rec.args.i .. ")" or "") end
+    return table.concat(out, " ")
+  end
+
+  it("refuses the next call unperformed (cause ledger), and the journal before the fault still verifies", function()
+    local ledger = airlock.ledger
+    local tmp = H.tmpdir()
+    local disk, why = ext4_mount(tmp)
+    finally(function()
+      if disk then teardown(disk) end
+      H.sh("rm -rf " .. q(tmp))
+    end)
+    if not disk then pending("skipped: " .. why) return end
+    if select(2, H.sh("test -f " .. disk.trigger)) ~= 0 then pending("skipped: no " .. disk.trigger .. " in this kernel") return end
+
+    local dir = disk.mnt .. "/s"
+    local L = assert(ledger.open(dir, { create = true, durability = "always" }))
+    local performed = {}
+    local b = airlock.broker()
+    local run = assert(b:start { ledger = L, guest = [[
+      host.call("store", { i = 1 })
+      host.call("store", { i = 2 })
+      return "both stored"
+    ]], policy = { effects = { store = function(a) performed[#performed + 1] = a.i return true end } } })
+    -- One step runs at most one call of a run, and its answer is recorded
+    -- before the step returns: the fault lands between call 1 and call 2.
+    while #performed < 1 and run:live() do assert(b:step(100)) end
+    assert.same({ 1 }, performed)
+    local before = L:checkpoint()
+    local f = assert(io.open(disk.trigger, "w"))
+    assert(f:write("1"))
+    f:close()
+    local probe, perr = io.open(disk.mnt .. "/probe", "w")
+    if probe then probe:close() end
+    assert.is_nil(probe, "the fault did not make the disk read-only")
+    assert.matches("Read%-only file system", perr)
+    local res = run:wait(b)
+    b:close()
+    L:close()
+    assert.equal(0, #H.children())            -- the worker is reaped, as after any run
+
+    assert.equal("ledger", res.cause, res.message)
+    assert.matches("could not be recorded, so it was not performed", res.message)
+    assert.matches("Read%-only file system", res.message)
+    -- Says what happened and what to do, and claims no damage that is not there.
+    assert.matches("read%-only now", res.message)
+    assert.matches("dmesg", res.message)
+    assert.matches("nothing of it was written", res.message)
+    assert.is_nil(res.message:find("ledger: ledger:", 1, true))
+    assert.is_nil(res.value)
+    assert.same({ 1 }, performed)             -- call 2's handler never ran
+    assert.equal(before, res.ledger.head)     -- nothing was recorded after the fault
+    assert.equal("session init call(1) reply", kinds(dir))
+    local rep = assert(ledger.verify(dir, before))
+    assert.is_true(rep.ok, rep.reason)
+
+    -- What the disk really holds: the same journal, after a fresh mount.
+    teardown(disk)
+    disk.dev = assert(H.sh("losetup -f --show " .. q(disk.img)):match("^(/dev/loop%d+)%s*$"))
+    local out, rc = H.sh("mount -t ext4 -o ro " .. disk.dev .. " " .. q(disk.mnt))
+    assert.equal(0, rc, out)
+    disk.mounted = true
+    out, rc = H.sh(H.bin .. "/airlock ledger verify " .. q(dir) .. " --checkpoint " .. before)
+    assert.equal(0, rc, out)
+    assert.equal("session init call(1) reply", kinds(dir))
+
+    -- The host is unharmed: an ordinary recorded run elsewhere works.
+    local other = H.tmpdir() .. "/s"
+    local ok = airlock.run { guest = [[return host.call("store", { i = 3 })]], ledger = other,
+      policy = { effects = { store = function(a) performed[#performed + 1] = a.i return "stored" end } } }
+    local orep = ledger.verify(other)
+    H.sh("rm -rf " .. q(other:match("^(.*)/s$")))
+    assert.equal("ok", ok.cause, ok.message)
+    assert.equal("stored", ok.value)
+    assert.same({ 1, 3 }, performed)
+    assert.is_true(orep and orep.ok)
+  end)
+end)
