@@ -54,7 +54,7 @@ project "airlock-module"
   targetname "airlock"
   targetprefix ""
   files(BINDING)
-  links { "airlock-convert", "airlock-core", "msgpackc", "crypto", "seccomp", "curl", "dl" }
+  links { "airlock-convert", "airlock-core", "msgpackc", "crypto", "seccomp", "dl" }
   outdirs(false)
 
 -- airlock: a Lua 5.4 host with the module built in, plus subcommands.
@@ -62,7 +62,7 @@ project "airlock"
   kind "ConsoleApp"
   files(BINDING)
   files { "lua/main.c" }
-  links { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "crypto", "seccomp", "curl", "readline", "m", "dl" }
+  links { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "crypto", "seccomp", "readline", "m", "dl" }
   linkoptions { "-Wl,-E" }
   outdirs(true)
 
@@ -101,7 +101,7 @@ project "plugin-host"
   files(BINDING)
   files { "examples/plugin-host/main.c" }
   buildoptions { "'-DPLUGIN_HOST_DIR=\"" .. path.getabsolute("examples/plugin-host") .. "\"'" }
-  links { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "crypto", "seccomp", "curl", "m", "dl" }
+  links { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "crypto", "seccomp", "m", "dl" }
   linkoptions { "-Wl,-E" }
   outdirs(true)
 tool("c-embed", { "examples/c-embed/main.c" }, { "airlock-core", "msgpackc", "crypto", "seccomp" })

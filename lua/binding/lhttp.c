@@ -23,9 +23,79 @@
 
 #include <ctype.h>
 #include <curl/curl.h>
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* libcurl is loaded on the first request (dlopen), not linked: it and the
+** thirty libraries it pulls in cost every airlock process about 7 ms of
+** dynamic linking at start-up, `airlock call` inside a sandbox included,
+** where nothing speaks HTTP. The table has the headers' own prototypes. */
+static struct {
+  __typeof__(&curl_global_init) global_init;
+  __typeof__(&curl_easy_init) easy_init;
+  __typeof__(&curl_easy_setopt) easy_setopt;
+  __typeof__(&curl_easy_perform) easy_perform;
+  __typeof__(&curl_easy_getinfo) easy_getinfo;
+  __typeof__(&curl_easy_cleanup) easy_cleanup;
+  __typeof__(&curl_easy_strerror) easy_strerror;
+  __typeof__(&curl_free) free_;
+  __typeof__(&curl_slist_append) slist_append;
+  __typeof__(&curl_slist_free_all) slist_free_all;
+  __typeof__(&curl_url) url;
+  __typeof__(&curl_url_cleanup) url_cleanup;
+  __typeof__(&curl_url_get) url_get;
+  __typeof__(&curl_url_set) url_set;
+  __typeof__(&curl_url_strerror) url_strerror;
+} CURLFN;
+static char curl_load_err[300];
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+
+static void curl_load(void) {
+  void *h = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    snprintf(curl_load_err, sizeof curl_load_err, "libcurl cannot be loaded (install libcurl4): %s", dlerror());
+    return;
+  }
+  struct { void **slot; const char *name; } syms[] = {
+    { (void **)&CURLFN.global_init, "curl_global_init" }, { (void **)&CURLFN.easy_init, "curl_easy_init" },
+    { (void **)&CURLFN.easy_setopt, "curl_easy_setopt" }, { (void **)&CURLFN.easy_perform, "curl_easy_perform" },
+    { (void **)&CURLFN.easy_getinfo, "curl_easy_getinfo" }, { (void **)&CURLFN.easy_cleanup, "curl_easy_cleanup" },
+    { (void **)&CURLFN.easy_strerror, "curl_easy_strerror" }, { (void **)&CURLFN.free_, "curl_free" },
+    { (void **)&CURLFN.slist_append, "curl_slist_append" }, { (void **)&CURLFN.slist_free_all, "curl_slist_free_all" },
+    { (void **)&CURLFN.url, "curl_url" }, { (void **)&CURLFN.url_cleanup, "curl_url_cleanup" },
+    { (void **)&CURLFN.url_get, "curl_url_get" }, { (void **)&CURLFN.url_set, "curl_url_set" },
+    { (void **)&CURLFN.url_strerror, "curl_url_strerror" } };
+  for (size_t i = 0; i < sizeof syms / sizeof *syms; i++) {
+    *syms[i].slot = dlsym(h, syms[i].name);
+    if (!*syms[i].slot) {
+      snprintf(curl_load_err, sizeof curl_load_err, "libcurl.so.4 has no %s (it is older than 7.80)", syms[i].name);
+      return;
+    }
+  }
+  if (CURLFN.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+    snprintf(curl_load_err, sizeof curl_load_err, "curl_global_init failed");
+}
+
+/* The calls below go through the table. */
+#undef curl_easy_setopt
+#undef curl_easy_getinfo
+#define curl_easy_init CURLFN.easy_init
+#define curl_easy_setopt CURLFN.easy_setopt
+#define curl_easy_perform CURLFN.easy_perform
+#define curl_easy_getinfo CURLFN.easy_getinfo
+#define curl_easy_cleanup CURLFN.easy_cleanup
+#define curl_easy_strerror CURLFN.easy_strerror
+#define curl_free CURLFN.free_
+#define curl_slist_append CURLFN.slist_append
+#define curl_slist_free_all CURLFN.slist_free_all
+#define curl_url CURLFN.url
+#define curl_url_cleanup CURLFN.url_cleanup
+#define curl_url_get CURLFN.url_get
+#define curl_url_set CURLFN.url_set
+#define curl_url_strerror CURLFN.url_strerror
 
 typedef struct { char *data; size_t len, cap, max; int over; } sbuf;
 
@@ -99,7 +169,6 @@ static int opt_list(lua_State *L, const char *key) {
   return (int)n;
 }
 
-static int curl_ready;
 
 static int l_http_request(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -128,10 +197,8 @@ static int l_http_request(lua_State *L) {
   }
 
   /* From here on no Lua error may be raised until everything is freed. */
-  if (!curl_ready) {
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) return http_fail(L, "unsupported", "curl_global_init failed");
-    curl_ready = 1;
-  }
+  pthread_once(&curl_once, curl_load);
+  if (curl_load_err[0]) return http_fail(L, "unsupported", curl_load_err);
   char detail[CURL_ERROR_SIZE + 160];
   const char *code = NULL;
   char *scheme = NULL, *host = NULL, *port = NULL, *location = NULL;
