@@ -207,6 +207,17 @@ function M.exec(opts, broker)
   if not workspace or not st or st.type ~= "dir" then
     return nil, string.format("workspace: %s is not an existing directory", ws_in), "workspace"
   end
+  -- The workspace is made writable: it must not hold what the policy keeps read-only.
+  local ll = auth.confine and auth.confine.landlock
+  local prefix = workspace == "/" and "/" or workspace .. "/"
+  for _, list in ipairs { ll and ll.read or {}, ll and ll.exec or {} } do
+    for _, p in ipairs(list) do
+      if p == workspace or p:sub(1, #prefix) == prefix then
+        return nil, string.format("workspace: %s holds %s, which the policy keeps read-only; a workspace " ..
+          "is made writable, so give a directory of its own", workspace, p), "workspace"
+      end
+    end
+  end
   auth = policy.authority(pol, "tool", { workspace = workspace })
   -- What exec adds to the spawn options: /tmp, the pids cgroup, secrets.
   local tool = pol.tool

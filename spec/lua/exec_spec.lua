@@ -288,6 +288,11 @@ describe("airlock.exec under the stock tool policy", function()
     _, err, code = airlock.exec { argv = { "true" }, workspace = H.root .. "/missing" }
     assert.are.equal("workspace", code)
     assert.matches("not an existing directory", err)
+    for _, ws in ipairs { "/", "/usr", "/etc" } do
+      _, err, code = airlock.exec { argv = { "true" }, workspace = ws }
+      assert.are.equal("workspace", code)
+      assert.matches("which the policy keeps read%-only", err)
+    end
     _, err, code = airlock.exec { argv = { "true" }, workspace = H.ws, policy = { tool = { tmp = "shared" } } }
     assert.are.equal("policy", code)
     assert.matches("tool.tmp", err)
