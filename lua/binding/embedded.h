@@ -1,5 +1,5 @@
 /*
-** embedded.h -- the Lua sources compiled into the module (see tools/embed.lua).
+** embedded.h -- the Lua parts compiled into the module, as bytecode (see tools/embed.lua).
 */
 #ifndef AIRLOCK_EMBEDDED_H
 #define AIRLOCK_EMBEDDED_H

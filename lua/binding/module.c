@@ -38,7 +38,8 @@ int airlock_l_fail(lua_State *L, const char *cause, const char *message, int err
 
 static int load_embedded(lua_State *L) {
   const airlock_embedded *e = lua_touserdata(L, lua_upvalueindex(1));
-  if (luaL_loadbufferx(L, e->source, e->len, e->chunkname, "t") != LUA_OK) return lua_error(L);
+  /* Bytecode made by tools/embed.lua from our own sources at build time. */
+  if (luaL_loadbufferx(L, e->source, e->len, e->chunkname, "b") != LUA_OK) return lua_error(L);
   lua_pushvalue(L, 1);
   lua_call(L, 1, 1);
   return 1;
