@@ -12,7 +12,7 @@ H.bin = build .. "/bin"
 H.hostile = "build/bin/hostile-worker"
 H.sanitized = os.getenv("AIRLOCK_SANITIZED") == "1"
 
--- Reads a /proc file, or nil.
+-- Reads a file (a /proc file, say), or nil.
 function H.slurp(path)
   local f = io.open(path, "rb")
   if not f then return nil end
@@ -21,8 +21,25 @@ function H.slurp(path)
   return s
 end
 
--- Open file descriptors of this process.
+-- Reads a file that must exist.
+function H.read(path)
+  local s = H.slurp(path)
+  assert(s, "cannot read " .. path)
+  return s
+end
+
+-- Writes text to path, replacing what was there.
+function H.write(path, text)
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+end
+
+-- Open file descriptors of this process (after a full collection).
 function H.fd_count()
+  -- Files other code left to the collector would close in the middle of a
+  -- comparison: close them first, so the count is of what is really held.
+  collectgarbage()
   local p = io.popen("ls /proc/" .. H.pid() .. "/fd | wc -l")
   local n = tonumber(p:read("a"))
   p:close()

@@ -160,18 +160,9 @@ local function q(s)
   return "'" .. s:gsub("'", "'\\''") .. "'"
 end
 
-local function slurp(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local slurp = H.read
 
-local function write(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-end
+local write = H.write
 
 -- Runs the shell command line cmd with output to files: stdout, stderr, status.
 -- LD_PRELOAD (the sanitizer run's libasan, for lua5.4) is not passed on: the

@@ -9,13 +9,7 @@ local function sh(cmd)
   assert(os.execute(cmd), "command failed: " .. cmd)
 end
 
-local function slurp(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local slurp = H.slurp
 
 local function spit(path, data)
   local f = assert(io.open(path, "wb"))

@@ -18,11 +18,7 @@ local function sh(cmd)
   return (out:gsub("rc=%d+\n$", "")), rc
 end
 
-local function write(path, s)
-  local f = assert(io.open(path, "w"))
-  f:write(s)
-  f:close()
-end
+local write = H.write
 
 describe("make install", function()
   local dest, prefix

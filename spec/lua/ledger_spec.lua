@@ -27,18 +27,9 @@ end
 
 local sh = H.sh
 
-local function read_file(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read_file = H.read
 
-local function write_file(path, s)
-  local f = assert(io.open(path, "wb"))
-  f:write(s)
-  f:close()
-end
+local write_file = H.write
 
 local function file_size(path)
   local f = assert(io.open(path, "rb"))

@@ -25,11 +25,7 @@ end
 
 local function sleep(s) os.execute("sleep " .. s) end
 
-local function write(path, text)
-  local f = assert(io.open(path, "w"))
-  f:write(text)
-  f:close()
-end
+local write = H.write
 
 -- The environment the REPL runs with: a fresh data dir, and whatever the build
 -- under test needs (the sanitizer pass preloads ASan and picks the worker).

@@ -11,11 +11,7 @@ local function tmpdir()
   return d
 end
 
-local function write(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-end
+local write = H.write
 
 -- A secret nobody could guess, in a file only this spec knows.
 local function new_secret()

@@ -3,6 +3,7 @@
 -- symlink flipped mid-call, /proc magic links, NUL bytes, over-long names, a
 -- FIFO, sockets and devices) is refused and nothing outside is read or
 -- written; writes are atomic.
+local H = require "helper"
 local airlock = require "airlock"
 local handlers = require "airlock.handlers"
 
@@ -11,19 +12,9 @@ local function sh(cmd)
   assert(ok, "command failed: " .. cmd)
 end
 
-local function slurp(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local slurp = H.slurp
 
-local function spit(path, data)
-  local f = assert(io.open(path, "wb"))
-  f:write(data)
-  f:close()
-end
+local spit = H.write
 
 local function exists(path)
   local f = io.open(path, "rb")
