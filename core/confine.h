@@ -95,6 +95,9 @@ typedef struct airlock_cgroup {
 ** -errno with a message saying what to change (root, or a delegated cgroup). */
 int airlock_cgroup_new(airlock_cgroup *cg, uint64_t pids_max, uint64_t serial, char *err,
                        size_t errlen);
+/* Where runs' pids cgroups go (made if missing), for the probe: 0 with the
+** directory in where, or -errno with what to change in err. */
+int airlock_cgroup_probe(char *where, size_t len, char *err, size_t errlen);
 /* The most processes it held at once (pids.peak, Linux 6.1+), or -errno. */
 int airlock_cgroup_pids_peak(const airlock_cgroup *cg, uint64_t *out);
 /* How many forks the limit refused (pids.events "max"), or -errno. */

@@ -90,6 +90,10 @@ static int find_base(char *base, size_t len, char *err, size_t errlen) {
   return 0;
 }
 
+int airlock_cgroup_probe(char *where, size_t len, char *err, size_t errlen) {
+  return find_base(where, len, err, errlen);
+}
+
 int airlock_cgroup_new(airlock_cgroup *cg, uint64_t pids_max, uint64_t serial, char *err,
                        size_t errlen) {
   char base[sizeof cg->path - 64], path[sizeof cg->path + 32], num[32];

@@ -18,7 +18,7 @@ local M = {}
 
 -- Display order of the layers.
 M.LAYERS = { "landlock", "seccomp", "seccomp_kill_process", "user_ns", "pid_ns", "net_ns",
-             "ipc_ns", "uts_ns", "mount_ns", "cgroup_ns", "pidfd", "cgroup2_delegated" }
+             "ipc_ns", "uts_ns", "mount_ns", "cgroup_ns", "pidfd", "cgroup2_delegated", "pids_cgroup" }
 
 -- What the stock untrusted policy needs from this machine when its
 -- confine.require cannot be read: its namespaces (user, pid, net, ipc, uts,
@@ -256,12 +256,21 @@ local CONSEQUENCE = {
   end,
   cgroup2_delegated = function(r)
     if r.cgroup2_delegated.ok then
-      return "a writable cgroup2 subtree is available; runs do not use cgroups yet (memory, CPU " ..
+      return "a writable cgroup2 subtree is available; guest runs use no cgroup (memory, CPU " ..
              "and time are capped by the worker's allocator, the instruction budget, rlimits " ..
-             "and the deadline)"
+             "and the deadline); see pids_cgroup for airlock exec"
     end
-    return "nothing changes for runs: they do not use cgroups (memory, CPU and time are capped " ..
-           "by the worker's allocator, the instruction budget, rlimits and the deadline)"
+    return "nothing changes for guest runs: they use no cgroup (memory, CPU and time are capped " ..
+           "by the worker's allocator, the instruction budget, rlimits and the deadline); see " ..
+           "pids_cgroup for airlock exec"
+  end,
+  pids_cgroup = function(r)
+    if r.pids_cgroup.ok then
+      return "airlock exec holds each program and all it forks to tool.limits.pids processes"
+    end
+    return "airlock exec refuses a policy with tool.limits.pids (the stock tool policy has 128) " ..
+           "with cause confinement; a policy with pids = 0 runs without a process limit, which " ..
+           "binds nobody running as root"
   end,
 }
 for name in pairs(NS) do CONSEQUENCE[name] = function(r) return ns_consequence(r, name) end end

@@ -101,6 +101,15 @@ int airlock_l_probe(lua_State *L) {
   }
   set_works(L, "pidfd", r.pidfd, "pidfd_open");
   set_cgroup2(L, r.cgroup2_delegated);
+  {   /* the pids cgroup airlock exec puts each program in */
+    char where[512], why[512], detail[600];
+    if (airlock_cgroup_probe(where, sizeof where, why, sizeof why) == 0) {
+      snprintf(detail, sizeof detail, "%s (cgroup %s)", where, strstr(where, "/pids/") ? "v1" : "v2");
+      set_entry(L, "pids_cgroup", 1, detail);
+    } else {
+      set_entry(L, "pids_cgroup", 0, why);
+    }
+  }
 
   lua_pushboolean(L, r.is_root);
   lua_setfield(L, -2, "is_root");

@@ -11,7 +11,7 @@ local AIRLOCK = H.bin .. "/airlock"
 local sh = H.sh
 
 local LAYERS = { "landlock", "seccomp", "seccomp_kill_process", "user_ns", "net_ns", "pid_ns",
-                 "mount_ns", "ipc_ns", "uts_ns", "cgroup_ns", "pidfd", "cgroup2_delegated" }
+                 "mount_ns", "ipc_ns", "uts_ns", "cgroup_ns", "pidfd", "cgroup2_delegated", "pids_cgroup" }
 
 describe("airlock.core.probe", function()
   local r = core.probe()
@@ -32,6 +32,11 @@ describe("airlock.core.probe", function()
     local uname = io.popen("uname -r")
     assert.equal(uname:read("l"), r.kernel)
     uname:close()
+  end)
+
+  it("finds the pids cgroup airlock exec uses (root, cgroup v1 pids or delegated v2 here)", function()
+    assert.is_true(r.pids_cgroup.ok, r.pids_cgroup.detail)
+    assert.matches("^/sys/fs/cgroup/.*airlock %(cgroup v[12]%)$", r.pids_cgroup.detail)
   end)
 
   it("finds Landlock, as the active LSM list implies when it is readable", function()
