@@ -308,14 +308,14 @@ function M.exec(opts, broker)
   if net and require("airlock.confine").shared_netns() then start.shared_net = true end
 
   local b = broker or core.broker()
-  local owned = broker == nil
+  -- Closed on every way out, a stream callback's error included: the program dies with it.
+  local owned <close> = broker == nil and b or nil
   local run, err, code = b:start {
     policy = pol, ledger = opts.ledger, durability = opts.durability,
     _program = { name = argv[1], argv = full, plan = plan_for(auth, start, pids, workspace, cmd),
                  deadline_ms = deadline and deadline > 0 and deadline or nil, capture = capture },
   }
   if not run then
-    if owned then b:close() end
     -- A layer the spawner could not set up is a confinement failure: fail closed.
     if tostring(err):match("^cgroup:") then return nil, "confinement: " .. err, "confinement" end
     return nil, err, code
@@ -324,15 +324,11 @@ function M.exec(opts, broker)
   local res
   while true do
     local done, serr2, scode = b:step(-1)
-    if not done then
-      if owned then b:close() end
-      return nil, serr2, scode
-    end
+    if not done then return nil, serr2, scode end
     for _, r in ipairs(done) do if r.run == run:id() then res = r end end
     if res then break end
     if stream then stream.poll(run) end
   end
-  if owned then b:close() end
   if stream then stream.finish(res) end
   res.argv = full
   res.workspace = workspace

@@ -219,6 +219,15 @@ describe("airlock.exec under the stock tool policy", function()
     assert.is_true(got[2][3] - got[1][3] >= 150, "lines arrived together")
   end)
 
+  it("ends the program when a stream callback raises, and passes the error on", function()
+    local ok, err = pcall(airlock.exec, { argv = { "sh", "-c", "echo first; sleep 30" }, workspace = H.ws,
+      stream = function() error("callback broke") end })
+    assert.is_false(ok)
+    assert.matches("callback broke", err)
+    collectgarbage()
+    assert.are.equal(0, #H.children())
+  end)
+
   it("lets a program ask for effects on fd 3 with `airlock call`, under the same policy and ledger", function()
     local dir = H.root .. "/ledger"
     local res = sh("airlock call log '{\"text\":\"from a tool\"}' && airlock call nope '{}'; echo rc=$?",
