@@ -1,6 +1,7 @@
 -- tool -- programs run under `airlock exec`: the system read-only (Landlock
 -- read and exec on /usr /lib /lib64 /bin /etc), one writable workspace (the
--- directory exec is given, else the current one; it is also HOME), a private
+-- directory exec is given, else the current one; it is also HOME; what is
+-- built there may be run, under the same confinement), a private
 -- /tmp (a fresh tmpfs in the program's own mount namespace), no network (an
 -- empty net namespace, no inet promise), at most 128 processes (a pids
 -- cgroup), and the seccomp promises of a program that reads, writes and runs
@@ -26,6 +27,7 @@ return policy.extend("untrusted", {
     },
     env = { PATH = "/usr/local/bin:/usr/bin:/bin", LANG = "C.UTF-8" },
     workspace = ".",
+    workspace_exec = true,   -- build, then run what was built (it gains no more than sh has)
     tmp = "private",
   },
 })

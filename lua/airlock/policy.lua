@@ -357,6 +357,7 @@ M.SCHEMA = {
     secrets = { [KEYS] = env_name,                          -- ENV_NAME = "declared.secret"
                 ["*"] = function(v) if secret_name(v) then return v end return secret_name(v) end },
     workspace = path_,
+    workspace_exec = boolean_,   -- programs may run what they build in the workspace
     tmp = one_of { "private", "none" },
   },
   ledger = {
@@ -737,6 +738,7 @@ local LOOSER = {
   ["tool.limits.pids"] = upper { zero = INF },
   ["tool.limits.tmp_size"] = upper(),
   ["tool.tmp"] = function(old, new) return old == "none" and new ~= "none" end,
+  ["tool.workspace_exec"] = flag_inverted,
   ["tool.secrets.*"] = grant,
 }
 for _, role in ipairs { "tool.confine", "ledger.confine" } do
@@ -1014,8 +1016,8 @@ local function plain(t)
 end
 
 -- airlock.spawn's options from a process confine section; `dirs` are added
--- to Landlock's read and write lists.
-local function spawn_options(c, dirs)
+-- to Landlock's read and write lists (and exec, with exec_dirs).
+local function spawn_options(c, dirs, exec_dirs)
   c = c or {}
   local o = { namespaces = plain(c.namespaces), rlimits = plain(c.rlimits), confine = {} }
   local ll = c.landlock
@@ -1026,6 +1028,10 @@ local function spawn_options(c, dirs)
       ll.write = ll.write or {}
       if not set_of(ll.read)[d] then ll.read[#ll.read + 1] = d end
       if not set_of(ll.write)[d] then ll.write[#ll.write + 1] = d end
+      if exec_dirs then
+        ll.exec = ll.exec or {}
+        if not set_of(ll.exec)[d] then ll.exec[#ll.exec + 1] = d end
+      end
     end
     o.confine.landlock = ll
   end
@@ -1043,7 +1049,8 @@ end
 ---   "tool":   airlock.spawn options (add argv): namespaces, rlimits, confine
 ---             {landlock, seccomp, no_new_privs}, env, workdir, deadline_ms, capture;
 ---             the workspace (opts.workspace, else tool.workspace) is added to
----             Landlock's read and write lists and is the working directory
+---             Landlock's read and write lists (and exec, with tool.workspace_exec)
+---             and is the working directory
 ---   "ledger": airlock.spawn options; opts.session, the session directory, is
 ---             the one directory added to Landlock's read and write lists
 function M.authority(p, role, opts)
@@ -1056,7 +1063,7 @@ function M.authority(p, role, opts)
     local t = p.tool
     if not t then return nil, string.format("policy '%s' has no tool section (no authority for tools)", name) end
     local ws = opts.workspace or t.workspace
-    local o = spawn_options(t.confine, ws and { ws } or {})
+    local o = spawn_options(t.confine, ws and { ws } or {}, t.workspace_exec)
     o.workdir = ws
     o.env = plain(t.env)
     o.deadline_ms = t.limits and t.limits.deadline_ms

@@ -64,6 +64,23 @@ describe("airlock.exec under the stock tool policy", function()
     assert.is_nil(env.stdout:find("\nUSER=", 1, true))
   end)
 
+  it("compiles a C program with gcc and runs what it built; without workspace_exec, not", function()
+    H.write(H.ws .. "/hello.c", '#include <stdio.h>\nint main(void) { puts("built and ran"); return 0; }\n')
+    local res = sh "gcc -O2 -o hello hello.c && ./hello"
+    assert.are.equal("ok", res.cause, res.message .. res.stderr)
+    assert.are.equal("built and ran\n", res.stdout)
+    res = sh("./hello", { policy = { tool = { workspace_exec = false } } })
+    assert.are.equal("exit", res.cause)
+    assert.matches("Permission denied", res.stderr)
+    -- Locked off, it cannot be turned back on: false -> true loosens.
+    local policy = require "airlock.policy"
+    local strict = policy.extend("tool", { locked = policy.append { "tool.workspace_exec" },
+                                           tool = { workspace_exec = false } })
+    local ok, err = pcall(policy.extend, strict, { tool = { workspace_exec = true } })
+    assert.is_false(ok)
+    assert.matches("tool.workspace_exec is locked", err)
+  end)
+
   it("gives a private, empty /tmp that the host never sees", function()
     local marker = "/tmp/airlock-exec-private-" .. H.pid()
     local host = "/tmp/airlock-exec-host-" .. H.pid()

@@ -384,7 +384,7 @@ describe("process authorities", function()
     assert.same({ "/usr", "/lib", "/lib64", "/bin", "/etc", "/dev/null", "/dev/urandom", "/dev/zero", "/tmp/ws" },
       o.confine.landlock.read)
     assert.same({ "/dev/null", "/tmp/ws" }, o.confine.landlock.write)
-    assert.same({ "/usr", "/lib", "/lib64", "/bin", "/etc" }, o.confine.landlock.exec)
+    assert.same({ "/usr", "/lib", "/lib64", "/bin", "/etc", "/tmp/ws" }, o.confine.landlock.exec)
     assert.equal("stdio rpath wpath cpath fattr proc exec tty", o.confine.seccomp.promises)
     assert.same({ "user", "pid", "net", "ipc", "uts", "mount", "cgroup" }, o.namespaces)
     assert.equal(300000, o.deadline_ms)
