@@ -91,7 +91,8 @@ typedef struct airlock_cgroup {
                                   writes "0" there first (airlock_spawn_opts.cgroup_fd) */
   char path[512];              /* the cgroup's directory; "" when none */
 } airlock_cgroup;
-/* Makes .../airlock/<pid>-<serial> with pids.max = pids_max. Returns 0 or
+/* Makes .../airlock/<pid>-<serial>-<n> with pids.max = pids_max (n counts the
+** process's cgroups, so brokers that number their runs alike never collide). Returns 0 or
 ** -errno with a message saying what to change (root, or a delegated cgroup). */
 int airlock_cgroup_new(airlock_cgroup *cg, uint64_t pids_max, uint64_t serial, char *err,
                        size_t errlen);

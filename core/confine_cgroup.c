@@ -101,7 +101,11 @@ int airlock_cgroup_new(airlock_cgroup *cg, uint64_t pids_max, uint64_t serial, c
   cg->path[0] = 0;
   int rc = find_base(base, sizeof base, err, errlen);
   if (rc < 0) return rc;
-  snprintf(cg->path, sizeof cg->path, "%s/%ld-%llu", base, (long)getpid(), (unsigned long long)serial);
+  /* Unique in this process whatever broker asks (each counts its runs from 1). */
+  static uint64_t made;
+  uint64_t n = __atomic_add_fetch(&made, 1, __ATOMIC_RELAXED);
+  snprintf(cg->path, sizeof cg->path, "%s/%ld-%llu-%llu", base, (long)getpid(), (unsigned long long)serial,
+           (unsigned long long)n);
   if (mkdir(cg->path, 0755) < 0) {
     int e = errno;
     snprintf(err, errlen, "cgroup: cannot create %s: %s", cg->path, strerror(e));

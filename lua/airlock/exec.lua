@@ -317,7 +317,8 @@ function M.exec(opts, broker)
   }
   if not run then
     -- A layer the spawner could not set up is a confinement failure: fail closed.
-    if tostring(err):match("^cgroup:") then return nil, "confinement: " .. err, "confinement" end
+    local cg = tostring(err):match("^spawn: (cgroup:.*)") or tostring(err):match("^(cgroup:.*)")
+    if cg then return nil, "confinement: " .. cg, "confinement" end
     return nil, err, code
   end
   local stream = opts.stream and streamer(opts.stream, secrets.redactor(values))

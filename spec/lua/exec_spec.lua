@@ -314,6 +314,22 @@ describe("airlock.exec under the stock tool policy", function()
     assert.are.equal("a\nb\n", out)
   end)
 
+  it("runs programs from two brokers at once, each in a pids cgroup of its own", function()
+    -- Each broker numbers its runs from 1: the second exec starts (on a broker
+    -- of its own) while the first one's program is still running.
+    local inner
+    local outer = exec({ "sh", "-c", "echo started; sleep 0.3; echo done" }, {
+      stream = function(_, line)
+        if line == "started" then inner = exec { "sh", "-c", "echo inner" } end
+      end })
+    assert.are.equal("ok", outer.cause, outer.message)
+    assert.are.equal("started\ndone\n", outer.stdout)
+    assert.are.equal("ok", inner.cause, inner.message)
+    assert.are.equal("inner\n", inner.stdout)
+    assert.are.equal(1, outer.run)
+    assert.are.equal(1, inner.run)
+  end)
+
   it("reports every layer it applied", function()
     local res = exec { "true" }
     for _, layer in ipairs { "namespaces", "rlimits", "capabilities", "no_new_privs", "landlock", "seccomp", "tmp", "cgroup" } do
