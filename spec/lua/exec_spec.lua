@@ -330,6 +330,21 @@ describe("airlock.exec under the stock tool policy", function()
     assert.are.equal(1, inner.run)
   end)
 
+  it("ends a program that abuses fd 3 with cause protocol, the host unharmed", function()
+    -- A 4 GiB length header: refused before anything is allocated.
+    local res = exec { "/usr/bin/python3", "-c", "import os, time; os.write(3, b'\\xff\\xff\\xff\\xff'); time.sleep(5)" }
+    assert.are.equal("protocol", res.cause)
+    assert.matches("exceeds the limit", res.message)
+    assert.is_true(res.usage.wall_ms < 4000)
+    -- A kind only workers may send.
+    res = exec { "/usr/bin/python3", "-c", table.concat({
+      "import os, struct, msgpack, time",
+      "b = msgpack.packb({'t': 'ready', 'v': 1, 'confined': {}})",
+      "os.write(3, struct.pack('>I', len(b)) + b); time.sleep(5)" }, "\n") }
+    assert.are.equal("protocol", res.cause)
+    assert.matches("may only send 'call' frames", res.message)
+  end)
+
   it("reports every layer it applied", function()
     local res = exec { "true" }
     for _, layer in ipairs { "namespaces", "rlimits", "capabilities", "no_new_privs", "landlock", "seccomp", "tmp", "cgroup" } do
