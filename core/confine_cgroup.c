@@ -81,10 +81,10 @@ static int find_base(char *base, size_t len, char *err, size_t errlen) {
     }
     if ((size_t)snprintf(base, len, "%s/airlock", own) >= len) return -ENAMETOOLONG;
   }
-  if (mkdir(base, 0755) < 0 && errno != EEXIST) {
+  if ((mkdir(base, 0755) < 0 && errno != EEXIST) || access(base, W_OK) < 0) {
     int e = errno;
-    snprintf(err, errlen, "cgroup: cannot create %s: %s (a pids limit needs root or a "
-             "delegated cgroup)", base, strerror(e));
+    snprintf(err, errlen, "cgroup: cannot create cgroups in %s: %s (a pids cgroup needs root "
+             "or a delegated cgroup)", base, strerror(e));
     return -e;
   }
   return 0;

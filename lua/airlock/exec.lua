@@ -37,6 +37,14 @@ local function airlock_command()
   return command_cache or nil
 end
 
+-- Whether this process runs as (effective) root.
+local function is_root()
+  local f = io.open("/proc/self/status", "rb")
+  local s = f and f:read("a") or ""
+  if f then f:close() end
+  return s:match("\nUid:%s+%d+%s+0%s") ~= nil
+end
+
 -- argv[1] without a slash: looked up in the program's PATH.
 local function find_program(name, path)
   if name:find("/", 1, true) then return name end
@@ -79,7 +87,7 @@ end
 
 -- The confinement report for a program: what the spawner applied (nothing is
 -- left to the program itself, so every layer is known before it starts).
-local function plan_for(auth, start, pids, workspace, cmd)
+local function plan_for(auth, start, pids, workspace, cmd, nproc_instead)
   local layers = {}
   local ns = start.namespaces
   layers.namespaces = ns and #ns > 0 and ("applied: " .. table.concat(ns, " ") ..
@@ -110,7 +118,10 @@ local function plan_for(auth, start, pids, workspace, cmd)
   end
   layers.tmp = start.tmpfs and ("applied: private tmpfs on /tmp (size " .. (start.tmpfs_size or "64m") .. ")")
     or "skipped: no /tmp (tool.tmp = \"none\")"
-  layers.cgroup = pids and ("applied: pids.max " .. pids) or "skipped: tool.limits.pids is 0 (no pids cgroup)"
+  layers.cgroup = pids and ("applied: pids.max " .. pids)
+    or nproc_instead and ("skipped: " .. nproc_instead:gsub("^cgroup: ", "") .. "; processes are bounded by " ..
+      "RLIMIT_NPROC=" .. start.rlimits.nproc .. " in the program's own user namespace instead")
+    or "skipped: tool.limits.pids is 0 (no pids cgroup)"
   layers.workspace = workspace .. " (read and write)"
   if cmd then layers.effects = "fd 3; `airlock call` is " .. cmd end
   return { start = start, init = {}, layers = layers, required = {} }
@@ -277,14 +288,8 @@ function M.exec(opts, broker)
   table.sort(envlist)
 
   -- Capabilities go wherever that is possible: with a user namespace, or as root.
-  local drop = false
+  local drop = is_root()
   for _, ns in ipairs(auth.namespaces or {}) do drop = drop or ns == "user" end
-  if not drop then
-    local f = io.open("/proc/self/status", "rb")
-    local s = f and f:read("a") or ""
-    if f then f:close() end
-    drop = s:match("\nUid:%s+%d+%s+0%s") ~= nil
-  end
   local start = {
     env = envlist, workdir = workspace, namespaces = auth.namespaces, rlimits = auth.rlimits,
     confine = confine, drop_caps = drop or nil, no_new_privs = confine.no_new_privs or nil,
@@ -297,11 +302,30 @@ function M.exec(opts, broker)
     start.keep = workspace   -- a workspace under /tmp stays visible
     if auth.tmp_size then start.tmpfs_size = tostring(auth.tmp_size // 1024) .. "k" end
   end
+  -- The process limit: a pids cgroup where one can be made. Without one, a
+  -- program that is not root inside its own user namespace is held by
+  -- RLIMIT_NPROC, which the kernel counts per user namespace; root is exempt
+  -- from RLIMIT_NPROC, so for root no cgroup means no start (fail closed).
   local pids = auth.pids and auth.pids > 0 and auth.pids or nil
-  start.pids_max = pids
-  if pids and (os.getenv("AIRLOCK_TEST_PRETEND_ABSENT") or ""):match("cgroup") then
-    return nil, "confinement: the pids limit (tool.limits.pids) needs a pids cgroup, and this kernel has " ..
-      "none (pretending, AIRLOCK_TEST_PRETEND_ABSENT, for tests); set tool.limits.pids = 0 to run without", "confinement"
+  local nproc_instead
+  if pids then
+    local where, why = core.pids_cgroup()
+    if (os.getenv("AIRLOCK_TEST_PRETEND_ABSENT") or ""):match("cgroup") then
+      where, why = nil, "cgroup: pretending this kernel has no pids cgroup (AIRLOCK_TEST_PRETEND_ABSENT, for tests)"
+    end
+    local userns = false
+    for _, ns in ipairs(auth.namespaces or {}) do userns = userns or ns == "user" end
+    if where then
+      start.pids_max = pids
+    elseif not is_root() and userns then
+      nproc_instead = why
+      start.rlimits = start.rlimits or {}
+      start.rlimits.nproc = math.min(start.rlimits.nproc or pids, pids)
+    else
+      return nil, string.format("confinement: the pids limit (tool.limits.pids = %d) needs a pids cgroup: %s; " ..
+        "as root RLIMIT_NPROC binds nothing, so the program is not started (tool.limits.pids = 0 runs " ..
+        "without a process limit)", pids, tostring(why):gsub("^cgroup: ", "")), "confinement"
+    end
   end
   local net = false
   for _, ns in ipairs(auth.namespaces or {}) do net = net or ns == "net" end
@@ -312,12 +336,12 @@ function M.exec(opts, broker)
   local owned <close> = broker == nil and b or nil
   local run, err, code = b:start {
     policy = pol, ledger = opts.ledger, durability = opts.durability,
-    _program = { name = argv[1], argv = full, plan = plan_for(auth, start, pids, workspace, cmd),
+    _program = { name = argv[1], argv = full, plan = plan_for(auth, start, start.pids_max, workspace, cmd, nproc_instead),
                  deadline_ms = deadline and deadline > 0 and deadline or nil, capture = capture },
   }
   if not run then
     -- A layer the spawner could not set up is a confinement failure: fail closed.
-    local cg = tostring(err):match("^spawn: (cgroup:.*)") or tostring(err):match("^(cgroup:.*)")
+    local cg = tostring(err):match("^[%w ]*:? ?(cgroup:.*)")
     if cg then return nil, "confinement: " .. cg, "confinement" end
     return nil, err, code
   end

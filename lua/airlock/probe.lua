@@ -268,9 +268,13 @@ local CONSEQUENCE = {
     if r.pids_cgroup.ok then
       return "airlock exec holds each program and all it forks to tool.limits.pids processes"
     end
-    return "airlock exec refuses a policy with tool.limits.pids (the stock tool policy has 128) " ..
-           "with cause confinement; a policy with pids = 0 runs without a process limit, which " ..
-           "binds nobody running as root"
+    if r.is_root then
+      return "as root, airlock exec refuses a policy with tool.limits.pids (the stock tool policy " ..
+             "has 128) with cause confinement, since RLIMIT_NPROC binds no root; pids = 0 runs " ..
+             "without a process limit"
+    end
+    return "airlock exec holds each program with RLIMIT_NPROC = tool.limits.pids instead, counted " ..
+           "in the program's own user namespace"
   end,
 }
 for name in pairs(NS) do CONSEQUENCE[name] = function(r) return ns_consequence(r, name) end end

@@ -21,6 +21,10 @@ void airlock_l_open_broker(lua_State *L);
 void airlock_l_open_ledger(lua_State *L);
 /* airlock.core.probe(): what this kernel can enforce, one {ok, detail} per layer (lprobe.c). */
 int airlock_l_probe(lua_State *L);
+/* core.channel_call: a program's one effect call over fd 3 (lcall.c). */
+int airlock_l_channel_call(lua_State *L);
+/* airlock.core.pids_cgroup() -> where programs' pids cgroups go, or nil, why (lprobe.c). */
+int airlock_l_pids_cgroup(lua_State *L);
 /* airlock.core.seccomp_worker_program(tgid) -> the worker's filter as a BPF string (lseccomp.c). */
 int airlock_l_seccomp_worker_program(lua_State *L);
 

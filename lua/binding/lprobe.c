@@ -64,6 +64,21 @@ static void set_cgroup2(lua_State *L, int delegated) {
   set_entry(L, "cgroup2_delegated", delegated == 1, detail);
 }
 
+/* airlock.core.pids_cgroup() -> the directory runs' pids cgroups go in, or
+** nil, why (what to change). */
+int airlock_l_pids_cgroup(lua_State *L) {
+  char where[512], why[512];
+  int rc = airlock_cgroup_probe(where, sizeof where, why, sizeof why);
+  if (rc < 0) {   /* why already starts "cgroup: " */
+    lua_pushnil(L);
+    lua_pushstring(L, why);
+    lua_pushinteger(L, -rc);
+    return 3;
+  }
+  lua_pushstring(L, where);
+  return 1;
+}
+
 /* airlock.core.probe() -> table (see probe.lua for the fields), or nil, message, errno. */
 int airlock_l_probe(lua_State *L) {
   airlock_probe_report r;

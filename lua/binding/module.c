@@ -26,8 +26,6 @@
 #endif
 
 AIRLOCK_EXPORT int luaopen_airlock(lua_State *L);
-/* core.channel_call: a program's one effect call over fd 3 (lcall.c). */
-int airlock_l_channel_call(lua_State *L);
 
 int airlock_l_fail(lua_State *L, const char *cause, const char *message, int err) {
   lua_pushnil(L);
@@ -124,6 +122,7 @@ int luaopen_airlock(lua_State *L) {
   airlock_l_open_http(L);
   lua_pushcfunction(L, l_worker_path); lua_setfield(L, -2, "worker_path");
   lua_pushcfunction(L, airlock_l_probe); lua_setfield(L, -2, "probe");
+  lua_pushcfunction(L, airlock_l_pids_cgroup); lua_setfield(L, -2, "pids_cgroup");
   lua_pushcfunction(L, airlock_l_confine); lua_setfield(L, -2, "confine");
   lua_pushcfunction(L, airlock_l_seccomp_worker_program); lua_setfield(L, -2, "seccomp_worker_program");
   lua_pushcfunction(L, l_now_ms); lua_setfield(L, -2, "now_ms");
