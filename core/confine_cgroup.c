@@ -130,33 +130,31 @@ int airlock_cgroup_new(airlock_cgroup *cg, uint64_t pids_max, uint64_t serial, c
   return 0;
 }
 
-int airlock_cgroup_pids_peak(const airlock_cgroup *cg, uint64_t *out) {
-  char path[sizeof cg->path + 32], buf[64];
-  snprintf(path, sizeof path, "%s/pids.peak", cg->path);
+/* A number from one of the cgroup's files: the first one, or the one after
+** key ("max " in pids.events). */
+static int read_count(const airlock_cgroup *cg, const char *file, const char *key, uint64_t *out) {
+  char path[sizeof cg->path + 32], buf[128];
+  snprintf(path, sizeof path, "%s/%s", cg->path, file);
   int n = read_small(path, buf, sizeof buf);
   if (n < 0) return n;
+  const char *at = key ? strstr(buf, key) : buf;
+  if (!at) return -EINVAL;
+  if (key) at += strlen(key);
   char *end;
   errno = 0;
-  unsigned long long v = strtoull(buf, &end, 10);
-  if (end == buf || errno) return -EINVAL;
+  unsigned long long v = strtoull(at, &end, 10);
+  if (end == at || errno) return -EINVAL;
   *out = v;
   return 0;
 }
 
+int airlock_cgroup_pids_peak(const airlock_cgroup *cg, uint64_t *out) {
+  return read_count(cg, "pids.peak", NULL, out);
+}
+
+/* pids.events: "max N", forks refused because the limit was reached. */
 int airlock_cgroup_pids_refused(const airlock_cgroup *cg, uint64_t *out) {
-  /* pids.events: "max N", forks refused because the limit was reached. */
-  char path[sizeof cg->path + 32], buf[128];
-  snprintf(path, sizeof path, "%s/pids.events", cg->path);
-  int n = read_small(path, buf, sizeof buf);
-  if (n < 0) return n;
-  const char *m = strstr(buf, "max ");
-  if (!m) return -EINVAL;
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(m + 4, &end, 10);
-  if (end == m + 4 || errno) return -EINVAL;
-  *out = v;
-  return 0;
+  return read_count(cg, "pids.events", "max ", out);
 }
 
 void airlock_cgroup_kill(const airlock_cgroup *cg) {
