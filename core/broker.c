@@ -385,18 +385,23 @@ static void on_notify(airlock_run *r, uint32_t events) {
     memset(&n, 0, sizeof n);
     if (ioctl(r->c.notify, SECCOMP_IOCTL_NOTIF_RECV, &n) == 0) {
       char name[64];
-      /* Kill the caller through a pidfd taken while the notification is still
-      ** pending, so the pid cannot have been reused. */
+      /* A pidfd for the caller, taken while the notification is still pending
+      ** (checked after), so the pid cannot have been reused. The run's group
+      ** dies first: killing the caller alone first would let its parent see it
+      ** die and run on (a shell's next command) before its own SIGKILL. */
       int pfd = (int)syscall(SYS_pidfd_open, (pid_t)n.pid, 0);
-      if (pfd >= 0) {
-        if (ioctl(r->c.notify, SECCOMP_IOCTL_NOTIF_ID_VALID, &n.id) == 0)
-          syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0);
+      if (pfd >= 0 && ioctl(r->c.notify, SECCOMP_IOCTL_NOTIF_ID_VALID, &n.id) != 0) {
         close(pfd);
+        pfd = -1;
       }
       end_with(r, AIRLOCK_CAUSE_SECCOMP,
                "killed by seccomp: the program tried system call %s (number %d), "
                "which this policy does not allow",
                airlock_syscall_name(n.data.nr, name, sizeof name), n.data.nr);
+      if (pfd >= 0) {   /* one that left the process group (setsid) goes too */
+        syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0);
+        close(pfd);
+      }
       return;
     }
     if (errno == ENOENT || errno == EINTR) return;   /* withdrawn: its caller died */
