@@ -11,6 +11,7 @@
 local core = require "airlock.core"
 local policy = require "airlock.policy"
 local secrets = require "airlock.secrets"
+local program = require "airlock.program"
 
 local M = {}
 
@@ -35,24 +36,6 @@ local function airlock_command()
     end
   end
   return command_cache or nil
-end
-
--- Whether this process runs as (effective) root.
-local function is_root()
-  local f = io.open("/proc/self/status", "rb")
-  local s = f and f:read("a") or ""
-  if f then f:close() end
-  return s:match("\nUid:%s+%d+%s+0%s") ~= nil
-end
-
--- argv[1] without a slash: looked up in the program's PATH.
-local function find_program(name, path)
-  if name:find("/", 1, true) then return name end
-  for dir in path:gmatch("[^:]+") do
-    local f = io.open(dir .. "/" .. name, "rb")
-    if f then f:close(); return dir .. "/" .. name end
-  end
-  return nil
 end
 
 -- The run's environment: nothing of the host's. tool.env (the allowlist with
@@ -265,7 +248,7 @@ function M.exec(opts, broker)
 
   -- The program, found in its own PATH; `airlock call` made runnable inside.
   local cmd = airlock_command()
-  local path = env.PATH or "/usr/local/bin:/usr/bin:/bin"
+  local path = env.PATH or program.DEFAULT_PATH
   local confine = auth.confine or {}
   if cmd then
     local dir = cmd:match("^(.*)/[^/]+$")
@@ -276,20 +259,20 @@ function M.exec(opts, broker)
       table.insert(confine.landlock.exec, cmd)
     end
   end
-  local program = find_program(argv[1], path)
-  if not program then
+  local found = program.find(argv[1], path)
+  if not found then
     return nil, string.format("exec: '%s' not found in the program's PATH (%s)", argv[1], path), "exec"
   end
-  local full = { program }
+  local full = { found }
   for i = 2, #argv do full[i] = argv[i] end
 
   local envlist = {}
   for k, v in pairs(env) do envlist[#envlist + 1] = k .. "=" .. v end
   table.sort(envlist)
 
-  -- Capabilities go wherever that is possible: with a user namespace, or as root.
-  local drop = is_root()
-  for _, ns in ipairs(auth.namespaces or {}) do drop = drop or ns == "user" end
+  local root, ns = program.is_root(), {}
+  for _, name in ipairs(auth.namespaces or {}) do ns[name] = true end
+  local drop = program.can_drop_caps(auth.namespaces, root)
   local start = {
     env = envlist, workdir = workspace, namespaces = auth.namespaces, rlimits = auth.rlimits,
     confine = confine, drop_caps = drop or nil, no_new_privs = confine.no_new_privs or nil,
@@ -313,11 +296,9 @@ function M.exec(opts, broker)
     if (os.getenv("AIRLOCK_TEST_PRETEND_ABSENT") or ""):match("cgroup") then
       where, why = nil, "cgroup: pretending this kernel has no pids cgroup (AIRLOCK_TEST_PRETEND_ABSENT, for tests)"
     end
-    local userns = false
-    for _, ns in ipairs(auth.namespaces or {}) do userns = userns or ns == "user" end
     if where then
       start.pids_max = pids
-    elseif not is_root() and userns then
+    elseif not root and ns.user then
       nproc_instead = why
       start.rlimits = start.rlimits or {}
       start.rlimits.nproc = math.min(start.rlimits.nproc or pids, pids)
@@ -327,9 +308,7 @@ function M.exec(opts, broker)
         "without a process limit)", pids, tostring(why):gsub("^cgroup: ", "")), "confinement"
     end
   end
-  local net = false
-  for _, ns in ipairs(auth.namespaces or {}) do net = net or ns == "net" end
-  if net and require("airlock.confine").shared_netns() then start.shared_net = true end
+  if ns.net and require("airlock.confine").shared_netns() then start.shared_net = true end
 
   local b = broker or core.broker()
   -- Closed on every way out, a stream callback's error included: the program dies with it.

@@ -6,6 +6,7 @@ local policy = require "airlock.policy"
 local confine = require "airlock.confine"
 local session = require "airlock.session"
 local secrets = require "airlock.secrets"
+local program = require "airlock.program"
 
 local M = {
   policy = policy,
@@ -521,16 +522,6 @@ M.confine = core.confine
 local SPAWN_KEYS = { argv = true, confine = true, namespaces = true, rlimits = true, env = true,
                      workdir = true, deadline_ms = true, capture = true }
 
--- argv[1] without a slash is looked up in PATH (the child's, else the usual one).
-local function find_program(name, path)
-  if name:find("/", 1, true) then return name end
-  for dir in (path or "/usr/local/bin:/usr/bin:/bin"):gmatch("[^:]+") do
-    local f = io.open(dir .. "/" .. name, "rb")
-    if f then f:close(); return dir .. "/" .. name end
-  end
-  return nil
-end
-
 local function spawn_env(env)
   if env == nil then return nil end
   if type(env) ~= "table" then error("spawn: 'env' must be a list of \"K=V\" or a map", 3) end
@@ -593,7 +584,7 @@ function M.spawn(opts)
   end
   local env, path = spawn_env(opts.env)
   argv = { table.unpack(argv) }
-  argv[1] = find_program(argv[1], path)
+  argv[1] = program.find(argv[1], path)   -- in the child's PATH, else the usual one
   if not argv[1] then return nil, "spawn: '" .. opts.argv[1] .. "' not found in PATH", 2 end
   local schema = policy.SCHEMA.confine
   local namespaces, rlimits
@@ -619,16 +610,8 @@ function M.spawn(opts)
     if not v then error(string.format("spawn: '%s' must be %s", name, why), 3) end
     return v
   end
-  -- Capabilities are dropped wherever that is possible: with a user namespace
-  -- (CAP_SETPCAP inside it), or as root (a root program then holds none).
-  local drop = false
-  for _, ns in ipairs(namespaces or {}) do drop = drop or ns == "user" end
-  if not drop then
-    local f = io.open("/proc/self/status", "rb")
-    local st = f and f:read("a") or ""
-    if f then f:close() end
-    drop = st:match("\nUid:%s+%d+%s+0%s") ~= nil
-  end
+  -- Capabilities are dropped wherever that is possible.
+  local drop = program.can_drop_caps(namespaces)
   local b = core.broker()
   local run, err, code = b:_start {
     argv = argv, env = env, workdir = opts.workdir, program = true, handlers = {},
