@@ -150,18 +150,13 @@ local function streamer(fn, redact)
   }
 end
 
---- The policy for a program: a stock name or file, a policy, or a bare table
---- laid over the stock tool policy. Default: "tool".
+--- The policy for a program (policy.resolve): a stock name or file, a policy,
+--- or a bare table laid over the stock tool policy. Default: "tool".
 function M.resolve_policy(p)
-  if p == nil then p = "tool" end
-  if type(p) == "string" then return policy.load(p) end
-  if type(p) ~= "table" then fail("'policy' must be a policy table, a stock policy name or a file path", 3) end
-  if policy.is_policy(p) then return p end
-  local base, err = policy.load("tool")
-  if not base then return nil, err end
-  local ok, pol = pcall(policy.layer, base, p)
-  if ok then return pol end
-  return nil, pol
+  if p ~= nil and type(p) ~= "string" and type(p) ~= "table" then
+    fail("'policy' must be a policy table, a stock policy name or a file path", 3)
+  end
+  return policy.resolve(p, "tool")
 end
 
 --- airlock.exec{argv = {program, args...}, policy = "tool" | name | file | table,

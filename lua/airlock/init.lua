@@ -53,21 +53,13 @@ local function load_guest(guest, name)
   return guest, name or "guest"
 end
 
+-- The run's policy (policy.resolve): a bare table is layered over untrusted;
+-- none at all is AIRLOCK_POLICY, else untrusted.
 local function resolve_policy(p)
-  if p == nil then return policy.load(os.getenv("AIRLOCK_POLICY") or "untrusted") end
-  if type(p) == "string" then return policy.load(p) end
-  if type(p) == "table" then
-    if policy.is_policy(p) then return p end
-    -- A bare table is layered over the strict default, so it always has limits.
-    -- Not policy.extend: the table states its whole intent and may turn layers
-    -- off by name, so untrusted's locks are not checked here.
-    local base, err = policy.load("untrusted")
-    if not base then return nil, err end
-    local ok, pol = pcall(policy.layer, base, p)
-    if ok then return pol end
-    return nil, pol
+  if p ~= nil and type(p) ~= "string" and type(p) ~= "table" then
+    error("airlock: 'policy' must be a policy table, a stock policy name or a file path", 3)
   end
-  error("airlock: 'policy' must be a policy table, a stock policy name or a file path", 3)
+  return policy.resolve(p == nil and (os.getenv("AIRLOCK_POLICY") or "untrusted") or p, "untrusted")
 end
 
 -- A policy without any confinement (the stock dev) is refused when

@@ -1044,6 +1044,22 @@ local function spawn_options(c, dirs, exec_dirs)
   return o
 end
 
+--- resolve(p, base) -> a frozen policy, or nil, message. p is a policy (used
+--- as it is), a stock name or file (loaded), nil (base is loaded), or a bare
+--- table laid over the stock policy base, so it always has base's limits. Not
+--- extend: the table states its whole intent and may turn layers off by name,
+--- so base's locks are not checked here.
+function M.resolve(p, base)
+  if p == nil then return M.load(base) end
+  if type(p) == "string" then return M.load(p) end
+  if M.is_policy(p) then return p end
+  local b, err = M.load(base)
+  if not b then return nil, err end
+  local ok, pol = pcall(M.layer, b, p)
+  if ok then return pol end
+  return nil, pol
+end
+
 --- authority(p, role, opts) -> the settings of one role, or nil, message.
 ---   "worker": { worker, limits, confine, effects, secrets } (parts of the frozen policy)
 ---   "tool":   airlock.spawn options (add argv): namespaces, rlimits, confine
