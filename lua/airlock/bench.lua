@@ -116,6 +116,9 @@ local function which(name)
   end
 end
 
+-- For airlock.bench_exec, which measures the same way.
+M.percentile, M.bindir, M.json_lines, M.which = percentile, bindir, json_lines, which
+
 -- ------------------------------------------------------------------ confinement variants
 
 local function copy(t)

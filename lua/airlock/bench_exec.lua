@@ -14,37 +14,19 @@
 local airlock = require "airlock"
 local core = require "airlock.core"
 local json = require "airlock.json"
+local bench = require "airlock.bench"
 
 local M = {}
 
-local function percentile(xs, p)
-  local s = {}
-  for i, x in ipairs(xs) do s[i] = x end
-  table.sort(s)
-  return s[math.max(1, math.min(#s, math.ceil(#s * p)))]
-end
-
-local function bindir() return (assert(core.worker_path())):match("^(.*)/[^/]+$") end
-
-local function which(name)
-  for dir in ((os.getenv("PATH") or "") .. ":/usr/bin:/bin"):gmatch("[^:]+") do
-    local f = io.open(dir .. "/" .. name, "rb")
-    if f then f:close() return dir .. "/" .. name end
-  end
-end
+local percentile, bindir, which = bench.percentile, bench.bindir, bench.which
 
 -- airlock-baseline forkexec N argv...: one JSON line with the median and p99.
 local function forkexec(n, argv)
   local q = {}
   for i, a in ipairs(argv) do q[i] = "'" .. a:gsub("'", "'\\''") .. "'" end
-  local cmd = bindir() .. "/airlock-baseline forkexec " .. n .. " " .. table.concat(q, " ") .. " 2>&1"
-  local p = io.popen(cmd)
-  local out = p:read("a")
-  p:close()
-  local ok, t = pcall(json.decode, out:match("[^\n]*"))
-  if not ok or type(t) ~= "table" or not t.median_us then
-    return nil, (cmd .. ": " .. out):gsub("\n", " ")
-  end
+  local rows, err = bench.json_lines(bindir() .. "/airlock-baseline forkexec " .. n .. " " .. table.concat(q, " "))
+  local t = rows and rows[1]
+  if not t or not t.median_us then return nil, err or "airlock-baseline gave no median" end
   return t
 end
 

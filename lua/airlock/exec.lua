@@ -221,25 +221,20 @@ function M.exec(opts, broker)
   local env, eerr = environment(auth, opts, workspace, values)
   if not env then return nil, eerr, "policy" end
 
-  local deadline, capture = auth.deadline_ms, auth.capture
-  if opts.timeout ~= nil then
-    local v, why = policy.parse_duration(opts.timeout)
-    if not v then fail("'timeout' must be " .. why, 2) end
-    if deadline and deadline > 0 and v > deadline then
-      return nil, string.format("exec: timeout %d ms is over the policy's tool.limits.deadline_ms (%d ms)",
-        v, deadline), "policy"
-    end
-    deadline = v
+  -- timeout and capture may only tighten the policy's limits.
+  local function tighten(name, parse, limit, over)
+    if opts[name] == nil then return limit end
+    local v, why = parse(opts[name])
+    if not v then fail("'" .. name .. "' must be " .. why, 3) end
+    if limit and limit > 0 and v > limit then return nil, string.format(over, v, limit) end
+    return v
   end
-  if opts.capture ~= nil then
-    local v, why = policy.parse_size(opts.capture)
-    if not v then fail("'capture' must be " .. why, 2) end
-    if capture and capture > 0 and v > capture then
-      return nil, string.format("exec: capture %d bytes is over the policy's tool.limits.capture (%d)",
-        v, capture), "policy"
-    end
-    capture = v
-  end
+  local deadline, terr = tighten("timeout", policy.parse_duration, auth.deadline_ms,
+    "exec: timeout %d ms is over the policy's tool.limits.deadline_ms (%d ms)")
+  if terr then return nil, terr, "policy" end
+  local capture, cerr = tighten("capture", policy.parse_size, auth.capture,
+    "exec: capture %d bytes is over the policy's tool.limits.capture (%d)")
+  if cerr then return nil, cerr, "policy" end
 
   -- The program, found in its own PATH; `airlock call` made runnable inside.
   local cmd = airlock_command()
