@@ -36,6 +36,10 @@ struct spawn_ctx {
   int src[4];            /* stdin, stdout, stderr, channel (-1: none) */
   int ruleset;           /* the confinement's Landlock ruleset, or -1 */
   int notify;            /* the child's end of the listener hand-over socket, or -1 */
+  char tmpfs_data[64];   /* the tmpfs mount options */
+  long keep_in;          /* the tmpfs entry o->keep lies beneath, or -1; the child
+                            opens it itself (a bind source must be in its own
+                            mount namespace) */
   struct spawn_report *rep;
 };
 
@@ -64,14 +68,20 @@ const airlock_namespace airlock_namespaces[] = {
   { "uts", "uts", CLONE_NEWUTS }, { "mount", "mnt", CLONE_NEWNS },
   { "cgroup", "cgroup", CLONE_NEWCGROUP }, { NULL, NULL, 0 } };
 
-/* "65534 ID 1": formatted by hand, since stdio is off limits in the child. */
-static size_t id_map_line(char buf[32], unsigned id) {
+/* v in decimal at dst (room for 10 digits); returns the length. By hand,
+** since stdio is off limits in the child. */
+static size_t put_uint(char *dst, unsigned v) {
   char digits[12];
   size_t n = 0, k = 0;
-  do { digits[k++] = (char)('0' + id % 10); id /= 10; } while (id);
+  do { digits[k++] = (char)('0' + v % 10); v /= 10; } while (v);
+  while (k) dst[n++] = digits[--k];
+  return n;
+}
+
+/* "65534 ID 1" */
+static size_t id_map_line(char buf[32], unsigned id) {
   memcpy(buf, "65534 ", 6);
-  n = 6;
-  while (k) buf[n++] = digits[--k];
+  size_t n = 6 + put_uint(buf + 6, id);
   memcpy(buf + n, " 1", 2);
   return n + 2;
 }
@@ -138,44 +148,28 @@ __attribute__((noreturn, no_sanitize("address", "undefined"))) static void fail(
 
 /* Covers each of o->tmpfs with a private tmpfs, in the child's own mount
 ** namespace, and grants it read and write in the Landlock ruleset (the parent
-** could only have named the directory underneath). Returns 0 or fails. */
+** could only have named the directory underneath). A kept directory beneath
+** one (the workspace under /tmp) is held open across the mount and bound back
+** at its path on the new tmpfs. Returns, or fails. */
 __attribute__((no_sanitize("address", "undefined"))) static void mount_tmpfs(struct spawn_ctx *x) {
   const airlock_spawn_opts *o = x->o;
-  char data[64];
-  const char *size = o->tmpfs_size ? o->tmpfs_size : "64m";
-  size_t n = 0, k = 0;
-  static const char prefix[] = "mode=1777,size=";
-  memcpy(data, prefix, sizeof prefix - 1);
-  n = sizeof prefix - 1;
-  while (size[k] && n < sizeof data - 1) data[n++] = size[k++];
-  data[n] = 0;
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) fail(x, "mount(/, MS_REC|MS_PRIVATE)");
   for (size_t i = 0; o->tmpfs[i]; i++) {
-    /* A kept directory beneath this one (the workspace under /tmp) is held
-    ** open across the mount and bound back at its path on the new tmpfs. */
-    size_t tl = strlen(o->tmpfs[i]);
     int kfd = -1;
-    if (o->keep && strncmp(o->keep, o->tmpfs[i], tl) == 0 && (o->keep[tl] == '/' || o->keep[tl] == 0) &&
-        (kfd = open(o->keep, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
-      fail(x, "open(workspace)");
-    if (mount("tmpfs", o->tmpfs[i], "tmpfs", MS_NOSUID | MS_NODEV, data) < 0) fail(x, "mount(tmpfs)");
+    if (x->keep_in == (long)i && (kfd = open(o->keep, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+      fail(x, "open(workspace)");   /* before the mount hides it */
+    if (mount("tmpfs", o->tmpfs[i], "tmpfs", MS_NOSUID | MS_NODEV, x->tmpfs_data) < 0) fail(x, "mount(tmpfs)");
     if (kfd >= 0) {
-      char dir[4096], src[32] = "/proc/self/fd/";
+      char dir[4096], src[32] = "/proc/self/fd/";   /* the parent checked keep's length */
       size_t dl = strlen(o->keep);
-      if (dl >= sizeof dir) { errno = ENAMETOOLONG; fail(x, "workspace path"); }
       memcpy(dir, o->keep, dl + 1);
-      for (size_t j = tl + 1; j <= dl; j++) {   /* mkdir -p below the mount */
+      for (size_t j = strlen(o->tmpfs[i]) + 1; j <= dl; j++) {   /* mkdir -p below the mount */
         if (dir[j] != '/' && dir[j] != 0) continue;
         dir[j] = 0;
         if (mkdir(dir, 0755) < 0 && errno != EEXIST) fail(x, "mkdir(workspace mount point)");
         if (j < dl) dir[j] = '/';
       }
-      char digits[12];
-      size_t k = 0, n = 14;
-      unsigned v = (unsigned)kfd;
-      do { digits[k++] = (char)('0' + v % 10); v /= 10; } while (v);
-      while (k) src[n++] = digits[--k];
-      src[n] = 0;
+      src[14 + put_uint(src + 14, (unsigned)kfd)] = 0;
       if (mount(src, o->keep, NULL, MS_BIND | MS_REC, NULL) < 0) fail(x, "mount(workspace, MS_BIND)");
       close(kfd);
     }
@@ -357,6 +351,10 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
     snprintf(err, errlen, "spawn: a private tmpfs (%s) needs the mount namespace", o->tmpfs[0]);
     return -EINVAL;
   }
+  if (o->tmpfs && o->keep && strlen(o->keep) >= 4096) {
+    snprintf(err, errlen, "spawn: the kept directory's path is over 4095 bytes");
+    return -ENAMETOOLONG;
+  }
   /* The child changes directory before exec: resolve a relative program now. */
   if (o->argv[0][0] != '/') {
     if (!getcwd(abs_path, sizeof abs_path - 1) ||
@@ -392,6 +390,20 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   x.src[3] = o->channel ? sv[1] : -1;
   x.ruleset = o->confine && o->confine->ruleset_fd >= 0 ? o->confine->ruleset_fd : -1;
   x.notify = nt[1];
+  x.keep_in = -1;
+  if (o->tmpfs) {
+    /* What the child's mounts need, made here where stdio may be used. */
+    if ((size_t)snprintf(x.tmpfs_data, sizeof x.tmpfs_data, "mode=1777,size=%s",
+                         o->tmpfs_size ? o->tmpfs_size : "64m") >= sizeof x.tmpfs_data) {
+      errno = EINVAL;
+      step = "tmpfs size";
+      goto fail;
+    }
+    for (long i = 0; o->keep && o->tmpfs[i] && x.keep_in < 0; i++) {
+      size_t tl = strlen(o->tmpfs[i]);
+      if (strncmp(o->keep, o->tmpfs[i], tl) == 0 && (o->keep[tl] == '/' || o->keep[tl] == 0)) x.keep_in = i;
+    }
+  }
 
   /* Block signals so no parent handler runs in the child on shared memory. */
   sigfillset(&all);
