@@ -90,8 +90,9 @@ int airlock_frame_read_fd(airlock_frame_reader *r, int fd);
 /* Forgets the current frame and keeps the buffer for the next one (buffers
 ** larger than 1 MiB are released so one big frame does not pin memory). */
 void airlock_frame_reader_reset(airlock_frame_reader *r);
-/* Writes one whole frame (header + body) to a blocking fd, retrying on EINTR and
-** short writes. Returns 0, -EMSGSIZE for len 0 or over UINT32_MAX, or -errno. */
+/* Writes one whole frame (header + body) to fd, retrying on EINTR and short
+** writes; on a non-blocking fd it waits for room (poll) rather than fail with
+** EAGAIN. Returns 0, -EMSGSIZE for len 0 or over UINT32_MAX, or -errno. */
 int airlock_frame_write_fd(int fd, const void *body, size_t len);
 
 /* Builds frames in a msgpack_sbuffer: begin reserves the 4-byte header, the

@@ -3,6 +3,7 @@
 ** and helpers that build one frame in a msgpack_sbuffer.
 */
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -146,6 +147,20 @@ static ssize_t put(int fd, struct iovec *v, int cnt, int *is_sock)
   return writev(fd, v, cnt);
 }
 
+/* 0 once fd can take more, or an errno. */
+static int wait_writable(int fd)
+{
+  struct pollfd p = { .fd = fd, .events = POLLOUT };
+  for (;;) {
+    if (poll(&p, 1, -1) < 0) {
+      if (errno == EINTR)
+        continue;
+      return errno;
+    }
+    return p.revents & POLLNVAL ? EBADF : 0;   /* room, or an error the next write reports */
+  }
+}
+
 int airlock_frame_write_fd(int fd, const void *body, size_t len)
 {
   if (len == 0 || len > UINT32_MAX)
@@ -164,6 +179,10 @@ int airlock_frame_write_fd(int fd, const void *body, size_t len)
     if (n < 0) {
       int e = errno;
       if (e == EINTR)
+        continue;
+      /* A non-blocking fd (its flags may be shared with other processes, so
+      ** they are not changed): wait for room. */
+      if ((e == EAGAIN || e == EWOULDBLOCK) && (e = wait_writable(fd)) == 0)
         continue;
       return -e;
     }

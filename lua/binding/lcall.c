@@ -19,7 +19,7 @@
 **
 ** The call carries id 1: a program has one call outstanding at a time, and
 ** each client process starts its own sequence. Only system calls of seccomp
-** promise "stdio" are used (fstat, send, read, poll), so this works inside the
+** promise "stdio" are used (fstat, sendmsg, read, poll), so this works inside the
 ** tool sandbox; no file is opened and no socket made. A non-blocking fd 3 is
 ** waited on with poll rather than switched to blocking: its flags are shared
 ** with every process holding the same channel.
@@ -97,25 +97,6 @@ static int wait_fd(int fd, short events) {
     if (p.revents & POLLNVAL) return -EBADF;
     return 0;   /* readable, writable, or hung up / in error: the next I/O says which */
   }
-}
-
-static int send_all(int fd, const char *p, size_t len) {
-  while (len > 0) {
-    ssize_t k = send(fd, p, len, MSG_NOSIGNAL);
-    if (k < 0) {
-      int e = errno;
-      if (e == EINTR) continue;
-      if (e == EAGAIN || e == EWOULDBLOCK) {
-        int rc = wait_fd(fd, POLLOUT);
-        if (rc < 0) return rc;
-        continue;
-      }
-      return -e;
-    }
-    p += k;
-    len -= (size_t)k;
-  }
-  return 0;
 }
 
 /* The frame reader's byte source: read(2), waiting out EAGAIN and EINTR. */
@@ -240,7 +221,7 @@ int airlock_l_channel_call(lua_State *L) {
     return call_fail(L, "args", EMSGSIZE, "the call is over the frame limit of %u MiB",
                      AIRLOCK_FRAME_MAX_DEFAULT >> 20);
   }
-  int rc = send_all(fd, st->out.data, st->out.size);
+  int rc = airlock_frame_write_fd(fd, st->out.data + FRAME_HDR, st->out.size - FRAME_HDR);
   state_release(st);   /* the frame is sent: its buffer may be large */
   if (rc == -EPIPE || rc == -ECONNRESET)
     return call_fail(L, "channel", -rc, "the parent has closed fd %d (the run may have ended "

@@ -4,11 +4,13 @@
 */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -291,7 +293,10 @@ static int write_pattern(int fd, size_t len, size_t seed)
   return rc;
 }
 
-static void test_write_fd(void)
+/* Writes the sizes' frames from a child, its end blocking or not, while this
+** side reads them back (after a pause, so a non-blocking writer meets a full
+** socket buffer and must wait for room rather than fail with EAGAIN). */
+static void write_fd_round(int nonblocking)
 {
   /* 3 MiB is far beyond the socket buffer: short writes must be resumed */
   static const size_t sizes[] = { 1, 1000, 3u << 20, 7 };
@@ -301,12 +306,18 @@ static void test_write_fd(void)
   pid_t pid = fork();
   if (pid == 0) {
     close(sv[0]);
+    if (nonblocking && fcntl(sv[1], F_SETFL, O_NONBLOCK) < 0)
+      _exit(2);
     int bad = 0;
     for (size_t i = 0; i < n; i++)
       bad |= write_pattern(sv[1], sizes[i], i) != 0;
     _exit(bad);
   }
   close(sv[1]);
+  if (nonblocking) {
+    struct timespec pause = { 0, 50 * 1000 * 1000 };
+    nanosleep(&pause, NULL);
+  }
   airlock_frame_reader r;
   airlock_frame_reader_init(&r, 0);
   int bad = 0;
@@ -324,6 +335,16 @@ static void test_write_fd(void)
   int status = -1;
   CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
   close(sv[0]);
+  airlock_frame_reader_free(&r);
+}
+
+static void test_write_fd(void)
+{
+  write_fd_round(0);
+  write_fd_round(1);
+  int sv[2];
+  airlock_frame_reader r;
+  airlock_frame_reader_init(&r, 0);
 
   /* a dead peer is -EPIPE, not a SIGPIPE that kills this process */
   CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
