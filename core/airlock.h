@@ -193,7 +193,28 @@ typedef struct airlock_spawn_opts {
                                at its path when it lies beneath one of tmpfs */
   int cgroup_fd;            /* > 0: an open cgroup.procs (airlock_cgroup) the child
                                joins before anything else, so all it forks is counted */
+  int workspace;            /* 1: workdir is the run's workspace: it is bound onto
+                               itself nosuid and nodev (needs CLONE_NEWNS), and when
+                               the parent is root the bind is idmapped so that files
+                               the child (uid 65534) makes there are the caller's */
 } airlock_spawn_opts;
+
+/* ------------------------------------------------------------------ identity */
+
+/* When the parent runs as root, no child keeps a host identity that owns host
+** files: every child becomes host uid AIRLOCK_RUN_UID and gid AIRLOCK_RUN_GID
+** (nobody and nogroup on Debian, which own no files) with no supplementary
+** groups, in AIRLOCK_RUN_USERNS when it asks for a user namespace. A parent
+** that is not root gives its own ids, the most it has, mapped to 65534 inside. */
+#define AIRLOCK_RUN_UID 65534
+#define AIRLOCK_RUN_GID 65534
+typedef enum airlock_identity_ns {
+  AIRLOCK_RUN_USERNS,       /* 65534 inside is host 65534: children join it */
+  AIRLOCK_IDMAP_USERNS      /* the caller's uid and gid are 65534: idmaps a workspace */
+} airlock_identity_ns;
+/* The fd of one of the two namespaces, made on first use by this process (needs
+** root), or -errno with a message in err. The fd stays open for the process. */
+int airlock_identity_userns(airlock_identity_ns which, char *err, size_t errlen);
 
 /* The namespaces a child can be born in: the word policies use, the entry in
 ** /proc/PID/ns, and the CLONE_NEW* flag. The list ends with a NULL name. */
@@ -300,6 +321,7 @@ typedef struct airlock_run_opts {
   uint64_t pids_max;              /* > 0: a pids cgroup (airlock_cgroup) holds the child
                                      and everything it forks to this many processes;
                                      removed when the run ends. Unavailable: start fails */
+  int workspace;                  /* see airlock_spawn_opts */
 } airlock_run_opts;
 
 typedef enum airlock_event_kind { AIRLOCK_EV_CALL = 1, AIRLOCK_EV_DONE } airlock_event_kind;

@@ -720,6 +720,7 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
   so.tmpfs = o->tmpfs;
   so.tmpfs_size = o->tmpfs_size;
   so.keep = o->keep;
+  so.workspace = o->workspace;
   so.namespaces = o->namespaces;
   so.no_new_privs = o->no_new_privs;
   so.drop_caps = o->drop_caps;

@@ -176,7 +176,8 @@ typedef struct airlock_confine_prepared {
                                    them, plus sendmsg on AIRLOCK_CONFINE_NOTIFY_FD to hand
                                    the listener over before exec; .filter NULL if none */
   int no_new_privs;             /* set before the layers */
-  int allows_exec;              /* the filter lets execve through (a spawned program needs it) */
+  int allows_exec;              /* bit 1: the filter lets execve through (a spawned program
+                                   needs it); bit 2: execveat too */
   uint64_t handled_fs;          /* the Landlock filesystem rights the ruleset handles */
   airlock_layer landlock, seccomp;  /* what applying will do (status APPLIED) or why not
                                        (SKIPPED: not asked for) */

@@ -452,6 +452,87 @@ static int rule(scmp_filter_ctx ctx, uint32_t def, uint32_t action, int nr, cons
   return rc == -EEXIST ? 0 : rc;
 }
 
+/* The calls that set a file's mode, and which argument holds it. No run may
+** make a setuid or setgid file: one left in a workspace would keep its bits on
+** the host after the run (nosuid holds only inside the run's own mounts), so
+** these calls are refused with EPERM when the mode has S_ISUID or S_ISGID, in
+** either mode of filter, whatever the promises. */
+static const struct { const char *name; unsigned arg; } setid_calls[] = {
+  { "chmod", 1 }, { "fchmod", 1 }, { "fchmodat", 2 }, { "fchmodat2", 2 }, { "open", 2 },
+  { "openat", 3 }, { "creat", 1 }, { "mknod", 1 }, { "mknodat", 2 },
+};
+#define SETID_BITS 06000
+
+static int setid_arg(const char *name) {
+  for (size_t i = 0; i < sizeof setid_calls / sizeof *setid_calls; i++)
+    if (strcmp(setid_calls[i].name, name) == 0) return (int)setid_calls[i].arg;
+  return -1;
+}
+
+/* rule() for a call that sets a mode: each allowing rule also needs the mode to
+** have no setid bit (mode_arg < 0: a call without one, rule() as it is). */
+static int mode_rule(scmp_filter_ctx ctx, uint32_t def, uint32_t action, int nr, const struct cond *c,
+                     int mode_arg) {
+  if (mode_arg < 0 || action != SCMP_ACT_ALLOW)
+    return rule(ctx, def, action, nr, c);
+  struct scmp_arg_cmp m = SCMP_CMP((unsigned)mode_arg, SCMP_CMP_MASKED_EQ, SETID_BITS, 0);
+  if (c && c->arg == (unsigned)mode_arg)
+    return -EINVAL;   /* no promise filters a mode argument itself */
+  int rc = c ? seccomp_rule_add_exact(ctx, action, nr, 2, ARG_CMP(*c), m)
+             : seccomp_rule_add_exact(ctx, action, nr, 1, m);
+  return rc == -EEXIST ? 0 : rc;
+}
+
+/* The EPERM rules for a setid mode on every call of setid_calls the filter does
+** not refuse outright (a denylist's full refusal wins). */
+static int setid_refusals(scmp_filter_ctx ctx, const struct ruleset *rs, int deny, uint32_t def) {
+  for (size_t i = 0; i < sizeof setid_calls / sizeof *setid_calls; i++) {
+    int nr = seccomp_syscall_resolve_name(setid_calls[i].name);
+    if (nr < 0)
+      continue;
+    const struct entry *e = find((struct ruleset *)rs, setid_calls[i].name);
+    if (deny && e && e->all)
+      continue;
+    for (uint64_t bit = 04000; bit >= 02000; bit >>= 1) {
+      struct cond c = { setid_calls[i].arg, bit, bit };
+      int rc = rule(ctx, def, SCMP_ACT_ERRNO(EPERM), nr, &c);
+      if (rc != 0)
+        return rc;
+    }
+  }
+  return 0;
+}
+
+/* fcntl's F_SETLEASE and F_NOTIFY are refused with EPERM in either mode: a lease
+** stalls whoever opens the file next (a root writer, for up to lease-break-time),
+** and dnotify reports what the host does in any directory the run can read.
+** In an allowlist that grants fcntl, the allowing rules are all values but these. */
+static int fcntl_rules(scmp_filter_ctx ctx, const struct entry *e, int deny, uint32_t def,
+                       uint32_t mode_action) {
+  int rc = 0;
+  if (!deny && e && e->all) {
+    /* The kernel reads cmd as 32 bits, and libseccomp cannot put two tests on one
+    ** argument, so "neither value" is spelled bit by bit: cmd is allowed when
+    ** any bit of its low word other than bit 1 (the one in which F_SETLEASE and
+    ** F_NOTIFY differ) differs from F_SETLEASE's. */
+    for (unsigned bit = 0; bit < 32 && rc == 0; bit++) {
+      uint64_t m = (uint64_t)1 << bit;
+      if (m == (F_SETLEASE ^ F_NOTIFY))
+        continue;
+      rc = seccomp_rule_add_exact(ctx, mode_action, e->nr, 1,
+                                  SCMP_A1(SCMP_CMP_MASKED_EQ, m, (F_SETLEASE & m) ^ m));
+    }
+  }
+  if (rc != 0 || (deny && e && e->all) || (!deny && !(e && e->all)))
+    return rc;   /* refused whole, or not allowed at all: the default covers it */
+  int nr = seccomp_syscall_resolve_name("fcntl");
+  for (int k = 0; k < 2 && rc == 0; k++) {
+    struct cond c = { 1, 0xffffffffu, k ? F_NOTIFY : F_SETLEASE };
+    rc = rule(ctx, def, SCMP_ACT_ERRNO(EPERM), nr, &c);
+  }
+  return rc;
+}
+
 /* The action of the listener hand-over rule while compiling: a value no other
 ** rule returns (SECCOMP_RET_TRACE with our own data), replaced afterwards. */
 #define HANDOVER_MARK SCMP_ACT_TRACE(0x7a1)
@@ -485,12 +566,16 @@ static int compile(const struct ruleset *rs, int deny, uint32_t refuse, int noti
     if (e->nr < 0)
       continue;   /* not a call of this architecture */
     rc = 0;
-    if (e->all) {
-      rc = rule(ctx, def, mode_action, e->nr, NULL);
+    int marg = setid_arg(e->name);
+    if (strcmp(e->name, "fcntl") == 0) {
+      rc = fcntl_rules(ctx, e, deny, def, mode_action);
+      count += 33;
+    } else if (e->all) {
+      rc = mode_rule(ctx, def, mode_action, e->nr, NULL, marg);
       count++;
     } else {
       for (int k = 0; k < e->nconds && rc == 0; k++, count++)
-        rc = rule(ctx, def, mode_action, e->nr, &e->conds[k]);
+        rc = mode_rule(ctx, def, mode_action, e->nr, &e->conds[k], marg);
       for (int k = 0; k < e->nsoft && rc == 0; k++) {
         int shadowed = 0;   /* the same value is granted: the grant wins */
         for (int j = 0; j < e->nconds && !deny; j++)
@@ -510,6 +595,18 @@ static int compile(const struct ruleset *rs, int deny, uint32_t refuse, int noti
       return rc;
     }
   }
+  if (deny && find((struct ruleset *)rs, "fcntl") == NULL &&
+      (rc = fcntl_rules(ctx, NULL, deny, def, mode_action)) != 0) {
+    snprintf(err, errlen, "seccomp: the fcntl refusals: %s", strerror(-rc));
+    seccomp_release(ctx);
+    return rc;
+  }
+  if ((rc = setid_refusals(ctx, rs, deny, def)) != 0) {
+    snprintf(err, errlen, "seccomp: the setid refusals: %s", strerror(-rc));
+    seccomp_release(ctx);
+    return rc;
+  }
+  count += 2 * (int)(sizeof setid_calls / sizeof *setid_calls);
   if (notify_fd >= 0) {
     struct cond c = { 0, 0xffffffffu, (uint64_t)notify_fd };
     rc = rule(ctx, def, HANDOVER_MARK, SCMP_SYS(sendmsg), &c);
@@ -609,8 +706,9 @@ static int prepare_seccomp(const airlock_confine_spec *s, airlock_confine_prepar
   }
   resolve_open_modes(&rs);
 
-  struct entry *ex = find(&rs, "execve");
-  p->allows_exec = deny ? !(ex && ex->all) : (ex != NULL && ex->all);
+  struct entry *ex = find(&rs, "execve"), *exat = find(&rs, "execveat");
+  p->allows_exec = (deny ? !(ex && ex->all) : (ex != NULL && ex->all)) |
+                   (deny ? !(exat && exat->all) : (exat != NULL && exat->all)) << 1;
 
   int nrules = 0;
   uint32_t refuse = s->refuse_errno > 0 ? SCMP_ACT_ERRNO((uint32_t)s->refuse_errno)

@@ -385,6 +385,40 @@ static int write_session(airlock_ledger *l, const msgpack_object *fields)
 
 /* ------------------------------------------------------------------ open and close */
 
+/* The session directory must be a real directory (not a link: one planted by a
+** program would point the ledger's writes anywhere), owned by this process's
+** user and writable by nobody else. */
+static int check_dir(airlock_ledger *l)
+{
+  int fd = open(l->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    int e = -errno;
+    if (e == -ELOOP || e == -ENOTDIR) {
+      struct stat lst;
+      if (lstat(l->dir, &lst) == 0 && S_ISLNK(lst.st_mode))
+        return set_err(l, -ELOOP, "ledger: %s is a symbolic link; give the real directory (a link could "
+                       "send the ledger's writes anywhere)", l->dir);
+      return set_err(l, e, "ledger: %s is not a directory", l->dir);
+    }
+    if (e == -ENOENT)
+      return set_err(l, e, "ledger: %s does not exist (open with create to start a session)", l->dir);
+    return set_err(l, e, "ledger: cannot open %s: %s", l->dir, strerror(-e));
+  }
+  struct stat st;
+  int rc = fstat(fd, &st) < 0 ? -errno : 0;
+  close(fd);
+  if (rc < 0)
+    return set_err(l, rc, "ledger: cannot stat %s: %s", l->dir, strerror(-rc));
+  if (st.st_uid != geteuid())
+    return set_err(l, -EPERM, "ledger: %s is owned by uid %u, not by this process's uid %u; a session "
+                   "directory must be the writer's own", l->dir, (unsigned)st.st_uid, (unsigned)geteuid());
+  if (st.st_mode & 022)
+    return set_err(l, -EPERM, "ledger: %s is writable by %s (mode %03o); a session directory must be "
+                   "writable by its owner alone (chmod go-w %s)", l->dir,
+                   (st.st_mode & 002) ? "others" : "its group", (unsigned)(st.st_mode & 0777), l->dir);
+  return 0;
+}
+
 static int take_lock(airlock_ledger *l)
 {
   char *path = ledger_join(l->dir, LEDGER_LOCK);
@@ -522,7 +556,7 @@ int airlock_ledger_open(const char *dir, const airlock_ledger_opts *o, airlock_l
       goto fail;
     }
   }
-  if ((rc = take_lock(l)) < 0)
+  if ((rc = check_dir(l)) < 0 || (rc = take_lock(l)) < 0)
     goto fail;
   l->fd = open(l->journal, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
   if (l->fd < 0 && errno == ENOENT && o->create) {

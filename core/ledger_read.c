@@ -494,7 +494,7 @@ int ledger_reader_open_path(const char *journal, int decode, airlock_ledger_read
     free(r);
     return ledger_fail(err, errlen, -ENOMEM, "ledger: out of memory");
   }
-  r->fd = open(journal, O_RDONLY | O_CLOEXEC);
+  r->fd = open(journal, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);   /* never a planted link */
   if (r->fd < 0) {
     rc = -errno;
     ledger_fail(err, errlen, rc, "ledger: cannot open %s: %s", journal, strerror(errno));

@@ -37,9 +37,15 @@ struct spawn_ctx {
   int ruleset;           /* the confinement's Landlock ruleset, or -1 */
   int notify;            /* the child's end of the listener hand-over socket, or -1 */
   char tmpfs_data[64];   /* the tmpfs mount options */
-  long keep_in;          /* the tmpfs entry o->keep lies beneath, or -1; the child
-                            opens it itself (a bind source must be in its own
+  const char *tree_at;   /* the directory put back at its path after the mounts: the
+                            workspace (o->workspace), else o->keep under a tmpfs */
+  long keep_in;          /* the tmpfs entry tree_at lies beneath, or -1; the child
+                            clones it itself (a mount source must be in its own
                             mount namespace) */
+  int root;              /* the parent is root: the child becomes AIRLOCK_RUN_UID */
+  int userns_fd;         /* with root and CLONE_NEWUSER: the run user namespace */
+  int idmap_fd;          /* with root and o->workspace: the idmapping namespace */
+  int exec_fd;           /* with root: the program, opened by the parent, or -1 */
   struct spawn_report *rep;
 };
 
@@ -119,10 +125,12 @@ static int drop_capabilities(void) {
   return (int)syscall(SYS_capset, &h, d);
 }
 
+#define EXEC_FD 61   /* where the child keeps the program opened by the parent */
+
 /* Closes every fd from lo up, except those in keep (ascending, -1 = unused). */
-__attribute__((no_sanitize("address", "undefined"))) static int close_fds_from(int lo, const int keep[2]) {
+__attribute__((no_sanitize("address", "undefined"))) static int close_fds_from(int lo, const int keep[3]) {
   unsigned from = (unsigned)lo;
-  for (int k = 0; k < 2; k++) {
+  for (int k = 0; k < 3; k++) {
     if (keep[k] < lo) continue;
     if ((unsigned)keep[k] > from && syscall(SYS_close_range, from, (unsigned)keep[k] - 1, 0) < 0) goto slow;
     from = (unsigned)keep[k] + 1;
@@ -132,7 +140,7 @@ slow: {   /* before Linux 5.9 */
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) < 0) return -1;
     for (rlim_t fd = (rlim_t)lo; fd < rl.rlim_cur && fd < 65536; fd++)
-      if ((int)fd != keep[0] && (int)fd != keep[1]) close((int)fd);
+      if ((int)fd != keep[0] && (int)fd != keep[1] && (int)fd != keep[2]) close((int)fd);
     return 0;
   }
 }
@@ -146,32 +154,56 @@ __attribute__((noreturn, no_sanitize("address", "undefined"))) static void fail(
   for (;;) syscall(SYS_exit_group, 127);   /* not _exit: ASan intercepts it */
 }
 
-/* Covers each of o->tmpfs with a private tmpfs, in the child's own mount
-** namespace, and grants it read and write in the Landlock ruleset (the parent
-** could only have named the directory underneath). A kept directory beneath
-** one (the workspace under /tmp) is held open across the mount and bound back
-** at its path on the new tmpfs. Returns, or fails. */
-__attribute__((no_sanitize("address", "undefined"))) static void mount_tmpfs(struct spawn_ctx *x) {
+/* The mounts of the child's own mount namespace, made while it still has the
+** privilege: the root made rprivate (nothing reaches the host); the workspace
+** (o->workspace) cloned before anything hides it and marked nosuid and nodev
+** (idmapped to the caller when root); each of o->tmpfs covered by a private
+** tmpfs and granted read and write in the Landlock ruleset (the parent could
+** only have named the directory underneath); then the workspace, or the kept
+** directory o->keep, put back at its path, below a tmpfs when it lies there
+** (mkdir -p on the new tmpfs first). Returns, or fails. */
+__attribute__((no_sanitize("address", "undefined"))) static void mount_all(struct spawn_ctx *x) {
   const airlock_spawn_opts *o = x->o;
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) fail(x, "mount(/, MS_REC|MS_PRIVATE)");
-  for (size_t i = 0; o->tmpfs[i]; i++) {
-    int kfd = -1;
-    if (x->keep_in == (long)i && (kfd = open(o->keep, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
-      fail(x, "open(workspace)");   /* before the mount hides it */
+  int tree = -1;
+  if (x->tree_at) {
+    tree = (int)syscall(SYS_open_tree, AT_FDCWD, x->tree_at, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+    if (tree < 0) fail(x, "open_tree(workspace)");
+    if (o->workspace) {
+      struct mount_attr a = { .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV };
+      if (x->idmap_fd >= 0) {
+        a.attr_set |= MOUNT_ATTR_IDMAP;
+        a.userns_fd = (unsigned)x->idmap_fd;
+      }
+      if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) < 0)
+        fail(x, x->idmap_fd >= 0 ? "idmap the workspace (mount_setattr MOUNT_ATTR_IDMAP)"
+                                 : "mount_setattr(workspace, nosuid)");
+      /* Everything else read-only: Landlock does not cover chmod, chown, utimes
+      ** or xattrs, and a caller who is not root stays the owner of its own
+      ** files; a read-only mount refuses all of them (EROFS). The clone above
+      ** is not attached, so it stays writable. */
+      struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID };   /* devices stay: /dev/null */
+      if (syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &ro, sizeof ro) < 0)
+        fail(x, "mount_setattr(/, read-only)");
+    }
+  }
+  for (size_t i = 0; o->tmpfs && o->tmpfs[i]; i++) {
     if (mount("tmpfs", o->tmpfs[i], "tmpfs", MS_NOSUID | MS_NODEV, x->tmpfs_data) < 0) fail(x, "mount(tmpfs)");
-    if (kfd >= 0) {
-      char dir[4096], src[32] = "/proc/self/fd/";   /* the parent checked keep's length */
-      size_t dl = strlen(o->keep);
-      memcpy(dir, o->keep, dl + 1);
+    if (x->keep_in == (long)i) {
+      char dir[4096];   /* the parent checked the path's length */
+      size_t dl = strlen(x->tree_at);
+      memcpy(dir, x->tree_at, dl + 1);
       for (size_t j = strlen(o->tmpfs[i]) + 1; j <= dl; j++) {   /* mkdir -p below the mount */
         if (dir[j] != '/' && dir[j] != 0) continue;
         dir[j] = 0;
-        if (mkdir(dir, 0755) < 0 && errno != EEXIST) fail(x, "mkdir(workspace mount point)");
+        if (mkdir(dir, 0755) == 0) {
+          /* The run owns the directories it finds above its workspace on its own /tmp. */
+          if (x->root && chown(dir, AIRLOCK_RUN_UID, AIRLOCK_RUN_GID) < 0) fail(x, "chown(workspace mount point)");
+        } else if (errno != EEXIST) {
+          fail(x, "mkdir(workspace mount point)");
+        }
         if (j < dl) dir[j] = '/';
       }
-      src[14 + put_uint(src + 14, (unsigned)kfd)] = 0;
-      if (mount(src, o->keep, NULL, MS_BIND | MS_REC, NULL) < 0) fail(x, "mount(workspace, MS_BIND)");
-      close(kfd);
     }
     if (x->ruleset >= 0) {
       int fd = open(o->tmpfs[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -181,6 +213,25 @@ __attribute__((no_sanitize("address", "undefined"))) static void mount_tmpfs(str
       if (e < 0) { errno = -e; fail(x, "landlock_add_rule(tmpfs)"); }
     }
   }
+  if (tree >= 0) {
+    if (syscall(SYS_move_mount, tree, "", AT_FDCWD, x->tree_at, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+      fail(x, "move_mount(workspace)");
+    close(tree);
+  }
+}
+
+/* Becomes host uid/gid AIRLOCK_RUN_UID/GID with no supplementary groups, in the
+** run namespace when one is given: the parent is root, and a child must not be
+** the owner of the host's files. The bounding set goes first, while the
+** capabilities to drop it are still held. Returns, or fails. */
+__attribute__((no_sanitize("address", "undefined"))) static void become_run_identity(struct spawn_ctx *x) {
+  if (syscall(SYS_setgroups, 0, NULL) < 0) fail(x, "setgroups(none)");
+  if (x->userns_fd >= 0 && setns(x->userns_fd, CLONE_NEWUSER) < 0) fail(x, "setns(run user namespace)");
+  if (x->o->drop_caps && drop_capabilities() < 0) fail(x, "drop capabilities");
+  /* Raw calls: glibc's set*id wrappers signal every thread, and this child
+  ** shares the parent's memory but not its threads. */
+  if (syscall(SYS_setresgid, AIRLOCK_RUN_GID, AIRLOCK_RUN_GID, AIRLOCK_RUN_GID) < 0) fail(x, "setresgid(65534)");
+  if (syscall(SYS_setresuid, AIRLOCK_RUN_UID, AIRLOCK_RUN_UID, AIRLOCK_RUN_UID) < 0) fail(x, "setresuid(65534)");
 }
 
 /* Runs in the child, on a private stack, sharing the parent's memory until exec:
@@ -204,27 +255,28 @@ __attribute__((no_sanitize("address", "undefined"))) static int child_main(void 
   if (o->cgroup_fd > 0 && write(o->cgroup_fd, "0", 1) != 1) fail(x, "join the pids cgroup");
 
   /* Joining a shared net namespace takes CAP_SYS_ADMIN over its owner (the
-  ** initial user namespace), so it comes first, and the user namespace is
-  ** then made by unshare rather than at clone (see clone_flags). */
-  if (o->netns_fd > 0) {
-    if (setns(o->netns_fd, CLONE_NEWNET) < 0) fail(x, "setns(shared net namespace)");
-    /* The mount namespace was made at clone, owned by our (initial) user
-    ** namespace: mount while we still hold its privilege. */
-    if (o->tmpfs) mount_tmpfs(x);
-    if ((o->namespaces & CLONE_NEWUSER) && unshare(CLONE_NEWUSER) < 0) fail(x, "unshare(CLONE_NEWUSER)");
+  ** initial user namespace), so it comes first. */
+  if (o->netns_fd > 0 && setns(o->netns_fd, CLONE_NEWNET) < 0) fail(x, "setns(shared net namespace)");
+  if (x->root) {
+    /* Born without a user namespace (see clone_flags), so every namespace it
+    ** was born in is owned by the initial one: mount while we still hold its
+    ** privilege, then become the run's identity, which holds none there. */
+    if (o->tmpfs || x->tree_at) mount_all(x);
+    become_run_identity(x);
+  } else {
+    if (o->namespaces & CLONE_NEWUSER) {
+      /* Map our (outside) uid and gid to 65534 inside: a process may map its own
+      ** ids without privilege. Being non-zero inside, exec drops every capability,
+      ** while files still see the outside owner, so the worker binary stays readable. */
+      if (write_proc("/proc/self/setgroups", "deny", 4) < 0) fail(x, "write /proc/self/setgroups");
+      char map[32];
+      size_t n = id_map_line(map, x->uid);
+      if (write_proc("/proc/self/uid_map", map, n) < 0) fail(x, "write /proc/self/uid_map");
+      n = id_map_line(map, x->gid);
+      if (write_proc("/proc/self/gid_map", map, n) < 0) fail(x, "write /proc/self/gid_map");
+    }
+    if (o->tmpfs || x->tree_at) mount_all(x);
   }
-  if (o->namespaces & CLONE_NEWUSER) {
-    /* Map our (outside) uid and gid to 65534 inside: a process may map its own
-    ** ids without privilege. Being non-zero inside, exec drops every capability,
-    ** while files still see the outside owner, so the worker binary stays readable. */
-    if (write_proc("/proc/self/setgroups", "deny", 4) < 0) fail(x, "write /proc/self/setgroups");
-    char map[32];
-    size_t n = id_map_line(map, x->uid);
-    if (write_proc("/proc/self/uid_map", map, n) < 0) fail(x, "write /proc/self/uid_map");
-    n = id_map_line(map, x->gid);
-    if (write_proc("/proc/self/gid_map", map, n) < 0) fail(x, "write /proc/self/gid_map");
-  }
-  if (o->tmpfs && o->netns_fd <= 0) mount_tmpfs(x);
   if (setpgid(0, 0) < 0) fail(x, "setpgid");
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) fail(x, "prctl(PDEATHSIG)");
   /* The parent may have died before PDEATHSIG was armed (in a new pid
@@ -236,24 +288,28 @@ __attribute__((no_sanitize("address", "undefined"))) static int child_main(void 
   ** clobber a source that happens to sit at a low number. The confinement's
   ** ruleset and hand-over socket go to their fixed numbers below HIGH_FD
   ** (the hand-over's is named in the seccomp program), close-on-exec. */
-  int hi[6] = { -1, -1, -1, -1, -1, -1 };
-  const int extra[2] = { x->ruleset, x->notify };
+  int hi[7] = { -1, -1, -1, -1, -1, -1, -1 };
+  const int extra[3] = { x->ruleset, x->notify, x->exec_fd };
   for (int i = 0; i < nfd; i++) {
     hi[i] = fcntl(x->src[i], F_DUPFD, HIGH_FD + i);
     if (hi[i] < 0) fail(x, "fcntl(F_DUPFD)");
   }
-  for (int i = 0; i < 2; i++)
+  for (int i = 0; i < 3; i++)
     if (extra[i] >= 0 && (hi[4 + i] = fcntl(extra[i], F_DUPFD_CLOEXEC, HIGH_FD)) < 0) fail(x, "fcntl(F_DUPFD)");
   for (int i = 0; i < nfd; i++)
     if (dup2(hi[i], i) < 0) fail(x, "dup2");
-  int keep[2] = { -1, -1 };
+  int keep[3] = { -1, -1, -1 };   /* ascending */
+  if (x->exec_fd >= 0) {
+    if (dup3(hi[6], EXEC_FD, O_CLOEXEC) < 0) fail(x, "dup3");
+    keep[0] = EXEC_FD;
+  }
   if (x->ruleset >= 0) {
     if (dup3(hi[4], AIRLOCK_CONFINE_RULESET_FD, O_CLOEXEC) < 0) fail(x, "dup3");
-    keep[0] = AIRLOCK_CONFINE_RULESET_FD;
+    keep[1] = AIRLOCK_CONFINE_RULESET_FD;
   }
   if (x->notify >= 0) {
     if (dup3(hi[5], AIRLOCK_CONFINE_NOTIFY_FD, O_CLOEXEC) < 0) fail(x, "dup3");
-    keep[1] = AIRLOCK_CONFINE_NOTIFY_FD;
+    keep[2] = AIRLOCK_CONFINE_NOTIFY_FD;
   }
   if (close_fds_from(nfd, keep) < 0) fail(x, "getrlimit");
 
@@ -272,24 +328,45 @@ __attribute__((no_sanitize("address", "undefined"))) static int child_main(void 
                                                x->notify >= 0 ? AIRLOCK_CONFINE_NOTIFY_FD : -1, &step);
     if (e < 0) { errno = -e; fail(x, step ? step : "confine"); }
   }
-  execve(x->path, (char *const *)o->argv,
-         (char *const *)(o->envp ? o->envp : empty_env));
+  if (x->exec_fd >= 0)   /* opened by the parent: no path walk as uid 65534 */
+    syscall(SYS_execveat, EXEC_FD, "", o->argv, o->envp ? o->envp : empty_env, AT_EMPTY_PATH);
+  else
+    execve(x->path, (char *const *)o->argv, (char *const *)(o->envp ? o->envp : empty_env));
   fail(x, "exec");
   return 127;
 }
 
 /* The namespaces the child is born in: all it asks for, except that joining a
-** shared net namespace replaces a new one, and the user namespace then comes
-** after the join (a child born in a new user namespace has no capability over
-** the initial one, which owns the shared net namespace). */
-static unsigned long clone_flags(const airlock_spawn_opts *o) {
-  if (o->netns_fd <= 0) return o->namespaces;
-  return o->namespaces & ~(unsigned long)(CLONE_NEWNET | CLONE_NEWUSER);
+** shared net namespace replaces a new one, and that a child of root joins the
+** run user namespace after its mounts instead of making one (a child born in a
+** new user namespace has no capability over the initial one, which owns the
+** shared net namespace, and could map only kuid 0, the owner of host files). */
+static unsigned long clone_flags(const airlock_spawn_opts *o, int root) {
+  unsigned long f = o->namespaces;
+  if (o->netns_fd > 0) f &= ~(unsigned long)CLONE_NEWNET;
+  if (root) f &= ~(unsigned long)CLONE_NEWUSER;
+  return f;
 }
 
 static void close_fd(int *fd) {
   if (*fd >= 0) close(*fd);
   *fd = -1;
+}
+
+/* The program as an fd for execveat, so the child (uid 65534) needs no search
+** right on the directories above it (a build tree in a 0700 home). -1 for a
+** script: its interpreter would be handed /dev/fd/N, closed by then, so a
+** script is run by path. */
+static int open_program(const char *path) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct stat st;
+  char head[2];
+  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (pread(fd, head, 2, 0) == 2 && head[0] == '#' && head[1] == '!')) {
+    close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 void airlock_child_close(airlock_child *c) {
@@ -334,6 +411,8 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   int rc = 0;
 
   c->pid = -1; c->pidfd = c->chan = c->out = c->err = c->notify = -1;
+  memset(&x, 0, sizeof x);
+  x.exec_fd = -1;
   if (o && o->netns_fd > 0 && !(o->namespaces & CLONE_NEWNET)) {
     snprintf(err, errlen, "spawn: netns_fd is set but the net namespace is not asked for");
     return -EINVAL;
@@ -342,7 +421,7 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
     snprintf(err, errlen, "spawn: no program given");
     return -EINVAL;
   }
-  if (o->confine && o->confine->prog.filter && !o->confine->allows_exec) {
+  if (o->confine && o->confine->prog.filter && !(o->confine->allows_exec & 1)) {
     snprintf(err, errlen, "confinement: the seccomp filter does not allow execve, so %s could "
              "never start (promise 'exec')", o->argv[0]);
     return -EINVAL;
@@ -351,8 +430,8 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
     snprintf(err, errlen, "spawn: a private tmpfs (%s) needs the mount namespace", o->tmpfs[0]);
     return -EINVAL;
   }
-  if (o->tmpfs && o->keep && strlen(o->keep) >= 4096) {
-    snprintf(err, errlen, "spawn: the kept directory's path is over 4095 bytes");
+  if ((o->tmpfs && o->keep && strlen(o->keep) >= 4096) || (o->workspace && o->workdir && strlen(o->workdir) >= 4096)) {
+    snprintf(err, errlen, "spawn: the workspace's path is over 4095 bytes");
     return -ENAMETOOLONG;
   }
   /* The child changes directory before exec: resolve a relative program now. */
@@ -377,7 +456,6 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   rep->step = NULL;
   rep->err = 0;
 
-  memset(&x, 0, sizeof x);
   x.o = o;
   x.rep = rep;
   x.path = o->argv[0][0] == '/' ? o->argv[0] : abs_path;
@@ -391,6 +469,26 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   x.ruleset = o->confine && o->confine->ruleset_fd >= 0 ? o->confine->ruleset_fd : -1;
   x.notify = nt[1];
   x.keep_in = -1;
+  x.userns_fd = x.idmap_fd = x.exec_fd = -1;
+  x.root = x.uid == 0;
+  if (o->workspace && (!o->workdir || !(o->namespaces & CLONE_NEWNS))) {
+    errno = EINVAL;
+    step = "a workspace needs a workdir and the mount namespace";
+    goto fail;
+  }
+  x.tree_at = o->workspace ? o->workdir : o->keep;
+  if (x.root) {
+    if ((o->namespaces & CLONE_NEWUSER) &&
+        (x.userns_fd = airlock_identity_userns(AIRLOCK_RUN_USERNS, err, errlen)) < 0) {
+      rc = x.userns_fd;
+      goto cleanup;
+    }
+    if (o->workspace && (x.idmap_fd = airlock_identity_userns(AIRLOCK_IDMAP_USERNS, err, errlen)) < 0) {
+      rc = x.idmap_fd;
+      goto cleanup;
+    }
+    if (!o->confine || !o->confine->prog.filter || (o->confine->allows_exec & 2)) x.exec_fd = open_program(x.path);
+  }
   if (o->tmpfs) {
     /* What the child's mounts need, made here where stdio may be used. */
     if ((size_t)snprintf(x.tmpfs_data, sizeof x.tmpfs_data, "mode=1777,size=%s",
@@ -399,9 +497,10 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
       step = "tmpfs size";
       goto fail;
     }
-    for (long i = 0; o->keep && o->tmpfs[i] && x.keep_in < 0; i++) {
+    for (long i = 0; x.tree_at && o->tmpfs[i] && x.keep_in < 0; i++) {
       size_t tl = strlen(o->tmpfs[i]);
-      if (strncmp(o->keep, o->tmpfs[i], tl) == 0 && (o->keep[tl] == '/' || o->keep[tl] == 0)) x.keep_in = i;
+      if (strncmp(x.tree_at, o->tmpfs[i], tl) == 0 && (x.tree_at[tl] == '/' || x.tree_at[tl] == 0))
+        x.keep_in = i;
     }
   }
 
@@ -409,7 +508,7 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   c->pid = clone(child_main, (char *)stack + CHILD_STACK_SIZE,
-                 SPAWN_FLAGS | (int)clone_flags(o), &x);
+                 SPAWN_FLAGS | (int)clone_flags(o, x.root), &x);
   int clone_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (c->pid < 0) { errno = clone_errno; step = "clone"; goto fail; }
@@ -457,6 +556,7 @@ cleanup:
   close_fd(&pe[0]); close_fd(&pe[1]);
   close_fd(&nt[0]); close_fd(&nt[1]);
   close_fd(&devnull);
+  close_fd(&x.exec_fd);
   return rc;
 }
 

@@ -139,6 +139,8 @@ local function variant_policy(name, on)
   p.name = "bench-" .. name
   p.confine = copy(OFF)
   for k, v in pairs(on or {}) do p.confine[k] = copy(v) end
+  -- A variant that turns layers off says so (policy.resolve): one warning each.
+  if not policy.resolve(policy.new(p), "untrusted") then p.unconfined = true end
   return policy.new(p)
 end
 

@@ -13,10 +13,13 @@ usage: airlock COMMAND [ARGS]
                        run one guest and print its value (or the result as JSON); with
                        --ledger, record every effect in a new session in DIR
                        (durability none, batch (default) or always); exit 3 when paused
-  replay DIR [--policy P] [--guest FILE] [--json]
+  replay DIR [--policy P [--policy-changed]] [--guest FILE] [--json]
                        re-run a recorded session answered only from its journal;
-                       exit 0 identical, 1 not (e.g. cause diverged, naming the seq)
-  resume DIR --input JSON [--policy P] [--json]
+                       exit 0 identical, 1 not (e.g. cause diverged, naming the seq).
+                       The policy is P, else the stock policy the journal names (never
+                       a file it names); --policy-changed runs P although its digest
+                       differs from the recorded one
+  resume DIR --input JSON [--policy P [--policy-changed]] [--json]
                        answer a paused session's host.input and continue it live
   branch DIR --at SEQ NEWDIR
                        a new session holding DIR's records up to SEQ
@@ -154,7 +157,7 @@ function M.run(args)
   local okin, input = decode_input("run", opts.input)
   if not okin then return 2 end
   if opts.policy then
-    local p, perr = airlock.policy.load(opts.policy)
+    local p, perr = airlock.policy.resolve(opts.policy, "untrusted")
     if not p then
       io.stderr:write("airlock: run: ", perr, "\n")
       return 2
@@ -177,7 +180,8 @@ function M.run(args)
 end
 
 function M.replay(args)
-  local pos, opts = parse(args, { policy = "value", guest = "value", json = "switch" })
+  local pos, opts = parse(args, { policy = "value", guest = "value", json = "switch",
+                                  ["policy-changed"] = "switch" })
   if not pos then return usage_error(opts) end
   if #pos ~= 1 then return usage_error("replay: expected one ledger directory") end
   local guest
@@ -185,7 +189,8 @@ function M.replay(args)
     guest = read_file("replay", opts.guest)
     if not guest then return 2 end
   end
-  local rep, err = airlock.replay(pos[1], { policy = opts.policy, guest = guest })
+  local rep, err = airlock.replay(pos[1], { policy = opts.policy, guest = guest,
+                                            policy_changed = opts["policy-changed"] })
   if not rep then
     io.stderr:write("airlock: replay: ", err, "\n")
     return 2
@@ -209,13 +214,15 @@ function M.replay(args)
 end
 
 function M.resume(args)
-  local pos, opts = parse(args, { policy = "value", input = "value", json = "switch", durability = "value" })
+  local pos, opts = parse(args, { policy = "value", input = "value", json = "switch", durability = "value",
+                                  ["policy-changed"] = "switch" })
   if not pos then return usage_error(opts) end
   if #pos ~= 1 then return usage_error("resume: expected one ledger directory") end
   if not opts.input then return usage_error("resume: --input JSON is required (the answer to the pause)") end
   local okin, input = decode_input("resume", opts.input)
   if not okin then return 2 end
-  local res, err = airlock.resume(pos[1], input, { policy = opts.policy, durability = opts.durability })
+  local res, err = airlock.resume(pos[1], input, { policy = opts.policy, durability = opts.durability,
+                                                   policy_changed = opts["policy-changed"] })
   if not res then
     io.stderr:write("airlock: resume: ", err, "\n")
     return 2

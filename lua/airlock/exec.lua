@@ -185,6 +185,8 @@ function M.exec(opts, broker)
   require "airlock"   -- the broker's start method
   local pol, perr = M.resolve_policy(opts.policy)
   if not pol then return nil, perr, "policy" end
+  local admitted, adm_err = policy.admit(pol, "tool", "programs")
+  if not admitted then return nil, adm_err, "confinement" end
   local auth, aerr = policy.authority(pol, "tool", { workspace = nil })
   if not auth then return nil, aerr, "policy" end
 
@@ -196,17 +198,8 @@ function M.exec(opts, broker)
   if not workspace or not st or st.type ~= "dir" then
     return nil, string.format("workspace: %s is not an existing directory", ws_in), "workspace"
   end
-  -- The workspace is made writable: it must not hold what the policy keeps read-only.
-  local ll = auth.confine and auth.confine.landlock
-  local prefix = workspace == "/" and "/" or workspace .. "/"
-  for _, list in ipairs { ll and ll.read or {}, ll and ll.exec or {} } do
-    for _, p in ipairs(list) do
-      if p == workspace or p:sub(1, #prefix) == prefix then
-        return nil, string.format("workspace: %s holds %s, which the policy keeps read-only; a workspace " ..
-          "is made writable, so give a directory of its own", workspace, p), "workspace"
-      end
-    end
-  end
+  local wok, werr = program.check_workspace(workspace, auth.confine and auth.confine.landlock)
+  if not wok then return nil, werr, "workspace" end
   auth = policy.authority(pol, "tool", { workspace = workspace })
   -- What exec adds to the spawn options: /tmp, the pids cgroup, secrets.
   local tool = pol.tool
@@ -267,6 +260,7 @@ function M.exec(opts, broker)
     env = envlist, workdir = workspace, namespaces = auth.namespaces, rlimits = auth.rlimits,
     confine = confine, drop_caps = drop or nil, no_new_privs = confine.no_new_privs or nil,
     stdin = opts.stdin, stdin_file = opts.stdin_file,
+    workspace = ns.mount or nil,   -- bound nosuid, nodev; idmapped to the caller when root
   }
   if opts.stdin ~= nil and type(opts.stdin) ~= "string" then fail("'stdin' must be a string", 2) end
   if opts.stdin_file ~= nil and type(opts.stdin_file) ~= "string" then fail("'stdin_file' must be a path", 2) end
@@ -300,6 +294,18 @@ function M.exec(opts, broker)
   end
   if ns.net and require("airlock.confine").shared_netns() then start.shared_net = true end
 
+  -- The ledger is written by this (trusted) process: never inside the
+  -- workspace, where the program could plant what it opens.
+  if opts.ledger ~= nil then
+    if type(opts.ledger) ~= "string" then fail("'ledger' must be a directory path", 2) end
+    local parent = opts.ledger:match("^(.*)/[^/]*/*$") or "."
+    local real = core.fs_realpath(opts.ledger) or
+      ((core.fs_realpath(parent ~= "" and parent or "/") or parent) .. "/" .. opts.ledger:match("([^/]*)/*$"))
+    if real == workspace or real:sub(1, #workspace + 1) == workspace .. "/" then
+      return nil, string.format("ledger: %s is inside the workspace %s, which the program may change; " ..
+        "keep the ledger outside it", opts.ledger, workspace), "ledger"
+    end
+  end
   local b = broker or core.broker()
   -- Closed on every way out, a stream callback's error included: the program dies with it.
   local owned <close> = broker == nil and b or nil

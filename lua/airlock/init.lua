@@ -62,17 +62,6 @@ local function resolve_policy(p)
   return policy.resolve(p == nil and (os.getenv("AIRLOCK_POLICY") or "untrusted") or p, "untrusted")
 end
 
--- A policy without any confinement (the stock dev) is refused when
--- AIRLOCK_REQUIRE_CONFINEMENT=1; otherwise true.
-local function admissible(pol)
-  local req = os.getenv("AIRLOCK_REQUIRE_CONFINEMENT")
-  if req and req ~= "" and req ~= "0" and policy.unconfined(pol) then
-    return nil, string.format("confinement: policy '%s' runs guests without confinement, " ..
-      "and AIRLOCK_REQUIRE_CONFINEMENT=1 refuses it", tostring(pol.name or "(unnamed)"))
-  end
-  return true
-end
-
 -- Built-in effects every run has unless its policy refuses them with false.
 local function builtin_handlers(st, limits)
   local max = limits.output or 65536
@@ -114,11 +103,11 @@ function broker_methods:start(opts)
   local pol, perr
   if default then pol = default.policy else pol, perr = resolve_policy(opts.policy) end
   if not pol then return nil, perr end
-  local admitted, aerr = admissible(pol)
-  if not admitted then return nil, aerr, "confinement" end
-  if pol.unconfined then
-    io.stderr:write(string.format("airlock: WARNING: policy '%s' runs guests WITHOUT confinement\n",
-      tostring(pol.name or "(unnamed)")))
+  -- Less confinement than untrusted warns, or is refused (policy.admit);
+  -- a program's run was admitted by airlock.exec against the stock tool.
+  if not opts._program then
+    local admitted, aerr = policy.admit(pol, "untrusted", "guests", self)
+    if not admitted then return nil, aerr, "confinement" end
   end
   -- Secrets: resolved here, in the parent, for handlers only (ctx.secrets).
   local secret_values, serr = secrets.resolve(pol.secrets)
@@ -363,8 +352,10 @@ function broker_methods:reload(p)
   local ok, pol, err = pcall(resolve_policy, p)
   if not ok then return nil, tostring(pol) end
   if not pol then return nil, err end
-  local admitted, aerr = admissible(pol)
-  if not admitted then return nil, aerr end
+  if policy.unconfined(pol) and (os.getenv("AIRLOCK_REQUIRE_CONFINEMENT") or "0"):match("^[^0]") then
+    return nil, string.format("confinement: policy '%s' runs guests without confinement, " ..
+      "and AIRLOCK_REQUIRE_CONFINEMENT=1 refuses it", tostring(pol.name or "(unnamed)"))
+  end
   local values, serr = secrets.resolve(pol.secrets)
   if not values then return nil, serr end
   defaults[self] = { policy = pol, ref = type(p) == "string" and p or nil }
@@ -401,16 +392,35 @@ function M.run(opts)
   return run:wait(b)
 end
 
--- The policy a recorded run used: opts.policy, else the one it named, and a
--- note when its digest differs from the recorded one.
-local function recorded_policy(s, want)
+-- The policy a recorded run is run again under: want (the user's), else the
+-- stock policy the journal names; never a file a journal names, since whoever
+-- can write a journal can re-chain it (the chain is unkeyed). A digest that
+-- differs from the recorded one refuses the run unless changed_ok, and is
+-- then a note.
+local function recorded_policy(s, want, changed_ok)
   local rp = s.init.policy or {}
-  local pol, err = resolve_policy(want or rp.ref or rp.name)
+  local named = want
+  if named == nil then
+    named = rp.ref or rp.name
+    if named == nil then
+      return nil, "policy: the journal names no policy; give the one the run was recorded under (--policy)"
+    end
+    if not policy.is_stock(named) then
+      return nil, string.format("policy: the journal names the policy '%s', which is not a stock policy; " ..
+        "a journal never chooses code to run, so give it yourself (--policy FILE) once you trust it",
+        tostring(named))
+    end
+  end
+  local pol, err = resolve_policy(named)
   if not pol then return nil, err end
   local note
   if rp.digest and policy.digest(pol) ~= rp.digest then
-    note = string.format("the policy '%s' has changed since the run was recorded (digest %s..., now %s...)",
-      tostring(want or rp.ref or rp.name), rp.digest:sub(1, 12), policy.digest(pol):sub(1, 12))
+    note = string.format("the policy '%s' is not the one the run was recorded under (digest %s..., now %s...)",
+      type(named) == "string" and named or tostring(pol.name), tostring(rp.digest):sub(1, 12),
+      policy.digest(pol):sub(1, 12))
+    if not changed_ok then
+      return nil, "policy: " .. note .. "; to run it anyway, say so (--policy-changed, or policy_changed = true)"
+    end
   end
   return pol, nil, note
 end
@@ -434,7 +444,10 @@ local function rerun(s, pol, srv, extra)
   return run:wait(b)
 end
 
---- airlock.replay(dir, {policy = ..., guest = source}) -> report, or nil, message. Re-runs the
+--- airlock.replay(dir, {policy = ..., policy_changed = bool, guest = source}) -> report, or nil,
+--- message. The policy: opts.policy, else the stock policy the journal names
+--- (a journal never names a file to run); one whose digest differs from the
+--- recorded one needs policy_changed = true. Re-runs the
 --- session's run in a fresh worker answered only from the journal: report =
 --- { identical = bool, result = the new result, recorded = the recorded end
 --- (done or pause record), served = calls answered from the journal,
@@ -445,8 +458,8 @@ function M.replay(dir, opts)
   opts = opts or {}
   local s, err = session.load(dir)
   if not s then return nil, err end
-  local pol, perr, note = recorded_policy(s, opts.policy)
-  if not pol then return nil, perr end
+  local pol, perr, note = recorded_policy(s, opts.policy, opts.policy_changed)
+  if not pol then return nil, perr, "policy" end
   local srv = session.server(s, nil)
   local res, rerr = rerun(s, pol, srv, { guest = opts.guest })
   if not res then return nil, rerr end
@@ -460,7 +473,7 @@ function M.replay(dir, opts)
            live_effects = srv.live_calls, calls = #s.calls, note = note }
 end
 
---- airlock.resume(dir, input, {policy = ..., durability = ...}) -> result, or nil,
+--- airlock.resume(dir, input, {policy = ..., policy_changed = bool, durability = ...}) -> result, or nil,
 --- message, code. Continues a paused session: a fresh worker replays the
 --- journal up to the pause, host.input returns input there, and from then on
 --- the run is live and recorded in the same journal.
@@ -472,8 +485,8 @@ function M.resume(dir, input, opts)
     return nil, string.format("ledger %s: the run is not paused (it ended with %s)", dir,
       s.final and ("cause " .. tostring(s.final.cause)) or "no end recorded")
   end
-  local pol, perr, note = recorded_policy(s, opts.policy)
-  if not pol then return nil, perr end
+  local pol, perr, note = recorded_policy(s, opts.policy, opts.policy_changed)
+  if not pol then return nil, perr, "policy" end
   s.inputs[#s.inputs + 1] = input
   local srv = session.server(s, true)
   local res, rerr, code = rerun(s, pol, srv, {
@@ -512,7 +525,7 @@ end })
 M.confine = core.confine
 
 local SPAWN_KEYS = { argv = true, confine = true, namespaces = true, rlimits = true, env = true,
-                     workdir = true, deadline_ms = true, capture = true }
+                     workdir = true, workspace = true, deadline_ms = true, capture = true }
 
 local function spawn_env(env)
   if env == nil then return nil end
@@ -602,11 +615,32 @@ function M.spawn(opts)
     if not v then error(string.format("spawn: '%s' must be %s", name, why), 3) end
     return v
   end
+  -- The workspace: the working directory (unless workdir says otherwise),
+  -- bound nosuid in the program's mount namespace and, when root, idmapped.
+  local workspace = opts.workspace
+  if workspace ~= nil then
+    if type(workspace) ~= "string" or workspace:sub(1, 1) ~= "/" then
+      error("spawn: 'workspace' must be an absolute directory path", 2)
+    end
+    local mount = false
+    for _, ns in ipairs(namespaces or {}) do mount = mount or ns == "mount" end
+    if not mount then
+      error("spawn: 'workspace' needs the mount namespace (it is bound nosuid there, and idmapped when root)", 2)
+    end
+    local real = core.fs_realpath(workspace)
+    local wok, werr = program.check_workspace(real or workspace,
+      type(opts.confine) == "table" and type(opts.confine.landlock) == "table" and opts.confine.landlock or nil)
+    if not wok then return nil, werr, "workspace" end
+    if opts.workdir ~= nil and opts.workdir ~= workspace then
+      error("spawn: 'workdir' and 'workspace' differ; a workspace is the working directory", 2)
+    end
+  end
   -- Capabilities are dropped wherever that is possible.
   local drop = program.can_drop_caps(namespaces)
   local b = core.broker()
   local run, err, code = b:_start {
-    argv = argv, env = env, workdir = opts.workdir, program = true, handlers = {},
+    argv = argv, env = env, workdir = opts.workdir or workspace, workspace = workspace ~= nil or nil,
+    program = true, handlers = {},
     deadline_ms = unit("deadline_ms", policy.parse_duration),
     capture_max = unit("capture", policy.parse_size),
     namespaces = namespaces, rlimits = rlimits, confine = opts.confine,

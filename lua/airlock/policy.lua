@@ -575,9 +575,24 @@ local function loader(what)
   error(p, 0)
 end
 
+-- What the Lua file at path returns (a table or a policy), or nil, message.
+local function file_value(what)
+  local chunk, err = loadfile(what, "t")
+  if not chunk then
+    if err:match("No such file") or err:match("cannot open") then
+      return nil, string.format("policy: no stock policy or file named '%s'", what)
+    end
+    return nil, "policy: " .. err
+  end
+  local ok, t = pcall(chunk)
+  if not ok then return nil, "policy: " .. what .. ": " .. tostring(t) end
+  return t
+end
+
 --- load(name_or_path): a stock policy by name ("untrusted", "tool", "ledger",
---- "dev") or a Lua file that returns a policy table. Returns the frozen policy,
---- or nil, message.
+--- "dev") or a Lua file that returns a policy table, validated as it is (no
+--- base under it: entry points use resolve). Returns the frozen policy, or
+--- nil, message.
 function M.load(what)
   if type(what) ~= "string" then return nil, "policy: load expects a name or a path" end
   if what:match("^[%w_%-]+$") then
@@ -589,18 +604,18 @@ function M.load(what)
       return nil, pol .. " (in the stock policy '" .. what .. "')"
     end
   end
-  local chunk, err = loadfile(what, "t")
-  if not chunk then
-    if err:match("No such file") or err:match("cannot open") then
-      return nil, string.format("policy: no stock policy or file named '%s'", what)
-    end
-    return nil, "policy: " .. err
-  end
-  local ok, t = pcall(chunk)
-  if not ok then return nil, "policy: " .. what .. ": " .. tostring(t) end
+  local t, err = file_value(what)
+  if t == nil then return nil, err end
   local ok2, pol = pcall(M.new, t)
   if not ok2 then return nil, pol .. " (in " .. what .. ")" end
   return pol
+end
+
+--- is_stock(name) -> whether name is one of the stock policies.
+function M.is_stock(name)
+  if type(name) ~= "string" or not name:match("^[%w_%-]+$") then return false end
+  local ok, p = pcall(loader, name)
+  return ok and p ~= nil
 end
 
 -- ------------------------------------------------------------ composition
@@ -800,8 +815,9 @@ local function get_path(t, keys)
   return t
 end
 
--- Errors when result loosens a field base locks.
-local function check_locks(base, result)
+-- The first field that result loosens among those base locks, or nil:
+-- path, the lock that covers it, the old value and the new one.
+local function loosening(base, result)
   for _, lp in ipairs(base.locked or {}) do
     local keys = assert(parse_path(lp))
     local node, pattern = M.SCHEMA, ""
@@ -811,11 +827,17 @@ local function check_locks(base, result)
       pattern = pattern == "" and sub or pattern .. "." .. sub
     end
     local p, o, n = loosened(node, pattern, get_path(base, keys), get_path(result, keys), lp)
-    if p then
-      error(string.format("policy: %s is locked by the base policy '%s'%s: %s -> %s would loosen it",
-        p, tostring(base.name or "(unnamed)"), p ~= lp and " (locked: " .. lp .. ")" or "",
-        brief(o), brief(n)), 0)
-    end
+    if p then return p, lp, o, n end
+  end
+end
+
+-- Errors when result loosens a field base locks.
+local function check_locks(base, result)
+  local p, lp, o, n = loosening(base, result)
+  if p then
+    error(string.format("policy: %s is locked by the base policy '%s'%s: %s -> %s would loosen it",
+      p, tostring(base.name or "(unnamed)"), p ~= lp and " (locked: " .. lp .. ")" or "",
+      brief(o), brief(n)), 0)
   end
 end
 
@@ -1044,20 +1066,90 @@ local function spawn_options(c, dirs, exec_dirs)
   return o
 end
 
---- resolve(p, base) -> a frozen policy, or nil, message. p is a policy (used
---- as it is), a stock name or file (loaded), nil (base is loaded), or a bare
---- table laid over the stock policy base, so it always has base's limits. Not
---- extend: the table states its whole intent and may turn layers off by name,
---- so base's locks are not checked here.
+--- resolve(p, base) -> a frozen policy, or nil, message. The one rule every
+--- entry point uses to turn a policy argument into a policy, for the tier
+--- whose stock policy is base ("untrusted" for guests, "tool" for programs):
+---   nil                  base itself
+---   a stock name         that stock policy, as it is
+---   a file path          what the file returns, then as below
+---   a bare table         laid over base (policy.layer), so it has base's
+---                        confinement unless it turns a layer off by name
+---   a policy             as it is
+--- Whatever it is, a result with less confinement than base (a field base
+--- locks, loosened) is refused unless it says unconfined = true, the named
+--- opt-out: such runs warn every time (admit) and AIRLOCK_REQUIRE_CONFINEMENT=1
+--- refuses them.
 function M.resolve(p, base)
-  if p == nil then return M.load(base) end
-  if type(p) == "string" then return M.load(p) end
-  if M.is_policy(p) then return p end
   local b, err = M.load(base)
   if not b then return nil, err end
-  local ok, pol = pcall(M.layer, b, p)
-  if ok then return pol end
-  return nil, pol
+  if p == nil then return b end
+  local given, from = p, nil
+  if type(p) == "string" then
+    if M.is_stock(p) then return M.load(p) end
+    local v, ferr = file_value(p)
+    if v == nil then return nil, ferr end
+    given, from = v, p
+  end
+  local pol = given
+  if not M.is_policy(given) then
+    local ok, r = pcall(M.layer, b, given)
+    if not ok then return nil, r .. (from and " (in " .. from .. ")" or "") end
+    pol = r
+  end
+  if not pol.unconfined then
+    local path, _, o, n = loosening(b, pol)
+    if path then
+      return nil, string.format("policy: '%s'%s has less confinement than the stock '%s' (%s: %s -> %s). " ..
+        "Build it with policy.extend(\"%s\", {...}) or give a bare table, which is laid over '%s'; " ..
+        "to run with less confinement on purpose, set unconfined = true in it (every run then warns, " ..
+        "and AIRLOCK_REQUIRE_CONFINEMENT=1 refuses it)", tostring(pol.name or "(unnamed)"),
+        from and " (" .. from .. ")" or "", base, path, brief(o), brief(n), base, base)
+    end
+  end
+  return pol
+end
+
+local admitted = setmetatable({}, { __mode = "k" })   -- policy -> base -> what admit found
+local warned = setmetatable({}, { __mode = "k" })     -- host -> policy -> true
+
+--- admit(pol, base, what, host) -> true, or nil, message, at the start of every
+--- run under pol in the tier of base (what: "guests" or "programs"). A policy
+--- with less confinement than base (the opt-out unconfined = true, or no layer
+--- at all) prints one warning line to stderr, once per host (a broker: one
+--- line per command, not one per bot of a game host) or on every call when
+--- host is nil; AIRLOCK_REQUIRE_CONFINEMENT=1 refuses it instead (cause
+--- confinement).
+function M.admit(pol, base, what, host)
+  local memo = admitted[pol] or {}
+  admitted[pol] = memo
+  local less = memo[base]
+  if less == nil then
+    less = false
+    if pol.unconfined or (base == "untrusted" and M.unconfined(pol)) then
+      less = ""
+      local b = M.load(base)
+      local path = b and loosening(b, pol)
+      if path and not (base == "untrusted" and M.unconfined(pol)) then
+        less = string.format(" (less than the stock '%s': %s)", base, path)
+      end
+    end
+    memo[base] = less
+  end
+  if not less then return true end
+  local name = tostring(pol.name or "(unnamed)")
+  local req = os.getenv("AIRLOCK_REQUIRE_CONFINEMENT")
+  if req and req ~= "" and req ~= "0" then
+    return nil, string.format("confinement: policy '%s' runs %s without confinement%s, " ..
+      "and AIRLOCK_REQUIRE_CONFINEMENT=1 refuses it", name, what, less)
+  end
+  if host ~= nil then
+    local seen = warned[host] or setmetatable({}, { __mode = "k" })
+    warned[host] = seen
+    if seen[pol] then return true end
+    seen[pol] = true
+  end
+  io.stderr:write(string.format("airlock: WARNING: policy '%s' runs %s WITHOUT confinement%s\n", name, what, less))
+  return true
 end
 
 --- authority(p, role, opts) -> the settings of one role, or nil, message.
@@ -1081,6 +1173,7 @@ function M.authority(p, role, opts)
     local ws = opts.workspace or t.workspace
     local o = spawn_options(t.confine, ws and { ws } or {}, t.workspace_exec)
     o.workdir = ws
+    o.workspace = opts.workspace   -- for airlock.spawn: bound nosuid, idmapped when root
     o.env = plain(t.env)
     o.deadline_ms = t.limits and t.limits.deadline_ms
     o.capture = t.limits and t.limits.capture

@@ -35,4 +35,25 @@ function M.can_drop_caps(namespaces, root)
   return root
 end
 
+--- check_workspace(dir, landlock) -> true, or nil, message: a workspace is
+--- made writable (and, when root, idmapped so the program owns what is in
+--- it), so it must be a directory of its own: not /, and holding none of the
+--- paths the Landlock rules keep read-only or executable (the system).
+function M.check_workspace(dir, landlock)
+  if dir == "/" then
+    return nil, "workspace: / cannot be a workspace; give a directory of its own"
+  end
+  local prefix, writable = dir .. "/", {}
+  for _, p in ipairs(landlock and landlock.write or {}) do writable[p] = true end
+  for _, list in ipairs { landlock and landlock.read or {}, landlock and landlock.exec or {} } do
+    for _, p in ipairs(list) do
+      if (p == dir or p:sub(1, #prefix) == prefix) and not writable[p] then
+        return nil, string.format("workspace: %s holds %s, which the policy keeps read-only; a workspace " ..
+          "is made writable, so give a directory of its own", dir, p)
+      end
+    end
+  end
+  return true
+end
+
 return M

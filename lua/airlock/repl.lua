@@ -187,7 +187,7 @@ end
 
 function commands.policy(state, arg)
   if arg == "" then print("policy: " .. state.policy) return end
-  local p, err = airlock.policy.load(arg)
+  local p, err = airlock.policy.resolve(arg, "untrusted")
   if not p then print("policy: " .. tostring(err)) return end
   state.policy = arg
   print(string.format("policy: %s (digest %s...)", arg, airlock.policy.digest(p):sub(1, 12)))

@@ -323,7 +323,8 @@ static lua_Integer opt_int_field(lua_State *L, int t, const char *k, lua_Integer
 /* b:_start{argv=, env=, workdir=, init=, deadline_ms=, max_frame=, capture_max=,
 **           handlers=, ctx=, expect_ready=, no_new_privs=, drop_caps=,
 **           verify_seccomp=, namespaces={names}, rlimits={...}, shared_net=,
-**           confine={spec, see lconfine.c}, program=} -> run
+**           confine={spec, see lconfine.c}, program=, workspace=} -> run
+** workspace = true: workdir is the run's workspace (airlock_spawn_opts.workspace).
 ** program = true: a plain program (no channel, no init, no ready; exit 0 is ok). */
 static int l_broker_start(lua_State *L) {
   lbroker *lb = check_broker(L, 1);
@@ -375,6 +376,8 @@ static int l_broker_start(lua_State *L) {
     o.keep = kp;
   }
   o.pids_max = (uint64_t)opt_int_field(L, 2, "pids_max", 0, (lua_Integer)1 << 22);
+  lua_getfield(L, 2, "workspace");
+  o.workspace = lua_toboolean(L, -1);
   /* stdin: a string (handed over in a memfd, so no write can block) or a file. */
   size_t stdin_len = 0;
   const char *stdin_data = NULL, *stdin_file = NULL;

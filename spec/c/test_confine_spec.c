@@ -105,7 +105,7 @@ static void test_promises(void)
     if (prepare_ok(&s, &p) == 0) {
       CHECK(p.prog.filter != NULL && p.prog.len > 0);
       CHECK(p.notify_prog.filter != NULL);   /* kill mode: the spawner's variant */
-      CHECK(p.allows_exec == (strcmp(w->word, "exec") == 0));
+      CHECK(p.allows_exec == (strcmp(w->word, "exec") == 0 ? 3 : 0));   /* execve and execveat */
     }
     airlock_confine_prepared_free(&p);
     strcat(all, w->word);
@@ -120,14 +120,14 @@ static void test_promises(void)
 
   airlock_confine_spec d = { .seccomp = 1, .seccomp_deny = 1 };
   if (prepare_ok(&d, &p) == 0) {
-    CHECK(p.allows_exec);
+    CHECK(p.allows_exec == 3);
     CHECK(strncmp(p.seccomp.detail, "denylist", 8) == 0);
   }
   airlock_confine_prepared_free(&p);
   const char *noexec[] = { "execve", NULL };
   d.syscalls = noexec;
   if (prepare_ok(&d, &p) == 0)
-    CHECK(!p.allows_exec);
+    CHECK(p.allows_exec == 2);   /* execveat is still allowed, execve not */
   airlock_confine_prepared_free(&p);
   /* errno mode has no notify variant: nothing to name, nothing is killed. */
   airlock_confine_spec e = { .seccomp = 1, .promises = "stdio", .refuse_errno = EPERM };

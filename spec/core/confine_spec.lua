@@ -33,7 +33,7 @@ describe("confinement of a run", function()
 
     it("runs on, and says " .. layer .. " was skipped, when the policy does not require it", function()
       with_absent(layer, function()
-        local res = assert(airlock.run { guest = "return 7", policy = { confine = { require = {} } } })
+        local res = assert(airlock.run { guest = "return 7", policy = { unconfined = true, confine = { require = {} } } })
         assert.equal("ok", res.cause, res.message)
         assert.equal(7, res.value)
         assert.matches("^skipped: pretending", res.confinement[layer])
@@ -43,7 +43,7 @@ describe("confinement of a run", function()
 
   it("fails closed when a cgroup is required: none can be configured yet, and it says so", function()
     local res = assert(airlock.run { guest = "return 1",
-      policy = { confine = { require = { "cgroup" } } } })
+      policy = { unconfined = true, confine = { require = { "cgroup" } } } })
     assert.equal("confinement", res.cause)
     assert.matches("cgroup is required but skipped: no delegated cgroup", res.message)
   end)

@@ -11,7 +11,8 @@ local STANDIN_CONFINE = { landlock = false, seccomp = false,
 local function hostile(mode, limits, effects, confine)
   local lim = { deadline_ms = 3000 }
   for k, v in pairs(limits or {}) do lim[k] = v end
-  local res, err = airlock.run { guest = "return 1", policy = {
+  -- unconfined = true: the stand-ins run without the worker's own layers, on purpose
+  local res, err = airlock.run { guest = "return 1", policy = { unconfined = true,
     worker = { H.hostile, mode }, limits = lim, effects = effects or {},
     confine = confine or STANDIN_CONFINE } }
   assert(res, err)
@@ -91,7 +92,9 @@ describe("a hostile worker", function()
     -- Without a pid namespace (whose end would kill the orphan anyway), so the
     -- process-group kill itself is what is tested, and the pid is ours to see.
     local res = hostile("fork-orphan", nil, nil, {
-      landlock = false, seccomp = false, namespaces = { "user", "net" }, require = {} })
+      landlock = false, seccomp = false, namespaces = { "user", "net" }, require = {},
+      -- uid 65534 is bound by RLIMIT_NPROC (root outside was exempt)
+      rlimits = { nproc = 64 } })
     assert.equal("exit", res.cause)
     local orphan = tonumber(res.stderr:match("orphan pid (%d+)"))
     assert.is_number(orphan)
@@ -120,7 +123,8 @@ describe("a hostile worker", function()
     end
     local before = orphans()
     local res = hostile("fork-orphan", nil, nil, {
-      landlock = false, seccomp = false, namespaces = { "user", "pid" }, require = { "namespaces" } })
+      landlock = false, seccomp = false, namespaces = { "user", "pid" }, require = { "namespaces" },
+      rlimits = { nproc = 64 } })
     assert.equal("exit", res.cause)
     assert.matches("orphan pid 2", res.stderr)   -- its pid inside the namespace
     local t0 = os.clock()

@@ -26,6 +26,7 @@ local function run(argv, opts)
   opts.argv = argv
   if opts.confine == nil then opts.confine = tool_spec() end
   if opts.namespaces == nil then opts.namespaces = NS end
+  if opts.workspace == nil and opts.workdir == nil then opts.workspace = ws end
   if opts.deadline_ms == nil then opts.deadline_ms = 10000 end
   local p = assert(airlock.spawn(opts))
   return p:wait()
@@ -66,7 +67,8 @@ describe("airlock.spawn under a tool-like confinement", function()
 
   it("cannot write outside the workspace (Landlock), even as a uid that owns /etc outside", function()
     local target = "/etc/airlock-spec-" .. H.pid()
-    local res = run { "/bin/sh", "-c", "echo x > " .. target }
+    -- With a workdir, not a workspace: no read-only mount, so this is Landlock alone.
+    local res = run({ "/bin/sh", "-c", "echo x > " .. target }, { workdir = "/tmp" })
     assert.equal("exit", res.cause)
     assert.is_false(res.ok)
     assert.not_equal(0, res.exit_code)
@@ -160,7 +162,7 @@ describe("airlock.spawn under a tool-like confinement", function()
 
   it("applies rlimits in policy units, env and workdir", function()
     local res = run({ "/bin/sh", "-c", "ulimit -n; echo $GREETING; pwd" },
-      { rlimits = { nofile = 16, as = "256M" }, env = { GREETING = "hello", PATH = "/usr/bin:/bin" }, workdir = ws })
+      { rlimits = { nofile = 16, as = "256M" }, env = { GREETING = "hello", PATH = "/usr/bin:/bin" }, workspace = ws })
     assert.equal("ok", res.cause, res.message .. " " .. res.stderr)
     assert.equal("16\nhello\n" .. ws .. "\n", res.stdout)
   end)

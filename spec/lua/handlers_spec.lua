@@ -344,7 +344,7 @@ describe("handlers.deny and handlers.merge", function()
         }),
       }
     ]], tmp .. "/ws"))
-    local pol = assert(airlock.policy.load(tmp .. "/policy.lua"))
+    local pol = assert(airlock.policy.resolve(tmp .. "/policy.lua", "untrusted"))
     local res = assert(airlock.run { guest = "os.time() return { host.fs.read { path = 'f.txt' }, os.time() }",
                                      policy = pol })
     assert.equal("ok", res.cause, res.message)
