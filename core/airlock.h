@@ -20,6 +20,7 @@
 #define AIRLOCK_EFFECT_NAME_MAX   256           /* bytes in an effect name */
 #define AIRLOCK_CHANNEL_FD        3             /* the child's end of the socketpair */
 #define AIRLOCK_MSG_DEPTH_MAX     32            /* nesting accepted from a child */
+#define AIRLOCK_MSG_DECODE_SLACK  (256 * 1024)  /* decode bytes always allowed beyond 3x a frame */
 
 /* ------------------------------------------------------------------ causes */
 
@@ -153,7 +154,7 @@ const msgpack_object *airlock_msg_field(const msgpack_object *o, const char *key
 
 /* What the spawner does between fork and exec, in this order: socketpair end
 ** to fd 3 (when channel), stdin from /dev/null (or stdin_fd), stdout/stderr to
-** pipes, every other fd closed, signals reset and unblocked, new process group,
+** pipes, every other fd closed, signals reset and unblocked, new session (and process group),
 ** PR_SET_PDEATHSIG(SIGKILL), chdir, capabilities dropped, rlimits, the
 ** prepared confinement, environment replaced, exec. */
 /* airlock-worker's exit status when a layer its init requires could not be
@@ -189,10 +190,15 @@ typedef struct airlock_spawn_opts {
                                root is made rprivate first, so nothing reaches the
                                host; with confine's Landlock, each gets read+write */
   const char *tmpfs_size;   /* tmpfs "size=" option, e.g. "64m"; NULL: "64m" */
-  const char *keep;         /* an absolute directory (the workspace) that stays visible
-                               at its path when it lies beneath one of tmpfs */
-  int cgroup_fd;            /* > 0: an open cgroup.procs (airlock_cgroup) the child
-                               joins before anything else, so all it forks is counted */
+  unsigned long tmpfs_inodes; /* tmpfs "nr_inodes=": files it may hold; 0: the default */
+  const char *const *keep;  /* NULL-terminated absolute directories (at most four) that
+                               stay visible at their paths, read-only, when they lie
+                               beneath one of tmpfs (the airlock command's own, so
+                               `airlock call` runs); a workspace stays visible anyway */
+  const int *cgroup_fds;    /* NULL, or ncgroup_fds open cgroup.procs (airlock_cgroup; -1
+                               entries skipped) the child joins before anything else,
+                               so all it forks is counted */
+  int ncgroup_fds;
   int workspace;            /* 1: workdir is the run's workspace: it is bound onto
                                itself nosuid and nodev (needs CLONE_NEWNS), and when
                                the parent is root the bind is idmapped so that files
@@ -215,6 +221,8 @@ typedef enum airlock_identity_ns {
 /* The fd of one of the two namespaces, made on first use by this process (needs
 ** root), or -errno with a message in err. The fd stays open for the process. */
 int airlock_identity_userns(airlock_identity_ns which, char *err, size_t errlen);
+
+#define AIRLOCK_TMPFS_INODES_DEFAULT 16384ul   /* one per 4 KiB of the default 64 MiB */
 
 /* The namespaces a child can be born in: the word policies use, the entry in
 ** /proc/PID/ns, and the CLONE_NEW* flag. The list ends with a NULL name. */
@@ -256,6 +264,9 @@ typedef struct airlock_usage {
   uint64_t bytes_in, bytes_out;   /* channel bytes child->parent, parent->child */
   uint64_t pids_peak;             /* with pids_max: most processes at once (0: unknown) */
   uint64_t pids_refused;          /* with pids_max: forks the limit refused */
+  uint64_t memory_peak;           /* with memory_max: most bytes the run used at once */
+  uint64_t oom_kills;             /* with memory_max: processes the limit's OOM killer ended */
+  uint64_t cpu_usec;              /* with cpu_millis: CPU time of all its processes */
 } airlock_usage;
 
 typedef struct airlock_capture {
@@ -317,11 +328,17 @@ typedef struct airlock_run_opts {
                                      otherwise /dev/null */
   const char *const *tmpfs;       /* see airlock_spawn_opts */
   const char *tmpfs_size;
-  const char *keep;
+  unsigned long tmpfs_inodes;
+  const char *const *keep;
   uint64_t pids_max;              /* > 0: a pids cgroup (airlock_cgroup) holds the child
                                      and everything it forks to this many processes;
                                      removed when the run ends. Unavailable: start fails */
   int workspace;                  /* see airlock_spawn_opts */
+  uint64_t memory_max;            /* > 0: a memory cgroup holds the run to this many bytes
+                                     (all its processes together; cause memory when its OOM
+                                     killer ends one); unavailable: start fails */
+  uint32_t cpu_millis;            /* > 0: a cpu cgroup holds the run to this rate, in
+                                     thousandths of a core; unavailable: start fails */
 } airlock_run_opts;
 
 typedef enum airlock_event_kind { AIRLOCK_EV_CALL = 1, AIRLOCK_EV_DONE } airlock_event_kind;

@@ -53,7 +53,8 @@ struct airlock_run {
   uint64_t deadline_ms;
   int expect_ready, ready_seen, eof, exited, killed, finished, delivered, released, want_out;
   int denied_noted, verify_seccomp, drop_caps, verify_failed, program, program_channel;
-  airlock_cgroup cgroup;        /* with pids_max; path "" otherwise */
+  airlock_cgroup cgroup;        /* with pids_max, memory_max or cpu_millis; paths "" otherwise */
+  uint64_t memory_max;
   airlock_rlimits rlimits;
   unsigned long namespaces;
   struct held call, ready, final;
@@ -584,6 +585,12 @@ static void classify(airlock_run *r) {
   } else if (r->program && WIFEXITED(r->status) && res->exit_code == 0) {
     res->cause = AIRLOCK_CAUSE_OK;   /* a plain program that exited 0 */
     r->message[0] = 0;
+  } else if (res->usage.oom_kills > 0) {
+    res->cause = AIRLOCK_CAUSE_MEMORY;
+    snprintf(r->message, sizeof r->message, "the run's memory limit of %llu bytes was reached: its "
+             "cgroup's OOM killer ended %llu process%s (%s)", (unsigned long long)r->memory_max,
+             (unsigned long long)res->usage.oom_kills, res->usage.oom_kills == 1 ? "" : "es",
+             WIFEXITED(r->status) ? "the program then exited" : "the program was killed");
   } else if (r->expect_ready && WIFEXITED(r->status) &&
              res->exit_code == AIRLOCK_WORKER_EXIT_CONFINE) {
     res->cause = AIRLOCK_CAUSE_CONFINEMENT;
@@ -619,13 +626,16 @@ static void classify(airlock_run *r) {
   }
 }
 
-/* The run's pids cgroup, once its processes are gone: what it counted, then away. */
+/* The run's cgroups, once its processes are gone: what they counted, then away. */
 static void cgroup_done(airlock_run *r) {
-  if (!r->cgroup.path[0]) return;
   uint64_t v;
+  airlock_usage *u = &r->res.usage;
   airlock_cgroup_kill(&r->cgroup);
-  if (airlock_cgroup_pids_peak(&r->cgroup, &v) == 0) r->res.usage.pids_peak = v;
-  if (airlock_cgroup_pids_refused(&r->cgroup, &v) == 0) r->res.usage.pids_refused = v;
+  if (airlock_cgroup_pids_peak(&r->cgroup, &v) == 0) u->pids_peak = v;
+  if (airlock_cgroup_pids_refused(&r->cgroup, &v) == 0) u->pids_refused = v;
+  if (airlock_cgroup_memory_peak(&r->cgroup, &v) == 0) u->memory_peak = v;
+  if (airlock_cgroup_oom_kills(&r->cgroup, &v) == 0) u->oom_kills = v;
+  if (airlock_cgroup_cpu_usec(&r->cgroup, &v) == 0) u->cpu_usec = v;
   airlock_cgroup_remove(&r->cgroup);
 }
 
@@ -702,12 +712,13 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
   r->capture_max = o->capture_max ? o->capture_max : AIRLOCK_CAPTURE_DEFAULT;
   r->program = o->program;
   r->program_channel = o->program && o->program_channel;
-  r->cgroup.procs_fd = -1;
+  for (int i = 0; i < AIRLOCK_CGROUP_MAX; i++) r->cgroup.procs_fd[i] = -1;
   r->expect_ready = o->program ? 0 : o->expect_ready;
   r->verify_seccomp = o->verify_seccomp;
   r->drop_caps = o->drop_caps;
   r->namespaces = o->namespaces;
   r->deadline_ms = o->deadline_ms;
+  r->memory_max = o->memory_max;
   r->res.exit_code = -1;
   airlock_frame_reader_init(&r->rd, o->max_frame ? o->max_frame : AIRLOCK_FRAME_MAX_DEFAULT);
 
@@ -720,6 +731,7 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
   so.tmpfs = o->tmpfs;
   so.tmpfs_size = o->tmpfs_size;
   so.keep = o->keep;
+  so.tmpfs_inodes = o->tmpfs_inodes;
   so.workspace = o->workspace;
   so.namespaces = o->namespaces;
   so.no_new_privs = o->no_new_privs;
@@ -728,14 +740,17 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
   so.confine = o->confine;
   if (o->rlimits) { r->rlimits = *o->rlimits; so.rlimits = &r->rlimits; }
   int rc;
-  if (o->pids_max) {
-    rc = airlock_cgroup_new(&r->cgroup, o->pids_max, b->serial + 1, b->error, sizeof b->error);
+  if (o->pids_max || o->memory_max || o->cpu_millis) {
+    airlock_cgroup_limits lim = { o->pids_max, o->memory_max, o->cpu_millis };
+    rc = airlock_cgroup_new(&r->cgroup, &lim, b->serial + 1, b->error, sizeof b->error);
     if (rc < 0) { airlock_frame_reader_free(&r->rd); free(r); return rc; }
-    so.cgroup_fd = r->cgroup.procs_fd;
+    so.cgroup_fds = r->cgroup.procs_fd;
+    so.ncgroup_fds = AIRLOCK_CGROUP_MAX;
   }
   r->t_start = airlock_now_ms();
   rc = airlock_spawn(&so, &r->c, b->error, sizeof b->error);
-  if (r->cgroup.procs_fd >= 0) { close(r->cgroup.procs_fd); r->cgroup.procs_fd = -1; }
+  for (int i = 0; i < AIRLOCK_CGROUP_MAX; i++)
+    if (r->cgroup.procs_fd[i] >= 0) { close(r->cgroup.procs_fd[i]); r->cgroup.procs_fd[i] = -1; }
   if (rc < 0) { airlock_cgroup_remove(&r->cgroup); airlock_frame_reader_free(&r->rd); free(r); return rc; }
   if (r->c.pidfd < 0) {
     rc = -ENOSYS;

@@ -48,6 +48,7 @@ static int walk(const uint8_t *b, size_t len, int prefix, char *err, size_t errl
   /* left[d]: objects still owed to the container open at depth d; left[0] is
   ** the single top-level object. */
   uint64_t left[AIRLOCK_MSG_DEPTH_MAX + 1];
+  uint64_t objects = 0;   /* what msgpack-c will make: one msgpack_object each */
   int depth = 0;
 
   if (len == 0)
@@ -65,6 +66,7 @@ static int walk(const uint8_t *b, size_t len, int prefix, char *err, size_t errl
 
     size_t at = pos;
     uint8_t tag = b[pos++];
+    objects++;
     const char *what;
     unsigned lenbytes = 0;    /* size of the length or count field after the tag */
     uint64_t payload = 0;     /* bytes after the tag and length field */
@@ -149,6 +151,14 @@ complete:
   if (pos < len)
     return fail(err, errlen, "%zu trailing byte%s after the message", len - pos,
                 len - pos == 1 ? "" : "s");
+  /* SECURITY: decoding costs the copy of the bytes plus one msgpack_object per
+  ** element: a frame of one-byte elements would cost 25 times its size. Past a
+  ** small allowance, the objects may take at most three times the frame, so a
+  ** frame never costs more than four times itself to decode, granted or not. */
+  if (!prefix && objects * sizeof(msgpack_object) > 3 * (uint64_t)len + AIRLOCK_MSG_DECODE_SLACK)
+    return fail(err, errlen, "%" PRIu64 " elements in %zu bytes would take %" PRIu64 " KiB to decode, "
+                "more than four times the message", objects, len,
+                (objects * sizeof(msgpack_object) + len) / 1024);
   return 0;
 }
 

@@ -84,28 +84,51 @@ typedef struct airlock_rlimits {
 ** CAP_SYS_ADMIN holders. */
 int airlock_apply_rlimits(const airlock_rlimits *rl);
 
-/* A pids cgroup made for one child (confine_cgroup.c): the cgroup v1 pids
-** hierarchy, else cgroup v2 at the caller's cgroup when pids is delegated. */
+/* The cgroups made for one child (confine_cgroup.c): on cgroup v1 one per
+** hierarchy a limit needs (pids, memory, cpu with cpuacct), at the caller's own
+** cgroup in each; on cgroup v2 one, at the caller's cgroup when the controllers
+** are delegated to its children. */
+#define AIRLOCK_CGROUP_MAX 4
+enum { AIRLOCK_CGROUP_PIDS, AIRLOCK_CGROUP_MEMORY, AIRLOCK_CGROUP_CPU, AIRLOCK_CGROUP_CPUACCT };
 typedef struct airlock_cgroup {
-  int procs_fd;                /* its cgroup.procs, open for writing; the spawner's child
-                                  writes "0" there first (airlock_spawn_opts.cgroup_fd) */
-  char path[512];              /* the cgroup's directory; "" when none */
+  int procs_fd[AIRLOCK_CGROUP_MAX]; /* each one's cgroup.procs, open for writing, or -1; the
+                                  spawner's child writes "0" into each first
+                                  (airlock_spawn_opts.cgroup_fds) */
+  char path[AIRLOCK_CGROUP_MAX][512]; /* v1: by controller; v2: path[0]; "" when none */
+  int v2;
 } airlock_cgroup;
-/* Makes .../airlock/<pid>-<serial>-<n> with pids.max = pids_max (n counts the
-** process's cgroups, so brokers that number their runs alike never collide). Returns 0 or
-** -errno with a message saying what to change (root, or a delegated cgroup). */
-int airlock_cgroup_new(airlock_cgroup *cg, uint64_t pids_max, uint64_t serial, char *err,
+typedef struct airlock_cgroup_limits {
+  uint64_t pids_max;           /* pids.max; 0: no pids cgroup */
+  uint64_t memory_max;         /* bytes, memory.max / memory.limit_in_bytes (and swap: none
+                                  beyond it); 0: no memory cgroup */
+  uint32_t cpu_millis;         /* CPU rate in thousandths of a core (1000: one core), as
+                                  cpu.max / cfs_quota_us over 100 ms; 0: no cpu cgroup */
+} airlock_cgroup_limits;
+/* Makes .../airlock/<pid>-<serial>-<n> in each hierarchy lim needs, with its
+** limits (n counts the process's cgroups, so brokers that number their runs
+** alike never collide); leftovers of a parent that died are removed first.
+** Returns 0 or -errno with a message saying what to change (root, or a
+** delegated cgroup); nothing is left behind on failure. */
+int airlock_cgroup_new(airlock_cgroup *cg, const airlock_cgroup_limits *lim, uint64_t serial, char *err,
                        size_t errlen);
 /* Where runs' pids cgroups go (made if missing), for the probe: 0 with the
 ** directory in where, or -errno with what to change in err. */
 int airlock_cgroup_probe(char *where, size_t len, char *err, size_t errlen);
+/* The same for controller AIRLOCK_CGROUP_*. */
+int airlock_cgroup_probe_controller(int controller, char *where, size_t len, char *err, size_t errlen);
 /* The most processes it held at once (pids.peak, Linux 6.1+), or -errno. */
 int airlock_cgroup_pids_peak(const airlock_cgroup *cg, uint64_t *out);
 /* How many forks the limit refused (pids.events "max"), or -errno. */
 int airlock_cgroup_pids_refused(const airlock_cgroup *cg, uint64_t *out);
+/* The most memory it used at once, in bytes, or -errno. */
+int airlock_cgroup_memory_peak(const airlock_cgroup *cg, uint64_t *out);
+/* How many of its processes the memory limit's OOM killer ended, or -errno. */
+int airlock_cgroup_oom_kills(const airlock_cgroup *cg, uint64_t *out);
+/* CPU time all of its processes used, in microseconds, or -errno. */
+int airlock_cgroup_cpu_usec(const airlock_cgroup *cg, uint64_t *out);
 /* SIGKILLs every process still in it (cgroup.kill on v2; v1: each member). */
 void airlock_cgroup_kill(const airlock_cgroup *cg);
-/* Closes the fd and removes the (empty) cgroup; idempotent. */
+/* Closes the fds and removes the (empty) cgroups; idempotent. */
 void airlock_cgroup_remove(airlock_cgroup *cg);
 
 /* What this kernel and privilege level can enforce, for `airlock probe`.

@@ -6,14 +6,13 @@
 */
 #define _GNU_SOURCE
 #include "airlock.h"
+#include "ns_holder.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 /* Why a kernel user namespace at all, and why made by the parent: a process may
@@ -22,57 +21,32 @@
 ** a map that names another host id takes CAP_SETUID in the parent namespace,
 ** which the parent has and the child (blocked parent, vfork) cannot borrow. So
 ** the parent makes each namespace once with a helper process that only unshares
-** and waits, writes its maps, keeps an fd to it, and lets the helper go. */
+** and waits (ns_holder.c), writes its maps, keeps an fd to it, and lets the helper go. */
 
 static int cached[2] = { 0, 0 };        /* 0: not made yet; > 0: fd; < 0: -errno */
 static char cached_err[2][200];
 
 /* Makes a user namespace whose uid_map and gid_map are the given lines. */
 static int userns_new(const char *uid_map, const char *gid_map, char *err, size_t errlen) {
-  int ready[2];
-  if (pipe2(ready, O_CLOEXEC) < 0) {
-    snprintf(err, errlen, "identity: pipe2: %s", strerror(errno));
-    return -errno;
+  pid_t pid = airlock_ns_holder_start_(CLONE_NEWUSER, "identity", err, errlen);
+  if (pid < 0) return (int)pid;
+  char path[64];
+  const struct { const char *file, *text; } w[] = {
+    { "setgroups", "deny" }, { "uid_map", uid_map }, { "gid_map", gid_map } };
+  const char *step = NULL;
+  int fd = -1, e = 0;
+  for (size_t i = 0; i < 3 && e == 0; i++) {
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, w[i].file);
+    int wfd = open(path, O_WRONLY | O_CLOEXEC);
+    size_t len = strlen(w[i].text);
+    if (wfd < 0 || write(wfd, w[i].text, len) != (ssize_t)len) { e = errno; step = w[i].file; }
+    if (wfd >= 0) close(wfd);
   }
-  pid_t pid = fork();
-  if (pid < 0) {
-    int e = errno;
-    close(ready[0]); close(ready[1]);
-    snprintf(err, errlen, "identity: fork: %s", strerror(e));
-    return -e;
+  if (e == 0) {
+    snprintf(path, sizeof path, "/proc/%d/ns/user", (int)pid);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) { e = errno; step = "open ns/user"; }
   }
-  if (pid == 0) {   /* holds the namespace until the parent has mapped and opened it */
-    char ok = unshare(CLONE_NEWUSER) == 0 ? 'y' : 'n';
-    if (write(ready[1], &ok, 1) != 1) _exit(1);
-    pause();
-    _exit(0);
-  }
-  close(ready[1]);
-  char ok = 0;
-  ssize_t n;
-  do n = read(ready[0], &ok, 1); while (n < 0 && errno == EINTR);
-  close(ready[0]);
-  int fd = -1, e = EPERM;
-  const char *step = "unshare(CLONE_NEWUSER)";
-  if (n == 1 && ok == 'y') {
-    char path[64];
-    const struct { const char *file, *text; } w[] = {
-      { "setgroups", "deny" }, { "uid_map", uid_map }, { "gid_map", gid_map } };
-    e = 0;
-    for (size_t i = 0; i < 3 && e == 0; i++) {
-      snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, w[i].file);
-      int wfd = open(path, O_WRONLY | O_CLOEXEC);
-      size_t len = strlen(w[i].text);
-      if (wfd < 0 || write(wfd, w[i].text, len) != (ssize_t)len) { e = errno; step = w[i].file; }
-      if (wfd >= 0) close(wfd);
-    }
-    if (e == 0) {
-      snprintf(path, sizeof path, "/proc/%d/ns/user", (int)pid);
-      if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) { e = errno; step = "open ns/user"; }
-    }
-  }
-  kill(pid, SIGKILL);
-  while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+  airlock_ns_holder_end_(pid);
   if (fd < 0) {
     snprintf(err, errlen, "identity: cannot make the user namespace that maps runs to uid %d "
              "(%s: %s)", AIRLOCK_RUN_UID, step, strerror(e));

@@ -3,8 +3,8 @@
 -- directory exec is given, else the current one; it is also HOME; what is
 -- built there may be run, under the same confinement), a private
 -- /tmp (a fresh tmpfs in the program's own mount namespace), no network (an
--- empty net namespace, no inet promise), at most 128 processes (a pids
--- cgroup), and the seccomp promises of a program that reads, writes and runs
+-- empty net namespace, no inet promise), at most 128 processes, 4 GiB of
+-- memory and 2 cores for the whole run (a cgroup each), and the seccomp promises of a program that reads, writes and runs
 -- others. Guests run under it keep untrusted's worker settings.
 -- tool.confine is locked.
 local policy = require "airlock.policy"
@@ -16,7 +16,7 @@ return policy.extend("untrusted", {
   description = "tools: read-only system, one writable workspace, private /tmp, no network",
   locked = { "tool.confine" },
   tool = {
-    limits = { deadline_ms = "5m", capture = "1M", pids = 128, tmp_size = "64M" },
+    limits = { deadline_ms = "5m", capture = "1M", pids = 128, tmp_size = "64M", memory = "4G", cpu = 2 },
     confine = {
       namespaces = "all",
       rlimits = { core = 0, as = "4G", fsize = "1G", nofile = 1024 },

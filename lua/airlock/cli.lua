@@ -9,10 +9,12 @@ local M = {}
 local USAGE = [=[
 usage: airlock COMMAND [ARGS]
 
-  run GUEST.lua [--policy NAME|FILE] [--input JSON] [--json] [--ledger DIR [--durability MODE]]
+  run GUEST.lua [--policy NAME|FILE] [--input JSON] [--json] [--raw] [--ledger DIR [--durability MODE]]
                        run one guest and print its value (or the result as JSON); with
                        --ledger, record every effect in a new session in DIR
-                       (durability none, batch (default) or always); exit 3 when paused
+                       (durability none, batch (default) or always); exit 3 when paused.
+                       On a terminal, control characters the guest prints are shown as
+                       ^X (cat -v); --raw passes them through
   replay DIR [--policy P [--policy-changed]] [--guest FILE] [--json]
                        re-run a recorded session answered only from its journal;
                        exit 0 identical, 1 not (e.g. cause diverged, naming the seq).
@@ -119,6 +121,20 @@ local function cause_text(res)
   return res.cause .. ": " .. msg
 end
 
+-- What a guest prints, made safe for a terminal: on a terminal (unless
+-- --raw), control characters but newline and tab are shown as cat -v does
+-- (ESC as ^[), so no guest can write the clipboard (OSC 52), retitle the
+-- window or clear the screen. Elsewhere the bytes are left as they are.
+local function for_terminal(opts)
+  if opts.raw or not require("airlock.core").isatty(1) then return function(s) return s end end
+  return function(s)
+    return (s:gsub("[%z\1-\8\11-\31\127]", function(c)
+      local b = c:byte()
+      return b == 127 and "^?" or "^" .. string.char(b + 64)
+    end))
+  end
+end
+
 -- Prints a run's result the way run and resume do; returns the exit status:
 -- 0 ok, 1 failed, 3 paused (waiting for `airlock resume`).
 local function report(res, opts, ledger_dir)
@@ -129,7 +145,7 @@ local function report(res, opts, ledger_dir)
                   policy = res.policy, ledger = res.ledger }
     io.stdout:write(json.encode(out), "\n")
   elseif res.ok then
-    if res.value ~= nil then io.stdout:write(show_value(res.value), "\n") end
+    if res.value ~= nil then io.stdout:write(for_terminal(opts)(show_value(res.value)), "\n") end
   elseif res.cause == "paused" then
     io.stderr:write(string.format("airlock: paused: %s\n", show_value(res.value)))
     if ledger_dir then
@@ -148,7 +164,7 @@ end
 
 function M.run(args)
   local pos, opts = parse(args, { policy = "value", input = "value", json = "switch",
-                                  ledger = "value", durability = "value" })
+                                  ledger = "value", durability = "value", raw = "switch" })
   if not pos then return usage_error(opts) end
   if #pos ~= 1 then return usage_error("run: expected exactly one guest file") end
   local path = pos[1]
@@ -167,7 +183,8 @@ function M.run(args)
     return usage_error("run: --durability must be none, batch or always")
   end
   local b <close> = airlock.broker()
-  local on_log = not opts.json and function(text) io.stdout:write(text) io.stdout:flush() end or nil
+  local safe = for_terminal(opts)
+  local on_log = not opts.json and function(text) io.stdout:write(safe(text)) io.stdout:flush() end or nil
   -- The policy goes by name or path, so a recorded run can reload it.
   local run, err = b:start { guest = source, name = path:match("([^/]+)$"), policy = opts.policy,
                              input = input, on_log = on_log, ledger = opts.ledger,
@@ -215,6 +232,7 @@ end
 
 function M.resume(args)
   local pos, opts = parse(args, { policy = "value", input = "value", json = "switch", durability = "value",
+                                  raw = "switch",
                                   ["policy-changed"] = "switch" })
   if not pos then return usage_error(opts) end
   if #pos ~= 1 then return usage_error("resume: expected one ledger directory") end
@@ -228,7 +246,7 @@ function M.resume(args)
     return 2
   end
   if res.note then io.stderr:write("airlock: resume: note: ", res.note, "\n") end
-  if not opts.json and res.log ~= "" then io.stdout:write(res.log) end
+  if not opts.json and res.log ~= "" then io.stdout:write(for_terminal(opts)(res.log)) end
   return report(res, opts, pos[1])
 end
 

@@ -99,12 +99,26 @@ local function plan_for(auth, start, pids, workspace, cmd, nproc_instead)
   else
     layers.seccomp = "skipped: the policy does not ask for it"
   end
-  layers.tmp = start.tmpfs and ("applied: private tmpfs on /tmp (size " .. (start.tmpfs_size or "64m") .. ")")
+  layers.tmp = start.tmpfs and ("applied: private tmpfs on /tmp (size " .. (start.tmpfs_size or "64m") ..
+    ", " .. tostring(start.tmpfs_inodes) .. " files at most)")
     or "skipped: no /tmp (tool.tmp = \"none\")"
-  layers.cgroup = pids and ("applied: pids.max " .. pids)
-    or nproc_instead and ("skipped: " .. nproc_instead:gsub("^cgroup: ", "") .. "; processes are bounded by " ..
-      "RLIMIT_NPROC=" .. start.rlimits.nproc .. " in the program's own user namespace instead")
-    or "skipped: tool.limits.pids is 0 (no pids cgroup)"
+  local cg = {}
+  if pids then cg[#cg + 1] = "pids.max " .. pids end
+  if start.memory_max then cg[#cg + 1] = "memory " .. start.memory_max .. " bytes" end
+  if start.cpu_millis then cg[#cg + 1] = string.format("cpu %g cores", start.cpu_millis / 1000) end
+  local notes = {}
+  if nproc_instead then
+    notes[#notes + 1] = "pids: " .. nproc_instead:gsub("^cgroup: ", "") .. "; processes are bounded by " ..
+      "RLIMIT_NPROC=" .. start.rlimits.nproc .. " in the program's own user namespace instead"
+  elseif not pids then
+    notes[#notes + 1] = "tool.limits.pids is 0 (no pids cgroup)"
+  end
+  for _, s in ipairs(start._cgroups_skipped or {}) do
+    notes[#notes + 1] = s .. ": bounded per process by rlimits instead"
+  end
+  start._cgroups_skipped = nil
+  layers.cgroup = (#cg > 0 and ("applied: " .. table.concat(cg, ", ")) or "skipped") ..
+    (#notes > 0 and ((#cg > 0 and "; skipped: " or ": ") .. table.concat(notes, "; ")) or "")
   layers.workspace = workspace .. " (read and write)"
   if cmd then layers.effects = "fd 3; `airlock call` is " .. cmd end
   return { start = start, init = {}, layers = layers, required = {} }
@@ -206,6 +220,8 @@ function M.exec(opts, broker)
   auth.tmp = tool.tmp or "none"
   auth.pids = tool.limits and tool.limits.pids
   auth.tmp_size = tool.limits and tool.limits.tmp_size
+  auth.memory = tool.limits and tool.limits.memory
+  auth.cpu = tool.limits and tool.limits.cpu
   auth.secrets = {}
   for var, name in pairs(tool.secrets or {}) do auth.secrets[var] = name end
 
@@ -242,6 +258,15 @@ function M.exec(opts, broker)
       table.insert(confine.landlock.exec, cmd)
     end
   end
+  -- The host runs the airlock installation later (as root, perhaps): a
+  -- program must not be able to rewrite it.
+  for _, p in ipairs { cmd or false, core.fs_realpath(core.worker_path() or "") or false } do
+    if p and (p == workspace or p:sub(1, #workspace + 1) == workspace .. "/") then
+      return nil, string.format("workspace: %s holds %s, part of the airlock installation that the host " ..
+        "runs later; a program may change its workspace, so give a directory of its own", workspace, p),
+        "workspace"
+    end
+  end
   local found = program.find(argv[1], path)
   if not found then
     return nil, string.format("exec: '%s' not found in the program's PATH (%s)", argv[1], path), "exec"
@@ -266,8 +291,12 @@ function M.exec(opts, broker)
   if opts.stdin_file ~= nil and type(opts.stdin_file) ~= "string" then fail("'stdin_file' must be a path", 2) end
   if auth.tmp == "private" then
     start.tmpfs = { "/tmp" }
-    start.keep = workspace   -- a workspace under /tmp stays visible
+    -- The workspace stays visible (spawn does that); so does the airlock
+    -- command's own directory, read-only, when it is under /tmp too.
+    start.keep = cmd and { cmd:match("^(.*)/[^/]+$") } or nil
     if auth.tmp_size then start.tmpfs_size = tostring(auth.tmp_size // 1024) .. "k" end
+    -- One inode per 4 KiB of its size: a million empty files are not free.
+    start.tmpfs_inodes = math.max(1024, (auth.tmp_size or 64 * 1024 * 1024) // 4096)
   end
   -- The process limit: a pids cgroup where one can be made. Without one, a
   -- program that is not root inside its own user namespace is held by
@@ -292,6 +321,30 @@ function M.exec(opts, broker)
         "without a process limit)", pids, tostring(why):gsub("^cgroup: ", "")), "confinement"
     end
   end
+  -- Memory and CPU for the whole run (RLIMIT_AS and RLIMIT_CPU are per
+  -- process): a cgroup each. Without one, a caller who is not root runs with
+  -- the per-process rlimits only, said in the report; root is refused.
+  local skipped = {}
+  for _, b in ipairs { { "memory", "memory_max", auth.memory and auth.memory > 0 and auth.memory },
+                       { "cpu", "cpu_millis", auth.cpu and auth.cpu > 0 and math.max(1, math.floor(auth.cpu * 1000)) } } do
+    local name, field, want = b[1], b[2], b[3]
+    if want then
+      local where, why = core.pids_cgroup(name)
+      if (os.getenv("AIRLOCK_TEST_PRETEND_ABSENT") or ""):match("cgroup") then
+        where, why = nil, "cgroup: pretending this kernel has no " .. name .. " cgroup (AIRLOCK_TEST_PRETEND_ABSENT, for tests)"
+      end
+      if where then
+        start[field] = want
+      elseif not root then
+        skipped[#skipped + 1] = name .. " (" .. tostring(why):gsub("^cgroup: ", "") .. ")"
+      else
+        return nil, string.format("confinement: the %s limit (tool.limits.%s) needs a %s cgroup: %s; " ..
+          "the program is not started (tool.limits.%s = 0 runs without one)", name, name, name,
+          tostring(why):gsub("^cgroup: ", ""), name), "confinement"
+      end
+    end
+  end
+  start._cgroups_skipped = #skipped > 0 and skipped or nil
   if ns.net and require("airlock.confine").shared_netns() then start.shared_net = true end
 
   -- The ledger is written by this (trusted) process: never inside the

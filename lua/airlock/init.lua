@@ -220,7 +220,9 @@ function broker_methods:start(opts)
     max_frame = limits.max_frame,
     capture_max = limits.capture,
     handlers = handlers,
-    ctx = { policy = pol.name, secrets = secrets.readonly(secret_values) },
+    ctx = { policy = pol.name, secrets = secrets.readonly(secret_values),
+            on_denied = st.recorder and not opts._serve and function(effect, id) st.recorder:denied(id, effect) end
+              or nil },
   }
   if prog then
     -- No init, no ready: the program gets fd 3 for calls, and nothing else of a worker's.

@@ -134,6 +134,11 @@ local function count(v)
   return nil, "a whole number >= 0"
 end
 
+local function cores(v)
+  if type(v) == "number" and v >= 0 and v <= 4096 then return v end
+  return nil, "a number of CPU cores >= 0 (1 is one core, 0.5 half of one; 0: no bound)"
+end
+
 local function string_(v)
   if type(v) == "string" then return v end
   return nil, "a string"
@@ -351,7 +356,8 @@ M.SCHEMA = {
     },
   },
   tool = {
-    limits = { deadline_ms = duration_ms, capture = size, pids = count, tmp_size = size },
+    limits = { deadline_ms = duration_ms, capture = size, pids = count, tmp_size = size,
+               memory = size, cpu = cores },
     confine = PROCESS_CONFINE,
     env = { [KEYS] = env_name, ["*"] = string_ },
     secrets = { [KEYS] = env_name,                          -- ENV_NAME = "declared.secret"
@@ -752,6 +758,8 @@ local LOOSER = {
   ["tool.limits.capture"] = upper { unset = 65536, zero = 65536 },
   ["tool.limits.pids"] = upper { zero = INF },
   ["tool.limits.tmp_size"] = upper(),
+  ["tool.limits.memory"] = upper { zero = INF },
+  ["tool.limits.cpu"] = upper { zero = INF },
   ["tool.tmp"] = function(old, new) return old == "none" and new ~= "none" end,
   ["tool.workspace_exec"] = flag_inverted,
   ["tool.secrets.*"] = grant,

@@ -18,7 +18,8 @@ local M = {}
 
 -- Display order of the layers.
 M.LAYERS = { "landlock", "seccomp", "seccomp_kill_process", "user_ns", "pid_ns", "net_ns",
-             "ipc_ns", "uts_ns", "mount_ns", "cgroup_ns", "pidfd", "cgroup2_delegated", "pids_cgroup" }
+             "ipc_ns", "uts_ns", "mount_ns", "cgroup_ns", "pidfd", "cgroup2_delegated", "pids_cgroup",
+             "memory_cgroup", "cpu_cgroup" }
 
 -- What the stock untrusted policy needs from this machine when its
 -- confine.require cannot be read: its namespaces (user, pid, net, ipc, uts,
@@ -275,6 +276,27 @@ local CONSEQUENCE = {
     end
     return "airlock exec holds each program with RLIMIT_NPROC = tool.limits.pids instead, counted " ..
            "in the program's own user namespace"
+  end,
+  memory_cgroup = function(r)
+    if r.memory_cgroup.ok then
+      return "airlock exec holds all of a run's processes together to tool.limits.memory (cause memory)"
+    end
+    if r.is_root then
+      return "as root, airlock exec refuses a policy with tool.limits.memory (the stock tool policy has " ..
+             "4G) with cause confinement; memory = 0 runs with RLIMIT_AS per process alone"
+    end
+    return "airlock exec bounds memory per process only (RLIMIT_AS), and says so in the run's report"
+  end,
+  cpu_cgroup = function(r)
+    if r.cpu_cgroup.ok then
+      return "airlock exec holds all of a run's processes together to tool.limits.cpu cores, and " ..
+             "reports the CPU time they used"
+    end
+    if r.is_root then
+      return "as root, airlock exec refuses a policy with tool.limits.cpu with cause confinement; " ..
+             "cpu = 0 runs bounded by the deadline alone"
+    end
+    return "airlock exec bounds CPU by the deadline (and rlimits.cpu per process) only, and says so"
   end,
 }
 for name in pairs(NS) do CONSEQUENCE[name] = function(r) return ns_consequence(r, name) end end

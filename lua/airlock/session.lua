@@ -84,6 +84,14 @@ function recorder:reply(id, effect, ok, v)
   return self:append("reply", fields)
 end
 
+--- denied(id, effect): records a call of an effect the policy does not grant
+--- (decision deny, granted = false; no args, no reply): replay skips it, since
+--- the same call is refused again without any handler.
+function recorder:denied(id, effect)
+  return self:append("call", { id = id, effect = effect, decision = "deny", granted = false,
+                               reason = "not granted by the policy" })
+end
+
 -- Wraps a handler so its call is recorded before it runs and its answer after.
 -- A call that cannot be recorded is not performed: the run ends with cause ledger.
 function recorder:wrap(effect, handler)
@@ -133,7 +141,9 @@ function M.load(dir)
       elseif rec.kind == "init" then
         if not s.init then s.init, s.run = rec, rec.run end
       elseif rec.run == s.run then
-        if rec.kind == "call" then
+        if rec.kind == "call" and rec.granted == false then
+          s.denied = (s.denied or 0) + 1   -- refused again in a replay, with no handler
+        elseif rec.kind == "call" then
           s.calls[#s.calls + 1] = rec
           byid[rec.id] = rec
         elseif rec.kind == "reply" then

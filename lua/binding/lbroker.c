@@ -107,6 +107,14 @@ static void dispatch(lua_State *L, int runud, const airlock_event *ev) {
     int n = snprintf(msg, sizeof msg, "denied: effect '%s' is not granted by the policy", effect);
     airlock_run_note_denied(lr->r);
     airlock_run_fail(lr->r, ev->id, msg, (size_t)n, "denied");
+    /* ctx.on_denied(effect, id): the recorder's hook, so an audit sees the
+    ** attempt. The args are never turned into Lua for a call nobody grants. */
+    lua_getiuservalue(L, runud, RUV_CTX);
+    if (lua_getfield(L, -1, "on_denied") == LUA_TFUNCTION) {
+      lua_pushstring(L, effect);
+      lua_pushinteger(L, (lua_Integer)ev->id);
+      lua_pcall(L, 2, 0, 0);
+    }
     lua_settop(L, top);
     return;
   }
@@ -217,6 +225,9 @@ static void push_result(lua_State *L, lrun *lr, const airlock_result *res) {
   set_int(L, "bytes_out", (lua_Integer)res->usage.bytes_out);
   if (res->usage.pids_peak) set_int(L, "pids_peak", (lua_Integer)res->usage.pids_peak);
   if (res->usage.pids_refused) set_int(L, "pids_refused", (lua_Integer)res->usage.pids_refused);
+  if (res->usage.memory_peak) set_int(L, "memory_peak", (lua_Integer)res->usage.memory_peak);
+  if (res->usage.oom_kills) set_int(L, "oom_kills", (lua_Integer)res->usage.oom_kills);
+  if (res->usage.cpu_usec) set_int(L, "cpu_ms", (lua_Integer)(res->usage.cpu_usec / 1000));
   lua_setfield(L, -2, "usage");
 }
 
@@ -370,12 +381,11 @@ static int l_broker_start(lua_State *L) {
       return luaL_error(L, "start: field 'tmpfs_size' must be a size like \"64m\"");
     o.tmpfs_size = sz;
   }
-  if (lua_getfield(L, 2, "keep") != LUA_TNIL) {
-    const char *kp = lua_tostring(L, -1);
-    if (!kp || kp[0] != '/') return luaL_error(L, "start: field 'keep' must be an absolute directory path");
-    o.keep = kp;
-  }
+  o.keep = string_array(L, 2, "keep", 0);
+  o.tmpfs_inodes = (unsigned long)opt_int_field(L, 2, "tmpfs_inodes", 0, (lua_Integer)1 << 32);
   o.pids_max = (uint64_t)opt_int_field(L, 2, "pids_max", 0, (lua_Integer)1 << 22);
+  o.memory_max = (uint64_t)opt_int_field(L, 2, "memory_max", 0, (lua_Integer)1 << 50);
+  o.cpu_millis = (uint32_t)opt_int_field(L, 2, "cpu_millis", 0, 1 << 20);
   lua_getfield(L, 2, "workspace");
   o.workspace = lua_toboolean(L, -1);
   /* stdin: a string (handed over in a memfd, so no write can block) or a file. */

@@ -64,11 +64,14 @@ static void set_cgroup2(lua_State *L, int delegated) {
   set_entry(L, "cgroup2_delegated", delegated == 1, detail);
 }
 
-/* airlock.core.pids_cgroup() -> the directory runs' pids cgroups go in, or
-** nil, why (what to change). */
+/* airlock.core.pids_cgroup([controller]) -> the directory runs' cgroups of
+** controller ("pids" (default), "memory", "cpu", "cpuacct") go in, or nil, why
+** (what to change). */
 int airlock_l_pids_cgroup(lua_State *L) {
+  static const char *const names[] = { "pids", "memory", "cpu", "cpuacct", NULL };
+  int c = luaL_checkoption(L, 1, "pids", names);
   char where[512], why[512];
-  int rc = airlock_cgroup_probe(where, sizeof where, why, sizeof why);
+  int rc = airlock_cgroup_probe_controller(c, where, sizeof where, why, sizeof why);
   if (rc < 0) {   /* why already starts "cgroup: " */
     lua_pushnil(L);
     lua_pushstring(L, why);
@@ -123,6 +126,15 @@ int airlock_l_probe(lua_State *L) {
       set_entry(L, "pids_cgroup", 1, detail);
     } else {
       set_entry(L, "pids_cgroup", 0, why);
+    }
+    /* the memory and cpu cgroups airlock exec bounds a whole run with */
+    static const struct { const char *key; int c; } more[] = {
+      { "memory_cgroup", AIRLOCK_CGROUP_MEMORY }, { "cpu_cgroup", AIRLOCK_CGROUP_CPU } };
+    for (size_t i = 0; i < sizeof more / sizeof *more; i++) {
+      if (airlock_cgroup_probe_controller(more[i].c, where, sizeof where, why, sizeof why) == 0)
+        set_entry(L, more[i].key, 1, where);
+      else
+        set_entry(L, more[i].key, 0, why);
     }
   }
 

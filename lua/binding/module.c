@@ -103,6 +103,14 @@ static int l_now_ms(lua_State *L) {
   return 1;
 }
 
+/* core.isatty(fd) -> whether fd (0, 1, 2, ...) is a terminal. */
+static int l_isatty(lua_State *L) {
+  lua_Integer fd = luaL_checkinteger(L, 1);
+  luaL_argcheck(L, fd >= 0 && fd <= 1 << 20, 1, "not a file descriptor");
+  lua_pushboolean(L, isatty((int)fd) == 1);
+  return 1;
+}
+
 static int l_causes(lua_State *L) {
   lua_createtable(L, AIRLOCK_CAUSE_COUNT_, 0);
   for (int c = 0; c < AIRLOCK_CAUSE_COUNT_; c++) {
@@ -126,6 +134,7 @@ int luaopen_airlock(lua_State *L) {
   lua_pushcfunction(L, airlock_l_confine); lua_setfield(L, -2, "confine");
   lua_pushcfunction(L, airlock_l_seccomp_worker_program); lua_setfield(L, -2, "seccomp_worker_program");
   lua_pushcfunction(L, l_now_ms); lua_setfield(L, -2, "now_ms");
+  lua_pushcfunction(L, l_isatty); lua_setfield(L, -2, "isatty");
   lua_pushcfunction(L, airlock_l_channel_call); lua_setfield(L, -2, "channel_call");
   l_causes(L); lua_setfield(L, -2, "causes");
   lua_pushinteger(L, AIRLOCK_PROTOCOL_VERSION); lua_setfield(L, -2, "protocol_version");

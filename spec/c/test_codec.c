@@ -836,6 +836,44 @@ static void test_depth(void)
   CHECK(check_bytes(b, sizeof b) == -EPROTO);
 }
 
+/* A call whose args are n one-byte elements: what decoding it costs. */
+static void dense_call(size_t n)
+{
+  msgpack_sbuffer_clear(&sb);
+  msgpack_pack_map(&pk, 4);
+  kv_str("t", "call");
+  key("id");
+  msgpack_pack_uint64(&pk, 1);
+  kv_str("effect", "not.granted");
+  key("args");
+  msgpack_pack_array(&pk, (uint32_t)n);
+  for (size_t i = 0; i < n; i++)
+    msgpack_pack_fix_int8(&pk, 1);   /* 2 bytes: d0 01 */
+}
+
+static void test_decode_cost(void)
+{
+  /* 16 MiB of positive fixints would cost 25 times that to decode: refused */
+  msgpack_sbuffer_clear(&sb);
+  msgpack_pack_array(&pk, 1u << 20);
+  for (size_t i = 0; i < 1u << 20; i++)
+    msgpack_pack_uint8(&pk, 1);   /* one byte each (fixint) */
+  CHECK(check_bytes(sb.data, sb.size) == -EPROTO &&
+        strstr(err, "more than four times the message") != NULL);
+  /* small frames always pass, however dense (the allowance) */
+  dense_call(1000);
+  CHECK(decode() == 0 && m.kind == AIRLOCK_MSG_CALL);
+  /* at 2 bytes an element, 24 bytes each is over three times: refused when big */
+  dense_call(1u << 19);
+  REJECT("more than four times the message");
+  /* at 8 bytes an element (float64, 9 bytes), well within */
+  msgpack_sbuffer_clear(&sb);
+  msgpack_pack_array(&pk, 1u << 17);
+  for (size_t i = 0; i < 1u << 17; i++)
+    msgpack_pack_double(&pk, 0.5);
+  CHECK(check_bytes(sb.data, sb.size) == 0);
+}
+
 static void test_frame_builder(void)
 {
   msgpack_sbuffer fb;
@@ -942,6 +980,7 @@ int main(void)
   test_every_type();
   test_hostile_counts();
   test_depth();
+  test_decode_cost();
   test_frame_builder();
   test_fuzz();
 

@@ -82,3 +82,27 @@ describe("airlock repl", function()
     assert.equal("3\n7\n", out)
   end)
 end)
+
+describe("airlock run on a terminal", function()
+  -- script(1) gives the command a pseudo-terminal, as a person's shell would.
+  local function on_tty(cmd)
+    local log = os.tmpname()
+    local out = sh("script -qec " .. string.format("%q", cmd) .. " " .. log .. " >/dev/null; cat " .. log)
+    os.remove(log)
+    return out
+  end
+
+  it("shows the control characters a guest prints as ^X, unless --raw", function()
+    -- OSC 52 (write the clipboard), a title, a screen clear.
+    local g = guest_file([[print("\27]52;c;aGk=\7\27]0;pwned\7\27[2Jafter") return 1]])
+    local out = on_tty(AIRLOCK .. " run " .. g)
+    assert.is_nil(out:find("\27", 1, true), out)
+    assert.is_truthy(out:find("^[]52;c;aGk=^G^[]0;pwned^G^[[2Jafter", 1, true), out)
+    -- The control: piped, and on a terminal with --raw, the bytes are the guest's.
+    local piped = sh(AIRLOCK .. " run " .. g)
+    assert.is_truthy(piped:find("\27]52;c;aGk=\7", 1, true), piped)
+    local raw = on_tty(AIRLOCK .. " run --raw " .. g)
+    assert.is_truthy(raw:find("\27]52;c;aGk=\7", 1, true), raw)
+    os.remove(g)
+  end)
+end)

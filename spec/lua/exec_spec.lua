@@ -90,9 +90,15 @@ describe("airlock.exec under the stock tool policy", function()
       { workspace = H.ws })
     os.remove(host)
     assert.are.equal("ok", res.cause, res.message .. res.stderr)
-    -- Only the mount point of the workspace (under /tmp here) is in it.
-    local top = H.ws:match("^/tmp/([^/]+)")
-    assert.are.equal(top .. "\nsecret\n/tmp\n", res.stdout)
+    -- Only the mount point of the workspace (under /tmp here) is in it, and
+    -- that of the airlock command's directory when this build is under /tmp.
+    local tops = { [H.ws:match("^/tmp/([^/]+)")] = true }
+    local cmd = require("airlock.core").fs_realpath(H.bin .. "/airlock")
+    if cmd:match("^/tmp/") then tops[cmd:match("^/tmp/([^/]+)")] = true end
+    local listed = {}
+    for name in pairs(tops) do listed[#listed + 1] = name end
+    table.sort(listed)
+    assert.are.equal(table.concat(listed, "\n") .. "\nsecret\n/tmp\n", res.stdout)
     assert.is_nil(io.open(marker))
   end)
 
@@ -282,7 +288,8 @@ describe("airlock.exec under the stock tool policy", function()
     local res = assert(require("dkjson").decode(out), out)
     assert.are.equal("deadline", res.cause, res.message)
     assert.are.equal("alive\nstill\n", res.stdout)
-    assert.matches("^skipped: cannot create cgroups in .*RLIMIT_NPROC=128", res.confinement.cgroup)
+    assert.matches("^skipped: pids: cannot create cgroups in .*RLIMIT_NPROC=128", res.confinement.cgroup)
+    assert.matches("memory %(cannot create cgroups in .*%): bounded per process by rlimits instead", res.confinement.cgroup)
     assert.matches("nproc=128", res.confinement.rlimits)
     -- Nothing of it is left (read from /proc: procps hangs under the ASan preload).
     local left = 0
@@ -292,13 +299,23 @@ describe("airlock.exec under the stock tool policy", function()
     assert.are.equal(0, left)
   end)
 
-  it("fails closed when the pids cgroup cannot be had, and runs without one only when told", function()
+  it("fails closed when the cgroups cannot be had, and runs without them only when told", function()
     local pretend = "AIRLOCK_TEST_PRETEND_ABSENT=cgroup " .. H.bin .. "/airlock exec --workspace " .. H.ws
     local out = H.sh(pretend .. " -- true 2>&1; echo rc=$?")
     assert.matches("confinement: the pids limit", out)
     assert.matches("rc=125", out)
-    H.write(H.root .. "/nopids.lua", 'return require("airlock.policy").extend("tool", { tool = { limits = { pids = 0 } } })\n')
-    out = H.sh(pretend .. " --policy " .. H.root .. "/nopids.lua --json -- true; echo rc=$?")
+    -- Each bound that needs a cgroup is refused in turn until it is lifted by name.
+    local limits = {}
+    for _, bound in ipairs { "pids", "memory", "cpu" } do
+      limits[#limits + 1] = bound .. " = 0"
+      H.write(H.root .. "/lifted.lua", 'return require("airlock.policy").extend("tool", { tool = { limits = { ' ..
+        table.concat(limits, ", ") .. ' } } })\n')
+      out = H.sh(pretend .. " --policy " .. H.root .. "/lifted.lua --json -- true 2>&1; echo rc=$?")
+      if bound ~= "cpu" then
+        assert.matches("rc=125", out)
+        assert.matches("confinement: the " .. (bound == "pids" and "memory" or "cpu") .. " limit", out)
+      end
+    end
     assert.matches("rc=0", out)
     assert.matches("skipped: tool.limits.pids is 0", out)
   end)
@@ -416,5 +433,35 @@ describe("airlock.exec under the stock tool policy", function()
     assert.are.equal(0, #H.children())
     local left = H.sh("ls /sys/fs/cgroup/pids/airlock 2>/dev/null | grep -c '^" .. H.pid() .. "-' || true")
     assert.are.equal("0", left:match("%d+"))
+  end)
+
+  it("runs a program given the terminal in a session of its own: it cannot take the foreground", function()
+    H.write(H.ws .. "/tty.py", "import os\ntry:\n  os.tcsetpgrp(0, os.getpgrp()); print('took it')\n" ..
+      "except OSError as e:\n  print('refused', e.errno)\nprint('leader', os.getsid(0) == os.getpid())\n")
+    local log = os.tmpname()
+    local function on_tty(cmd)
+      H.sh("script -qec '" .. cmd .. "' " .. log .. " >/dev/null")
+      return H.read(log)
+    end
+    -- The control: the same program, unconfined, on the same kind of terminal.
+    local control = on_tty("cd " .. H.ws .. " && /usr/bin/python3 tty.py")
+    assert.matches("\ntook it", control)
+    local cmd = require("airlock.core").fs_realpath(H.bin .. "/airlock")
+    local out = on_tty("cd " .. H.ws .. " && " .. cmd .. " exec --stdin - --workspace " .. H.ws ..
+      " -- /usr/bin/python3 tty.py")
+    os.remove(log)
+    assert.matches("\nrefused 25", out)   -- ENOTTY: not its controlling terminal
+    assert.matches("leader True", out)
+  end)
+
+  it("refuses a workspace that holds the airlock installation", function()
+    local core = require "airlock.core"
+    -- The worker in use, and the command beside it that exec puts inside.
+    local worker = core.fs_realpath(os.getenv("AIRLOCK_WORKER") or core.worker_path())
+    local dir = worker:match("^(.*)/[^/]+$")
+    local _, err, code = airlock.exec { argv = { "true" }, workspace = dir }
+    assert.are.equal("workspace", code)
+    assert.matches("part of the airlock installation", err)
+    assert.are.equal("ok", exec({ "true" }).cause)   -- the control: a workspace of its own
   end)
 end)

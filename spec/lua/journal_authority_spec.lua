@@ -59,6 +59,35 @@ describe("a journal", function()
   end)
 end)
 
+describe("a denied call", function()
+  it("leaves a record (decision deny), without its args, and replay still matches", function()
+    local dir = H.tmpdir()
+    local g = dir .. "/g.lua"
+    H.write(g, 'local ok = pcall(host.call, "fs.delete", { path = "/etc" }) return ok')
+    local out, rc = H.sh(AIRLOCK .. " run " .. g .. " --ledger " .. dir .. "/s")
+    assert.are.equal(0, rc, out)
+    assert.matches("false", out)
+    local shown = H.sh(AIRLOCK .. " ledger show " .. dir .. "/s --json")
+    local found
+    for line in shown:gmatch("[^\n]+") do
+      local rec = require("dkjson").decode(line)
+      if type(rec) == "table" and rec.kind == "call" and rec.effect == "fs.delete" then found = rec end
+    end
+    assert.is_table(found, shown)
+    assert.are.equal("deny", found.decision)
+    assert.are.equal(false, found.granted)
+    assert.is_nil(found.args)
+    out, rc = H.sh(AIRLOCK .. " replay " .. dir .. "/s")
+    assert.are.equal(0, rc, out)
+    assert.matches("identical", out)
+    -- The control: without a ledger nothing is recorded anywhere, and the
+    -- guest sees the same refusal.
+    out = H.sh(AIRLOCK .. " run " .. g)
+    assert.matches("false", out)
+    os.execute("rm -rf " .. dir)
+  end)
+end)
+
 describe("a ledger directory", function()
   local root, ws, target
   before_each(function()
