@@ -199,6 +199,13 @@ typedef struct airlock_spawn_opts {
                                entries skipped) the child joins before anything else,
                                so all it forks is counted */
   int ncgroup_fds;
+  const char *const *view_ro; /* NULL-terminated absolute paths (at most 32 with view_rw):
+                               with either list, the child's root is a new, empty
+                               tmpfs holding these (read-only), view_rw (writable),
+                               the workspace, the kept directories, the tmpfs and a
+                               /proc of its own, each at its path (pivot_root); what
+                               they do not name is not there. Needs CLONE_NEWNS */
+  const char *const *view_rw;
   int workspace;            /* 1: workdir is the run's workspace: it is bound onto
                                itself nosuid and nodev (needs CLONE_NEWNS), and when
                                the parent is root the bind is idmapped so that files
@@ -334,6 +341,7 @@ typedef struct airlock_run_opts {
                                      and everything it forks to this many processes;
                                      removed when the run ends. Unavailable: start fails */
   int workspace;                  /* see airlock_spawn_opts */
+  const char *const *view_ro, *const *view_rw;   /* see airlock_spawn_opts */
   uint64_t memory_max;            /* > 0: a memory cgroup holds the run to this many bytes
                                      (all its processes together; cause memory when its OOM
                                      killer ends one); unavailable: start fails */

@@ -733,6 +733,8 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
   so.keep = o->keep;
   so.tmpfs_inodes = o->tmpfs_inodes;
   so.workspace = o->workspace;
+  so.view_ro = o->view_ro;
+  so.view_rw = o->view_rw;
   so.namespaces = o->namespaces;
   so.no_new_privs = o->no_new_privs;
   so.drop_caps = o->drop_caps;

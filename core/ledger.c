@@ -636,6 +636,11 @@ uint64_t airlock_ledger_durable_seq(const airlock_ledger *l)
   return l->durable_seq;
 }
 
+uint64_t airlock_ledger_size(const airlock_ledger *l)
+{
+  return l->off;
+}
+
 void airlock_ledger_head(const airlock_ledger *l, uint64_t *seq, uint8_t hash[AIRLOCK_LEDGER_HASH_LEN])
 {
   if (seq != NULL)

@@ -147,6 +147,8 @@ int airlock_ledger_durability(const airlock_ledger *l);
 uint64_t airlock_ledger_durable_seq(const airlock_ledger *l);
 /* The last record's seq and chain hash (both may be NULL). */
 void airlock_ledger_head(const airlock_ledger *l, uint64_t *seq, uint8_t hash[AIRLOCK_LEDGER_HASH_LEN]);
+/* The journal's size in bytes: the end of its last whole record. */
+uint64_t airlock_ledger_size(const airlock_ledger *l);
 /* The session id as 32 hex digits; lives as long as l. */
 const char *airlock_ledger_session_id(const airlock_ledger *l);
 /* The message for the last failure on l ("" if none). */

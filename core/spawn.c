@@ -26,6 +26,10 @@
 
 #define CHILD_STACK_SIZE (64 * 1024)
 #define MAX_TREES 5   /* the workspace and up to four kept directories */
+#define MAX_VIEW 32   /* paths of a view (airlock_spawn_opts.view_ro, view_rw) */
+#define PATH_BUF 4200 /* a path (under 4096) below VIEW_STAGE */
+#define VIEW_STAGE "/tmp"   /* where the view's root is built before pivot_root: a
+                               directory every system has, covered by then */
 #define HIGH_FD 64   /* sources are moved above the targets before dup2 */
 
 /* Shared with the child through CLONE_VM: it reports where it failed. */
@@ -47,6 +51,13 @@ struct spawn_ctx {
     int rw;              /* the workspace; the others are read-only */
   } trees[MAX_TREES];
   int ntrees;
+  struct view_path {     /* a path of the view, as the parent found it */
+    const char *path;
+    char kind;           /* 'd' directory, 'f' other file, 'l' symbolic link */
+    int rw;
+    char target[256];    /* a link's target */
+  } view[MAX_VIEW];
+  int nview;
   int root;              /* the parent is root: the child becomes AIRLOCK_RUN_UID */
   int userns_fd;         /* with root and CLONE_NEWUSER: the run user namespace */
   int idmap_fd;          /* with root and o->workspace: the idmapping namespace */
@@ -159,18 +170,19 @@ __attribute__((noreturn, no_sanitize("address", "undefined"))) static void fail(
   for (;;) syscall(SYS_exit_group, 127);   /* not _exit: ASan intercepts it */
 }
 
-/* mkdir -p of dir below the tmpfs at top (which it lies beneath), the new
-** directories owned by the run when the parent is root. */
+/* mkdir -p of dir below the directory top (which it lies beneath); with own,
+** the new directories are the run's when the parent is root (they are on its
+** private /tmp). */
 __attribute__((no_sanitize("address", "undefined"))) static void mkdir_below(struct spawn_ctx *x, const char *top,
-                                                                               const char *at) {
-  char dir[4096];   /* the parent checked the path's length */
+                                                                               const char *at, int own) {
+  char dir[PATH_BUF];
   size_t dl = strlen(at);
   memcpy(dir, at, dl + 1);
   for (size_t j = strlen(top) + 1; j <= dl; j++) {
     if (dir[j] != '/' && dir[j] != 0) continue;
     dir[j] = 0;
     if (mkdir(dir, 0755) == 0) {
-      if (x->root && chown(dir, AIRLOCK_RUN_UID, AIRLOCK_RUN_GID) < 0) fail(x, "chown(mount point)");
+      if (own && x->root && chown(dir, AIRLOCK_RUN_UID, AIRLOCK_RUN_GID) < 0) fail(x, "chown(mount point)");
     } else if (errno != EEXIST) {
       fail(x, "mkdir(mount point)");
     }
@@ -178,35 +190,82 @@ __attribute__((no_sanitize("address", "undefined"))) static void mkdir_below(str
   }
 }
 
+/* pre followed by path, into buf (the parent bounded both). */
+__attribute__((no_sanitize("address", "undefined"))) static const char *under(char buf[PATH_BUF], const char *pre,
+                                                                               const char *path) {
+  size_t pl = strlen(pre), n = strlen(path);
+  memcpy(buf, pre, pl);
+  memcpy(buf + pl, path, n + 1);
+  return buf;
+}
+
+/* Clones the tree at path (before anything hides it) and sets attr on it. */
+__attribute__((no_sanitize("address", "undefined"))) static int clone_tree(struct spawn_ctx *x, const char *path,
+                                                                             struct mount_attr *a, const char *what) {
+  int fd = (int)syscall(SYS_open_tree, AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+  if (fd < 0) fail(x, what);
+  if (a->attr_set && syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE, a, sizeof *a) < 0) fail(x, what);
+  return fd;
+}
+
 /* The mounts of the child's own mount namespace, made while it still has the
-** privilege: the root made rprivate (nothing reaches the host); the workspace
-** (o->workspace) and the kept directories cloned before anything hides them,
-** the workspace nosuid and nodev (idmapped to the caller when root), the kept
-** ones read-only; with a workspace, everything else read-only too; each of
-** o->tmpfs covered by a private tmpfs and granted read and write in the
-** Landlock ruleset (the parent could only have named the directory
-** underneath); then the clones put back at their paths, below a tmpfs when
-** they lie there. Returns, or fails. */
+** privilege. The root is made rprivate (nothing reaches the host). The
+** workspace (o->workspace), the kept directories and, with a view, each of its
+** paths are cloned before anything hides them: the workspace nosuid and nodev
+** (idmapped to the caller when root), the kept ones and the view's read-only
+** ones read-only. With a view the child's root becomes a new, empty tmpfs
+** holding those clones alone at their paths (pivot_root), so what the policy
+** does not name is not there at all: not for reading, nor for stat, inotify
+** or locks; without one, with a workspace, the whole tree is made read-only
+** instead. Each of o->tmpfs is covered by a private tmpfs and granted read and
+** write in the Landlock ruleset (the parent could only have named the
+** directory underneath); a pid namespace gets a /proc of its own. Returns, or
+** fails. */
 __attribute__((no_sanitize("address", "undefined"))) static void mount_all(struct spawn_ctx *x) {
   const airlock_spawn_opts *o = x->o;
-  int fds[MAX_TREES];
+  int fds[MAX_TREES], vfds[MAX_VIEW];
+  char a_buf[PATH_BUF], b_buf[PATH_BUF];
+  const char *pre = x->nview ? VIEW_STAGE : "";
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) fail(x, "mount(/, MS_REC|MS_PRIVATE)");
   for (int i = 0; i < x->ntrees; i++) {
     const struct tree *t = &x->trees[i];
-    fds[i] = (int)syscall(SYS_open_tree, AT_FDCWD, t->at, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
-    if (fds[i] < 0) fail(x, t->rw ? "open_tree(workspace)" : "open_tree(kept directory)");
     struct mount_attr a = { .attr_set = t->rw ? MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV
                                               : MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV };
     if (t->rw && x->idmap_fd >= 0) {
       a.attr_set |= MOUNT_ATTR_IDMAP;
       a.userns_fd = (unsigned)x->idmap_fd;
     }
-    if (syscall(SYS_mount_setattr, fds[i], "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) < 0)
-      fail(x, !t->rw ? "mount_setattr(kept directory, read-only)"
-              : x->idmap_fd >= 0 ? "idmap the workspace (mount_setattr MOUNT_ATTR_IDMAP)"
-                                 : "mount_setattr(workspace, nosuid)");
+    fds[i] = clone_tree(x, t->at, &a, !t->rw ? "clone the kept directory (open_tree, mount_setattr)"
+                                     : x->idmap_fd >= 0 ? "idmap the workspace (mount_setattr MOUNT_ATTR_IDMAP)"
+                                                        : "clone the workspace (open_tree, mount_setattr)");
   }
-  if (o->workspace) {
+  for (int i = 0; i < x->nview; i++) {
+    const struct view_path *v = &x->view[i];
+    struct mount_attr a = { .attr_set = MOUNT_ATTR_NOSUID | (v->rw ? 0 : MOUNT_ATTR_RDONLY) };
+    vfds[i] = v->kind == 'l' ? -1 : clone_tree(x, v->path, &a, "clone a path of the view (open_tree)");
+  }
+  if (x->nview) {
+    if (mount("tmpfs", VIEW_STAGE, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m,nr_inodes=4096") < 0)
+      fail(x, "mount(the view's root tmpfs)");
+    for (int i = 0; i < x->nview; i++) {   /* shortest first: a nested path lands on its parent */
+      const struct view_path *v = &x->view[i];
+      under(a_buf, pre, v->path);
+      mkdir_below(x, pre, a_buf, 0);   /* the path itself too; a file's is replaced below */
+      if (v->kind == 'l') {
+        if (rmdir(a_buf) < 0 || symlink(v->target, a_buf) < 0) fail(x, "symlink(a path of the view)");
+        continue;
+      }
+      if (v->kind == 'f') {
+        int fd;
+        if (rmdir(a_buf) < 0 || (fd = open(a_buf, O_WRONLY | O_CREAT | O_CLOEXEC, 0644)) < 0)
+          fail(x, "create a file's mount point in the view");
+        close(fd);
+      }
+      if (syscall(SYS_move_mount, vfds[i], "", AT_FDCWD, a_buf, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+        fail(x, "move_mount(a path of the view)");
+      close(vfds[i]);
+    }
+  } else if (o->workspace) {
     /* Everything else read-only: Landlock does not cover chmod, chown, utimes
     ** or xattrs, and a caller who is not root stays the owner of its own
     ** files; a read-only mount refuses all of them (EROFS). The clones above
@@ -215,12 +274,22 @@ __attribute__((no_sanitize("address", "undefined"))) static void mount_all(struc
     if (syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &ro, sizeof ro) < 0)
       fail(x, "mount_setattr(/, read-only)");
   }
+  /* A /proc of the run's own pid namespace: the host's shows every host pid
+  ** (stat answers even where Landlock forbids reading). */
+  if ((x->nview || o->workspace) && (o->namespaces & CLONE_NEWPID)) {
+    under(a_buf, pre, "/proc");
+    if (x->nview) mkdir_below(x, pre, a_buf, 0);
+    if (mount("proc", a_buf, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+      fail(x, "mount(/proc of the run's pid namespace)");
+  }
   for (size_t i = 0; o->tmpfs && o->tmpfs[i]; i++) {
-    if (mount("tmpfs", o->tmpfs[i], "tmpfs", MS_NOSUID | MS_NODEV, x->tmpfs_data) < 0) fail(x, "mount(tmpfs)");
+    under(a_buf, pre, o->tmpfs[i]);
+    if (x->nview) mkdir_below(x, pre, a_buf, 0);
+    if (mount("tmpfs", a_buf, "tmpfs", MS_NOSUID | MS_NODEV, x->tmpfs_data) < 0) fail(x, "mount(tmpfs)");
     for (int k = 0; k < x->ntrees; k++)
-      if (x->trees[k].under == (long)i) mkdir_below(x, o->tmpfs[i], x->trees[k].at);
+      if (x->trees[k].under == (long)i) mkdir_below(x, a_buf, under(b_buf, pre, x->trees[k].at), 1);
     if (x->ruleset >= 0) {
-      int fd = open(o->tmpfs[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
+      int fd = open(a_buf, O_PATH | O_DIRECTORY | O_CLOEXEC);
       if (fd < 0) fail(x, "open(tmpfs)");
       int e = airlock_confine_prepared_grant_rw(o->confine, x->ruleset, fd);
       close(fd);
@@ -228,9 +297,19 @@ __attribute__((no_sanitize("address", "undefined"))) static void mount_all(struc
     }
   }
   for (int i = 0; i < x->ntrees; i++) {
-    if (syscall(SYS_move_mount, fds[i], "", AT_FDCWD, x->trees[i].at, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+    under(a_buf, pre, x->trees[i].at);
+    if (x->nview && x->trees[i].under < 0) mkdir_below(x, pre, a_buf, 0);
+    if (syscall(SYS_move_mount, fds[i], "", AT_FDCWD, a_buf, MOVE_MOUNT_F_EMPTY_PATH) < 0)
       fail(x, x->trees[i].rw ? "move_mount(workspace)" : "move_mount(kept directory)");
     close(fds[i]);
+  }
+  if (x->nview) {
+    /* The view becomes the root; the old one is let go, then the new root's
+    ** own tmpfs made read-only (the program makes nothing at the top). */
+    if (chdir(VIEW_STAGE) < 0 || syscall(SYS_pivot_root, ".", ".") < 0) fail(x, "pivot_root(the view)");
+    if (umount2(".", MNT_DETACH) < 0 || chdir("/") < 0) fail(x, "umount2(the old root)");
+    struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY };
+    if (syscall(SYS_mount_setattr, AT_FDCWD, "/", 0, &ro, sizeof ro) < 0) fail(x, "mount_setattr(the view's root, read-only)");
   }
 }
 
@@ -367,6 +446,62 @@ static unsigned long clone_flags(const airlock_spawn_opts *o, int root) {
   return f;
 }
 
+/* Whether path is dir or lies beneath it. */
+static int beneath(const char *path, const char *dir) {
+  size_t n = strlen(dir);
+  return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == 0 || (n == 1 && dir[0] == '/'));
+}
+
+/* The view's paths, shortest first, as they are now (a missing one is left
+** out: nothing is there to see). Returns 0, or -errno with a message. */
+static int plan_view(struct spawn_ctx *x, const airlock_spawn_opts *o, char *err, size_t errlen) {
+  const char *const *lists[2] = { o->view_ro, o->view_rw };
+  for (int rw = 0; rw < 2; rw++)
+    for (size_t i = 0; lists[rw] && lists[rw][i]; i++) {
+      const char *p = lists[rw][i];
+      if (p[0] != '/' || strlen(p) >= 4000 || (p[1] == 0)) {
+        snprintf(err, errlen, "spawn: a view path must be an absolute path other than / (got '%s')", p);
+        return -EINVAL;
+      }
+      int skip = 0;   /* the workspace and kept directories come in whole, as trees */
+      for (int k = 0; k < x->ntrees && !skip; k++) skip = beneath(p, x->trees[k].at);
+      for (int k = 0; k < x->nview && !skip; k++) {
+        if (strcmp(x->view[k].path, p) == 0) { x->view[k].rw |= rw; skip = 1; }
+      }
+      struct stat st;
+      if (skip || lstat(p, &st) < 0) continue;
+      if (x->nview == MAX_VIEW) {
+        snprintf(err, errlen, "spawn: a view holds at most %d paths", MAX_VIEW);
+        return -E2BIG;
+      }
+      struct view_path *v = &x->view[x->nview++];
+      memset(v, 0, sizeof *v);
+      v->path = p;
+      v->rw = rw;
+      v->kind = S_ISLNK(st.st_mode) ? 'l' : S_ISDIR(st.st_mode) ? 'd' : 'f';
+      if (v->kind == 'l') {
+        ssize_t n = readlink(p, v->target, sizeof v->target - 1);
+        if (n < 0 || (size_t)n >= sizeof v->target - 1) { x->nview--; continue; }
+        v->target[n] = 0;
+      }
+    }
+  for (int i = 1; i < x->nview; i++)   /* insertion sort by length: parents first */
+    for (int j = i; j > 0 && strlen(x->view[j].path) < strlen(x->view[j - 1].path); j--) {
+      struct view_path t = x->view[j];
+      x->view[j] = x->view[j - 1];
+      x->view[j - 1] = t;
+    }
+  if (x->nview == 0) {
+    snprintf(err, errlen, "spawn: none of the view's paths exists");
+    return -ENOENT;
+  }
+  if (!(o->namespaces & CLONE_NEWNS)) {
+    snprintf(err, errlen, "spawn: a view needs the mount namespace");
+    return -EINVAL;
+  }
+  return 0;
+}
+
 /* The index of the entry of tmpfs that path lies beneath, or -1. */
 static long under_tmpfs(const char *const *tmpfs, const char *path) {
   for (long i = 0; tmpfs && tmpfs[i]; i++) {
@@ -458,7 +593,7 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
     snprintf(err, errlen, "spawn: a private tmpfs (%s) needs the mount namespace", o->tmpfs[0]);
     return -EINVAL;
   }
-  for (size_t k = 0; o->tmpfs && o->keep && o->keep[k]; k++)
+  for (size_t k = 0; o->keep && o->keep[k]; k++)
     if (o->keep[k][0] != '/' || strlen(o->keep[k]) >= 4096) {
       snprintf(err, errlen, "spawn: a kept directory must be an absolute path under 4096 bytes");
       return -EINVAL;
@@ -509,6 +644,15 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
     goto fail;
   }
   if (o->workspace) x.trees[x.ntrees++] = (struct tree){ o->workdir, -1, 1 };
+  /* A kept directory matters below a tmpfs, or in a view (elsewhere it is
+  ** visible anyway). */
+  for (size_t k = 0; o->keep && o->keep[k]; k++) {
+    if (x.ntrees == MAX_TREES) { errno = E2BIG; step = "more than four kept directories"; goto fail; }
+    x.trees[x.ntrees] = (struct tree){ o->keep[k], -1, 0 };
+    x.ntrees += o->view_ro || o->view_rw || under_tmpfs(o->tmpfs, o->keep[k]) >= 0;
+  }
+  for (int k = 0; k < x.ntrees; k++) x.trees[k].under = under_tmpfs(o->tmpfs, x.trees[k].at);
+  if ((o->view_ro || o->view_rw) && (rc = plan_view(&x, o, err, errlen)) < 0) goto cleanup;
   if (x.root) {
     if ((o->namespaces & CLONE_NEWUSER) &&
         (x.userns_fd = airlock_identity_userns(AIRLOCK_RUN_USERNS, err, errlen)) < 0) {
@@ -530,13 +674,6 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
       step = "tmpfs size";
       goto fail;
     }
-    /* A kept directory matters only below a tmpfs (elsewhere it is visible anyway). */
-    for (size_t k = 0; o->keep && o->keep[k]; k++) {
-      if (x.ntrees == MAX_TREES) { errno = E2BIG; step = "more than four kept directories"; goto fail; }
-      x.trees[x.ntrees] = (struct tree){ o->keep[k], -1, 0 };
-      x.ntrees += under_tmpfs(o->tmpfs, o->keep[k]) >= 0;
-    }
-    for (int k = 0; k < x.ntrees; k++) x.trees[k].under = under_tmpfs(o->tmpfs, x.trees[k].at);
   }
 
   /* Block signals so no parent handler runs in the child on shared memory. */

@@ -287,6 +287,17 @@ function M.exec(opts, broker)
     stdin = opts.stdin, stdin_file = opts.stdin_file,
     workspace = ns.mount or nil,   -- bound nosuid, nodev; idmapped to the caller when root
   }
+  -- The program's file tree holds what Landlock grants and nothing else (a
+  -- view): what the policy does not name cannot be watched, locked or seen.
+  local ll_paths = confine.landlock
+  if ns.mount and ll_paths then
+    local ro, rw = {}, {}
+    for _, list in ipairs { ll_paths.read or {}, ll_paths.exec or {} } do
+      for _, p in ipairs(list) do if p ~= workspace then ro[#ro + 1] = p end end
+    end
+    for _, p in ipairs(ll_paths.write or {}) do if p ~= workspace then rw[#rw + 1] = p end end
+    start.view_ro, start.view_rw = ro, rw
+  end
   if opts.stdin ~= nil and type(opts.stdin) ~= "string" then fail("'stdin' must be a string", 2) end
   if opts.stdin_file ~= nil and type(opts.stdin_file) ~= "string" then fail("'stdin_file' must be a path", 2) end
   if auth.tmp == "private" then

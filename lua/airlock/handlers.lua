@@ -312,13 +312,14 @@ end
 
 local KV_MAGIC = "AIRLOCK-KV1\n"
 local KV_OPTS = { dir = true, file = true, store = true, max_bytes = true, max_value = true, max_keys = true,
-                  max_key = true, write = true }
+                  max_key = true, write = true, max_written = true }
 
 --- kv(store) or kv{dir = path | store = table, file = "kv.bin", max_bytes = "1M", max_value = "64K",
---- max_keys = 10000, max_key = 256, write = true}
+--- max_keys = 10000, max_key = 256, write = true, max_written = "64M"}
 --- -> { ["kv.get"], ["kv.put"], ["kv.delete"], ["kv.list"] }
 --- store: a plain table kept in memory (the host may read it); dir: a directory
---- where the store is persisted as one file, rewritten atomically on every change.
+--- where the store is persisted as one file, rewritten atomically on every change;
+--- max_written bounds the bytes those rewrites may write for one run (0: unbounded).
 ---   kv.get{key} -> value or nil       kv.put{key, value} -> true
 ---   kv.delete{key} -> true            kv.list{prefix = ""} -> sorted keys
 function M.kv(arg)
@@ -337,6 +338,9 @@ function M.kv(arg)
   local max_value = size_opt(opts, "max_value", 64 << 10, "kv")
   local max_keys = count_opt(opts, "max_keys", 10000, "kv")
   local max_key = count_opt(opts, "max_key", 256, "kv", 65536)
+  -- Every change rewrites (and fsyncs) the whole file: bound what one run may
+  -- make it write, or a put loop turns a 1 MiB store into gigabytes of I/O.
+  local max_written = size_opt(opts, "max_written", 64 << 20, "kv")
   local write = opts.write ~= false
   local dir, file = opts.dir, opts.file or "kv.bin"
   if type(file) ~= "string" or file:find("/", 1, true) or file == "" or file == "." or file == ".." then
@@ -364,8 +368,9 @@ function M.kv(arg)
   -- The configuration the handlers close over; the store and its counts are
   -- state, kept in M._state under cfg.
   local cfg = { dir = dir, file = file, max_bytes = max_bytes, max_value = max_value, max_keys = max_keys,
-                max_key = max_key, write = write }
-  local S = { store = store, used = 0, nkeys = 0 }   -- bytes held: keys plus encoded values
+                max_key = max_key, write = write, max_written = max_written }
+  local S = { store = store, used = 0, nkeys = 0,   -- bytes held: keys plus encoded values
+              written = setmetatable({}, { __mode = "k" }) }   -- run handle -> bytes written for it
   for k, v in pairs(store) do
     if type(k) == "string" then
       local ok, e = pcall(encoded, v)
@@ -384,7 +389,7 @@ function M.kv(arg)
   end
 
   -- Sets store[k] = v (v encoded as e, or nil), keeping the file in step.
-  local function change(k, v, e)
+  local function change(k, v, e, ctx)
     local st = M._state[cfg]
     local old = st.store[k]
     local old_ok, old_e = pcall(encoded, old)
@@ -398,7 +403,17 @@ function M.kv(arg)
     end
     st.store[k] = v
     if cfg.dir then
-      local ok, _, why = core.fs_write(cfg.dir, cfg.file, KV_MAGIC .. encoded(st.store), false)
+      local data = KV_MAGIC .. encoded(st.store)
+      local who = ctx and ctx.handle or st
+      local done = st.written[who] or 0
+      if cfg.max_written > 0 and done + #data > cfg.max_written then
+        st.store[k] = old
+        fail(sfmt("kv: this run has had the store rewritten to %d bytes already, and this change would " ..
+          "pass max_written (%d): every change writes the whole file; make fewer, larger changes, or " ..
+          "raise max_written", done, cfg.max_written))
+      end
+      st.written[who] = done + #data
+      local ok, _, why = core.fs_write(cfg.dir, cfg.file, data, false)
       if not ok then
         st.store[k] = old
         fail("kv: cannot save the store: " .. tostring(why))
@@ -413,20 +428,20 @@ function M.kv(arg)
     ["kv.get"] = function(args)
       return M._state[cfg].store[key_arg(args)]
     end,
-    ["kv.put"] = function(args)
+    ["kv.put"] = function(args, ctx)
       if not cfg.write then read_only() end
       local k = key_arg(args)
       local v = args.value
       if v == nil then fail("args.value is missing (use kv.delete to remove a key)") end
       local e = encoded(v)
       if #e > cfg.max_value then fail(sfmt("args.value is larger than the store's max_value (%d)", cfg.max_value)) end
-      change(k, (decode(e, 1, 0)), e)   -- a private copy, exactly as encoded
+      change(k, (decode(e, 1, 0)), e, ctx)   -- a private copy, exactly as encoded
       return true
     end,
-    ["kv.delete"] = function(args)
+    ["kv.delete"] = function(args, ctx)
       if not cfg.write then read_only() end
       local k = key_arg(args)
-      if M._state[cfg].store[k] ~= nil then change(k, nil) end
+      if M._state[cfg].store[k] ~= nil then change(k, nil, nil, ctx) end
       return true
     end,
     ["kv.list"] = function(args)

@@ -157,7 +157,7 @@ function broker_methods:start(opts)
   local ledger, owned, lerr = open_ledger(opts.ledger, opts.durability)
   if lerr then return nil, lerr, "ledger" end
   if ledger then
-    local rec = session.recorder(ledger, opts._resume_of and opts._resume_of.run or serial, redact)
+    local rec = session.recorder(ledger, opts._resume_of and opts._resume_of.run or serial, redact, limits.ledger)
     st.recorder, st.ledger, st.owned = rec, ledger, owned
     local fields = {
       guest = prog and { name = name, argv = argv } or { name = name, source = source },

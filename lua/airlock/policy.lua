@@ -331,6 +331,7 @@ M.SCHEMA = {
     output = size,
     max_frame = size,
     capture = size,
+    ledger = size,
   },
   effects = { ["*"] = effect_handler },
   confine = {
@@ -746,6 +747,7 @@ local LOOSER = {
   ["limits.output"] = upper { unset = 65536 },
   ["limits.max_frame"] = upper { unset = 16 * 1024 * 1024, zero = 16 * 1024 * 1024 },
   ["limits.capture"] = upper { unset = 65536, zero = 65536 },
+  ["limits.ledger"] = upper { unset = 64 * 1024 * 1024, zero = INF },
   ["effects.*"] = grant,
   ["confine.namespaces"] = superset,
   ["confine.shared_net"] = flag_inverted,

@@ -64,17 +64,30 @@ recorder.__index = recorder
 --- recorder(ledger, run, redact) -> an object that records one run's calls.
 --- redact (airlock.secrets.redactor), when given, is applied to every
 --- record's fields before it is appended: no secret reaches the journal.
-function M.recorder(ledger, run, redact)
-  return setmetatable({ ledger = ledger, run = run, redact = redact }, recorder)
+--- max_bytes bounds what the run's records may hold in all (the policy's
+--- limits.ledger): past it every record is refused but the run's end (pause,
+--- done), so a flood of calls ends the run with cause ledger, not the disk.
+function M.recorder(ledger, run, redact, max_bytes)
+  return setmetatable({ ledger = ledger, run = run, redact = redact, bytes = 0,
+                        max_bytes = max_bytes or M.LEDGER_MAX_DEFAULT }, recorder)
 end
+
+M.LEDGER_MAX_DEFAULT = 64 * 1024 * 1024
 
 function recorder:append(kind, fields)
   if self.redact and fields then fields = self.redact(fields) end
-  local seq, err = self.ledger:append(kind, self.run, fields)
-  if not seq then
+  if self.max_bytes > 0 and self.bytes >= self.max_bytes and kind ~= "done" and kind ~= "pause" then
+    local err = string.format("ledger: this run's records have reached %d bytes, the policy's limits.ledger " ..
+      "(%d); nothing more is recorded, so nothing more is performed", self.bytes, self.max_bytes)
     self.failed = err
     return nil, err
   end
+  local seq, bytes = self.ledger:append(kind, self.run, fields)
+  if not seq then
+    self.failed = bytes
+    return nil, bytes
+  end
+  self.bytes = self.bytes + (bytes or 0)
   return seq
 end
 

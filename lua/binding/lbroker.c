@@ -382,6 +382,8 @@ static int l_broker_start(lua_State *L) {
     o.tmpfs_size = sz;
   }
   o.keep = string_array(L, 2, "keep", 0);
+  o.view_ro = string_array(L, 2, "view_ro", 0);
+  o.view_rw = string_array(L, 2, "view_rw", 0);
   o.tmpfs_inodes = (unsigned long)opt_int_field(L, 2, "tmpfs_inodes", 0, (lua_Integer)1 << 32);
   o.pids_max = (uint64_t)opt_int_field(L, 2, "pids_max", 0, (lua_Integer)1 << 22);
   o.memory_max = (uint64_t)opt_int_field(L, 2, "memory_max", 0, (lua_Integer)1 << 50);

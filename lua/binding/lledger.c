@@ -195,7 +195,7 @@ static int l_ledger_open(lua_State *L) {
   return 1;
 }
 
-/* L:append(kind, run, fields) -> seq, or nil, message, errno */
+/* L:append(kind, run, fields) -> seq, bytes (what the record added to the journal), or nil, message, errno */
 static int l_append(lua_State *L) {
   lledger *ll = check_ledger(L, 1);
   const char *kind = luaL_checkstring(L, 2);
@@ -219,6 +219,7 @@ static int l_append(lua_State *L) {
   }
   uint64_t seq = 0;
   int packed = rc == 0;
+  uint64_t before = airlock_ledger_size(ll->l);
   if (packed) rc = airlock_ledger_append(ll->l, kind, (uint64_t)run, fp, &seq);
   msgpack_zone_destroy(&zone);
   msgpack_sbuffer_destroy(&sb);
@@ -231,7 +232,8 @@ static int l_append(lua_State *L) {
     return fail(L, airlock_ledger_error(ll->l), -rc);
   }
   lua_pushinteger(L, (lua_Integer)seq);
-  return 1;
+  lua_pushinteger(L, (lua_Integer)(airlock_ledger_size(ll->l) - before));
+  return 2;
 }
 
 /* L:head() -> seq, "HEX" */

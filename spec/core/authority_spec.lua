@@ -17,9 +17,10 @@ local NOBODY = "setpriv --reuid 65534 --regid 65534 --clear-groups "
 -- result proves nothing); the rest are asserted only when the control did it.
 local MUST = {
   root = { "read-shadow", "chmod-outside", "utime-outside", "xattr-outside", "lease-outside",
-           "dnotify-outside", "setuid-copy", "setuid-create", "setgid-dir", "pwd-lock", "inotify-root" },
+           "dnotify-outside", "setuid-copy", "setuid-create", "setgid-dir", "pwd-lock", "inotify-root",
+           "inotify-outside", "flock-outside" },
   unprivileged = { "chmod-outside", "utime-outside", "xattr-outside", "lease-outside", "dnotify-outside",
-                   "setuid-copy", "setuid-create", "setgid-dir" },
+                   "setuid-copy", "setuid-create", "setgid-dir", "inotify-outside", "flock-outside" },
 }
 
 local function results(out)
@@ -113,6 +114,21 @@ for _, caller in ipairs { { name = "root", uid = 0, prefix = "" },
         os.execute("rm -rf " .. ws)
       end)
     end
+
+    it("sees no host process in /proc, only its own", function()
+      if not usable() then return end
+      local ws = fresh_workspace("/var/tmp", caller.uid)
+      local probe = string.format("import os\nfor p in ('/proc/%d', '/proc/self'):\n  print(p, os.path.exists(p))\n", H.pid())
+      H.write(ws .. "/procs.py", probe)
+      -- The control: unconfined, the test's own process is there to see.
+      local control = H.sh("cd " .. ws .. " && " .. caller.prefix .. "/usr/bin/python3 procs.py")
+      assert.matches("/proc/" .. H.pid() .. " True", control)
+      local out = H.sh("cd " .. ws .. " && " .. caller.prefix .. AIRLOCK .. " exec --workspace " .. ws ..
+        " -- /usr/bin/python3 procs.py")
+      os.execute("rm -rf " .. ws)
+      assert.matches("/proc/" .. H.pid() .. " False", out)
+      assert.matches("/proc/self True", out)
+    end)
 
     it("runs the program as uid 65534, and never as the caller when that is root", function()
       if not usable() then return end

@@ -52,10 +52,13 @@ while time.monotonic() < end: pass
 if pid: os.waitpid(pid, 0)]] }
     local control = exec(prog, { cpu = 2 })
     assert.are.equal("ok", control.cause, control.message)
-    assert.is_true(control.usage.cpu_ms > 1200, "control used " .. tostring(control.usage.cpu_ms) .. " ms")
     local res = exec(prog, { cpu = 0.5 })
     assert.are.equal("ok", res.cause, res.message)
-    assert.is_true(res.usage.cpu_ms < 800, "bounded run used " .. tostring(res.usage.cpu_ms) .. " ms")
+    -- Half a core over about a second of wall time; the control, unbounded
+    -- but for the machine's own load, gets well past it.
+    assert.is_true(res.usage.cpu_ms < 700, "bounded run used " .. tostring(res.usage.cpu_ms) .. " ms")
+    assert.is_true(control.usage.cpu_ms > 1.4 * res.usage.cpu_ms,
+      "control used " .. tostring(control.usage.cpu_ms) .. " ms, bounded " .. tostring(res.usage.cpu_ms))
     assert.matches("cpu 0.5 cores", res.confinement.cgroup)
   end)
 

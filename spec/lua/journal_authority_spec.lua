@@ -88,6 +88,61 @@ describe("a denied call", function()
   end)
 end)
 
+describe("what one run may make the host write", function()
+  local airlock = require "airlock"
+  local handlers = airlock.handlers
+  local dir
+  before_each(function() dir = H.tmpdir() end)
+  after_each(function() os.execute("rm -rf " .. dir) end)
+
+  local FLOOD = [[
+    local n = 0
+    for i = 1, 5000 do
+      local ok = pcall(host.call, "note", { text = string.rep("x", 200) })
+      if not ok then break end
+      n = i
+    end
+    return n]]
+
+  it("a call flood into the ledger ends with cause ledger at limits.ledger", function()
+    local effects = { note = function() return true end }
+    -- The control: unbounded, all 5,000 calls are recorded.
+    local res = assert(airlock.run { guest = FLOOD, ledger = dir .. "/a",
+      policy = { effects = effects, limits = { ledger = 0, deadline_ms = "30s" } } })
+    assert.are.equal("ok", res.cause, res.message)
+    assert.are.equal(5000, res.value)
+    res = assert(airlock.run { guest = FLOOD, ledger = dir .. "/b",
+      policy = { effects = effects, limits = { ledger = "64K", deadline_ms = "30s" } } })
+    assert.are.equal("ledger", res.cause, res.message)
+    assert.matches("limits.ledger %(65536%)", res.message)
+    local journal = H.read(dir .. "/b/journal")
+    assert.is_true(#journal < 64 * 1024 + 8192, #journal .. " bytes")
+    assert.is_true(require("airlock.ledger").verify(dir .. "/b").ok)
+  end)
+
+  it("a put loop into a kv store stops at max_written", function()
+    local guest = [[
+      local n = 0
+      for i = 1, 400 do
+        local ok = pcall(host.call, "kv.put", { key = "k" .. i, value = string.rep("v", 512) })
+        if not ok then break end
+        n = i
+      end
+      return n]]
+    local function run(max)
+      local kvdir = dir .. "/kv-" .. tostring(max)
+      os.execute("mkdir -p " .. kvdir)
+      return assert(airlock.run { guest = guest, policy = {
+        effects = handlers.kv { dir = kvdir, max_written = max }, limits = { deadline_ms = "30s" } } })
+    end
+    local control = run(0)
+    assert.are.equal(400, control.value, control.message)
+    local res = run("1M")
+    assert.are.equal("ok", res.cause, res.message)
+    assert.is_true(res.value > 10 and res.value < 400, tostring(res.value))
+  end)
+end)
+
 describe("a ledger directory", function()
   local root, ws, target
   before_each(function()
