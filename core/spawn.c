@@ -504,10 +504,8 @@ static int plan_view(struct spawn_ctx *x, const airlock_spawn_opts *o, char *err
 
 /* The index of the entry of tmpfs that path lies beneath, or -1. */
 static long under_tmpfs(const char *const *tmpfs, const char *path) {
-  for (long i = 0; tmpfs && tmpfs[i]; i++) {
-    size_t tl = strlen(tmpfs[i]);
-    if (strncmp(path, tmpfs[i], tl) == 0 && (path[tl] == '/' || path[tl] == 0)) return i;
-  }
+  for (long i = 0; tmpfs && tmpfs[i]; i++)
+    if (beneath(path, tmpfs[i])) return i;
   return -1;
 }
 

@@ -70,7 +70,7 @@ end
 
 -- The confinement report for a program: what the spawner applied (nothing is
 -- left to the program itself, so every layer is known before it starts).
-local function plan_for(auth, start, pids, workspace, cmd, nproc_instead)
+local function plan_for(auth, start, pids, workspace, cmd, nproc_instead, cgroups_skipped)
   local layers = {}
   local ns = start.namespaces
   layers.namespaces = ns and #ns > 0 and ("applied: " .. table.concat(ns, " ") ..
@@ -113,10 +113,9 @@ local function plan_for(auth, start, pids, workspace, cmd, nproc_instead)
   elseif not pids then
     notes[#notes + 1] = "tool.limits.pids is 0 (no pids cgroup)"
   end
-  for _, s in ipairs(start._cgroups_skipped or {}) do
+  for _, s in ipairs(cgroups_skipped) do
     notes[#notes + 1] = s .. ": bounded per process by rlimits instead"
   end
-  start._cgroups_skipped = nil
   layers.cgroup = (#cg > 0 and ("applied: " .. table.concat(cg, ", ")) or "skipped") ..
     (#notes > 0 and ((#cg > 0 and "; skipped: " or ": ") .. table.concat(notes, "; ")) or "")
   layers.workspace = workspace .. " (read and write)"
@@ -247,11 +246,11 @@ function M.exec(opts, broker)
 
   -- The program, found in its own PATH; `airlock call` made runnable inside.
   local cmd = airlock_command()
+  local cmd_dir = cmd and cmd:match("^(.*)/[^/]+$")
   local path = env.PATH or program.DEFAULT_PATH
   local confine = auth.confine or {}
   if cmd then
-    local dir = cmd:match("^(.*)/[^/]+$")
-    env.PATH = path .. ":" .. dir
+    env.PATH = path .. ":" .. cmd_dir
     env.AIRLOCK = cmd
     if confine.landlock then
       confine.landlock.exec = confine.landlock.exec or {}
@@ -261,7 +260,7 @@ function M.exec(opts, broker)
   -- The host runs the airlock installation later (as root, perhaps): a
   -- program must not be able to rewrite it.
   for _, p in ipairs { cmd or false, core.fs_realpath(core.worker_path() or "") or false } do
-    if p and (p == workspace or p:sub(1, #workspace + 1) == workspace .. "/") then
+    if p and program.beneath(p, workspace) then
       return nil, string.format("workspace: %s holds %s, part of the airlock installation that the host " ..
         "runs later; a program may change its workspace, so give a directory of its own", workspace, p),
         "workspace"
@@ -304,7 +303,7 @@ function M.exec(opts, broker)
     start.tmpfs = { "/tmp" }
     -- The workspace stays visible (spawn does that); so does the airlock
     -- command's own directory, read-only, when it is under /tmp too.
-    start.keep = cmd and { cmd:match("^(.*)/[^/]+$") } or nil
+    start.keep = cmd_dir and { cmd_dir } or nil
     if auth.tmp_size then start.tmpfs_size = tostring(auth.tmp_size // 1024) .. "k" end
     -- One inode per 4 KiB of its size: a million empty files are not free.
     start.tmpfs_inodes = math.max(1024, (auth.tmp_size or 64 * 1024 * 1024) // 4096)
@@ -355,7 +354,6 @@ function M.exec(opts, broker)
       end
     end
   end
-  start._cgroups_skipped = #skipped > 0 and skipped or nil
   if ns.net and require("airlock.confine").shared_netns() then start.shared_net = true end
 
   -- The ledger is written by this (trusted) process: never inside the
@@ -365,7 +363,7 @@ function M.exec(opts, broker)
     local parent = opts.ledger:match("^(.*)/[^/]*/*$") or "."
     local real = core.fs_realpath(opts.ledger) or
       ((core.fs_realpath(parent ~= "" and parent or "/") or parent) .. "/" .. opts.ledger:match("([^/]*)/*$"))
-    if real == workspace or real:sub(1, #workspace + 1) == workspace .. "/" then
+    if program.beneath(real, workspace) then
       return nil, string.format("ledger: %s is inside the workspace %s, which the program may change; " ..
         "keep the ledger outside it", opts.ledger, workspace), "ledger"
     end
@@ -375,7 +373,7 @@ function M.exec(opts, broker)
   local owned <close> = broker == nil and b or nil
   local run, err, code = b:start {
     policy = pol, ledger = opts.ledger, durability = opts.durability,
-    _program = { name = argv[1], argv = full, plan = plan_for(auth, start, start.pids_max, workspace, cmd, nproc_instead),
+    _program = { name = argv[1], argv = full, plan = plan_for(auth, start, start.pids_max, workspace, cmd, nproc_instead, skipped),
                  deadline_ms = deadline and deadline > 0 and deadline or nil, capture = capture },
   }
   if not run then

@@ -354,7 +354,7 @@ function broker_methods:reload(p)
   local ok, pol, err = pcall(resolve_policy, p)
   if not ok then return nil, tostring(pol) end
   if not pol then return nil, err end
-  if policy.unconfined(pol) and (os.getenv("AIRLOCK_REQUIRE_CONFINEMENT") or "0"):match("^[^0]") then
+  if policy.unconfined(pol) and policy.confinement_required() then
     return nil, string.format("confinement: policy '%s' runs guests without confinement, " ..
       "and AIRLOCK_REQUIRE_CONFINEMENT=1 refuses it", tostring(pol.name or "(unnamed)"))
   end

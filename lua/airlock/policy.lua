@@ -1119,6 +1119,13 @@ function M.resolve(p, base)
   return pol
 end
 
+--- confinement_required() -> whether AIRLOCK_REQUIRE_CONFINEMENT asks that
+--- no run goes with less confinement than its stock base (set, and not "0").
+function M.confinement_required()
+  local req = os.getenv("AIRLOCK_REQUIRE_CONFINEMENT")
+  return req ~= nil and req ~= "" and req ~= "0"
+end
+
 local admitted = setmetatable({}, { __mode = "k" })   -- policy -> base -> what admit found
 local warned = setmetatable({}, { __mode = "k" })     -- host -> policy -> true
 
@@ -1147,8 +1154,7 @@ function M.admit(pol, base, what, host)
   end
   if not less then return true end
   local name = tostring(pol.name or "(unnamed)")
-  local req = os.getenv("AIRLOCK_REQUIRE_CONFINEMENT")
-  if req and req ~= "" and req ~= "0" then
+  if M.confinement_required() then
     return nil, string.format("confinement: policy '%s' runs %s without confinement%s, " ..
       "and AIRLOCK_REQUIRE_CONFINEMENT=1 refuses it", name, what, less)
   end

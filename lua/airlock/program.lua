@@ -35,6 +35,12 @@ function M.can_drop_caps(namespaces, root)
   return root
 end
 
+--- beneath(path, dir) -> whether path is dir or lies below it (both absolute
+--- and canonical).
+function M.beneath(path, dir)
+  return path == dir or path:sub(1, #dir + 1) == (dir == "/" and "/" or dir .. "/")
+end
+
 --- check_workspace(dir, landlock) -> true, or nil, message: a workspace is
 --- made writable (and, when root, idmapped so the program owns what is in
 --- it), so it must be a directory of its own: not /, and holding none of the
@@ -43,11 +49,11 @@ function M.check_workspace(dir, landlock)
   if dir == "/" then
     return nil, "workspace: / cannot be a workspace; give a directory of its own"
   end
-  local prefix, writable = dir .. "/", {}
+  local writable = {}
   for _, p in ipairs(landlock and landlock.write or {}) do writable[p] = true end
   for _, list in ipairs { landlock and landlock.read or {}, landlock and landlock.exec or {} } do
     for _, p in ipairs(list) do
-      if (p == dir or p:sub(1, #prefix) == prefix) and not writable[p] then
+      if M.beneath(p, dir) and not writable[p] then
         return nil, string.format("workspace: %s holds %s, which the policy keeps read-only; a workspace " ..
           "is made writable, so give a directory of its own", dir, p)
       end
