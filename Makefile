@@ -47,7 +47,7 @@ build/gen/embedded.c: tools/embed.lua $(LUA_SRC)
 	@mkdir -p build/gen
 	lua5.4 tools/embed.lua $@ $(LUA_SRC)
 
-build/Makefile: premake5.lua $(wildcard core/*.c lua/*.c lua/binding/*.c worker/*.c spec/c/*.c spec/fixtures/*.c bench/*.c)
+build/Makefile: premake5.lua $(wildcard core/*.c init/*.c lua/*.c lua/binding/*.c worker/*.c spec/c/*.c spec/fixtures/*.c bench/*.c)
 	premake4 --file=premake5.lua gmake >/dev/null
 
 build: deps build/gen/embedded.c build/Makefile
@@ -96,7 +96,7 @@ TIDY_CHECKS = -*,bugprone-*,-bugprone-easily-swappable-parameters,-bugprone-rese
 -bugprone-narrowing-conversions,-bugprone-assignment-in-if-condition,\
 -bugprone-implicit-widening-of-multiplication-result,-bugprone-sizeof-expression,\
 -bugprone-not-null-terminated-result,misc-redundant-expression,cert-err34-c
-LINT_SRC = core/*.c worker/*.c lua/*.c lua/binding/*.c
+LINT_SRC = core/*.c init/*.c worker/*.c lua/*.c lua/binding/*.c
 lint: build/gen/embedded.c
 	@missing=""; for p in $(LINT_DEBS); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
@@ -126,6 +126,7 @@ install: build
 	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/airlock.pc
 	$(INSTALL) -m 755 build/lib/airlock.so $(DESTDIR)$(LUA_CMOD_DIR)/airlock.so
 	$(INSTALL) -m 755 build/bin/airlock-worker $(DESTDIR)$(LIBEXECDIR)/airlock/airlock-worker
+	$(INSTALL) -m 755 build/bin/airlock-init $(DESTDIR)$(LIBEXECDIR)/airlock/airlock-init
 	$(INSTALL) -m 755 build/bin/airlock $(DESTDIR)$(BINDIR)/airlock
 
 clean:

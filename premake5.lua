@@ -73,6 +73,19 @@ project "airlock-worker"
   links { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "crypto", "seccomp", "m" }
   outdirs(true)
 
+-- airlock-init: PID 1 of a program's pid namespace (init/main.c). Static, so
+-- it runs in any root file system; never sanitized (a static link cannot
+-- carry the sanitizer runtime, and it makes a handful of system calls).
+project "airlock-init"
+  kind "ConsoleApp"
+  files { "init/*.c" }
+  configuration "sanitize"
+    buildoptions { "-fno-sanitize=all" }
+    linkoptions { "-fno-sanitize=all" }
+  configuration {}
+  linkoptions { "-static" }
+  outdirs(true)
+
 -- Test and benchmark programs.
 local function tool(name, srcs, libs)
   project(name)

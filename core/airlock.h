@@ -162,11 +162,14 @@ const msgpack_object *airlock_msg_field(const msgpack_object *o, const char *key
 #define AIRLOCK_WORKER_EXIT_CONFINE 4
 
 typedef struct airlock_spawn_opts {
-  const char *const *argv;  /* argv[0] is the program path (no PATH search) */
+  const char *const *argv;  /* the program's argv; argv[0] is its path unless path is set */
+  const char *path;         /* NULL: argv[0]. The program's path (no PATH search) */
   const char *const *envp;  /* NULL: empty environment */
   const char *workdir;      /* NULL: "/" */
   int channel;              /* 1: create the fd-3 socketpair */
   int stdin_fd;             /* -1: /dev/null */
+  int stdout_fd, stderr_fd; /* > 0: the child's stdout (stderr) is this descriptor, not
+                               captured (airlock_child.out, .err are -1); else a pipe */
   unsigned long namespaces; /* CLONE_NEW* flags: namespaces the child is born in.
                                With CLONE_NEWUSER the child maps itself to uid and
                                gid 65534 inside, so exec leaves it no capability */
@@ -210,6 +213,11 @@ typedef struct airlock_spawn_opts {
                                itself nosuid and nodev (needs CLONE_NEWNS), and when
                                the parent is root the bind is idmapped so that files
                                the child (uid 65534) makes there are the caller's */
+  const char *init;         /* with CLONE_NEWPID: the path of airlock-init, which the
+                               child becomes (PID 1): it runs the program as PID 2,
+                               reaps every process, forwards signals, and reports the
+                               program's wait status on airlock_child.status. Its
+                               filter must allow execveat. NULL: the program is PID 1 */
 } airlock_spawn_opts;
 
 /* ------------------------------------------------------------------ identity */
@@ -247,7 +255,13 @@ typedef struct airlock_child {
   int out, err;   /* read ends of the capture pipes, non-blocking */
   int notify;     /* seccomp user-notification listener for the child's refused
                      calls (see airlock_spawn_opts.confine), or -1 */
+  int status;     /* with airlock_spawn_opts.init: the read end of the status pipe,
+                     non-blocking (AIRLOCK_INIT_* records), or -1 */
 } airlock_child;
+
+/* airlock-init's status records: two native uint32, kind then value. */
+enum { AIRLOCK_INIT_WAIT_STATUS = 1,   /* value: the program's wait status */
+       AIRLOCK_INIT_EXEC_FAILED = 2 }; /* value: the errno of the program's exec */
 
 /* Starts a child. Returns 0 and fills c (all fds CLOEXEC), or -errno with a
 ** message in err naming the step that failed ("exec /x: No such file ..."). */
@@ -282,6 +296,15 @@ typedef struct airlock_capture {
   int truncated;                  /* 1 when bytes past the cap were discarded */
 } airlock_capture;
 
+/* A system call the run's seccomp filter refused with an errno (the spec's
+** refuse_errno is AIRLOCK_REFUSE_CHOSEN), and how often. */
+typedef struct airlock_refusal {
+  int nr;                         /* the system call's number */
+  int err;                        /* the errno it answered */
+  uint64_t count;
+} airlock_refusal;
+#define AIRLOCK_REFUSALS_MAX 16   /* distinct calls named per run; the rest only counted */
+
 /* The outcome of a finished run. Pointers live as long as the run. */
 typedef struct airlock_result {
   int ok;                         /* cause == ok */
@@ -294,10 +317,14 @@ typedef struct airlock_result {
   int term_signal;                /* 0 unless the child was killed by a signal */
   airlock_capture out, errout;    /* captured stdout and stderr */
   airlock_usage usage;
+  const airlock_refusal *refused; /* the first AIRLOCK_REFUSALS_MAX distinct refused calls */
+  size_t nrefused;
+  uint64_t refused_total;         /* every refused call, named or not */
 } airlock_result;
 
 typedef struct airlock_run_opts {
   const char *const *argv;        /* the worker or program */
+  const char *path;               /* NULL: argv[0]; see airlock_spawn_opts.path */
   const char *const *envp;        /* NULL: empty */
   const char *workdir;            /* NULL: "/" */
   const void *init;               /* whole init frame (header included), or NULL */
@@ -321,8 +348,10 @@ typedef struct airlock_run_opts {
                                      (airlock_spawn_opts.confine); the caller may free
                                      it once airlock_broker_start returns. A seccomp
                                      filter is checked from outside right after spawn
-                                     (Seccomp: 2, NoNewPrivs: 1), and in kill mode a
-                                     refused call ends the run with cause seccomp, named */
+                                     (Seccomp: 2, NoNewPrivs: 1); in kill mode a refused
+                                     call ends the run with cause seccomp, named; with
+                                     AIRLOCK_REFUSE_CHOSEN it fails with an errno and is
+                                     named in the result (refused), the run going on */
   int program;                    /* 1: a plain program, not a worker: no init, no
                                      ready; exit status 0 is cause ok, another status
                                      cause exit (the status in the message) */
@@ -333,6 +362,9 @@ typedef struct airlock_run_opts {
   int stdin_fd;                   /* > 0: the child's stdin (the caller keeps it and may
                                      close it once airlock_broker_start returns);
                                      otherwise /dev/null */
+  int stdout_fd, stderr_fd;       /* > 0: passed to the child as its stdout (stderr), not
+                                     captured (the result's capture is then empty); the
+                                     caller keeps them. Otherwise captured */
   const char *const *tmpfs;       /* see airlock_spawn_opts */
   const char *tmpfs_size;
   unsigned long tmpfs_inodes;
@@ -347,6 +379,8 @@ typedef struct airlock_run_opts {
                                      killer ends one); unavailable: start fails */
   uint32_t cpu_millis;            /* > 0: a cpu cgroup holds the run to this rate, in
                                      thousandths of a core; unavailable: start fails */
+  const char *init_program;       /* see airlock_spawn_opts.init: the result then tells the
+                                     program's own exit status or signal */
 } airlock_run_opts;
 
 typedef enum airlock_event_kind { AIRLOCK_EV_CALL = 1, AIRLOCK_EV_DONE } airlock_event_kind;

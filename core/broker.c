@@ -59,6 +59,10 @@ struct airlock_run {
   unsigned long namespaces;
   struct held call, ready, final;
   uint64_t last_id;
+  int refuse_chosen;            /* refused calls are answered with an errno */
+  int init_status, init_seen;   /* airlock-init's report of the program's wait status */
+  int exec_errno;               /* airlock-init could not run the program: why */
+  airlock_refusal refused[AIRLOCK_REFUSALS_MAX];
   airlock_cause pending;        /* set when the parent decided the cause */
   int status;                   /* wait status */
   struct rusage ru;
@@ -376,15 +380,33 @@ static void read_channel(airlock_run *r) {
 
 /* ------------------------------------------------------------ seccomp listener */
 
-/* A confined program made a call its filter refuses (kill mode: the spawner
-** handed the filter's listener over). The call waits in the kernel, never
-** executed; the run ends with cause seccomp, the call named, and the caller
-** is killed even if it left the process group. */
+/* Counts a refused call, naming the first AIRLOCK_REFUSALS_MAX distinct ones. */
+static void note_refusal(airlock_run *r, int nr, int err) {
+  airlock_result *res = &r->res;
+  res->refused_total++;
+  for (size_t i = 0; i < res->nrefused; i++)
+    if (r->refused[i].nr == nr && r->refused[i].err == err) { r->refused[i].count++; return; }
+  if (res->nrefused < AIRLOCK_REFUSALS_MAX) r->refused[res->nrefused++] = (airlock_refusal){ nr, err, 1 };
+}
+
+/* A confined program made a call its filter refuses (the spawner handed the
+** filter's listener over). The call waits in the kernel, never executed. With
+** a chosen errno it fails with that errno and is counted; in kill mode the
+** run ends with cause seccomp, the call named, and the caller is killed even
+** if it left the process group. */
 static void on_notify(airlock_run *r, uint32_t events) {
   if (events & EPOLLIN) {
     struct seccomp_notif n;
     memset(&n, 0, sizeof n);
     if (ioctl(r->c.notify, SECCOMP_IOCTL_NOTIF_RECV, &n) == 0) {
+      if (r->refuse_chosen) {
+        int e = airlock_refusal_errno(n.data.nr);
+        struct seccomp_notif_resp resp = { .id = n.id, .val = 0, .error = -e, .flags = 0 };
+        /* ENOENT: the caller was killed meanwhile; nothing to answer. */
+        if (ioctl(r->c.notify, SECCOMP_IOCTL_NOTIF_SEND, &resp) == 0 || errno == ENOENT)
+          note_refusal(r, n.data.nr, e);
+        return;
+      }
       char name[64];
       /* A pidfd for the caller, taken while the notification is still pending
       ** (checked after), so the pid cannot have been reused. The run's group
@@ -543,6 +565,8 @@ static int cpu_limit_killed(const airlock_run *r) {
 static void classify(airlock_run *r) {
   airlock_result *res = &r->res;
   char sig[32], tail[400];
+  /* With airlock-init, a program that ended on its own is told as it ended. */
+  if (r->init_seen && WIFEXITED(r->status)) r->status = r->init_status;
   res->exit_code = WIFEXITED(r->status) ? WEXITSTATUS(r->status) : -1;
   res->term_signal = WIFSIGNALED(r->status) ? WTERMSIG(r->status) : 0;
   res->usage.wall_ms = airlock_now_ms() - r->t_start;
@@ -582,6 +606,10 @@ static void classify(airlock_run *r) {
       snprintf(r->message, sizeof r->message,
                "killed by seccomp (SIGSYS): a system call this policy does not allow "
                "(the process did not say which)");
+  } else if (r->exec_errno) {
+    res->cause = AIRLOCK_CAUSE_EXIT;
+    snprintf(r->message, sizeof r->message, "the program could not be started: exec: %s (%s)",
+             strerror(r->exec_errno), strerrorname_np(r->exec_errno) ? strerrorname_np(r->exec_errno) : "?");
   } else if (r->program && WIFEXITED(r->status) && res->exit_code == 0) {
     res->cause = AIRLOCK_CAUSE_OK;   /* a plain program that exited 0 */
     r->message[0] = 0;
@@ -654,9 +682,28 @@ static void close_child(airlock_run *r) {
 
 static void run_free(airlock_run *r);
 
+/* airlock-init's records (AIRLOCK_INIT_*), written before it exited. Its own
+** exit status is 128 + N for a signal; the record tells the signal itself.
+** Only whole records of a known kind count; anything else is ignored (the
+** program's status is the program's to choose anyway). */
+static void read_init_status(airlock_run *r) {
+  uint32_t rec[2];
+  for (int k = 0; k < 8 && r->c.status >= 0; k++) {
+    ssize_t n = read(r->c.status, rec, sizeof rec);
+    if (n != (ssize_t)sizeof rec) break;
+    if (rec[0] == AIRLOCK_INIT_WAIT_STATUS && (WIFEXITED((int)rec[1]) || WIFSIGNALED((int)rec[1]))) {
+      r->init_status = (int)rec[1];
+      r->init_seen = 1;
+    } else if (rec[0] == AIRLOCK_INIT_EXEC_FAILED && rec[1] > 0 && rec[1] < 4096) {
+      r->exec_errno = (int)rec[1];
+    }
+  }
+}
+
 /* The child has exited (reaped): collect what is left and deliver DONE. */
 static void finish(airlock_run *r) {
   if (r->finished) return;
+  read_init_status(r);
   if (r->c.chan >= 0) read_channel(r);
   drain_capture(r, W_OUT);
   drain_capture(r, W_ERR);
@@ -719,15 +766,20 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
   r->namespaces = o->namespaces;
   r->deadline_ms = o->deadline_ms;
   r->memory_max = o->memory_max;
+  r->refuse_chosen = o->confine && o->confine->refuse_chosen;
   r->res.exit_code = -1;
+  r->res.refused = r->refused;
   airlock_frame_reader_init(&r->rd, o->max_frame ? o->max_frame : AIRLOCK_FRAME_MAX_DEFAULT);
 
   memset(&so, 0, sizeof so);
   so.argv = o->argv;
+  so.path = o->path;
   so.envp = o->envp;
   so.workdir = o->workdir;
   so.channel = !o->program || r->program_channel;
   so.stdin_fd = o->stdin_fd > 0 ? o->stdin_fd : -1;
+  so.stdout_fd = o->stdout_fd;
+  so.stderr_fd = o->stderr_fd;
   so.tmpfs = o->tmpfs;
   so.tmpfs_size = o->tmpfs_size;
   so.keep = o->keep;
@@ -740,6 +792,7 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
   so.drop_caps = o->drop_caps;
   so.netns_fd = o->netns_fd;
   so.confine = o->confine;
+  so.init = o->init_program;
   if (o->rlimits) { r->rlimits = *o->rlimits; so.rlimits = &r->rlimits; }
   int rc;
   if (o->pids_max || o->memory_max || o->cpu_millis) {

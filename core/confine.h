@@ -179,7 +179,11 @@ typedef struct airlock_confine_spec {
   const char *const *syscalls;  /* raw system call names, added to the list */
   int refuse_errno;             /* 0: a refused call kills the process (SIGSYS; a program
                                    the broker runs ends its run with cause seccomp, the call
-                                   named); > 0: the call fails with this errno instead.
+                                   named); > 0: the call fails with this errno instead;
+                                   AIRLOCK_REFUSE_CHOSEN: the call fails with the errno
+                                   airlock_refusal_errno() picks for it, and a program the
+                                   broker runs has each refused call named in its result
+                                   (the listener answers it), its run going on.
                                    Either way: calls of another ABI (i386 int $0x80, x32)
                                    kill the process; an allowlist always lets exit,
                                    exit_group, rt_sigreturn and restart_syscall through;
@@ -188,16 +192,26 @@ typedef struct airlock_confine_spec {
   int no_new_privs;             /* 1: PR_SET_NO_NEW_PRIVS (implied by landlock and seccomp) */
 } airlock_confine_spec;
 
+/* refuse_errno: each refused call fails with an errno fitting it (EPERM for
+** privilege, EAFNOSUPPORT for sockets of a kind not promised, ENOSYS for
+** feature probes), named in the run's result: what programs expect of a
+** sandbox (bubblewrap and firejail leave them errnos they handle). */
+#define AIRLOCK_REFUSE_CHOSEN (-1)
+/* The errno a refused call nr answers with under AIRLOCK_REFUSE_CHOSEN. */
+int airlock_refusal_errno(long nr);
+
 /* A spec made ready to apply with no allocation and no file system access:
 ** what the spawner's child needs between clone(CLONE_VM|CLONE_VFORK) and exec.
 ** All fields are owned by the structure (airlock_confine_prepared_free). */
 typedef struct airlock_confine_prepared {
   int ruleset_fd;               /* Landlock ruleset (O_CLOEXEC), or -1 */
   struct sock_fprog prog;       /* the filter; .filter NULL: no seccomp */
-  struct sock_fprog notify_prog;/* kill mode only, for the spawner: the same filter with
-                                   refused calls sent to a listener (USER_NOTIF) that names
-                                   them, plus sendmsg on AIRLOCK_CONFINE_NOTIFY_FD to hand
-                                   the listener over before exec; .filter NULL if none */
+  struct sock_fprog notify_prog;/* kill and chosen-errno modes, for the spawner: the same
+                                   filter with refused calls sent to a listener (USER_NOTIF)
+                                   that names them, plus sendmsg on AIRLOCK_CONFINE_NOTIFY_FD
+                                   to hand the listener over before exec; .filter NULL if none */
+  int refuse_chosen;            /* the spec's refuse_errno is AIRLOCK_REFUSE_CHOSEN: the
+                                   listener answers each refused call with an errno */
   int no_new_privs;             /* set before the layers */
   int allows_exec;              /* bit 1: the filter lets execve through (a spawned program
                                    needs it); bit 2: execveat too */
@@ -239,6 +253,8 @@ int airlock_confine_apply_prepared_fds(const airlock_confine_prepared *p, int ru
 ** when it built the ruleset) in the ruleset at ruleset_fd. System calls only.
 ** Returns 0 or -errno. */
 int airlock_confine_prepared_grant_rw(const airlock_confine_prepared *p, int ruleset_fd, int dirfd);
+/* The same, read only (the /proc of a run's own pid namespace). */
+int airlock_confine_prepared_grant_read(const airlock_confine_prepared *p, int ruleset_fd, int dirfd);
 /* Closes the ruleset, frees the programs, leaves *p empty. Idempotent. */
 void airlock_confine_prepared_free(airlock_confine_prepared *p);
 /* Prepare + apply to the calling process. out[0] is the Landlock layer, out[1]

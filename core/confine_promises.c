@@ -54,7 +54,7 @@ const airlock_promise airlock_promises[] = {
     /* descriptors */
     "read readv pread64 preadv preadv2 write writev pwrite64 pwritev pwritev2 lseek "
     "close close_range dup dup2 dup3 fcntl fstat newfstatat(AT_EMPTY_PATH) statx(AT_EMPTY_PATH) "
-    "fstatfs ftruncate fsync fdatasync fadvise64 sendfile splice tee "
+    "fstatfs ftruncate fsync fdatasync fadvise64 sendfile splice tee copy_file_range "
     /* memory: mmap keeps PROT_EXEC, the dynamic loader of a spawned program needs it */
     "mmap munmap mremap mprotect madvise msync mincore brk membarrier "
     /* threads and the C runtime's start-up */
@@ -87,8 +87,10 @@ const airlock_promise airlock_promises[] = {
     "getxattr lgetxattr fgetxattr listxattr llistxattr flistxattr "
     "inotify_init inotify_init1 inotify_add_watch inotify_rm_watch" },
   { "wpath",
-    "opening files for writing (any access mode, O_TRUNC), truncate, fallocate",
-    "open(write) openat(write) truncate fallocate" },
+    "opening files for writing (any access mode, O_TRUNC), truncate, fallocate; sharing "
+    "extents between files already open (FICLONE, as cp does: the target must be open for "
+    "writing)",
+    "open(write) openat(write) truncate fallocate ioctl(FICLONE|FICLONERANGE|FIDEDUPERANGE)" },
   { "cpath",
     "creating, removing, renaming and linking files and directories (O_CREAT, O_TMPFILE)",
     "open(create) openat(create) creat(create) mkdir mkdirat rmdir unlink unlinkat "

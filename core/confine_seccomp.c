@@ -382,3 +382,21 @@ const char *airlock_syscall_name(long nr, char *buf, size_t len)
   free(name);
   return buf;
 }
+
+int airlock_refusal_errno(long nr)
+{
+  char name[64];
+  airlock_syscall_name(nr, name, sizeof name);
+  /* Sockets of a kind the policy does not promise: as if the family did not
+  ** exist (programs then report "address family not supported", or fall back). */
+  static const char *const sockets[] = { "socket", "socketpair", NULL };
+  /* Features a program probes for and does without when the kernel lacks them. */
+  static const char *const probes[] = { "io_uring_setup", "io_uring_enter", "io_uring_register",
+                                        "memfd_secret", "pkey_alloc", "landlock_create_ruleset",
+                                        "unknown", NULL };
+  for (size_t i = 0; sockets[i]; i++)
+    if (strcmp(name, sockets[i]) == 0) return EAFNOSUPPORT;
+  for (size_t i = 0; probes[i]; i++)
+    if (strcmp(name, probes[i]) == 0) return ENOSYS;
+  return EPERM;   /* everything else asks for a privilege the run does not have */
+}

@@ -24,6 +24,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <linux/fs.h>   /* FICLONE, FICLONERANGE, FIDEDUPERANGE */
 #include <linux/seccomp.h>
 #include <seccomp.h>
 
@@ -249,6 +250,7 @@ static const struct { const char *name; unsigned long value; } symbols[] = {
   { "TIOCSPGRP", TIOCSPGRP }, { "TCFLSH", TCFLSH }, { "TCXONC", TCXONC }, { "TIOCGSID", TIOCGSID },
   { "TIOCSTI", TIOCSTI }, { "TIOCLINUX", TIOCLINUX },
   { "FIONREAD", FIONREAD }, { "FIONBIO", FIONBIO }, { "FIOCLEX", FIOCLEX }, { "FIONCLEX", FIONCLEX },
+  { "FICLONE", FICLONE }, { "FICLONERANGE", FICLONERANGE }, { "FIDEDUPERANGE", FIDEDUPERANGE },
   { "PR_SET_NAME", PR_SET_NAME }, { "PR_GET_NAME", PR_GET_NAME },
   { "EACCES", EACCES }, { "ENOSYS", ENOSYS }, { "EPERM", EPERM },
 };
@@ -640,6 +642,14 @@ static const char *refusal_text(int e, char *buf, size_t len)
   return buf;
 }
 
+/* What a refused call does, for the layer's report. */
+static const char *refusal(int refuse_errno, char *buf, size_t len)
+{
+  if (refuse_errno == AIRLOCK_REFUSE_CHOSEN)
+    return "fail with a fitting errno, each named";
+  return refuse_errno ? refusal_text(refuse_errno, buf, len) : "kill the process (SIGSYS)";
+}
+
 static int prepare_seccomp(const airlock_confine_spec *s, airlock_confine_prepared *p,
                            int want_notify, char *err, size_t errlen)
 {
@@ -648,8 +658,10 @@ static int prepare_seccomp(const airlock_confine_spec *s, airlock_confine_prepar
   int deny = s->seccomp_deny != 0;
   size_t nraw = list_len(s->syscalls);
 
-  if (s->refuse_errno < 0 || s->refuse_errno > 4095) {
-    snprintf(err, errlen, "seccomp: refuse_errno %d is not an errno (1 to 4095, or 0 to kill)",
+  int chosen = s->refuse_errno == AIRLOCK_REFUSE_CHOSEN;
+  if ((s->refuse_errno < 0 && !chosen) || s->refuse_errno > 4095) {
+    snprintf(err, errlen, "seccomp: refuse_errno %d is not an errno (1 to 4095, 0 to kill, or "
+             "AIRLOCK_REFUSE_CHOSEN)",
              s->refuse_errno);
     return -EINVAL;
   }
@@ -711,19 +723,21 @@ static int prepare_seccomp(const airlock_confine_spec *s, airlock_confine_prepar
                    (deny ? !(exat && exat->all) : (exat != NULL && exat->all)) << 1;
 
   int nrules = 0;
+  /* Without a listener, a chosen errno is EPERM for every call. */
   uint32_t refuse = s->refuse_errno > 0 ? SCMP_ACT_ERRNO((uint32_t)s->refuse_errno)
-                                        : SCMP_ACT_KILL_PROCESS;
+                    : chosen ? SCMP_ACT_ERRNO(EPERM) : SCMP_ACT_KILL_PROCESS;
   struct entry *sm = find(&rs, "sendmsg");
   int sendmsg_allowed = deny ? !(sm && sm->all) : (sm != NULL && sm->all);
   char ignored[160];
   int can_hand_over = deny ? sendmsg_allowed : 1;   /* an allowlist adds the rule it needs */
-  if (want_notify && s->refuse_errno == 0 && can_hand_over &&
+  if (want_notify && s->refuse_errno <= 0 && can_hand_over &&
       compile(&rs, deny, SCMP_ACT_NOTIFY, sendmsg_allowed ? -1 : AIRLOCK_CONFINE_NOTIFY_FD,
               &p->notify_prog, &nrules, ignored, sizeof ignored) == 0) {
     /* The spawner's variant: refused calls wait for the broker, which names
-    ** them and kills the run. Compiled once; the plain program is the same
-    ** code with every notify return made kill-process and the hand-over
-    ** refused like any sendmsg; the notify program lets the hand-over through. */
+    ** them and kills the run (or answers them with an errno). Compiled once;
+    ** the plain program is the same code with every notify return made the
+    ** refusal and the hand-over refused like any sendmsg; the notify program
+    ** lets the hand-over through. */
     size_t bytes = p->notify_prog.len * sizeof(struct sock_filter);
     p->prog.filter = malloc(bytes);
     if (p->prog.filter == NULL) {
@@ -737,13 +751,13 @@ static int prepare_seccomp(const airlock_confine_spec *s, airlock_confine_prepar
         if (a->code != (BPF_RET | BPF_K))
           continue;
         if (a->k == SCMP_ACT_NOTIFY || a->k == HANDOVER_MARK)
-          a->k = SCMP_ACT_KILL_PROCESS;
+          a->k = refuse;
         if (b->k == HANDOVER_MARK)
           b->k = SCMP_ACT_ALLOW;
       }
     }
   } else {
-    /* errno mode, self-application, or no notify support: one plain program
+    /* fixed errno mode, self-application, or no notify support: one plain program
     ** (a denylist that refuses sendmsg itself cannot hand a listener over). */
     free(p->notify_prog.filter);
     p->notify_prog.filter = NULL;
@@ -754,21 +768,19 @@ static int prepare_seccomp(const airlock_confine_spec *s, airlock_confine_prepar
   if (rc != 0)
     return rc;
 
-  char how[48];
+  char how[120];
   if (deny)
     airlock_layer_set_(&p->seccomp, "seccomp", AIRLOCK_LAYER_APPLIED, 0,
                        "denylist: %zu syscalls + the dangerous set, %d rules (%u insns); refused "
                        "calls %s; other arch and x32: kill-process",
                        nraw, nrules, (unsigned)p->prog.len,
-                       s->refuse_errno ? refusal_text(s->refuse_errno, how, sizeof how)
-                                       : "kill the process (SIGSYS)");
+                       refusal(s->refuse_errno, how, sizeof how));
   else
     airlock_layer_set_(&p->seccomp, "seccomp", AIRLOCK_LAYER_APPLIED, 0,
                        "allowlist: promises '%.80s' + %zu syscalls, %d rules (%u insns); refused "
                        "calls %s; other arch and x32: kill-process",
                        s->promises ? s->promises : "", nraw, nrules, (unsigned)p->prog.len,
-                       s->refuse_errno ? refusal_text(s->refuse_errno, how, sizeof how)
-                                       : "kill the process (SIGSYS)");
+                       refusal(s->refuse_errno, how, sizeof how));
   return 0;
 }
 
@@ -892,6 +904,7 @@ static int prepare(const airlock_confine_spec *s, airlock_confine_prepared *p, i
     return -EINVAL;
   }
   p->no_new_privs = s->no_new_privs || s->landlock || s->seccomp;
+  p->refuse_chosen = s->seccomp && s->refuse_errno == AIRLOCK_REFUSE_CHOSEN;
   int rc = 0;
   if (s->landlock && (rc = prepare_landlock(s, p, err, errlen)) != 0) {
     airlock_layer_set_(&p->landlock, "landlock", AIRLOCK_LAYER_FAILED, -rc, "%s", err);
@@ -936,6 +949,17 @@ int airlock_confine_prepared_grant_rw(const airlock_confine_prepared *p, int rul
 {
   struct ll_path_beneath_attr a = { .allowed_access = (LL_READ | LL_WRITE) & p->handled_fs,
                                     .parent_fd = dirfd };
+  if (ruleset_fd < 0 || a.allowed_access == 0)
+    return 0;
+  if (syscall(__NR_landlock_add_rule, ruleset_fd, LL_RULE_PATH_BENEATH, &a, 0) != 0)
+    return -errno;
+  return 0;
+}
+
+__attribute__((no_sanitize("address", "undefined")))
+int airlock_confine_prepared_grant_read(const airlock_confine_prepared *p, int ruleset_fd, int dirfd)
+{
+  struct ll_path_beneath_attr a = { .allowed_access = LL_READ & p->handled_fs, .parent_fd = dirfd };
   if (ruleset_fd < 0 || a.allowed_access == 0)
     return 0;
   if (syscall(__NR_landlock_add_rule, ruleset_fd, LL_RULE_PATH_BENEATH, &a, 0) != 0)

@@ -12,6 +12,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
@@ -62,6 +63,9 @@ struct spawn_ctx {
   int userns_fd;         /* with root and CLONE_NEWUSER: the run user namespace */
   int idmap_fd;          /* with root and o->workspace: the idmapping namespace */
   int exec_fd;           /* with root: the program, opened by the parent, or -1 */
+  int init_fd;           /* with o->init: airlock-init, opened by the parent, or -1 */
+  int status_w;          /* with o->init: the write end of the status pipe, or -1 */
+  const char **init_argv;/* with o->init: "airlock-init", PATH or "", the program's argv */
   struct spawn_report *rep;
 };
 
@@ -141,12 +145,15 @@ static int drop_capabilities(void) {
   return (int)syscall(SYS_capset, &h, d);
 }
 
-#define EXEC_FD 61   /* where the child keeps the program opened by the parent */
+#define INIT_FD 59          /* where the child keeps airlock-init, opened by the parent */
+#define INIT_STATUS_FD 60   /* airlock-init's end of the status pipe (init/main.c) */
+#define EXEC_FD 61          /* where the child keeps the program opened by the parent */
+#define NKEEP 5
 
 /* Closes every fd from lo up, except those in keep (ascending, -1 = unused). */
-__attribute__((no_sanitize("address", "undefined"))) static int close_fds_from(int lo, const int keep[3]) {
+__attribute__((no_sanitize("address", "undefined"))) static int close_fds_from(int lo, const int keep[NKEEP]) {
   unsigned from = (unsigned)lo;
-  for (int k = 0; k < 3; k++) {
+  for (int k = 0; k < NKEEP; k++) {
     if (keep[k] < lo) continue;
     if ((unsigned)keep[k] > from && syscall(SYS_close_range, from, (unsigned)keep[k] - 1, 0) < 0) goto slow;
     from = (unsigned)keep[k] + 1;
@@ -156,7 +163,9 @@ slow: {   /* before Linux 5.9 */
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) < 0) return -1;
     for (rlim_t fd = (rlim_t)lo; fd < rl.rlim_cur && fd < 65536; fd++)
-      if ((int)fd != keep[0] && (int)fd != keep[1] && (int)fd != keep[2]) close((int)fd);
+      if ((int)fd != keep[0] && (int)fd != keep[1] && (int)fd != keep[2] && (int)fd != keep[3] &&
+          (int)fd != keep[4])
+        close((int)fd);
     return 0;
   }
 }
@@ -281,6 +290,15 @@ __attribute__((no_sanitize("address", "undefined"))) static void mount_all(struc
     if (x->nview) mkdir_below(x, pre, a_buf, 0);
     if (mount("proc", a_buf, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
       fail(x, "mount(/proc of the run's pid namespace)");
+    /* Readable, as bubblewrap's --proc is: it shows the run's own processes
+    ** alone (ps, a runtime reading /proc/self); the parent could not name it. */
+    if (x->ruleset >= 0) {
+      int fd = open(a_buf, O_PATH | O_DIRECTORY | O_CLOEXEC);
+      if (fd < 0) fail(x, "open(/proc)");
+      int e = airlock_confine_prepared_grant_read(o->confine, x->ruleset, fd);
+      close(fd);
+      if (e < 0) { errno = -e; fail(x, "landlock_add_rule(/proc)"); }
+    }
   }
   for (size_t i = 0; o->tmpfs && o->tmpfs[i]; i++) {
     under(a_buf, pre, o->tmpfs[i]);
@@ -386,28 +404,37 @@ __attribute__((no_sanitize("address", "undefined"))) static int child_main(void 
   ** clobber a source that happens to sit at a low number. The confinement's
   ** ruleset and hand-over socket go to their fixed numbers below HIGH_FD
   ** (the hand-over's is named in the seccomp program), close-on-exec. */
-  int hi[7] = { -1, -1, -1, -1, -1, -1, -1 };
-  const int extra[3] = { x->ruleset, x->notify, x->exec_fd };
+  int hi[9] = { -1, -1, -1, -1, -1, -1, -1, -1, -1 };
+  const int extra[5] = { x->ruleset, x->notify, x->exec_fd, x->init_fd, x->status_w };
   for (int i = 0; i < nfd; i++) {
     hi[i] = fcntl(x->src[i], F_DUPFD, HIGH_FD + i);
     if (hi[i] < 0) fail(x, "fcntl(F_DUPFD)");
   }
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < 5; i++)
     if (extra[i] >= 0 && (hi[4 + i] = fcntl(extra[i], F_DUPFD_CLOEXEC, HIGH_FD)) < 0) fail(x, "fcntl(F_DUPFD)");
   for (int i = 0; i < nfd; i++)
     if (dup2(hi[i], i) < 0) fail(x, "dup2");
-  int keep[3] = { -1, -1, -1 };   /* ascending */
+  int keep[NKEEP] = { -1, -1, -1, -1, -1 };   /* ascending */
+  /* airlock-init inherits the program and the status pipe (it marks both
+  ** close-on-exec before the program runs); without it the program's fd
+  ** closes on exec. */
+  int inherit = x->init_fd >= 0 ? 0 : O_CLOEXEC;
+  if (x->init_fd >= 0) {
+    if (dup3(hi[7], INIT_FD, O_CLOEXEC) < 0 || dup3(hi[8], INIT_STATUS_FD, 0) < 0) fail(x, "dup3");
+    keep[0] = INIT_FD;
+    keep[1] = INIT_STATUS_FD;
+  }
   if (x->exec_fd >= 0) {
-    if (dup3(hi[6], EXEC_FD, O_CLOEXEC) < 0) fail(x, "dup3");
-    keep[0] = EXEC_FD;
+    if (dup3(hi[6], EXEC_FD, inherit) < 0) fail(x, "dup3");
+    keep[2] = EXEC_FD;
   }
   if (x->ruleset >= 0) {
     if (dup3(hi[4], AIRLOCK_CONFINE_RULESET_FD, O_CLOEXEC) < 0) fail(x, "dup3");
-    keep[1] = AIRLOCK_CONFINE_RULESET_FD;
+    keep[3] = AIRLOCK_CONFINE_RULESET_FD;
   }
   if (x->notify >= 0) {
     if (dup3(hi[5], AIRLOCK_CONFINE_NOTIFY_FD, O_CLOEXEC) < 0) fail(x, "dup3");
-    keep[2] = AIRLOCK_CONFINE_NOTIFY_FD;
+    keep[4] = AIRLOCK_CONFINE_NOTIFY_FD;
   }
   if (close_fds_from(nfd, keep) < 0) fail(x, "getrlimit");
 
@@ -425,6 +452,10 @@ __attribute__((no_sanitize("address", "undefined"))) static int child_main(void 
     int e = airlock_confine_apply_prepared_fds(o->confine, x->ruleset >= 0 ? AIRLOCK_CONFINE_RULESET_FD : -1,
                                                x->notify >= 0 ? AIRLOCK_CONFINE_NOTIFY_FD : -1, &step);
     if (e < 0) { errno = -e; fail(x, step ? step : "confine"); }
+  }
+  if (x->init_fd >= 0) {   /* PID 1, which runs the program as PID 2 */
+    syscall(SYS_execveat, INIT_FD, "", x->init_argv, o->envp ? o->envp : empty_env, AT_EMPTY_PATH);
+    fail(x, "exec airlock-init");
   }
   if (x->exec_fd >= 0)   /* opened by the parent: no path walk as uid 65534 */
     syscall(SYS_execveat, EXEC_FD, "", o->argv, o->envp ? o->envp : empty_env, AT_EMPTY_PATH);
@@ -532,6 +563,7 @@ static int open_program(const char *path) {
 
 void airlock_child_close(airlock_child *c) {
   close_fd(&c->pidfd);
+  close_fd(&c->status);
   close_fd(&c->notify);
   close_fd(&c->chan);
   close_fd(&c->out);
@@ -571,9 +603,10 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   char abs_path[4096];
   int rc = 0;
 
-  c->pid = -1; c->pidfd = c->chan = c->out = c->err = c->notify = -1;
+  int st[2] = { -1, -1 };
+  c->pid = -1; c->pidfd = c->chan = c->out = c->err = c->notify = c->status = -1;
   memset(&x, 0, sizeof x);
-  x.exec_fd = -1;
+  x.exec_fd = x.init_fd = x.status_w = -1;
   if (o && o->netns_fd > 0 && !(o->namespaces & CLONE_NEWNET)) {
     snprintf(err, errlen, "spawn: netns_fd is set but the net namespace is not asked for");
     return -EINVAL;
@@ -582,9 +615,10 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
     snprintf(err, errlen, "spawn: no program given");
     return -EINVAL;
   }
+  const char *prog = o->path ? o->path : o->argv[0];
   if (o->confine && o->confine->prog.filter && !(o->confine->allows_exec & 1)) {
     snprintf(err, errlen, "confinement: the seccomp filter does not allow execve, so %s could "
-             "never start (promise 'exec')", o->argv[0]);
+             "never start (promise 'exec')", prog);
     return -EINVAL;
   }
   if (o->tmpfs && o->tmpfs[0] && !(o->namespaces & CLONE_NEWNS)) {
@@ -601,17 +635,21 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
     return -EINVAL;
   }
   /* The child changes directory before exec: resolve a relative program now. */
-  if (o->argv[0][0] != '/') {
+  if (prog[0] != '/') {
     if (!getcwd(abs_path, sizeof abs_path - 1) ||
-        strlen(abs_path) + 1 + strlen(o->argv[0]) >= sizeof abs_path) {
-      snprintf(err, errlen, "spawn: cannot make '%s' an absolute path", o->argv[0]);
+        strlen(abs_path) + 1 + strlen(prog) >= sizeof abs_path) {
+      snprintf(err, errlen, "spawn: cannot make '%s' an absolute path", prog);
       return -ENAMETOOLONG;
     }
     strcat(abs_path, "/");
-    strcat(abs_path, o->argv[0]);
+    strcat(abs_path, prog);
   }
   if (o->channel && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) { step = "socketpair"; goto fail; }
-  if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) { step = "pipe2"; goto fail; }
+  /* Capture pipes, unless the caller hands the child its own descriptors. */
+  if ((o->stdout_fd <= 0 && pipe2(po, O_CLOEXEC) < 0) || (o->stderr_fd <= 0 && pipe2(pe, O_CLOEXEC) < 0)) {
+    step = "pipe2";
+    goto fail;
+  }
   if (o->stdin_fd < 0 && (devnull = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) { step = "open /dev/null"; goto fail; }
   if (o->confine && o->confine->notify_prog.filter &&
       socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, nt) < 0) { step = "socketpair"; goto fail; }
@@ -624,17 +662,17 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
 
   x.o = o;
   x.rep = rep;
-  x.path = o->argv[0][0] == '/' ? o->argv[0] : abs_path;
+  x.path = prog[0] == '/' ? prog : abs_path;
   x.parent = getpid();
   x.uid = geteuid();
   x.gid = getegid();
   x.src[0] = o->stdin_fd >= 0 ? o->stdin_fd : devnull;
-  x.src[1] = po[1];
-  x.src[2] = pe[1];
+  x.src[1] = o->stdout_fd > 0 ? o->stdout_fd : po[1];
+  x.src[2] = o->stderr_fd > 0 ? o->stderr_fd : pe[1];
   x.src[3] = o->channel ? sv[1] : -1;
   x.ruleset = o->confine && o->confine->ruleset_fd >= 0 ? o->confine->ruleset_fd : -1;
   x.notify = nt[1];
-  x.userns_fd = x.idmap_fd = x.exec_fd = -1;
+  x.userns_fd = x.idmap_fd = -1;
   x.root = x.uid == 0;
   if (o->workspace && (!o->workdir || !(o->namespaces & CLONE_NEWNS))) {
     errno = EINVAL;
@@ -662,6 +700,24 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
       goto cleanup;
     }
     if (!o->confine || !o->confine->prog.filter || (o->confine->allows_exec & 2)) x.exec_fd = open_program(x.path);
+  }
+  if (o->init && (o->namespaces & CLONE_NEWPID)) {
+    if (o->confine && o->confine->prog.filter && !(o->confine->allows_exec & 2)) {
+      snprintf(err, errlen, "confinement: the seccomp filter does not allow execveat, which starts "
+               "airlock-init, the program's PID 1 (promise 'exec')");
+      rc = -EINVAL;
+      goto cleanup;
+    }
+    size_t argc = 0;
+    while (o->argv[argc]) argc++;
+    x.init_argv = calloc(argc + 3, sizeof *x.init_argv);
+    if (!x.init_argv) { errno = ENOMEM; step = "calloc"; goto fail; }
+    x.init_argv[0] = "airlock-init";
+    x.init_argv[1] = x.exec_fd >= 0 ? "" : x.path;
+    for (size_t i = 0; i < argc; i++) x.init_argv[2 + i] = o->argv[i];
+    if ((x.init_fd = open(o->init, O_RDONLY | O_CLOEXEC)) < 0) { step = "open airlock-init"; goto fail; }
+    if (pipe2(st, O_CLOEXEC) < 0) { step = "pipe2"; goto fail; }
+    x.status_w = st[1];
   }
   if (o->tmpfs) {
     /* What the child's mounts need, made here where stdio may be used. */
@@ -691,7 +747,7 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
     errno = rep->err;
     if (strcmp(rep->step, "exec") == 0) {
       rc = -errno;
-      snprintf(err, errlen, "exec %s: %s", o->argv[0], strerror(errno));
+      snprintf(err, errlen, "exec %s: %s", prog, strerror(errno));
       goto cleanup;
     }
     step = rep->step;
@@ -702,9 +758,11 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   c->chan = o->channel ? sv[0] : -1;
   c->out = po[0];
   c->err = pe[0];
-  sv[0] = po[0] = pe[0] = -1;
-  if ((c->chan >= 0 && set_nonblock(c->chan) < 0) || set_nonblock(c->out) < 0 ||
-      set_nonblock(c->err) < 0 || (c->notify >= 0 && set_nonblock(c->notify) < 0)) {
+  c->status = st[0];
+  sv[0] = po[0] = pe[0] = st[0] = -1;
+  if ((c->chan >= 0 && set_nonblock(c->chan) < 0) || (c->out >= 0 && set_nonblock(c->out) < 0) ||
+      (c->status >= 0 && set_nonblock(c->status) < 0) ||
+      (c->err >= 0 && set_nonblock(c->err) < 0) || (c->notify >= 0 && set_nonblock(c->notify) < 0)) {
     int saved = errno;
     kill(c->pid, SIGKILL);
     waitpid(c->pid, NULL, 0);
@@ -727,6 +785,9 @@ cleanup:
   close_fd(&nt[0]); close_fd(&nt[1]);
   close_fd(&devnull);
   close_fd(&x.exec_fd);
+  close_fd(&x.init_fd);
+  close_fd(&st[0]); close_fd(&st[1]);
+  free(x.init_argv);
   return rc;
 }
 

@@ -4,9 +4,20 @@
 -- built there may be run, under the same confinement), a private
 -- /tmp (a fresh tmpfs in the program's own mount namespace), no network (an
 -- empty net namespace, no inet promise), at most 128 processes, 4 GiB of
--- memory and 2 cores for the whole run (a cgroup each), and the seccomp promises of a program that reads, writes and runs
--- others. Guests run under it keep untrusted's worker settings.
--- tool.confine is locked.
+-- memory and 2 cores for the whole run (a cgroup each), and the seccomp
+-- promises of a program that reads, writes and runs others. A call no promise
+-- grants fails with an errno (EPERM, EAFNOSUPPORT for sockets, ENOSYS for
+-- probes) and is named in the result, as programs expect of a sandbox.
+-- Guests run under it keep untrusted's worker settings. tool.confine is locked.
+--
+-- Two promises look like privilege and are not, here:
+--   id    set*id and capset: the program holds no capability (the spawner
+--         empties every set, no_new_privs voids file capabilities) and every
+--         id it has is one (65534), so the kernel lets it "change" only to the
+--         ids it already has; make and other tools call setresuid that way.
+--   unix  unix-domain sockets (socketpair for asyncio and subprocess pipes):
+--         its file tree holds only what the policy names, Landlock scopes
+--         abstract sockets to the run, so it reaches only sockets it made.
 local policy = require "airlock.policy"
 
 local SYSTEM = { "/usr", "/lib", "/lib64", "/bin", "/etc" }
@@ -23,7 +34,7 @@ return policy.extend("untrusted", {
       no_new_privs = true,
       landlock = { read = { "/usr", "/lib", "/lib64", "/bin", "/etc", "/dev/null", "/dev/urandom", "/dev/zero" },
                    write = { "/dev/null" }, exec = SYSTEM, scope = true },
-      seccomp = { promises = "stdio rpath wpath cpath fattr proc exec tty" },
+      seccomp = { promises = "stdio rpath wpath cpath fattr proc exec tty id unix", refuse = "errno" },
     },
     env = { PATH = "/usr/local/bin:/usr/bin:/bin", LANG = "C.UTF-8" },
     workspace = ".",

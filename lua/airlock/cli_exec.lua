@@ -1,23 +1,27 @@
 -- airlock.cli_exec -- `airlock exec [options] -- PROGRAM [ARGS...]`: one
 -- program run confined under a policy's tool authority (airlock.exec).
 --
--- Output: the program's stdout and stderr go to ours (after the run, or line
--- by line with --stream), secrets redacted; when the run did not end well, one
--- line on stderr says why. --json prints the whole result as one JSON object.
+-- Like the program it runs: stdin, stdout and stderr are ours, passed
+-- straight through (binary-safe, unbuffered, interleaved as written, no size
+-- limit). --json or --capture SIZE capture them instead (--json prints the
+-- whole result as one JSON object); a policy that hands the program secrets
+-- also makes it capture, so they can be redacted. When the run did not end
+-- well, one line on stderr says why; calls the policy refused are named there.
 -- Exit status: the program's own when it exited; 124 when the deadline ended
--- it; 128+N when a signal did (seccomp and the capture of a refused call
--- included); 125 when airlock could not start it (usage, policy, workspace,
--- confinement).
+-- it; 128+N when a signal did; 127 when the program is not found, 126 when it
+-- cannot be run; 125 when airlock could not start it (usage, policy,
+-- workspace, confinement); 1 when a capture was cut and the program exited 0.
 local airlock = require "airlock"
 local json = require "airlock.json"
 
 local M = {}
 
-M.USAGE = [[
+M.USAGE = [=[
 usage: airlock exec [--policy NAME|FILE] [--workspace DIR] [--timeout DURATION]
-                    [--capture SIZE] [--stdin FILE|-] [--env NAME=VALUE]...
+                    [--capture SIZE] [--stdin FILE|none|-] [--env NAME=VALUE]...
                     [--stream] [--json] [--ledger DIR [--durability MODE]]
-                    -- PROGRAM [ARGS...]]]
+                    [--] PROGRAM [ARGS...]
+]=]
 
 local SIGNALS = { SIGHUP = 1, SIGINT = 2, SIGQUIT = 3, SIGILL = 4, SIGTRAP = 5, SIGABRT = 6, SIGBUS = 7,
                   SIGFPE = 8, SIGKILL = 9, SIGUSR1 = 10, SIGSEGV = 11, SIGUSR2 = 12, SIGPIPE = 13,
@@ -38,7 +42,8 @@ end
 
 function M.main(args)
   local opts, env = {}, {}
-  local as_json, stream = false, false
+  local as_json, stream, stdin = false, false, "-"
+  local secrets_declared
   local i = 1
   local function value(flag)
     i = i + 1
@@ -54,8 +59,7 @@ function M.main(args)
       elseif a == "--timeout" then opts.timeout = value(a)
       elseif a == "--capture" then opts.capture = value(a)
       elseif a == "--stdin" then
-        local v = value(a)
-        opts.stdin_file = v == "-" and "/dev/stdin" or v
+        stdin = value(a)
       elseif a == "--env" then
         local v = value(a)
         local k, x = v:match("^([^=]+)=(.*)$")
@@ -79,39 +83,74 @@ function M.main(args)
   if #argv == 0 then return usage_error("no program given") end
   opts.argv = argv
   if next(env) then opts.env = env end
-  if stream and not as_json then
-    opts.stream = function(which, line)
+  -- The caller's PATH finds the program, as a shell would (unless --env sets one).
+  if not env.PATH and os.getenv("PATH") then
+    opts.env = opts.env or {}
+    opts.env.PATH = os.getenv("PATH")
+  end
+  if stdin == "-" then opts.stdin_inherit = true
+  elseif stdin ~= "none" then opts.stdin_file = stdin end
+  -- Captured when asked (--json, --capture) or when secrets must be redacted;
+  -- otherwise the program writes to our own stdout and stderr.
+  local pol_ok, pol = pcall(require("airlock.exec").resolve_policy, opts.policy)
+  secrets_declared = pol_ok and pol and pol.tool and pol.tool.secrets and next(pol.tool.secrets) ~= nil
+  local capture = as_json or opts.capture ~= nil or secrets_declared
+  if not capture then opts.output = "inherit" end
+  if capture and stream and not as_json then
+    opts.stream = function(which, line, complete)
       local out = which == "stdout" and io.stdout or io.stderr
-      out:write(line, "\n")
+      out:write(line, complete and "\n" or "")
       out:flush()
     end
   end
-
-  local res, err, code
-  ok, perr = pcall(function() res, err, code = airlock.exec(opts) end)
+  local res, err, code, status
+  ok, perr = pcall(function() res, err, code, status = airlock.exec(opts) end)
   if not ok then
     io.stderr:write("airlock ", tostring(perr):gsub("^[^:]*:%d+: ", ""), "\n")
     return 125
   end
   if not res then
-    io.stderr:write("airlock exec: ", tostring(code or "error"), ": ", tostring(err), "\n")
-    return 125
+    local msg = tostring(err)
+    if code and msg:sub(1, #code + 2) ~= code .. ": " then msg = code .. ": " .. msg end
+    if as_json then
+      io.stdout:write(json.encode { ok = false, cause = code or "error", message = tostring(err) }, "\n")
+    else
+      io.stderr:write("airlock exec: ", msg, "\n")
+    end
+    return status or 125
   end
   if as_json then
     io.stdout:write(json.encode(res), "\n")
-  elseif not stream then
+  elseif capture and not stream then
     io.stdout:write(res.stdout)
     io.stderr:write(res.stderr)
   end
+  local cut = res.stdout_truncated or res.stderr_truncated
   if not as_json then
     if res.stdout_truncated then io.stderr:write("airlock exec: stdout cut at the capture limit\n") end
     if res.stderr_truncated then io.stderr:write("airlock exec: stderr cut at the capture limit\n") end
-    if res.cause ~= "ok" and res.cause ~= "exit" then
+    -- A signal the program got from itself or its own is its business (the
+    -- status says it, as a shell's would); what airlock ended is said here.
+    if res.cause ~= "ok" and res.cause ~= "exit" and res.cause ~= "crash" then
       io.stderr:write("airlock exec: ", res.cause, ": ", res.message, "\n")
+    elseif res.cause == "exit" and res.message:match("^the program could not be started") then
+      io.stderr:write("airlock exec: ", res.message, "\n")
+    end
+    -- Refused calls a program handled are its business; when it failed, they may be why.
+    if res.refused and M.exit_status(res) ~= 0 then
+      local parts = {}
+      for _, r in ipairs(res.refused) do
+        parts[#parts + 1] = string.format("%s (%s%s)", r.syscall, r.errno, r.count > 1 and (", " .. r.count .. "x") or "")
+      end
+      io.stderr:write("airlock exec: the policy refused ", table.concat(parts, ", "),
+        res.refused_total > #res.refused and string.format(" and %d more", res.refused_total - #res.refused) or "",
+        " (tool.confine.seccomp)\n")
     end
   end
   io.stdout:flush()
-  return M.exit_status(res)
+  local st = M.exit_status(res)
+  if cut and st == 0 then st = 1 end
+  return st
 end
 
 return M

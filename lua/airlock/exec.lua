@@ -16,26 +16,37 @@ local program = require "airlock.program"
 local M = {}
 
 local EXEC_KEYS = { argv = true, policy = true, workspace = true, stdin = true, stdin_file = true,
-                    env = true, timeout = true, capture = true, stream = true, ledger = true,
-                    durability = true }
+                    stdin_inherit = true, output = true, env = true, timeout = true, capture = true,
+                    stream = true, ledger = true, durability = true }
 
 local function fail(msg, level) error("exec: " .. msg, (level or 1) + 1) end
+
+-- The worker in use (AIRLOCK_WORKER, as the sanitizer suite sets it) marks
+-- the build whose command and init go with a program.
+local function worker_dir()
+  local w = os.getenv("AIRLOCK_WORKER") or core.worker_path()
+  return w and w:match("^(.*)/[^/]+$")
+end
 
 -- The airlock command beside the worker, so `airlock call` can run inside.
 local command_cache
 local function airlock_command()
   if command_cache == nil then
     command_cache = false
-    -- The worker in use (AIRLOCK_WORKER, as the sanitizer suite sets it) marks
-    -- the build whose command goes inside.
-    local w = os.getenv("AIRLOCK_WORKER") or core.worker_path()
-    local dir = w and w:match("^(.*)/[^/]+$")
+    local dir = worker_dir()
     for _, rel in ipairs { "/airlock", "/../../bin/airlock" } do
       local p = dir and core.fs_realpath(dir .. rel)
       if p then command_cache = p; break end
     end
   end
   return command_cache or nil
+end
+
+-- airlock-init, PID 1 of the program's pid namespace (init/main.c), beside the worker.
+local function init_program()
+  local dir = worker_dir()
+  local p = dir and core.fs_realpath(dir .. "/airlock-init")
+  return p
 end
 
 -- The run's environment: nothing of the host's. tool.env (the allowlist with
@@ -94,8 +105,11 @@ local function plan_for(auth, start, pids, workspace, cmd, nproc_instead, cgroup
     layers.landlock = "skipped: the policy does not ask for it"
   end
   if c.seccomp then
+    local r = c.seccomp.refuse
     layers.seccomp = "applied: " .. (c.seccomp.mode == "deny" and "denylist" or
-      ("promises " .. tostring(c.seccomp.promises or ""))) .. " (Seccomp: 2 checked after spawn)"
+      ("promises " .. tostring(c.seccomp.promises or ""))) .. "; refused calls " ..
+      (r == "errno" and "fail with a fitting errno, each named in the result" or r == "kill" and
+       "kill the run" or ("fail with " .. tostring(r))) .. " (Seccomp: 2 checked after spawn)"
   else
     layers.seccomp = "skipped: the policy does not ask for it"
   end
@@ -123,7 +137,8 @@ local function plan_for(auth, start, pids, workspace, cmd, nproc_instead, cgroup
   return { start = start, init = {}, layers = layers, required = {} }
 end
 
--- Splits new output into complete lines for opts.stream; the rest waits.
+-- Splits new output into complete lines for opts.stream (complete = true; the
+-- newline is not passed); the rest waits, and comes last with complete = false.
 local function streamer(fn, redact)
   local pending = { stdout = "", stderr = "" }
   local sent = { stdout = 0, stderr = 0 }
@@ -134,12 +149,12 @@ local function streamer(fn, redact)
       local nl = buf:find("\n", from, true)
       if not nl then break end
       local line = buf:sub(from, nl - 1)
-      fn(which, redact and redact(line) or line)
+      fn(which, redact and redact(line) or line, true)
       from = nl + 1
     end
     pending[which] = buf:sub(from)
     if final and pending[which] ~= "" then
-      fn(which, redact and redact(pending[which], true) or pending[which])
+      fn(which, redact and redact(pending[which], true) or pending[which], false)
       pending[which] = ""
     end
   end
@@ -173,12 +188,16 @@ function M.resolve_policy(p)
 end
 
 --- airlock.exec{argv = {program, args...}, policy = "tool" | name | file | table,
----   workspace = dir, stdin = string | stdin_file = path, env = {NAME = "value"},
----   timeout = ms | "2s", capture = bytes | "64K", stream = function(which, line),
----   ledger = dir, durability = "batch"} -> result, or nil, message, cause word.
+---   workspace = dir, stdin = string | stdin_file = path | stdin_inherit = true,
+---   output = "capture" | "inherit", env = {NAME = "value"}, timeout = ms | "2s",
+---   capture = bytes | "64K", stream = function(which, line, complete),
+---   ledger = dir, durability = "batch"}
+---   -> result, or nil, message, cause word, exit status (127: not found, 126:
+---   not runnable, else 125: what a shell or env(1) would exit with).
 --- result: ok, cause, message, exit_code | signal, stdout, stderr (secrets
---- redacted; *_truncated when over the capture limit), usage, confinement,
---- policy, digest, argv, workspace; ledger when recorded.
+--- redacted; *_truncated when over the capture limit; empty with output =
+--- "inherit"), refused (the calls the policy refused, each with its errno and
+--- count), usage, confinement, policy, digest, argv, workspace; ledger when recorded.
 function M.exec(opts, broker)
   if type(opts) ~= "table" then fail("expects a table {argv = {...}, ...}", 2) end
   for k in pairs(opts) do
@@ -192,7 +211,19 @@ function M.exec(opts, broker)
     if type(a) ~= "string" then fail(string.format("argv[%d] must be a string", i), 2) end
   end
   if opts.stream ~= nil and type(opts.stream) ~= "function" then
-    fail("'stream' must be a function(which, line)", 2)
+    fail("'stream' must be a function(which, line, complete)", 2)
+  end
+  if opts.output ~= nil and opts.output ~= "capture" and opts.output ~= "inherit" then
+    fail("'output' must be \"capture\" (the result holds stdout and stderr) or \"inherit\" " ..
+         "(the program writes to this process's own)", 2)
+  end
+  local inherit_output = opts.output == "inherit"
+  if inherit_output and opts.stream then fail("'stream' needs output = \"capture\"", 2) end
+  if opts.stdin_inherit ~= nil and type(opts.stdin_inherit) ~= "boolean" then
+    fail("'stdin_inherit' must be a boolean", 2)
+  end
+  if opts.stdin_inherit and (opts.stdin ~= nil or opts.stdin_file ~= nil) then
+    fail("give one of 'stdin', 'stdin_file' and 'stdin_inherit'", 2)
   end
 
   require "airlock"   -- the broker's start method
@@ -226,6 +257,10 @@ function M.exec(opts, broker)
 
   local values, serr = secrets.resolve(pol.secrets)
   if not values then return nil, serr, "secrets" end
+  if inherit_output and next(auth.secrets) then
+    return nil, "exec: the policy hands the program secrets (tool.secrets), which are redacted from what " ..
+      "it prints; with output = \"inherit\" nothing could be redacted, so capture its output instead", "policy"
+  end
   local env, eerr = environment(auth, opts, workspace, values)
   if not env then return nil, eerr, "policy" end
 
@@ -249,6 +284,13 @@ function M.exec(opts, broker)
   local cmd_dir = cmd and cmd:match("^(.*)/[^/]+$")
   local path = env.PATH or program.DEFAULT_PATH
   local confine = auth.confine or {}
+  local policy_exec = {}   -- what the policy itself lets programs run, for messages
+  for _, p in ipairs(confine.landlock and confine.landlock.exec or {}) do
+    if p ~= workspace then policy_exec[#policy_exec + 1] = p end
+  end
+  -- A program gets an errno for a call its policy refuses (each named in the
+  -- result) unless the policy says "kill": what programs expect of a sandbox.
+  if confine.seccomp and confine.seccomp.refuse == nil then confine.seccomp.refuse = "errno" end
   if cmd then
     env.PATH = path .. ":" .. cmd_dir
     env.AIRLOCK = cmd
@@ -256,6 +298,18 @@ function M.exec(opts, broker)
       confine.landlock.exec = confine.landlock.exec or {}
       table.insert(confine.landlock.exec, cmd)
     end
+  end
+  -- PID 1 of its pid namespace is airlock-init, which runs the program as PID 2.
+  local ns_pid = false
+  for _, name in ipairs(auth.namespaces or {}) do ns_pid = ns_pid or name == "pid" end
+  local init = ns_pid and init_program()
+  if ns_pid and not init then
+    return nil, string.format("exec: airlock-init is missing beside the worker (%s); rebuild or reinstall " ..
+      "airlock (make build, make install)", tostring(worker_dir())), "exec"
+  end
+  if init and confine.landlock then
+    confine.landlock.exec = confine.landlock.exec or {}
+    table.insert(confine.landlock.exec, init)
   end
   -- The host runs the airlock installation later (as root, perhaps): a
   -- program must not be able to rewrite it.
@@ -266,12 +320,26 @@ function M.exec(opts, broker)
         "workspace"
     end
   end
-  local found = program.find(argv[1], path)
-  if not found then
-    return nil, string.format("exec: '%s' not found in the program's PATH (%s)", argv[1], path), "exec"
+  -- Found as a shell inside would find it: in PATH, passing over directories
+  -- the program cannot run from; "./prog" in the workspace.
+  local exec_roots = {}
+  for _, p in ipairs(confine.landlock and confine.landlock.exec or {}) do
+    exec_roots[#exec_roots + 1] = core.fs_realpath(p) or p
   end
-  local full = { found }
-  for i = 2, #argv do full[i] = argv[i] end
+  local found, ferr, fstatus = program.locate(argv[1], {
+    path = path, cwd = workspace,
+    runnable = function(real)
+      if not confine.landlock then return true end
+      for _, r in ipairs(exec_roots) do if program.beneath(real, r) then return true end end
+      return string.format("tool.confine.landlock.exec grants %s%s; grant its directory in a policy that " ..
+        "extends tool: tool = { grant = { exec = { \"%s\" } } } (docs/TOOLS.md, \"Granting more\")",
+        table.concat(policy_exec, " "), tool.workspace_exec and " and the workspace" or "",
+        real:match("^(.*)/[^/]*$") or real)
+    end,
+  })
+  if not found then return nil, "exec: " .. ferr, "exec", fstatus end
+  local full = {}
+  for i = 1, #argv do full[i] = argv[i] end
 
   local envlist = {}
   for k, v in pairs(env) do envlist[#envlist + 1] = k .. "=" .. v end
@@ -281,10 +349,12 @@ function M.exec(opts, broker)
   for _, name in ipairs(auth.namespaces or {}) do ns[name] = true end
   local drop = program.can_drop_caps(auth.namespaces, root)
   local start = {
-    env = envlist, workdir = workspace, namespaces = auth.namespaces, rlimits = auth.rlimits,
+    path = found, env = envlist, workdir = workspace, namespaces = auth.namespaces, rlimits = auth.rlimits,
     confine = confine, drop_caps = drop or nil, no_new_privs = confine.no_new_privs or nil,
-    stdin = opts.stdin, stdin_file = opts.stdin_file,
+    stdin = opts.stdin, stdin_file = opts.stdin_file, stdin_fd = opts.stdin_inherit and 0 or nil,
+    stdout_fd = inherit_output and 1 or nil, stderr_fd = inherit_output and 2 or nil,
     workspace = ns.mount or nil,   -- bound nosuid, nodev; idmapped to the caller when root
+    init_program = init or nil,
   }
   -- The program's file tree holds what Landlock grants and nothing else (a
   -- view): what the policy does not name cannot be watched, locked or seen.
@@ -393,6 +463,7 @@ function M.exec(opts, broker)
   end
   if stream then stream.finish(res) end
   res.argv = full
+  res.program = found
   res.workspace = workspace
   return res
 end

@@ -270,10 +270,11 @@ local promise_words = (function()
 end)()
 
 local function refuse(v)
-  if v == "kill" then return v end
+  if v == "kill" or v == "errno" then return v end
   for _, e in ipairs(ERRNOS) do if v == e then return v end end
   if math.type(v) == "integer" and v >= 1 and v <= 4095 then return v end
-  return nil, '"kill", an errno name (' .. table.concat(ERRNOS, ", ") .. ") or an errno number",
+  return nil, '"kill", "errno" (a fitting errno per call, each named), an errno name (' ..
+    table.concat(ERRNOS, ", ") .. ") or an errno number",
     type(v) == "string" and string.format("got %s%s", quote(v), hint(v, ERRNOS)) or nil
 end
 
@@ -366,6 +367,11 @@ M.SCHEMA = {
     workspace = path_,
     workspace_exec = boolean_,   -- programs may run what they build in the workspace
     tmp = one_of { "private", "none" },
+    -- Paths a derived policy grants on top of tool.confine's (which stays
+    -- locked): a toolchain in /opt, a device. Each appears in the program's
+    -- view and its Landlock rules; never /, never the airlock installation.
+    grant = { read = list_of(path_, "paths"), write = list_of(path_, "paths"),
+              exec = list_of(path_, "paths") },
   },
   ledger = {
     confine = PROCESS_CONFINE,
@@ -1188,6 +1194,23 @@ function M.authority(p, role, opts)
     if not t then return nil, string.format("policy '%s' has no tool section (no authority for tools)", name) end
     local ws = opts.workspace or t.workspace
     local o = spawn_options(t.confine, ws and { ws } or {}, t.workspace_exec)
+    local ll = o.confine.landlock
+    for _, kind in ipairs { "read", "write", "exec" } do
+      for _, g in ipairs(t.grant and t.grant[kind] and plain(t.grant[kind]) or {}) do
+        if g == "/" then
+          return nil, string.format("policy '%s': tool.grant.%s cannot grant / (name the directories " ..
+            "the program needs)", name, kind)
+        end
+        if ll then
+          ll[kind] = ll[kind] or {}
+          if not set_of(ll[kind])[g] then ll[kind][#ll[kind] + 1] = g end
+          if kind ~= "read" and not set_of(ll.read or {})[g] then
+            ll.read = ll.read or {}
+            ll.read[#ll.read + 1] = g
+          end
+        end
+      end
+    end
     o.workdir = ws
     o.workspace = opts.workspace   -- for airlock.spawn: bound nosuid, idmapped when root
     o.env = plain(t.env)

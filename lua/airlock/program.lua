@@ -16,6 +16,54 @@ function M.find(name, path)
   return nil
 end
 
+--- locate(name, opts) -> path, or nil, message, exit status (127 not found,
+--- 126 not runnable), the way a shell inside the sandbox would find it:
+--- opts.path (PATH), opts.cwd (where "./prog" and "bin/prog" resolve: the
+--- workspace), opts.runnable(real path) -> true or the policy field that
+--- would have to grant it. A PATH entry the program cannot run from is passed
+--- over (inside, it does not exist); if the name is found only there, the
+--- message names it and the field that would grant it.
+function M.locate(name, opts)
+  local core = require "airlock.core"
+  local function check(p)
+    local real = core.fs_realpath(p)
+    local dir, base = (real or ""):match("^(.*)/([^/]+)$")
+    local ok, st = pcall(core.fs_stat, dir ~= "" and dir or "/", base)
+    st = ok and st or nil
+    if not st then return nil, "not found", 127 end
+    if st.type ~= "file" or (st.mode or 0) & 73 == 0 then return nil, "not executable", 126 end
+    local ok = opts.runnable(real)
+    if ok ~= true then return nil, ok, 126, real end
+    return real
+  end
+  if name:find("/", 1, true) then
+    local p = name:sub(1, 1) == "/" and name or (opts.cwd .. "/" .. name)
+    local real, why, status, outside = check(p)
+    if real then return p end
+    if outside then
+      return nil, string.format("%s (%s) is outside what the policy lets programs run: %s", name, outside, why), status
+    end
+    return nil, string.format("%s: %s", name, why), status
+  end
+  local outside
+  local path = opts.path or M.DEFAULT_PATH
+  for dir in path:gmatch("[^:]+") do
+    if dir:sub(1, 1) ~= "/" then dir = opts.cwd .. "/" .. dir end
+    local p = dir .. "/" .. name
+    local real, why, status, out = check(p)
+    if real then return p end
+    if out and not outside then outside = { p, out, why } end
+    if status == 126 and not out and not outside then outside = { p, nil, why } end
+  end
+  if outside and outside[2] then
+    return nil, string.format("'%s' is found only at %s (%s), outside what the policy lets programs run: %s",
+      name, outside[1], outside[2], outside[3]), 127
+  elseif outside then
+    return nil, string.format("'%s' at %s is %s", name, outside[1], outside[3]), 126
+  end
+  return nil, string.format("'%s' not found in PATH (%s)", name, path), 127
+end
+
 --- is_root() -> whether this process runs as (effective) root.
 function M.is_root()
   local f = io.open("/proc/self/status", "rb")

@@ -215,6 +215,23 @@ static void push_result(lua_State *L, lrun *lr, const airlock_result *res) {
   lua_pushlstring(L, res->errout.data, res->errout.len); lua_setfield(L, -2, "stderr");
   lua_pushboolean(L, res->out.truncated); lua_setfield(L, -2, "stdout_truncated");
   lua_pushboolean(L, res->errout.truncated); lua_setfield(L, -2, "stderr_truncated");
+  if (res->refused_total) {
+    /* refused = { {syscall = "setresuid", errno = "EPERM", count = 2}, ... } */
+    lua_createtable(L, (int)res->nrefused, 0);
+    for (size_t i = 0; i < res->nrefused; i++) {
+      char name[64];
+      const char *en = strerrorname_np(res->refused[i].err);
+      lua_createtable(L, 0, 3);
+      lua_pushstring(L, airlock_syscall_name(res->refused[i].nr, name, sizeof name));
+      lua_setfield(L, -2, "syscall");
+      lua_pushstring(L, en ? en : "?");
+      lua_setfield(L, -2, "errno");
+      set_int(L, "count", (lua_Integer)res->refused[i].count);
+      lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "refused");
+    set_int(L, "refused_total", (lua_Integer)res->refused_total);
+  }
   lua_createtable(L, 0, 7);
   set_num(L, "wall_ms", res->usage.wall_ms);
   set_num(L, "user_ms", res->usage.user_ms);
@@ -390,6 +407,30 @@ static int l_broker_start(lua_State *L) {
   o.cpu_millis = (uint32_t)opt_int_field(L, 2, "cpu_millis", 0, 1 << 20);
   lua_getfield(L, 2, "workspace");
   o.workspace = lua_toboolean(L, -1);
+  if (lua_getfield(L, 2, "path") != LUA_TNIL) {
+    if (lua_type(L, -1) != LUA_TSTRING) return luaL_error(L, "start: field 'path' must be the program's path");
+    o.path = lua_tostring(L, -1);
+  }
+  if (lua_getfield(L, 2, "init_program") != LUA_TNIL) {
+    if (lua_type(L, -1) != LUA_TSTRING) return luaL_error(L, "start: field 'init_program' must be a path");
+    o.init_program = lua_tostring(L, -1);
+  }
+  /* stdout_fd, stderr_fd, stdin_fd: descriptors of this process the child
+  ** gets as its own (not captured), e.g. 1 and 2 for a command's passthrough. */
+  static const char *const passed[] = { "stdin_fd", "stdout_fd", "stderr_fd" };
+  int pass_fd[3] = { -1, -1, -1 };
+  for (int i = 0; i < 3; i++) {
+    lua_Integer fd = opt_int_field(L, 2, passed[i], 0, 1 << 20);
+    lua_getfield(L, 2, passed[i]);
+    if (!lua_isnil(L, -1)) {
+      if (fcntl((int)fd, F_GETFD) < 0) return luaL_error(L, "start: field '%s': %d is not an open descriptor", passed[i], (int)fd);
+      pass_fd[i] = (int)fd;
+    }
+    lua_pop(L, 1);
+  }
+  if (pass_fd[1] == 0 || pass_fd[2] == 0) return luaL_error(L, "start: stdout_fd and stderr_fd must not be 0");
+  o.stdout_fd = pass_fd[1] > 0 ? pass_fd[1] : 0;
+  o.stderr_fd = pass_fd[2] > 0 ? pass_fd[2] : 0;
   /* stdin: a string (handed over in a memfd, so no write can block) or a file. */
   size_t stdin_len = 0;
   const char *stdin_data = NULL, *stdin_file = NULL;
@@ -402,6 +443,8 @@ static int l_broker_start(lua_State *L) {
     if (stdin_data) return luaL_error(L, "start: give 'stdin' or 'stdin_file', not both");
     stdin_file = lua_tostring(L, -1);
   }
+  if (pass_fd[0] >= 0 && (stdin_data || stdin_file))
+    return luaL_error(L, "start: give one of 'stdin', 'stdin_file' and 'stdin_fd'");
   /* A confinement spec (lconfine.c), prepared here and freed once the spawner
   ** has applied it; its userdata's __gc frees it if an error comes first. */
   airlock_confine_prepared *prep = NULL;
@@ -448,7 +491,10 @@ static int l_broker_start(lua_State *L) {
 
   /* Past the last Lua error: the fd cannot leak from here on. */
   int in_fd = -1, rc = 0, stdin_failed = 0;
-  if (stdin_file) {
+  if (pass_fd[0] >= 0) {
+    in_fd = fcntl(pass_fd[0], F_DUPFD_CLOEXEC, 3);   /* closed below, like the others */
+    if (in_fd < 0) { rc = -errno; snprintf(err, sizeof err, "stdin_fd %d: %s", pass_fd[0], strerror(errno)); }
+  } else if (stdin_file) {
     in_fd = open(stdin_file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     if (in_fd < 0) { rc = -errno; snprintf(err, sizeof err, "%s: %s", stdin_file, strerror(errno)); }
   } else if (stdin_data) {

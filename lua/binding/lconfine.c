@@ -4,7 +4,7 @@
 **   { landlock = { read = {paths}, write = {paths}, exec = {paths},
 **                  bind = {ports}, connect = {ports}, scope = true },
 **     seccomp = { promises = "stdio rpath", syscalls = {"name", ...},
-**                 mode = "allow" | "deny", refuse = "kill" | "EPERM" | "ENOSYS" | ... },
+**                 mode = "allow" | "deny", refuse = "kill" | "errno" | "EPERM" | "ENOSYS" | ... },
 **     no_new_privs = true }
 **
 ** landlock = true is a ruleset with no path at all; landlock or seccomp absent
@@ -186,17 +186,19 @@ static void parse_spec(lua_State *L, int idx, airlock_confine_spec *s) {
       s->refuse_errno = (int)e;
     } else if (rt == LUA_TSTRING) {
       const char *w = lua_tostring(L, -1);
-      if (strcmp(w, "kill") != 0) {
+      if (strcmp(w, "errno") == 0) {
+        s->refuse_errno = AIRLOCK_REFUSE_CHOSEN;
+      } else if (strcmp(w, "kill") != 0) {
         size_t i = 0;
         while (i < sizeof ERRNOS / sizeof *ERRNOS && strcmp(w, ERRNOS[i].name) != 0) i++;
         if (i < sizeof ERRNOS / sizeof *ERRNOS)
           s->refuse_errno = ERRNOS[i].e;
         else
-          luaL_error(L, "confine: seccomp.refuse must be \"kill\" or an errno name (EPERM, EACCES, "
+          luaL_error(L, "confine: seccomp.refuse must be \"kill\", \"errno\" or an errno name (EPERM, EACCES, "
                         "ENOSYS, EINVAL, ENOTSUP, EOPNOTSUPP, EROFS, ENOENT), got '%s'", w);
       }
     } else if (rt != LUA_TNIL) {
-      luaL_error(L, "confine: seccomp.refuse must be \"kill\" or an errno name");
+      luaL_error(L, "confine: seccomp.refuse must be \"kill\", \"errno\" or an errno name");
     }
     lua_pop(L, 1);
   } else if (type != LUA_TNIL && !(type == LUA_TBOOLEAN && !lua_toboolean(L, -1))) {

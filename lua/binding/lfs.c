@@ -244,10 +244,11 @@ static int l_fs_stat(lua_State *L) {
   close(fd);
   if (rc) return fs_fail_errno(L, "fstat", rc);
   if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) return fs_fail(L, "type", kind_of(st.st_mode));
-  lua_createtable(L, 0, 3);
+  lua_createtable(L, 0, 4);
   lua_pushstring(L, kind_of(st.st_mode)); lua_setfield(L, -2, "type");
   lua_pushinteger(L, (lua_Integer)st.st_size); lua_setfield(L, -2, "size");
   lua_pushinteger(L, (lua_Integer)st.st_mtim.tv_sec); lua_setfield(L, -2, "mtime");
+  lua_pushinteger(L, (lua_Integer)(st.st_mode & 07777)); lua_setfield(L, -2, "mode");
   return 1;
 }
 

@@ -65,7 +65,8 @@ end
 
 -- The outcome from a result (or a refusal) and what went to stderr.
 local function outcome(res, err, stderr)
-  if not res or res.cause == "confinement" then
+  -- A command that could not start a run prints {ok = false, cause, message}.
+  if not res or res.cause == "confinement" or (res.ok == false and res.run == nil) then
     local msg = res and res.message or tostring(err)
     if msg:match("less confinement") or msg:match("AIRLOCK_REQUIRE_CONFINEMENT") then return "refused", msg end
     return "other", msg

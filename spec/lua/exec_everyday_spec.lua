@@ -1,0 +1,135 @@
+-- exec_everyday_spec.lua -- `airlock exec` behaves like the program it runs:
+-- PID 1 is airlock-init (the program is pid 2, can signal itself, orphans are
+-- reaped), stdin and output pass straight through (binary-safe, no cap), a
+-- refused call is an errno the program handles (named in the result), and
+-- finding a program gives a shell's statuses (127, 126). Each behaviour is
+-- checked as root and as uid 65534 (setpriv), each against a control run of
+-- the same command unconfined, so the test can fail.
+local H = require "helper"
+require "airlock"
+local core = require "airlock.core"
+local dkjson = require "dkjson"
+
+local AIRLOCK = core.fs_realpath(H.bin .. "/airlock")
+local NOBODY = "setpriv --reuid 65534 --regid 65534 --clear-groups "
+
+-- "out\nrc=N\n" of a shell command line (stderr folded in when asked).
+local function run(cmd) return H.sh(cmd .. "; echo rc=$?") end
+
+for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", prefix = NOBODY } } do
+  describe("airlock exec run by " .. caller.name, function()
+    local ws, ex
+    before_each(function()
+      ws = H.tmpdir()
+      assert(os.execute("chmod 777 " .. ws))
+      ex = caller.prefix .. AIRLOCK .. " exec --workspace " .. ws .. " -- "
+    end)
+    after_each(function() os.execute("rm -rf " .. ws) end)
+
+    it("runs the program as pid 2 under airlock-init, which it can signal itself through", function()
+      assert.are.equal("2\nrc=0\n", run(ex .. "sh -c 'echo $$'"))
+      -- kill -TERM $$ ends a shell that is not PID 1: exit 143, as under bubblewrap.
+      assert.are.equal("rc=143\n", run(ex .. "sh -c 'kill -TERM $$; echo survived'"))
+      assert.are.equal("rc=143\n", run("sh -c 'kill -TERM $$; echo survived'"))   -- the control
+      local out = run(ex .. "python3 -c 'import os,signal; os.kill(os.getpid(), signal.SIGTERM); print(\"survived\")'")
+      assert.are.equal("rc=143\n", out)
+      -- The result tells the program's own signal, not airlock-init's exit.
+      local res = dkjson.decode((H.sh((ex:gsub(" exec ", " exec --json ")) .. "sh -c 'kill -SEGV $$'")))
+      assert.are.equal("SIGSEGV", res.signal)
+      assert.are.equal("crash", res.cause)
+    end)
+
+    it("reaps orphans: no zombie is left in the run", function()
+      -- A child exits at once, its parent (the orphan's) is gone: init must reap it.
+      local script = "(sh -c 'sleep 0.2 & exit 0'); sleep 0.6; " ..
+        "for s in /proc/[0-9]*/stat; do cut -d' ' -f3 $s; done | grep -c Z"
+      assert.are.equal("0\nrc=1\n", run(ex .. "sh -c \"" .. script .. "\""))
+    end)
+
+    it("forwards the host's SIGTERM to the program", function()
+      local out = H.sh("(" .. ex .. "python3 -c 'import signal,sys,time\n" ..
+        "signal.signal(signal.SIGTERM, lambda *a: (print(\"got TERM\", flush=True), sys.exit(3)))\n" ..
+        "print(\"ready\", flush=True); time.sleep(10)') & p=$!; sleep 1; " ..
+        "kill -TERM $(pgrep -P $(pgrep -f 'airlock exec --workspace " .. ws .. "' | head -1) -x airlock-init " ..
+        "|| pgrep -x airlock-init | tail -1); wait $p; echo rc=$?")
+      assert.are.equal("ready\ngot TERM\nrc=3\n", out)
+    end)
+
+    it("passes stdin through, and --stdin none closes it", function()
+      assert.are.equal("2\nrc=0\n", run("printf 'a\\nb\\n' | " .. ex .. "wc -l"))
+      assert.are.equal("2\nrc=0\n", run("printf 'a\\nb\\n' | wc -l"))   -- the control
+      assert.are.equal("0\nrc=0\n", run("printf 'a\\nb\\n' | " .. ex:gsub(" %-%- $", " --stdin none -- ") .. "wc -l"))
+    end)
+
+    it("passes output straight through: binary-safe, no cap, stderr interleaved as written", function()
+      assert.are.equal("3000000\nrc=0\n", run(ex .. "head -c 3000000 /dev/zero | wc -c"))
+      assert.are.equal(H.sh("head -c 70000 /usr/bin/true | sha256sum"),
+        H.sh(ex .. "head -c 70000 /usr/bin/true | sha256sum"))
+      assert.are.equal("1\n2\n3\nrc=0\n", run(ex .. "sh -c 'echo 1; echo 2 >&2; echo 3' 2>&1"))
+      -- Unbuffered: the first line arrives while the program still runs.
+      local out = H.sh("(" .. ex .. "sh -c 'echo first; sleep 2; echo second') | " ..
+        "(read l; echo \"$l at $(date +%s)\"; cat) ; date +%s")
+      local first_at, second, done_at = out:match("first at (%d+)\n(%a+)\n(%d+)\n")
+      assert.are.equal("second", second, out)
+      assert.is_true(tonumber(done_at) - tonumber(first_at) >= 1, out)
+    end)
+
+    it("gives a refused call an errno the program handles, and names it when the program fails", function()
+      local py = "import socket\ntry:\n  socket.socket()\nexcept OSError as e:\n  print('refused', e.errno)"
+      assert.are.equal("refused 97\nrc=0\n", run(ex .. "python3 -c \"" .. py .. "\""))
+      assert.are.equal("rc=0\n", run("python3 -c \"" .. py .. "\""))   -- the control: a socket
+      local out = run(ex .. "python3 -c 'import socket; socket.socket()' 2>&1")
+      assert.matches("OSError: %[Errno 97%]", out)
+      assert.matches("airlock exec: the policy refused socket %(EAFNOSUPPORT%)", out)
+      assert.matches("rc=1\n$", out)
+      -- make, which calls setresuid with the ids it has, runs; cp's FICLONE too.
+      H.write(ws .. "/Makefile", "all:\n\tcp in.txt out.txt\n")
+      H.write(ws .. "/in.txt", "x\n")
+      assert(os.execute("chmod 666 " .. ws .. "/in.txt"))
+      assert.are.equal("cp in.txt out.txt\nrc=0\n", run(ex .. "make"))
+      assert.are.equal("x\n", H.read(ws .. "/out.txt"))
+    end)
+
+    it("finds programs as a shell inside would: 127 not found, 126 not runnable, ./prog in the workspace", function()
+      local out = run(ex .. "no-such-program 2>&1")
+      assert.matches("'no%-such%-program' not found in PATH", out)
+      assert.matches("rc=127\n$", out)
+      assert.matches("rc=127\n$", run("sh -c no-such-program 2>/dev/null"))   -- the control
+      H.write(ws .. "/prog", "#!/bin/sh\necho from the workspace\n")
+      assert.matches("rc=126\n$", run(ex .. "./prog 2>&1"))
+      assert(os.execute("chmod 755 " .. ws .. "/prog"))
+      assert.are.equal("from the workspace\nrc=0\n", run("cd / && " .. ex .. "./prog"))
+      -- Outside the view: the message names the field that would grant it.
+      out = run(ex .. "/var/tmp 2>&1")
+      assert.matches("rc=126\n$", out)
+      local elsewhere = H.sh("mktemp -d /var/tmp/airlock-prog-XXXXXX"):match("%S+")
+      H.write(elsewhere .. "/tool", "#!/bin/sh\necho hi\n")
+      assert(os.execute("chmod 755 " .. elsewhere .. " " .. elsewhere .. "/tool"))
+      out = run(ex .. elsewhere .. "/tool 2>&1")
+      os.execute("rm -rf " .. elsewhere)
+      assert.matches("outside what the policy lets programs run: tool.confine.landlock.exec grants", out)
+      assert.matches("tool = { grant = { exec = { \"" .. elsewhere:gsub("%p", "%%%0") .. "\" } } }", out)
+      assert.matches("rc=126\n$", out)
+    end)
+  end)
+end
+
+describe("airlock exec with a derived policy that grants a directory", function()
+  it("runs a program from it, the lock still refusing everything else", function()
+    local ws = H.tmpdir()
+    local opt = H.sh("mktemp -d /var/tmp/airlock-grant-XXXXXX"):match("%S+")
+    H.write(opt .. "/tool", "#!/bin/sh\necho granted\n")
+    assert(os.execute("chmod 755 " .. opt .. " " .. opt .. "/tool"))
+    local pol = ws .. "/../grant-policy-" .. H.pid() .. ".lua"
+    H.write(pol, "local policy = require 'airlock.policy'\nreturn policy.extend('tool', " ..
+      "{ name = 'tool+opt', tool = { grant = { exec = { '" .. opt .. "' } } } })\n")
+    local ex = AIRLOCK .. " exec --policy " .. pol .. " --workspace " .. ws .. " -- "
+    assert.are.equal("granted\nrc=0\n", run(ex .. opt .. "/tool"))
+    assert.are.equal("rc=126\n", run(AIRLOCK .. " exec --workspace " .. ws .. " -- " .. opt .. "/tool 2>/dev/null"))
+    -- Loosening tool.confine itself is still refused.
+    H.write(pol, "local policy = require 'airlock.policy'\nreturn policy.extend('tool', " ..
+      "{ tool = { confine = { landlock = { exec = { '" .. opt .. "' } } } } })\n")
+    assert.matches("locked", run(ex .. opt .. "/tool 2>&1"))
+    os.execute("rm -rf " .. ws .. " " .. opt .. " " .. pol)
+  end)
+end)
