@@ -213,6 +213,11 @@ typedef struct airlock_spawn_opts {
                                itself nosuid and nodev (needs CLONE_NEWNS), and when
                                the parent is root the bind is idmapped so that files
                                the child (uid 65534) makes there are the caller's */
+  const char *rootfs;       /* a directory whose top-level entries (but dev, proc, sys,
+                               tmp) make the view's root, read-only, nosuid, nodev: a
+                               program runs inside another root file system. The
+                               program's path is then resolved inside it. Needs
+                               CLONE_NEWNS; view_ro and view_rw add host paths to it */
   const char *init;         /* with CLONE_NEWPID: the path of airlock-init, which the
                                child becomes (PID 1): it runs the program as PID 2,
                                reaps every process, forwards signals, and reports the
@@ -379,6 +384,7 @@ typedef struct airlock_run_opts {
                                      killer ends one); unavailable: start fails */
   uint32_t cpu_millis;            /* > 0: a cpu cgroup holds the run to this rate, in
                                      thousandths of a core; unavailable: start fails */
+  const char *rootfs;             /* see airlock_spawn_opts */
   const char *init_program;       /* see airlock_spawn_opts.init: the result then tells the
                                      program's own exit status or signal */
 } airlock_run_opts;

@@ -793,6 +793,7 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
   so.netns_fd = o->netns_fd;
   so.confine = o->confine;
   so.init = o->init_program;
+  so.rootfs = o->rootfs;
   if (o->rlimits) { r->rlimits = *o->rlimits; so.rlimits = &r->rlimits; }
   int rc;
   if (o->pids_max || o->memory_max || o->cpu_millis) {

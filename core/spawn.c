@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -23,11 +24,12 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <linux/capability.h>
+#include <linux/openat2.h>
 #include <unistd.h>
 
 #define CHILD_STACK_SIZE (64 * 1024)
 #define MAX_TREES 5   /* the workspace and up to four kept directories */
-#define MAX_VIEW 32   /* paths of a view (airlock_spawn_opts.view_ro, view_rw) */
+#define MAX_VIEW 64   /* paths of a view (airlock_spawn_opts.view_ro, view_rw, rootfs entries) */
 #define PATH_BUF 4200 /* a path (under 4096) below VIEW_STAGE */
 #define VIEW_STAGE "/tmp"   /* where the view's root is built before pivot_root: a
                                directory every system has, covered by then */
@@ -53,7 +55,8 @@ struct spawn_ctx {
   } trees[MAX_TREES];
   int ntrees;
   struct view_path {     /* a path of the view, as the parent found it */
-    const char *path;
+    const char *path;    /* where it appears */
+    char *source;        /* with a root file system: what appears there (owned), else NULL */
     char kind;           /* 'd' directory, 'f' other file, 'l' symbolic link */
     int rw;
     char target[256];    /* a link's target */
@@ -250,8 +253,11 @@ __attribute__((no_sanitize("address", "undefined"))) static void mount_all(struc
   }
   for (int i = 0; i < x->nview; i++) {
     const struct view_path *v = &x->view[i];
-    struct mount_attr a = { .attr_set = MOUNT_ATTR_NOSUID | (v->rw ? 0 : MOUNT_ATTR_RDONLY) };
-    vfds[i] = v->kind == 'l' ? -1 : clone_tree(x, v->path, &a, "clone a path of the view (open_tree)");
+    /* A root file system's entries are nodev too: an image may hold device nodes. */
+    struct mount_attr a = { .attr_set = MOUNT_ATTR_NOSUID | (v->rw ? 0 : MOUNT_ATTR_RDONLY) |
+                                        (v->source ? MOUNT_ATTR_NODEV : 0) };
+    vfds[i] = v->kind == 'l' ? -1 : clone_tree(x, v->source ? v->source : v->path, &a,
+                                               "clone a path of the view (open_tree)");
   }
   if (x->nview) {
     if (mount("tmpfs", VIEW_STAGE, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m,nr_inodes=4096") < 0)
@@ -483,10 +489,74 @@ static int beneath(const char *path, const char *dir) {
   return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == 0 || (n == 1 && dir[0] == '/'));
 }
 
+/* Whether /name (a top-level entry) is a directory above one of the paths
+** the child makes or binds itself. */
+static int above_own(const struct spawn_ctx *x, const airlock_spawn_opts *o, const char *name) {
+  char top[300];
+  snprintf(top, sizeof top, "/%s", name);
+  for (int k = 0; k < x->ntrees; k++)
+    if (beneath(x->trees[k].at, top)) return 1;
+  for (size_t k = 0; o->tmpfs && o->tmpfs[k]; k++)
+    if (beneath(o->tmpfs[k], top)) return 1;
+  for (int k = 0; k < x->nview; k++)
+    if (!x->view[k].source && beneath(x->view[k].path, top)) return 1;
+  return 0;
+}
+
+/* A root file system's top-level entries as view paths (read-only, each at
+** /NAME), except what the view makes itself (dev, proc, sys, tmp) and any
+** directory above the workspace, a kept directory, a tmpfs or one of the
+** view's own paths (those come from the host, so the view's root holds them). */
+static int plan_rootfs(struct spawn_ctx *x, const airlock_spawn_opts *o, char *err, size_t errlen) {
+  static const char *const own[] = { ".", "..", "dev", "proc", "sys", "tmp", NULL };
+  size_t rl = strlen(o->rootfs);
+  if (o->rootfs[0] != '/' || rl >= 3800 || rl < 2) {
+    snprintf(err, errlen, "spawn: a root file system must be an absolute directory other than / (got '%s')", o->rootfs);
+    return -EINVAL;
+  }
+  DIR *d = opendir(o->rootfs);
+  if (!d) {
+    int e = errno;
+    snprintf(err, errlen, "rootfs: %s: %s", o->rootfs, strerror(e));
+    return -e;
+  }
+  struct dirent *de;
+  int rc = 0;
+  while (rc == 0 && (de = readdir(d))) {
+    int skip = strlen(de->d_name) > 250 || above_own(x, o, de->d_name);
+    for (size_t i = 0; own[i] && !skip; i++) skip = strcmp(de->d_name, own[i]) == 0;
+    if (skip) continue;
+    if (x->nview == MAX_VIEW) {
+      snprintf(err, errlen, "rootfs: %s has more than %d entries at its top", o->rootfs, MAX_VIEW);
+      rc = -E2BIG;
+      break;
+    }
+    char *src = malloc(rl + strlen(de->d_name) + 2), *at = malloc(strlen(de->d_name) + 2);
+    struct stat st;
+    if (!src || !at) { free(src); free(at); rc = -ENOMEM; snprintf(err, errlen, "rootfs: out of memory"); break; }
+    sprintf(src, "%s/%s", o->rootfs, de->d_name);
+    sprintf(at, "/%s", de->d_name);
+    if (lstat(src, &st) < 0) { free(src); free(at); continue; }
+    struct view_path *v = &x->view[x->nview++];
+    memset(v, 0, sizeof *v);
+    v->path = at;
+    v->source = src;
+    v->kind = S_ISLNK(st.st_mode) ? 'l' : S_ISDIR(st.st_mode) ? 'd' : 'f';
+    if (v->kind == 'l') {
+      ssize_t n = readlink(src, v->target, sizeof v->target - 1);
+      if (n < 0 || (size_t)n >= sizeof v->target - 1) { free(src); free(at); x->nview--; continue; }
+      v->target[n] = 0;
+    }
+  }
+  closedir(d);
+  return rc;
+}
+
 /* The view's paths, shortest first, as they are now (a missing one is left
 ** out: nothing is there to see). Returns 0, or -errno with a message. */
 static int plan_view(struct spawn_ctx *x, const airlock_spawn_opts *o, char *err, size_t errlen) {
   const char *const *lists[2] = { o->view_ro, o->view_rw };
+  int rc;
   for (int rw = 0; rw < 2; rw++)
     for (size_t i = 0; lists[rw] && lists[rw][i]; i++) {
       const char *p = lists[rw][i];
@@ -516,6 +586,7 @@ static int plan_view(struct spawn_ctx *x, const airlock_spawn_opts *o, char *err
         v->target[n] = 0;
       }
     }
+  if (o->rootfs && (rc = plan_rootfs(x, o, err, errlen)) < 0) return rc;
   for (int i = 1; i < x->nview; i++)   /* insertion sort by length: parents first */
     for (int j = i; j > 0 && strlen(x->view[j].path) < strlen(x->view[j - 1].path); j--) {
       struct view_path t = x->view[j];
@@ -549,8 +620,17 @@ static void close_fd(int *fd) {
 ** right on the directories above it (a build tree in a 0700 home). -1 for a
 ** script: its interpreter would be handed /dev/fd/N, closed by then, so a
 ** script is run by path. */
-static int open_program(const char *path) {
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+static int open_program(const char *rootfs, const char *path) {
+  int fd;
+  if (rootfs) {   /* the path as the program sees it: resolved inside the root file system */
+    int rfd = open(rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    struct open_how how = { .flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
+                            .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
+    fd = rfd < 0 ? -1 : (int)syscall(SYS_openat2, rfd, path, &how, sizeof how);
+    if (rfd >= 0) close(rfd);
+  } else {
+    fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  }
   if (fd < 0) return -1;
   struct stat st;
   char head[2];
@@ -685,10 +765,10 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   for (size_t k = 0; o->keep && o->keep[k]; k++) {
     if (x.ntrees == MAX_TREES) { errno = E2BIG; step = "more than four kept directories"; goto fail; }
     x.trees[x.ntrees] = (struct tree){ o->keep[k], -1, 0 };
-    x.ntrees += o->view_ro || o->view_rw || under_tmpfs(o->tmpfs, o->keep[k]) >= 0;
+    x.ntrees += o->view_ro || o->view_rw || o->rootfs || under_tmpfs(o->tmpfs, o->keep[k]) >= 0;
   }
   for (int k = 0; k < x.ntrees; k++) x.trees[k].under = under_tmpfs(o->tmpfs, x.trees[k].at);
-  if ((o->view_ro || o->view_rw) && (rc = plan_view(&x, o, err, errlen)) < 0) goto cleanup;
+  if ((o->view_ro || o->view_rw || o->rootfs) && (rc = plan_view(&x, o, err, errlen)) < 0) goto cleanup;
   if (x.root) {
     if ((o->namespaces & CLONE_NEWUSER) &&
         (x.userns_fd = airlock_identity_userns(AIRLOCK_RUN_USERNS, err, errlen)) < 0) {
@@ -699,7 +779,8 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
       rc = x.idmap_fd;
       goto cleanup;
     }
-    if (!o->confine || !o->confine->prog.filter || (o->confine->allows_exec & 2)) x.exec_fd = open_program(x.path);
+    if (!o->confine || !o->confine->prog.filter || (o->confine->allows_exec & 2))
+      x.exec_fd = open_program(o->rootfs, x.path);
   }
   if (o->init && (o->namespaces & CLONE_NEWPID)) {
     if (o->confine && o->confine->prog.filter && !(o->confine->allows_exec & 2)) {
@@ -788,6 +869,8 @@ cleanup:
   close_fd(&x.init_fd);
   close_fd(&st[0]); close_fd(&st[1]);
   free(x.init_argv);
+  for (int i = 0; i < x.nview; i++)
+    if (x.view[i].source) { free(x.view[i].source); free((char *)x.view[i].path); }
   return rc;
 }
 

@@ -17,7 +17,7 @@ local json = require "airlock.json"
 local M = {}
 
 M.USAGE = [=[
-usage: airlock exec [--policy NAME|FILE] [--workspace DIR] [--timeout DURATION]
+usage: airlock exec [--policy NAME|FILE] [--workspace DIR] [--rootfs DIR] [--timeout DURATION]
                     [--capture SIZE] [--stdin FILE|none|-] [--env NAME=VALUE]...
                     [--stream] [--json] [--ledger DIR [--durability MODE]]
                     [--] PROGRAM [ARGS...]
@@ -56,6 +56,7 @@ function M.main(args)
       if a == "--" then i = i + 1 break
       elseif a == "--policy" then opts.policy = value(a)
       elseif a == "--workspace" then opts.workspace = value(a)
+      elseif a == "--rootfs" then opts.rootfs = value(a)
       elseif a == "--timeout" then opts.timeout = value(a)
       elseif a == "--capture" then opts.capture = value(a)
       elseif a == "--stdin" then

@@ -16,7 +16,7 @@ local program = require "airlock.program"
 local M = {}
 
 local EXEC_KEYS = { argv = true, policy = true, workspace = true, stdin = true, stdin_file = true,
-                    stdin_inherit = true, output = true, env = true, timeout = true, capture = true,
+                    stdin_inherit = true, output = true, rootfs = true, env = true, timeout = true, capture = true,
                     stream = true, ledger = true, durability = true }
 
 local function fail(msg, level) error("exec: " .. msg, (level or 1) + 1) end
@@ -133,6 +133,7 @@ local function plan_for(auth, start, pids, workspace, cmd, nproc_instead, cgroup
   layers.cgroup = (#cg > 0 and ("applied: " .. table.concat(cg, ", ")) or "skipped") ..
     (#notes > 0 and ((#cg > 0 and "; skipped: " or ": ") .. table.concat(notes, "; ")) or "")
   layers.workspace = workspace .. " (read and write)"
+  if start.rootfs then layers.rootfs = start.rootfs .. " (its own top-level entries, read-only, nosuid, nodev)" end
   if cmd then layers.effects = "fd 3; `airlock call` is " .. cmd end
   return { start = start, init = {}, layers = layers, required = {} }
 end
@@ -284,6 +285,49 @@ function M.exec(opts, broker)
   local cmd_dir = cmd and cmd:match("^(.*)/[^/]+$")
   local path = env.PATH or program.DEFAULT_PATH
   local confine = auth.confine or {}
+  -- Another root file system: it takes the place of the system paths the
+  -- policy names (read and exec), read-only; the devices it names stay.
+  local rootfs
+  if opts.rootfs ~= nil then
+    if type(opts.rootfs) ~= "string" then fail("'rootfs' must be a directory path", 2) end
+    rootfs = core.fs_realpath(opts.rootfs)
+    local rst = rootfs and core.fs_stat(rootfs, ".")
+    if not rst or rst.type ~= "dir" then
+      return nil, string.format("rootfs: %s is not an existing directory", opts.rootfs), "rootfs", 125
+    end
+    if rootfs == "/" then
+      return nil, "rootfs: / is the host's own root; give the directory of another root file system", "rootfs", 125
+    end
+    if program.beneath(workspace, rootfs) then
+      return nil, string.format("rootfs: the workspace %s lies inside the root file system %s; keep it outside",
+        workspace, rootfs), "rootfs", 125
+    end
+    local ll = confine.landlock
+    if not ll then
+      return nil, "rootfs: the policy has no Landlock rules to replace (tool.confine.landlock)", "policy", 125
+    end
+    -- Landlock's rules go on each top-level entry: the view binds them one by
+    -- one at /NAME, and a rule on the directory above would not be reached.
+    local entries = {}
+    local names = core.fs_list(rootfs, ".", 4096) or {}
+    table.sort(names)
+    for _, name in ipairs(names) do
+      local own = name == "dev" or name == "proc" or name == "sys" or name == "tmp"
+      local st = not own and core.fs_realpath_in(rootfs, "/" .. name)
+      -- a symbolic link (bin -> usr/bin) is remade in the view, its target an entry too
+      if st and st.real == rootfs .. "/" .. name then entries[#entries + 1] = st.real end
+    end
+    local function keep(list)
+      local out = {}
+      for _, e in ipairs(entries) do out[#out + 1] = e end
+      for _, p in ipairs(list or {}) do
+        if program.beneath(p, "/dev") or p == workspace then out[#out + 1] = p end
+      end
+      return out
+    end
+    ll.read = keep(ll.read)
+    ll.exec = keep(ll.exec)
+  end
   local policy_exec = {}   -- what the policy itself lets programs run, for messages
   for _, p in ipairs(confine.landlock and confine.landlock.exec or {}) do
     if p ~= workspace then policy_exec[#policy_exec + 1] = p end
@@ -327,7 +371,7 @@ function M.exec(opts, broker)
     exec_roots[#exec_roots + 1] = core.fs_realpath(p) or p
   end
   local found, ferr, fstatus = program.locate(argv[1], {
-    path = path, cwd = workspace,
+    path = path, cwd = workspace, root = rootfs,
     runnable = function(real)
       if not confine.landlock then return true end
       for _, r in ipairs(exec_roots) do if program.beneath(real, r) then return true end end
@@ -354,7 +398,7 @@ function M.exec(opts, broker)
     stdin = opts.stdin, stdin_file = opts.stdin_file, stdin_fd = opts.stdin_inherit and 0 or nil,
     stdout_fd = inherit_output and 1 or nil, stderr_fd = inherit_output and 2 or nil,
     workspace = ns.mount or nil,   -- bound nosuid, nodev; idmapped to the caller when root
-    init_program = init or nil,
+    init_program = init or nil, rootfs = rootfs,
   }
   -- The program's file tree holds what Landlock grants and nothing else (a
   -- view): what the policy does not name cannot be watched, locked or seen.
@@ -362,7 +406,9 @@ function M.exec(opts, broker)
   if ns.mount and ll_paths then
     local ro, rw = {}, {}
     for _, list in ipairs { ll_paths.read or {}, ll_paths.exec or {} } do
-      for _, p in ipairs(list) do if p ~= workspace then ro[#ro + 1] = p end end
+      for _, p in ipairs(list) do
+        if p ~= workspace and not (rootfs and program.beneath(p, rootfs)) then ro[#ro + 1] = p end
+      end
     end
     for _, p in ipairs(ll_paths.write or {}) do if p ~= workspace then rw[#rw + 1] = p end end
     start.view_ro, start.view_rw = ro, rw

@@ -20,16 +20,23 @@ end
 --- 126 not runnable), the way a shell inside the sandbox would find it:
 --- opts.path (PATH), opts.cwd (where "./prog" and "bin/prog" resolve: the
 --- workspace), opts.runnable(real path) -> true or the policy field that
---- would have to grant it. A PATH entry the program cannot run from is passed
+--- would have to grant it; opts.root: a root file system the program runs
+--- in (paths resolve inside it; real paths are the host's). A PATH entry the program cannot run from is passed
 --- over (inside, it does not exist); if the name is found only there, the
 --- message names it and the field that would grant it.
 function M.locate(name, opts)
   local core = require "airlock.core"
   local function check(p)
-    local real = core.fs_realpath(p)
-    local dir, base = (real or ""):match("^(.*)/([^/]+)$")
-    local ok, st = pcall(core.fs_stat, dir ~= "" and dir or "/", base)
-    st = ok and st or nil
+    local real, st
+    if opts.root and not M.beneath(p, opts.cwd) then
+      st = core.fs_realpath_in(opts.root, p)
+      real = st and st.real
+    else
+      real = core.fs_realpath(p)
+      local dir, base = (real or ""):match("^(.*)/([^/]+)$")
+      local ok, s = pcall(core.fs_stat, dir ~= "" and dir or "/", base)
+      st = ok and s or nil
+    end
     if not st then return nil, "not found", 127 end
     if st.type ~= "file" or (st.mode or 0) & 73 == 0 then return nil, "not executable", 126 end
     local ok = opts.runnable(real)

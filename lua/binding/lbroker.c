@@ -411,6 +411,10 @@ static int l_broker_start(lua_State *L) {
     if (lua_type(L, -1) != LUA_TSTRING) return luaL_error(L, "start: field 'path' must be the program's path");
     o.path = lua_tostring(L, -1);
   }
+  if (lua_getfield(L, 2, "rootfs") != LUA_TNIL) {
+    if (lua_type(L, -1) != LUA_TSTRING) return luaL_error(L, "start: field 'rootfs' must be a directory");
+    o.rootfs = lua_tostring(L, -1);
+  }
   if (lua_getfield(L, 2, "init_program") != LUA_TNIL) {
     if (lua_type(L, -1) != LUA_TSTRING) return luaL_error(L, "start: field 'init_program' must be a path");
     o.init_program = lua_tostring(L, -1);

@@ -12,6 +12,8 @@
 **   core.fs_remove(root, path)             -> true   (a file, or an empty directory)
 **   core.fs_check_path(path)               -> normalised path
 **   core.fs_realpath(path)                 -> the absolute, canonical path of a host directory
+**   core.fs_realpath_in(root, path)        -> {real = host path, type, mode}: path as a
+**                                             process whose root is root would find it
 **
 ** Failures return nil, code, detail. code is one word the Lua layer turns into
 ** a message: bad_path, escape, magic, type, raced, not_found, not_dir, is_dir,
@@ -440,6 +442,37 @@ static int l_fs_realpath(lua_State *L) {
   return 1;
 }
 
+/* core.fs_realpath_in(root, path) -> { real = the host path, type = "file" |
+** "dir" | "other", mode = permission bits }, or nil, code, detail: path (absolute
+** or not) resolved as if root were / (openat2 RESOLVE_IN_ROOT: absolute
+** symlinks and .. stay inside), as a program run in that root file system
+** would find it. */
+static int l_fs_realpath_in(lua_State *L) {
+  const char *root = luaL_checkstring(L, 1);
+  const char *path = luaL_checkstring(L, 2);
+  int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (rfd < 0) return fs_fail_errno(L, "root", errno);
+  struct open_how how = { .flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
+  int fd = (int)syscall(SYS_openat2, rfd, path, &how, sizeof how);
+  int e = errno;
+  close(rfd);
+  if (fd < 0) return fs_fail_errno(L, "openat2", e);
+  struct stat st;
+  char link[64], out[PATH_MAX];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  ssize_t n = fstat(fd, &st) == 0 ? readlink(link, out, sizeof out - 1) : -1;
+  e = errno;
+  close(fd);
+  if (n < 0) return fs_fail_errno(L, "readlink", e);
+  out[n] = 0;
+  lua_createtable(L, 0, 3);
+  lua_pushstring(L, out); lua_setfield(L, -2, "real");
+  lua_pushstring(L, S_ISREG(st.st_mode) ? "file" : S_ISDIR(st.st_mode) ? "dir" : "other");
+  lua_setfield(L, -2, "type");
+  lua_pushinteger(L, (lua_Integer)(st.st_mode & 07777)); lua_setfield(L, -2, "mode");
+  return 1;
+}
+
 void airlock_l_open_fs(lua_State *L) {
   static const luaL_Reg fns[] = {
     { "fs_read", l_fs_read },
@@ -449,6 +482,7 @@ void airlock_l_open_fs(lua_State *L) {
     { "fs_remove", l_fs_remove },
     { "fs_check_path", l_fs_check_path },
     { "fs_realpath", l_fs_realpath },
+    { "fs_realpath_in", l_fs_realpath_in },
     { NULL, NULL },
   };
   luaL_setfuncs(L, fns, 0);

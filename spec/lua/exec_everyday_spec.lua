@@ -133,3 +133,49 @@ describe("airlock exec with a derived policy that grants a directory", function(
     os.execute("rm -rf " .. ws .. " " .. opt .. " " .. pol)
   end)
 end)
+
+describe("airlock exec --rootfs", function()
+  -- A root file system built here from busybox-static: /bin/busybox and its
+  -- applets, an /etc of its own, the empty dev, proc and tmp that bubblewrap
+  -- needs as mount points; no /usr, no /lib (busybox is static).
+  local root, ws
+  before_each(function()
+    root = H.sh("mktemp -d /var/tmp/airlock-rootfs-XXXXXX"):match("%S+")
+    ws = H.tmpdir()
+    assert(os.execute("chmod 755 " .. root .. " && mkdir -p " .. root .. "/bin " .. root .. "/etc && " ..
+      "mkdir " .. root .. "/dev " .. root .. "/proc " .. root .. "/tmp && " ..
+      "cp /bin/busybox " .. root .. "/bin/ && for a in sh ls cat echo id wc mkdir; do ln -s busybox " ..
+      root .. "/bin/$a; done && echo 'inside the image' > " .. root .. "/etc/motd && chmod -R a+rX " .. root))
+  end)
+  after_each(function() os.execute("rm -rf " .. root .. " " .. ws) end)
+
+  it("runs a program inside another root file system, read-only, with the workspace and /tmp bound in", function()
+    local script = "cat /etc/motd; ls /usr 2>&1; echo made > made.txt; echo tmp > /tmp/t && cat /tmp/t; " ..
+      "echo x > /etc/new 2>&1 || echo read-only; echo $$"
+    local out = run(AIRLOCK .. " exec --rootfs " .. root .. " --workspace " .. ws .. " -- sh -c '" .. script .. "'")
+    -- The same under bubblewrap, with the flags a bubblewrap user would give.
+    local peer = run("bwrap --unshare-all --die-with-parent --ro-bind " .. root .. " / --dev /dev --proc /proc " ..
+      "--tmpfs /tmp --bind " .. ws .. " " .. ws .. " --chdir " .. ws .. " /bin/sh -c '" .. script .. "'")
+    assert.are.equal(peer, out)
+    assert.matches("^inside the image\n", out)
+    assert.matches("read%-only", out)
+    assert.are.equal("made\n", H.read(ws .. "/made.txt"))
+    -- The same for a caller who is not root.
+    local ws2 = H.tmpdir()
+    assert(os.execute("chmod 777 " .. ws2))
+    local as_nobody = run(NOBODY .. AIRLOCK .. " exec --rootfs " .. root .. " --workspace " .. ws2 .. " -- sh -c '" ..
+      script .. "'")
+    os.execute("rm -rf " .. ws2)
+    assert.are.equal(out, as_nobody)
+    -- The host's /usr is not there: a program only the host has is not found.
+    assert.matches("rc=127\n$", run(AIRLOCK .. " exec --rootfs " .. root .. " --workspace " .. ws .. " -- python3 -V"))
+    assert.matches("rc=0\n$", run("python3 -V"))   -- the control
+  end)
+
+  it("says clearly what is wrong with a root file system that is not one", function()
+    local out = run(AIRLOCK .. " exec --rootfs /nonexistent-root -- true 2>&1")
+    assert.matches("rootfs: /nonexistent%-root is not an existing directory", out)
+    assert.matches("rc=125\n$", out)
+    assert.matches("rootfs: / is the host's own root", run(AIRLOCK .. " exec --rootfs / -- true 2>&1"))
+  end)
+end)
