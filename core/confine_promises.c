@@ -130,9 +130,10 @@ const airlock_promise airlock_promises[] = {
     "checks)",
     "setuid setgid setreuid setregid setresuid setresgid setgroups setfsuid setfsgid capset" },
   { "tty",
-    "terminal control: modes, window size, foreground process group (never TIOCSTI)",
+    "terminal control: modes, window size, foreground process group, taking a terminal "
+    "that is no session's as the controlling one (never TIOCSTI)",
     "ioctl(TCGETS|TCSETS|TCSETSW|TCSETSF|TIOCGWINSZ|TIOCSWINSZ|TIOCGPGRP|TIOCSPGRP|TCFLSH|"
-    "TCXONC|TIOCGSID)" },
+    "TCXONC|TIOCGSID|TIOCSCTTY)" },
   { NULL, NULL, NULL },
 };
 

@@ -30,6 +30,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -85,8 +86,12 @@ int main(int argc, char **argv) {
   }
   if (child == 0) {
     /* A session of its own, as the spawner gave before there was an init: a
-    ** program handed a terminal leads its session, without controlling it. */
+    ** program handed a terminal leads its session. A terminal that is no
+    ** session's yet (the pseudo-terminal airlock made for it) becomes its
+    ** controlling terminal; the caller's own, which is its session's, never. */
     setsid();
+    pid_t sid;
+    if (isatty(0) && ioctl(0, TIOCGSID, &sid) < 0) ioctl(0, TIOCSCTTY, 0);
     sigprocmask(SIG_SETMASK, &old, NULL);
     run_program(path, prog_argv);
     int e = errno;

@@ -19,7 +19,7 @@ local M = {}
 M.USAGE = [=[
 usage: airlock exec [--policy NAME|FILE] [--workspace DIR] [--rootfs DIR] [--timeout DURATION]
                     [--capture SIZE] [--stdin FILE|none|-] [--env NAME=VALUE]...
-                    [--stream] [--json] [--ledger DIR [--durability MODE]]
+                    [--stream] [--json] [--no-tty] [--ledger DIR [--durability MODE]]
                     [--] PROGRAM [ARGS...]
 ]=]
 
@@ -42,7 +42,7 @@ end
 
 function M.main(args)
   local opts, env = {}, {}
-  local as_json, stream, stdin = false, false, "-"
+  local as_json, stream, stdin, no_tty = false, false, "-", false
   local secrets_declared
   local i = 1
   local function value(flag)
@@ -69,6 +69,7 @@ function M.main(args)
       elseif a == "--ledger" then opts.ledger = value(a)
       elseif a == "--durability" then opts.durability = value(a)
       elseif a == "--json" then as_json = true
+      elseif a == "--no-tty" then no_tty = true
       elseif a == "--stream" then stream = true
       elseif a:sub(1, 2) == "--" then error({ usage = "unknown option " .. a })
       else break end   -- the program, without a "--" before it
@@ -96,7 +97,15 @@ function M.main(args)
   local pol_ok, pol = pcall(require("airlock.exec").resolve_policy, opts.policy)
   secrets_declared = pol_ok and pol and pol.tool and pol.tool.secrets and next(pol.tool.secrets) ~= nil
   local capture = as_json or opts.capture ~= nil or secrets_declared
-  if not capture then opts.output = "inherit" end
+  -- On a terminal (stdin and stdout both), the program gets a terminal of its
+  -- own, relayed to ours: job control, /dev/tty and full-screen programs work,
+  -- and ours stays ours. --no-tty passes our descriptors as they are.
+  local core = require "airlock.core"
+  if not capture and not no_tty and stdin == "-" and core.isatty(0) and core.isatty(1) then
+    opts.terminal, opts.stdin_inherit = true, nil
+  elseif not capture then
+    opts.output = "inherit"
+  end
   if capture and stream and not as_json then
     opts.stream = function(which, line, complete)
       local out = which == "stdout" and io.stdout or io.stderr

@@ -16,7 +16,8 @@ local program = require "airlock.program"
 local M = {}
 
 local EXEC_KEYS = { argv = true, policy = true, workspace = true, stdin = true, stdin_file = true,
-                    stdin_inherit = true, output = true, rootfs = true, env = true, timeout = true, capture = true,
+                    stdin_inherit = true, output = true, terminal = true, rootfs = true, env = true,
+                    timeout = true, capture = true,
                     stream = true, ledger = true, durability = true }
 
 local function fail(msg, level) error("exec: " .. msg, (level or 1) + 1) end
@@ -218,7 +219,12 @@ function M.exec(opts, broker)
     fail("'output' must be \"capture\" (the result holds stdout and stderr) or \"inherit\" " ..
          "(the program writes to this process's own)", 2)
   end
-  local inherit_output = opts.output == "inherit"
+  if opts.terminal ~= nil and type(opts.terminal) ~= "boolean" then fail("'terminal' must be a boolean", 2) end
+  if opts.terminal and (opts.output == "capture" or opts.stream or opts.stdin ~= nil or opts.stdin_file ~= nil) then
+    fail("'terminal' gives the program a terminal of its own, relayed to this process's stdin and stdout; " ..
+         "it takes no 'output', 'stream', 'stdin' or 'stdin_file'", 2)
+  end
+  local inherit_output = opts.output == "inherit" or opts.terminal == true
   if inherit_output and opts.stream then fail("'stream' needs output = \"capture\"", 2) end
   if opts.stdin_inherit ~= nil and type(opts.stdin_inherit) ~= "boolean" then
     fail("'stdin_inherit' must be a boolean", 2)
@@ -413,6 +419,24 @@ function M.exec(opts, broker)
     for _, p in ipairs(ll_paths.write or {}) do if p ~= workspace then rw[#rw + 1] = p end end
     start.view_ro, start.view_rw = ro, rw
   end
+  -- A terminal of its own: its stdin, stdout and stderr, its controlling
+  -- terminal (airlock-init makes it so), and /dev/tty in its view.
+  local pty <close> = opts.terminal and core.pty_open() or nil   -- closed on every way out
+  if pty then
+    local fd, pts = pty:slave()
+    start.stdin_fd, start.stdout_fd, start.stderr_fd = fd, fd, fd
+    if start.view_rw then
+      for _, p in ipairs { "/dev/tty", pts } do start.view_rw[#start.view_rw + 1] = p end
+    end
+    if confine.landlock then
+      confine.landlock.write = confine.landlock.write or {}
+      confine.landlock.read = confine.landlock.read or {}
+      for _, p in ipairs { "/dev/tty", pts } do
+        table.insert(confine.landlock.write, p)
+        table.insert(confine.landlock.read, p)
+      end
+    end
+  end
   if opts.stdin ~= nil and type(opts.stdin) ~= "string" then fail("'stdin' must be a string", 2) end
   if opts.stdin_file ~= nil and type(opts.stdin_file) ~= "string" then fail("'stdin_file' must be a path", 2) end
   if auth.tmp == "private" then
@@ -492,6 +516,10 @@ function M.exec(opts, broker)
     _program = { name = argv[1], argv = full, plan = plan_for(auth, start, start.pids_max, workspace, cmd, nproc_instead, skipped),
                  deadline_ms = deadline and deadline > 0 and deadline or nil, capture = capture },
   }
+  if pty then
+    pty:close_slave()
+    if run then pty:relay() end
+  end
   if not run then
     -- A layer the spawner could not set up is a confinement failure: fail closed.
     local cg = tostring(err):match("^[%w ]*:? ?(cgroup:.*)")
@@ -508,6 +536,7 @@ function M.exec(opts, broker)
     if stream then stream.poll(run) end
   end
   if stream then stream.finish(res) end
+  if pty then pty:wait(500) end
   res.argv = full
   res.program = found
   res.workspace = workspace

@@ -40,6 +40,7 @@ int airlock_l_confine_prepare(lua_State *L, int idx, airlock_confine_prepared **
 /* Adds fs_read, fs_stat, fs_list, fs_write, fs_remove and fs_check_path to the
 ** table on top of the stack: files beneath a root, for airlock.handlers (lfs.c). */
 void airlock_l_open_fs(lua_State *L);
+void airlock_l_open_pty(lua_State *L);   /* lpty.c: core.pty_open */
 /* Adds http_request to the table on top of the stack (lhttp.c, libcurl). */
 void airlock_l_open_http(lua_State *L);
 

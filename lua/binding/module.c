@@ -127,6 +127,7 @@ int luaopen_airlock(lua_State *L) {
   airlock_l_open_broker(L);
   airlock_l_open_ledger(L);
   airlock_l_open_fs(L);
+  airlock_l_open_pty(L);
   airlock_l_open_http(L);
   lua_pushcfunction(L, l_worker_path); lua_setfield(L, -2, "worker_path");
   lua_pushcfunction(L, airlock_l_probe); lua_setfield(L, -2, "probe");

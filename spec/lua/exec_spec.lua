@@ -461,22 +461,43 @@ describe("airlock.exec under the stock tool policy", function()
     assert.are.equal("0", left:match("%d+"))
   end)
 
-  it("runs a program given the terminal in a session of its own: it cannot take the foreground", function()
-    H.write(H.ws .. "/tty.py", "import os\ntry:\n  os.tcsetpgrp(0, os.getpgrp()); print('took it')\n" ..
-      "except OSError as e:\n  print('refused', e.errno)\nprint('leader', os.getsid(0) == os.getpid())\n")
+  it("gives a program on a terminal one of its own, relayed; the caller's terminal stays the caller's", function()
+    H.write(H.ws .. "/tty.py", "import os, sys\ntry:\n  os.tcsetpgrp(0, os.getpgrp()); print('took it')\n" ..
+      "except OSError as e:\n  print('refused', e.errno)\nprint('leader', os.getsid(0) == os.getpid())\n" ..
+      "print('tty', os.ttyname(0) if os.isatty(0) else None)\n" ..
+      "try:\n  open('/dev/tty', 'w').write('via /dev/tty\\n'); print('dev tty ok')\n" ..
+      "except OSError as e:\n  print('dev tty', e.errno)\n")
     local log = os.tmpname()
-    local function on_tty(cmd)
-      H.sh("script -qec '" .. cmd .. "' " .. log .. " >/dev/null")
+    local function on_tty(cmd, input)
+      H.sh((input and ("printf '" .. input .. "' | ") or "") .. "script -qec '" .. cmd .. "' " .. log .. " >/dev/null")
       return H.read(log)
     end
+    -- (script answers its own stdin's end by typing the terminal's EOF
+    -- character, which an inner terminal may echo: hence no "^" anchors.)
     -- The control: the same program, unconfined, on the same kind of terminal.
-    local control = on_tty("cd " .. H.ws .. " && /usr/bin/python3 tty.py")
-    assert.matches("\ntook it", control)
+    local control = on_tty("cd " .. H.ws .. " && tty && /usr/bin/python3 tty.py")
+    assert.matches("took it", control)
+    local caller_tty = control:match("(/dev/pts/%d+)")
     local cmd = require("airlock.core").fs_realpath(H.bin .. "/airlock")
-    local out = on_tty("cd " .. H.ws .. " && " .. cmd .. " exec --stdin - --workspace " .. H.ws ..
-      " -- /usr/bin/python3 tty.py")
+    local base = cmd .. " exec --workspace " .. H.ws .. " -- "
+    -- Its own terminal: it may take its foreground and open /dev/tty, and
+    -- that terminal is a new one, not the caller's.
+    local out = on_tty("cd " .. H.ws .. " && " .. base .. "/usr/bin/python3 tty.py")
+    assert.matches("took it", out)
+    assert.matches("leader True", out)
+    assert.matches("via /dev/tty", out)
+    assert.matches("dev tty ok", out)
+    local inner = out:match("tty (/dev/pts/%d+)")
+    assert.is_truthy(inner, out)
+    assert.are_not.equal(caller_tty, inner)
+    -- Input typed on the caller's terminal reaches it through the relay.
+    out = on_tty(base .. "sh -c \"read x; echo got \\$x\"", "hello\\n")
+    assert.matches("got hello", out)
+    -- With --no-tty it is handed the caller's terminal as it is, in a session
+    -- of its own: it cannot take the foreground (ENOTTY: not its controlling terminal).
+    out = on_tty("cd " .. H.ws .. " && " .. cmd .. " exec --no-tty --workspace " .. H.ws .. " -- /usr/bin/python3 tty.py")
     os.remove(log)
-    assert.matches("\nrefused 25", out)   -- ENOTTY: not its controlling terminal
+    assert.matches("refused 25", out)
     assert.matches("leader True", out)
   end)
 
