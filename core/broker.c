@@ -565,8 +565,16 @@ static int cpu_limit_killed(const airlock_run *r) {
 static void classify(airlock_run *r) {
   airlock_result *res = &r->res;
   char sig[32], tail[400];
-  /* With airlock-init, a program that ended on its own is told as it ended. */
-  if (r->init_seen && WIFEXITED(r->status)) r->status = r->init_status;
+  /* With airlock-init, a program that ended on its own is told as it ended.
+  ** The records come from a process the program could reach, so they count
+  ** only where they agree with airlock-init's own exit status. */
+  if (r->init_seen && WIFEXITED(r->status)) {
+    int code = WEXITSTATUS(r->status), rec = r->init_status;
+    if ((WIFEXITED(rec) && WEXITSTATUS(rec) == code) || (WIFSIGNALED(rec) && 128 + WTERMSIG(rec) == code))
+      r->status = rec;
+  }
+  if (r->exec_errno && !(WIFEXITED(r->status) && (WEXITSTATUS(r->status) == 126 || WEXITSTATUS(r->status) == 127)))
+    r->exec_errno = 0;
   res->exit_code = WIFEXITED(r->status) ? WEXITSTATUS(r->status) : -1;
   res->term_signal = WIFSIGNALED(r->status) ? WTERMSIG(r->status) : 0;
   res->usage.wall_ms = airlock_now_ms() - r->t_start;
@@ -684,8 +692,8 @@ static void run_free(airlock_run *r);
 
 /* airlock-init's records (AIRLOCK_INIT_*), written before it exited. Its own
 ** exit status is 128 + N for a signal; the record tells the signal itself.
-** Only whole records of a known kind count; anything else is ignored (the
-** program's status is the program's to choose anyway). */
+** Only whole records of a known kind count (at most 8 are read); anything else
+** is ignored, and classify() checks them against airlock-init's exit. */
 static void read_init_status(airlock_run *r) {
   uint32_t rec[2];
   for (int k = 0; k < 8 && r->c.status >= 0; k++) {

@@ -4,13 +4,19 @@
 -- no_new_privs, Landlock and a seccomp filter), timed two ways:
 --   exec-inproc    airlock.exec from Lua in this process (what a host embedding
 --                  airlock pays per tool run)
---   exec-command   the whole `airlock exec -- /bin/true` command, Lua start-up
---                  included (what a shell script pays)
+--   exec-command   the whole `airlock exec --no-tty -- /bin/true` command, Lua
+--                  start-up included (what a shell script pays; --no-tty so that
+--                  a run from a terminal times what bwrap does, no relay)
+--   *-nocg         the same under the tool policy with its three cgroups off
+--                  (tool.limits pids, memory, cpu = 0): the rest is what moving
+--                  a process into a cgroup costs the kernel (on cgroup v1, an
+--                  RCU grace period when no move happened just before)
 -- against baselines taken in the same run, in interleaved rounds so that every
 -- ratio compares figures taken under the same load:
 --   fork-exec      plain fork + execve + wait of /bin/true (airlock-baseline)
 --   bwrap          bwrap --unshare-all --ro-bind / / /bin/true, when installed
--- Targets (issue 6): exec-inproc under 3x fork-exec, and at most half of bwrap.
+-- Targets: exec-inproc under 3x fork-exec; exec-inproc and exec-command at
+-- most half of bwrap.
 local airlock = require "airlock"
 local core = require "airlock.core"
 local json = require "airlock.json"
@@ -52,6 +58,13 @@ function M.main(args)
   os.remove(ws)
   assert(os.execute("mkdir -p " .. ws))
   local cmd = assert(core.fs_realpath(bindir() .. "/airlock"))
+  local nocg_file = ws .. ".nocg.lua"
+  local f = assert(io.open(nocg_file, "w"))
+  f:write('return require("airlock.policy").extend("tool", { name = "tool-nocg", ',
+          'tool = { limits = { pids = 0, memory = 0, cpu = 0 } } })\n')
+  f:close()
+  local nocg = require("airlock.policy").extend("tool", { name = "tool-nocg",
+    tool = { limits = { pids = 0, memory = 0, cpu = 0 } } })
 
   -- One untimed exec first: it must work and be confined, or nothing is timed.
   local first, err = airlock.exec { argv = { "/bin/true" }, workspace = ws }
@@ -63,20 +76,23 @@ function M.main(args)
   end
   local bw, bwhy = bwrap_argv()
 
-  local inproc, command, fe, bwm = {}, {}, {}, {}
+  local inproc, inproc_nocg, command, command_nocg, fe, bwm = {}, {}, {}, {}, {}, {}
   for _ = 1, rounds do
-    for _ = 1, per do
-      local t0 = core.now_ms()
-      local r = airlock.exec { argv = { "/bin/true" }, workspace = ws }
-      inproc[#inproc + 1] = (core.now_ms() - t0) * 1000
-      assert(r and r.ok, r and r.message)
+    for _, v in ipairs { { inproc, nil }, { inproc_nocg, nocg } } do
+      for _ = 1, per do
+        local t0 = core.now_ms()
+        local r = airlock.exec { argv = { "/bin/true" }, workspace = ws, policy = v[2] }
+        v[1][#v[1] + 1] = (core.now_ms() - t0) * 1000
+        assert(r and r.ok, r and r.message)
+      end
     end
-    local c = assert(forkexec(per, { cmd, "exec", "--workspace", ws, "--", "/bin/true" }))
-    command[#command + 1] = c
+    command[#command + 1] = assert(forkexec(per, { cmd, "exec", "--no-tty", "--workspace", ws, "--", "/bin/true" }))
+    command_nocg[#command_nocg + 1] = assert(forkexec(per, { cmd, "exec", "--no-tty", "--policy", nocg_file,
+      "--workspace", ws, "--", "/bin/true" }))
     fe[#fe + 1] = assert(forkexec(per, { "/bin/true" }))
     if bw then bwm[#bwm + 1] = assert(forkexec(per, bw)) end
   end
-  os.execute("rm -rf " .. ws)
+  os.execute("rm -rf " .. ws .. " " .. nocg_file)
 
   -- Batches report medians: the median of the batch medians stands for each.
   local function med(batches, key)
@@ -86,7 +102,9 @@ function M.main(args)
   end
   local m = {
     inproc = { median_us = percentile(inproc, 0.5), p99_us = percentile(inproc, 0.99), n = #inproc },
+    inproc_nocg = { median_us = percentile(inproc_nocg, 0.5), p99_us = percentile(inproc_nocg, 0.99), n = #inproc_nocg },
     command = { median_us = med(command, "median_us"), p99_us = med(command, "p99_us"), n = rounds * per },
+    command_nocg = { median_us = med(command_nocg, "median_us"), p99_us = med(command_nocg, "p99_us"), n = rounds * per },
     forkexec = { median_us = med(fe, "median_us"), p99_us = med(fe, "p99_us"), n = rounds * per },
     bwrap = bw and { median_us = med(bwm, "median_us"), p99_us = med(bwm, "p99_us"), n = rounds * per }
       or { skipped = bwhy },
@@ -112,7 +130,9 @@ function M.main(args)
   row("exec-inproc", m.inproc, "fork-exec", m.forkexec, "< 3")
   row("exec-inproc/bwrap", m.inproc, "bwrap-true", m.bwrap, "<= 0.5")
   row("exec-command", m.command, "fork-exec", m.forkexec)
-  row("exec-command/bwrap", m.command, "bwrap-true", m.bwrap)
+  row("exec-command/bwrap", m.command, "bwrap-true", m.bwrap, "<= 0.5")
+  row("exec-inproc-nocg", m.inproc_nocg, "bwrap-true", m.bwrap)
+  row("exec-command-nocg", m.command_nocg, "bwrap-true", m.bwrap)
 
   if as_json then
     for _, r in ipairs(rows) do io.stdout:write(json.encode(r), "\n") end

@@ -146,7 +146,7 @@ describe("airlock bench exec", function()
       local t = assert(dk.decode(line), "not a JSON line: " .. line)
       got[t.bench] = t
     end
-    for _, name in ipairs { "fork-exec", "exec-inproc", "exec-command" } do
+    for _, name in ipairs { "fork-exec", "exec-inproc", "exec-command", "exec-inproc-nocg", "exec-command-nocg" } do
       assert(got[name], "no row " .. name)
       positive(got[name].median_us, name)
     end
@@ -159,6 +159,8 @@ describe("airlock bench exec", function()
       print("  bwrap row skipped: " .. bw.skipped)
     else
       positive(got["exec-inproc/bwrap"].ratio, "exec-inproc/bwrap.ratio")
+      assert.equal("<= 0.5", got["exec-command/bwrap"].target)
+      assert.is_boolean(got["exec-command/bwrap"].met)
     end
   end)
 end)
