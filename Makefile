@@ -24,6 +24,9 @@ INCLUDEDIR ?= $(PREFIX)/include
 LIBEXECDIR ?= $(PREFIX)/libexec
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 LUA_CMOD_DIR ?= $(LIBDIR)/lua/5.4
+MANDIR ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+MAN_PAGES = run exec ledger replay resume call probe bench
 VERSION = 0.1
 INSTALL ?= install
 # In airlock.pc, directories under PREFIX are written relative to ${prefix}, so
@@ -31,7 +34,7 @@ INSTALL ?= install
 PC_LIBDIR = $(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR))
 PC_INCLUDEDIR = $(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR))
 
-.PHONY: all build build-san deps demo test bench fuzz lint clean install
+.PHONY: all build build-san deps demo test bench fuzz lint clean install uninstall
 
 all: build
 
@@ -129,6 +132,23 @@ install: build
 	$(INSTALL) -m 755 build/bin/airlock-worker $(DESTDIR)$(LIBEXECDIR)/airlock/airlock-worker
 	$(INSTALL) -m 755 build/bin/airlock-init $(DESTDIR)$(LIBEXECDIR)/airlock/airlock-init
 	$(INSTALL) -m 755 build/bin/airlock $(DESTDIR)$(BINDIR)/airlock
+	$(INSTALL) -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(BASHCOMPDIR)
+	build/bin/airlock help --man > $(DESTDIR)$(MANDIR)/man1/airlock.1
+	for c in $(MAN_PAGES); do build/bin/airlock help --man $$c > $(DESTDIR)$(MANDIR)/man1/airlock-$$c.1 || exit 1; done
+	chmod 644 $(DESTDIR)$(MANDIR)/man1/airlock*.1
+	build/bin/airlock help --completion > $(DESTDIR)$(BASHCOMPDIR)/airlock
+	chmod 644 $(DESTDIR)$(BASHCOMPDIR)/airlock
+
+# make uninstall [PREFIX=...] [DESTDIR=]: removes what make install wrote.
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/libairlock.a $(DESTDIR)$(PKGCONFIGDIR)/airlock.pc \
+	  $(DESTDIR)$(LUA_CMOD_DIR)/airlock.so $(DESTDIR)$(BINDIR)/airlock \
+	  $(DESTDIR)$(LIBEXECDIR)/airlock/airlock-worker $(DESTDIR)$(LIBEXECDIR)/airlock/airlock-init \
+	  $(DESTDIR)$(INCLUDEDIR)/airlock/airlock.h $(DESTDIR)$(INCLUDEDIR)/airlock/confine.h \
+	  $(DESTDIR)$(INCLUDEDIR)/airlock/ledger.h $(DESTDIR)$(MANDIR)/man1/airlock.1 \
+	  $(DESTDIR)$(BASHCOMPDIR)/airlock
+	for c in $(MAN_PAGES); do rm -f $(DESTDIR)$(MANDIR)/man1/airlock-$$c.1; done
+	-rmdir $(DESTDIR)$(LIBEXECDIR)/airlock $(DESTDIR)$(INCLUDEDIR)/airlock 2>/dev/null
 
 clean:
 	rm -rf build

@@ -6,58 +6,14 @@ local json = require "airlock.json"
 
 local M = {}
 
-local USAGE = [=[
-usage: airlock COMMAND [ARGS]
+local usage = require "airlock.cli_usage"
+local USAGE = usage.global()
 
-  run GUEST.lua [--policy NAME|FILE] [--input JSON] [--json] [--raw] [--ledger DIR [--durability MODE]]
-                       run one guest and print its value (or the result as JSON); with
-                       --ledger, record every effect in a new session in DIR
-                       (durability none, batch (default) or always); exit 3 when paused.
-                       On a terminal, control characters the guest prints are shown as
-                       ^X (cat -v); --raw passes them through
-  replay DIR [--policy P [--policy-changed]] [--guest FILE] [--json]
-                       re-run a recorded session answered only from its journal;
-                       exit 0 identical, 1 not (e.g. cause diverged, naming the seq).
-                       The policy is P, else the stock policy the journal names (never
-                       a file it names); --policy-changed runs P although its digest
-                       differs from the recorded one
-  resume DIR --input JSON [--policy P [--policy-changed]] [--json]
-                       answer a paused session's host.input and continue it live
-  branch DIR --at SEQ NEWDIR
-                       a new session holding DIR's records up to SEQ
-  exec [--policy P] [--workspace DIR] [--timeout D] [--capture SIZE] [--stdin FILE|-]
-       [--env NAME=VALUE]... [--stream] [--json] [--ledger DIR] -- PROGRAM [ARGS...]
-                       run any program confined by the policy's tool authority (default
-                       policy tool: read-only system, the workspace writable, private
-                       /tmp, no network, 128 processes); exit with its status, 124 at the
-                       deadline, 128+N on signal N, 125 when it could not be started
-  probe [--json]       what this kernel can enforce (Landlock, seccomp, namespaces, ...),
-                       how to fix what is missing; exit 1 if the untrusted policy cannot run
-  repl                 interactive Lua with the airlock module loaded
-  bench [--json] [--quick]
-                       measure spawn and effect round trips against baselines
-  bench ledger [--json]
-                       ledger appends per durability mode against SQLite, and verify MB/s
-  bench exec [--json] [--quick]
-                       airlock exec -- /bin/true against fork+exec and bubblewrap
-  demo                 a short tour: guests that succeed, fail and misbehave
-  ledger verify DIR [--checkpoint SEQ:HASH] [--json]
-                       check a session's hash chain (and that the checkpoint's
-                       record is there unchanged); exit 1 if damaged
-  ledger show DIR [--json]
-                       one line (or JSON object) per record
-  ledger head DIR      print the last record's checkpoint, SEQ:HASH
-  call EFFECT [JSON-ARGS]
-                       inside `airlock exec`: ask the parent for EFFECT over fd 3 (args
-                       JSON-ARGS, "-" reads them from stdin, none means null); print the
-                       answer as one line of JSON; exit 1 the effect failed, 3 the policy
-                       denied it, 2 no channel or a bad reply
-  version              print the version
-  help                 this text
-]=]
-
-local function usage_error(msg)
-  io.stderr:write("airlock: ", msg, "\n", USAGE)
+-- A usage error: the message, then the usage of the command it is about (or
+-- a pointer to the whole list), exit 2.
+local function usage_error(msg, cmd)
+  local c = cmd and usage.find(cmd)
+  io.stderr:write("airlock: ", msg, "\n", c and usage.command(cmd) or "run 'airlock --help' for the commands\n")
   return 2
 end
 
@@ -163,13 +119,39 @@ local function report(res, opts, ledger_dir)
 end
 
 function M.run(args)
-  local pos, opts = parse(args, { policy = "value", input = "value", json = "switch",
+  -- -e CODE: the guest inline (as lua -e); "-": the guest read from stdin.
+  local inline
+  local rest = {}
+  local i = 1
+  while i <= #args do
+    if args[i] == "-e" then
+      if args[i + 1] == nil then return usage_error("run: -e needs the guest's code", "run") end
+      if inline then return usage_error("run: give -e once", "run") end
+      inline = args[i + 1]
+      i = i + 2
+    else
+      rest[#rest + 1] = args[i]
+      i = i + 1
+    end
+  end
+  local pos, opts = parse(rest, { policy = "value", input = "value", json = "switch",
                                   ledger = "value", durability = "value", raw = "switch" })
-  if not pos then return usage_error(opts) end
-  if #pos ~= 1 then return usage_error("run: expected exactly one guest file") end
-  local path = pos[1]
-  local source = read_file("run", path)
-  if not source then return 2 end
+  if not pos then return usage_error("run: " .. opts, "run") end
+  local path, source
+  if inline then
+    if #pos ~= 0 then return usage_error("run: give a guest file, -e CODE or -, not more than one", "run") end
+    path, source = "(command line)", inline
+  else
+    if #pos ~= 1 then return usage_error("run: expected one guest: a file, -e CODE, or - (stdin)", "run") end
+    path = pos[1]
+    if path == "-" then
+      source, path = io.stdin:read("a"), "(stdin)"
+      if not source then return usage_error("run: cannot read the guest from stdin", "run") end
+    else
+      source = read_file("run", path)
+      if not source then return 2 end
+    end
+  end
   local okin, input = decode_input("run", opts.input)
   if not okin then return 2 end
   if opts.policy then
@@ -186,7 +168,7 @@ function M.run(args)
   local safe = for_terminal(opts)
   local on_log = not opts.json and function(text) io.stdout:write(safe(text)) io.stdout:flush() end or nil
   -- The policy goes by name or path, so a recorded run can reload it.
-  local run, err = b:start { guest = source, name = path:match("([^/]+)$"), policy = opts.policy,
+  local run, err = b:start { guest = source, name = path:match("([^/]+)$") or path, policy = opts.policy,
                              input = input, on_log = on_log, ledger = opts.ledger,
                              durability = opts.durability }
   if not run then
@@ -199,8 +181,8 @@ end
 function M.replay(args)
   local pos, opts = parse(args, { policy = "value", guest = "value", json = "switch",
                                   ["policy-changed"] = "switch" })
-  if not pos then return usage_error(opts) end
-  if #pos ~= 1 then return usage_error("replay: expected one ledger directory") end
+  if not pos then return usage_error("replay: " .. opts, "replay") end
+  if #pos ~= 1 then return usage_error("replay: expected one ledger directory", "replay") end
   local guest
   if opts.guest then
     guest = read_file("replay", opts.guest)
@@ -234,9 +216,9 @@ function M.resume(args)
   local pos, opts = parse(args, { policy = "value", input = "value", json = "switch", durability = "value",
                                   raw = "switch",
                                   ["policy-changed"] = "switch" })
-  if not pos then return usage_error(opts) end
-  if #pos ~= 1 then return usage_error("resume: expected one ledger directory") end
-  if not opts.input then return usage_error("resume: --input JSON is required (the answer to the pause)") end
+  if not pos then return usage_error("resume: " .. opts, "resume") end
+  if #pos ~= 1 then return usage_error("resume: expected one ledger directory", "resume") end
+  if not opts.input then return usage_error("resume: --input JSON is required (the answer to the pause)", "resume") end
   local okin, input = decode_input("resume", opts.input)
   if not okin then return 2 end
   local res, err = airlock.resume(pos[1], input, { policy = opts.policy, durability = opts.durability,
@@ -252,10 +234,10 @@ end
 
 function M.branch(args)
   local pos, opts = parse(args, { at = "value" })
-  if not pos then return usage_error(opts) end
+  if not pos then return usage_error("branch: " .. opts, "branch") end
   local at = opts.at and tonumber(opts.at)
   if #pos ~= 2 or not at or at ~= math.floor(at) or at < 1 then
-    return usage_error("branch: expected DIR --at SEQ NEWDIR")
+    return usage_error("branch: expected DIR --at SEQ NEWDIR", "branch")
   end
   local ok, err = airlock.branch(pos[1], math.tointeger(at), pos[2])
   if not ok then
@@ -269,8 +251,8 @@ end
 
 function M.probe(args)
   local pos, opts = parse(args, { json = "switch" })
-  if not pos then return usage_error("probe: " .. opts) end
-  if #pos > 0 then return usage_error("probe: unexpected argument '" .. pos[1] .. "'") end
+  if not pos then return usage_error("probe: " .. opts, "probe") end
+  if #pos > 0 then return usage_error("probe: unexpected argument '" .. pos[1] .. "'", "probe") end
   local probe = require "airlock.probe"
   local report = probe.report()
   if opts.json then
@@ -321,8 +303,10 @@ function M.ledger(args)
   if sub == nil then return usage_error("ledger: expected verify, show or head") end
   if not specs[sub] then return usage_error("ledger: unknown subcommand '" .. sub .. "' (verify, show, head)") end
   local pos, opts = parse({ table.unpack(args, 2) }, specs[sub])
-  if not pos then return usage_error("ledger " .. sub .. ": " .. opts) end
-  if #pos ~= 1 then return usage_error("ledger " .. sub .. ": expected exactly one session directory") end
+  if not pos then return usage_error("ledger " .. sub .. ": " .. opts, "ledger " .. sub) end
+  if #pos ~= 1 then
+    return usage_error("ledger " .. sub .. ": expected exactly one session directory", "ledger " .. sub)
+  end
   local dir = pos[1]
   local function cannot(err)
     io.stderr:write("airlock: ledger ", sub, ": ", err, "\n")
@@ -337,7 +321,7 @@ function M.ledger(args)
   if sub == "verify" then
     if opts.checkpoint then
       local ok, err = ledger.parse_checkpoint(opts.checkpoint)
-      if not ok then return usage_error("ledger verify: --checkpoint: " .. err) end
+      if not ok then return usage_error("ledger verify: --checkpoint: " .. err, "ledger verify") end
     end
     local rep, err = ledger.verify(dir, opts.checkpoint)
     if not rep then return cannot(err) end
@@ -401,8 +385,8 @@ local CALL_ARGS_MAX = 16 * 1024 * 1024   -- bytes of JSON read from stdin ("-")
 -- "airlock call: EFFECT: message".
 function M.call(args)
   local pos, opts = parse(args, {})
-  if not pos then return usage_error("call: " .. opts) end
-  if #pos < 1 or #pos > 2 then return usage_error("call: expected EFFECT [JSON-ARGS]") end
+  if not pos then return usage_error("call: " .. opts, "call") end
+  if #pos < 1 or #pos > 2 then return usage_error("call: expected EFFECT [JSON-ARGS]", "call") end
   local effect, text = pos[1], pos[2]
   local function fail(msg)
     io.stderr:write("airlock call: ", effect, ": ", msg, "\n")
@@ -449,9 +433,40 @@ function M.version()
   return 0
 end
 
-function M.help()
-  io.stdout:write(USAGE)
+-- airlock help [COMMAND] | --man [COMMAND] | --completion
+function M.help(args)
+  args = args or {}
+  if args[1] == "--help" or args[1] == "-h" then io.stdout:write(usage.command("help")) return 0 end
+  if args[1] == "--completion" then
+    io.stdout:write(usage.completion())
+    return 0
+  end
+  local man = args[1] == "--man"
+  local name = table.concat({ table.unpack(args, man and 2 or 1) }, " ")
+  if man then
+    local page = usage.man(name ~= "" and name or nil, airlock._VERSION:match("[%d.]+$"))
+    if not page then return usage_error("help: no man page for '" .. name .. "'", "help") end
+    io.stdout:write(page)
+    return 0
+  end
+  if name == "" then io.stdout:write(USAGE) return 0 end
+  if name == "ledger" then
+    for _, sub in ipairs { "verify", "show", "head" } do io.stdout:write(usage.command("ledger " .. sub), "\n") end
+    return 0
+  end
+  if not usage.find(name) then return usage_error("help: unknown command '" .. name .. "'") end
+  io.stdout:write(usage.command(name))
   return 0
+end
+
+-- --help or -h among a command's arguments (before any "--"): its usage, exit
+-- 0. exec looks for itself (what follows its program is the program's).
+local function wants_help(args)
+  for _, a in ipairs(args) do
+    if a == "--" then return false end
+    if a == "--help" or a == "-h" then return true end
+  end
+  return false
 end
 
 function M.main(argv)
@@ -459,8 +474,16 @@ function M.main(argv)
   local rest = { table.unpack(argv, 2) }
   if cmd == nil then return usage_error("no command given") end
   if cmd == "-h" or cmd == "--help" then cmd = "help" end
+  if cmd == "--version" or cmd == "-V" then cmd = "version" end
   local f = M[cmd]
   if type(f) ~= "function" or cmd == "main" then return usage_error("unknown command '" .. cmd .. "'") end
+  if cmd ~= "exec" and cmd ~= "help" and wants_help(rest) then
+    local sub = cmd == "ledger" and rest[1] and usage.find("ledger " .. rest[1]) and ("ledger " .. rest[1])
+    if cmd == "ledger" and not sub then return M.help { "ledger" } end
+    if cmd == "bench" then sub = "bench" end
+    io.stdout:write(usage.command(sub or cmd))
+    return 0
+  end
   return f(rest)
 end
 

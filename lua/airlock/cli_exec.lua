@@ -16,12 +16,7 @@ local json = require "airlock.json"
 
 local M = {}
 
-M.USAGE = [=[
-usage: airlock exec [--policy NAME|FILE] [--workspace DIR] [--rootfs DIR] [--timeout DURATION]
-                    [--capture SIZE] [--stdin FILE|none|-] [--env NAME=VALUE]...
-                    [--stream] [--json] [--no-tty] [--ledger DIR [--durability MODE]]
-                    [--] PROGRAM [ARGS...]
-]=]
+M.USAGE = require("airlock.cli_usage").command("exec")
 
 local SIGNALS = { SIGHUP = 1, SIGINT = 2, SIGQUIT = 3, SIGILL = 4, SIGTRAP = 5, SIGABRT = 6, SIGBUS = 7,
                   SIGFPE = 8, SIGKILL = 9, SIGUSR1 = 10, SIGSEGV = 11, SIGUSR2 = 12, SIGPIPE = 13,
@@ -31,6 +26,16 @@ local function usage_error(msg)
   io.stderr:write("airlock exec: ", msg, "\n", M.USAGE)
   return 125
 end
+
+-- One prefix naming what failed: "exec: " is the command's own, and a word
+-- said twice ("policy: policy: ...") is said once.
+local function one_prefix(msg)
+  msg = tostring(msg):gsub("^exec: ", "")
+  local prev
+  repeat prev = msg; msg = msg:gsub("^(%w+): %1: ", "%1: ") until msg == prev
+  return msg
+end
+M.one_prefix = one_prefix
 
 --- exit_status(result) -> the command's exit status for a result.
 function M.exit_status(res)
@@ -54,10 +59,16 @@ function M.main(args)
     while i <= #args do
       local a = args[i]
       if a == "--" then i = i + 1 break
+      elseif a == "--help" or a == "-h" then error({ help = true })
       elseif a == "--policy" then opts.policy = value(a)
       elseif a == "--workspace" then opts.workspace = value(a)
       elseif a == "--rootfs" then opts.rootfs = value(a)
-      elseif a == "--timeout" then opts.timeout = value(a)
+      elseif a == "--timeout" then
+        opts.timeout = value(a)
+        if opts.timeout:match("^%d+$") then
+          error({ usage = "--timeout " .. opts.timeout .. " needs a unit: " .. opts.timeout .. "s (seconds), " ..
+            opts.timeout .. "ms, " .. opts.timeout .. "m" })
+        end
       elseif a == "--capture" then opts.capture = value(a)
       elseif a == "--stdin" then
         stdin = value(a)
@@ -77,6 +88,7 @@ function M.main(args)
     end
   end)
   if not ok then
+    if type(perr) == "table" and perr.help then io.stdout:write(M.USAGE) return 0 end
     if type(perr) == "table" then return usage_error(perr.usage) end
     error(perr, 0)
   end
@@ -116,12 +128,12 @@ function M.main(args)
   local res, err, code, status
   ok, perr = pcall(function() res, err, code, status = airlock.exec(opts) end)
   if not ok then
-    io.stderr:write("airlock ", tostring(perr):gsub("^[^:]*:%d+: ", ""), "\n")
+    io.stderr:write("airlock exec: ", one_prefix((tostring(perr):gsub("^[^:]*:%d+: ", ""))), "\n")
     return 125
   end
   if not res then
-    local msg = tostring(err)
-    if code and msg:sub(1, #code + 2) ~= code .. ": " then msg = code .. ": " .. msg end
+    local msg = one_prefix(err)
+    if code and code ~= "exec" and msg:sub(1, #code + 2) ~= code .. ": " then msg = code .. ": " .. msg end
     if as_json then
       io.stdout:write(json.encode { ok = false, cause = code or "error", message = tostring(err) }, "\n")
     else
@@ -142,7 +154,7 @@ function M.main(args)
     -- A signal the program got from itself or its own is its business (the
     -- status says it, as a shell's would); what airlock ended is said here.
     if res.cause ~= "ok" and res.cause ~= "exit" and res.cause ~= "crash" then
-      io.stderr:write("airlock exec: ", res.cause, ": ", res.message, "\n")
+      io.stderr:write("airlock exec: ", one_prefix(res.cause .. ": " .. res.message), "\n")
     elseif res.cause == "exit" and res.message:match("^the program could not be started") then
       io.stderr:write("airlock exec: ", res.message, "\n")
     end

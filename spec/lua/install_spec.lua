@@ -48,7 +48,7 @@ describe("make install", function()
     local pc = H.slurp(prefix .. "/lib/pkgconfig/airlock.pc")
     assert.matches("prefix=/usr/local\n", pc, 1, true)
     assert.matches("Libs: -L${libdir} -lairlock", pc, 1, true)
-    assert.matches("Cflags: -I${includedir}/airlock", pc, 1, true)
+    assert.matches("Cflags: -I${includedir} -I${includedir}/airlock", pc, 1, true)
   end)
 
   it("the installed command runs a guest, confined, with the installed worker", function()
@@ -90,7 +90,7 @@ print(r.cause, r.value)
     assert(os.execute("mkdir -p " .. dir))
     write(dir .. "/probe.c", [[
 #include <stdio.h>
-#include <airlock.h>
+#include <airlock/airlock.h>
 int main(void) {
   airlock_probe_report r;
   if (airlock_probe(&r) != 0) { puts("probe failed"); return 1; }
@@ -111,5 +111,55 @@ int main(void) {
     os.execute("rm -rf '" .. dir .. "'")
     assert.equal(0, rc, out)
     assert.matches("^protocol %d+, probed\n$", out)
+  end)
+
+  it("installs man pages holding every option each command's --help names, and a bash completion", function()
+    local man1 = prefix .. "/share/man/man1/"
+    local pages = { "airlock.1", "airlock-run.1", "airlock-exec.1", "airlock-ledger.1", "airlock-replay.1",
+                    "airlock-resume.1", "airlock-call.1", "airlock-probe.1", "airlock-bench.1" }
+    for _, p in ipairs(pages) do
+      local text = H.slurp(man1 .. p)
+      assert.is_truthy(text, p .. " is not installed")
+      assert.matches("^%.TH AIRLOCK", text)
+    end
+    -- man renders the page
+    local out, rc = sh("MANWIDTH=80 man -l " .. man1 .. "airlock-exec.1 | head -3")
+    assert.equal(0, rc, out)
+    assert.matches("AIRLOCK%-EXEC%(1%)", out)
+    -- Every option in `airlock COMMAND --help` is in the command's page and in airlock(1).
+    local all = H.slurp(man1 .. "airlock.1"):gsub("\\%-", "-")
+    for _, cmd in ipairs { "run", "exec", "replay", "resume", "call", "probe", "bench",
+                           "ledger verify", "ledger show", "ledger head", "branch", "help" } do
+      local help = sh(prefix .. "/bin/airlock " .. cmd .. " --help")
+      assert.matches("^usage: airlock " .. cmd:gsub("%p", "%%%0"), help)
+      local page = H.slurp(man1 .. "airlock-" .. cmd:match("^%S+") .. ".1")
+      page = page and page:gsub("\\%-", "-") or all
+      local n = 0
+      for flag in help:gmatch("\n  (%-%-?[%w-]+)") do
+        n = n + 1
+        assert.is_truthy(page:find(".B " .. flag, 1, true), cmd .. ": " .. flag .. " is not in its man page")
+        assert.is_truthy(all:find(".B " .. flag, 1, true), cmd .. ": " .. flag .. " is not in airlock(1)")
+      end
+      if cmd == "exec" then assert.is_true(n >= 12) end
+    end
+    local comp = H.slurp(prefix .. "/share/bash-completion/completions/airlock")
+    assert.matches("complete %-F _airlock airlock", comp)
+    local script = os.tmpname()
+    write(script, "source " .. prefix .. "/share/bash-completion/completions/airlock\n" ..
+      "COMP_WORDS=(airlock exec --wor); COMP_CWORD=2; _airlock; echo \"${COMPREPLY[*]}\"\n")
+    out, rc = sh("bash " .. script)
+    os.remove(script)
+    assert.equal(0, rc, out)
+    assert.equal("--workspace\n", out)
+  end)
+
+  it("make uninstall removes what make install wrote", function()
+    local d2 = os.tmpname()
+    os.remove(d2)
+    local out, rc = sh("make -s install PREFIX=/usr DESTDIR=" .. d2 .. " >/dev/null && make -s uninstall " ..
+      "PREFIX=/usr DESTDIR=" .. d2 .. " >/dev/null && find " .. d2 .. " -type f")
+    os.execute("rm -rf '" .. d2 .. "'")
+    assert.equal(0, rc, out)
+    assert.equal("", out)
   end)
 end)

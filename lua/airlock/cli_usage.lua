@@ -1,0 +1,263 @@
+-- airlock.cli_usage -- what each command of `airlock` takes and does, written
+-- once: the global usage, each command's --help, the man pages (airlock(1)
+-- and airlock-run(1), airlock-exec(1), ...) and the bash completion are all
+-- made from this table (`airlock help --man [COMMAND]`, `airlock help
+-- --completion`, which `make install` writes out).
+local M = {}
+
+-- name, synopsis (after "airlock NAME"), what it does, its options as
+-- { flag, VALUE or nil, help }, and its exit statuses.
+M.COMMANDS = {
+  { name = "run", synopsis = "[OPTIONS] GUEST.lua | -e CODE | -",
+    about = "Run one guest (a Lua 5.4 file, inline CODE, or the guest read from stdin) in a " ..
+      "disposable confined worker and print its value, or the result as JSON. On a terminal, " ..
+      "control characters the guest prints are shown as ^X (cat -v).",
+    options = {
+      { "-e", "CODE", "the guest's source itself, as lua -e takes it" },
+      { "--policy", "NAME|FILE", "the policy: a stock name (untrusted, the default) or a file" },
+      { "--input", "JSON", "the guest's input (host.input)" },
+      { "--json", nil, "print the whole result as one JSON object" },
+      { "--raw", nil, "pass control characters through to the terminal" },
+      { "--ledger", "DIR", "record every effect in a new session in DIR" },
+      { "--durability", "MODE", "none, batch (the default) or always" },
+    },
+    exit = "0 the guest returned; 1 it failed (any cause but ok); 2 bad usage; 3 paused" },
+  { name = "replay", synopsis = "[OPTIONS] DIR",
+    about = "Re-run a recorded session answered only from its journal. The policy is --policy, " ..
+      "else the stock policy the journal names (never a file it names).",
+    options = {
+      { "--policy", "NAME|FILE", "the policy to replay under" },
+      { "--policy-changed", nil, "replay although the policy's digest differs from the recorded one" },
+      { "--guest", "FILE", "the guest's source, when the journal does not hold it" },
+      { "--json", nil, "print the comparison as one JSON object" },
+    },
+    exit = "0 identical; 1 not (the first divergence named); 2 bad usage or unreadable" },
+  { name = "resume", synopsis = "DIR --input JSON [OPTIONS]",
+    about = "Answer a paused session's host.input and continue it live.",
+    options = {
+      { "--input", "JSON", "the answer to the pause (required)" },
+      { "--policy", "NAME|FILE", "the policy to continue under" },
+      { "--policy-changed", nil, "continue although the policy's digest differs" },
+      { "--durability", "MODE", "none, batch (the default) or always" },
+      { "--raw", nil, "pass control characters through to the terminal" },
+      { "--json", nil, "print the whole result as one JSON object" },
+    },
+    exit = "as run" },
+  { name = "branch", synopsis = "DIR --at SEQ NEWDIR",
+    about = "Make a new session holding DIR's records up to SEQ.",
+    options = { { "--at", "SEQ", "the last record to keep" } },
+    exit = "0 made; 1 it could not be; 2 bad usage" },
+  { name = "exec", synopsis = "[OPTIONS] [--] PROGRAM [ARGS...]",
+    about = "Run any program confined by the policy's tool authority (default policy tool: " ..
+      "read-only system, the workspace writable, a private /tmp, no network). stdin, stdout " ..
+      "and stderr are passed through; on a terminal the program gets one of its own.",
+    options = {
+      { "--policy", "NAME|FILE", "the policy (default tool)" },
+      { "--workspace", "DIR", "the one writable directory, also the cwd and HOME (default .)" },
+      { "--rootfs", "DIR", "run inside another root file system, read-only" },
+      { "--timeout", "DURATION", "a deadline with a unit: 500ms, 30s, 5m (only shorter than the policy's)" },
+      { "--capture", "SIZE", "capture stdout and stderr up to SIZE each (64K, 1M) instead of passing them" },
+      { "--stdin", "FILE|none|-", "stdin from FILE, none (/dev/null), or ours (-, the default)" },
+      { "--env", "NAME=VALUE", "add a variable to the program's environment (repeatable)" },
+      { "--stream", nil, "with a capture, print lines as they come" },
+      { "--json", nil, "capture, and print the whole result as one JSON object" },
+      { "--no-tty", nil, "on a terminal, hand over our descriptors as they are, not a terminal of its own" },
+      { "--ledger", "DIR", "record the program's effects in a new session in DIR" },
+      { "--durability", "MODE", "none, batch (the default) or always" },
+    },
+    exit = "the program's status; 124 at the deadline; 128+N on signal N; 127 not found; " ..
+      "126 not runnable; 125 airlock could not start it; 1 a capture was cut and it exited 0" },
+  { name = "call", synopsis = "EFFECT [JSON-ARGS | -]",
+    about = "Inside airlock exec: ask the parent for EFFECT over fd 3 (arguments JSON-ARGS, - " ..
+      "reads them from stdin, none means null) and print the answer as one line of JSON.",
+    options = {},
+    exit = "0 answered; 1 the effect failed; 3 the policy denied it; 2 no channel or a bad reply" },
+  { name = "probe", synopsis = "[--json]",
+    about = "Say what this kernel can enforce (Landlock, seccomp, namespaces, cgroups) and how " ..
+      "to fix what is missing.",
+    options = { { "--json", nil, "one JSON object" } },
+    exit = "0 the untrusted policy can run here; 1 it cannot" },
+  { name = "repl", synopsis = "",
+    about = "Interactive Lua with the airlock module loaded (:help inside).", options = {},
+    exit = "0" },
+  { name = "bench", synopsis = "[exec | ledger] [--json] [--quick]",
+    about = "Measure spawn and effect round trips (exec: airlock exec; ledger: appends and " ..
+      "verify) against baselines taken in the same run, as ratios.",
+    options = { { "--json", nil, "one JSON object per row" }, { "--quick", nil, "fewer rounds" } },
+    exit = "0 measured; 2 bad usage" },
+  { name = "demo", synopsis = "",
+    about = "A short tour: guests that succeed, fail and misbehave, one run per cause.",
+    options = {}, exit = "0" },
+  { name = "ledger verify", synopsis = "DIR [--checkpoint SEQ:HASH] [--json]",
+    about = "Check a session's hash chain, and that the checkpoint's record is there unchanged.",
+    options = { { "--checkpoint", "SEQ:HASH", "a head printed earlier (ledger head)" },
+                { "--json", nil, "one JSON object" } },
+    exit = "0 intact; 1 damaged; 2 bad usage or no journal" },
+  { name = "ledger show", synopsis = "DIR [--json]",
+    about = "Print one line (or JSON object) per record.",
+    options = { { "--json", nil, "one JSON object per record" } },
+    exit = "0 read whole; 1 damaged midway; 2 bad usage or no journal" },
+  { name = "ledger head", synopsis = "DIR",
+    about = "Print the last record's checkpoint, SEQ:HASH.", options = {},
+    exit = "0; 1 damaged; 2 bad usage or no journal" },
+  { name = "version", synopsis = "", about = "Print the version (also airlock --version).",
+    options = {}, exit = "0" },
+  { name = "help", synopsis = "[COMMAND] [--man [COMMAND] | --completion]",
+    about = "Print the usage of every command, or of COMMAND; --man writes a man page, " ..
+      "--completion the bash completion.", options = {
+      { "--man", nil, "a man page (roff) for airlock, or for COMMAND" },
+      { "--completion", nil, "the bash completion script" } },
+    exit = "0; 2 unknown command" },
+}
+
+local BY_NAME = {}
+for _, c in ipairs(M.COMMANDS) do BY_NAME[c.name] = c end
+
+--- find(name) -> the command's entry, or nil.
+function M.find(name) return BY_NAME[name] end
+
+-- Words wrapped to width, each line after the first indented by indent.
+local function wrap(text, width, indent)
+  local lines, line = {}, ""
+  for word in text:gmatch("%S+") do
+    if #line > 0 and #line + 1 + #word > width then
+      lines[#lines + 1] = line
+      line = word
+    else
+      line = #line > 0 and (line .. " " .. word) or word
+    end
+  end
+  if #line > 0 then lines[#lines + 1] = line end
+  return table.concat(lines, "\n" .. indent)
+end
+
+local function flag_text(o) return o[2] and (o[1] .. " " .. o[2]) or o[1] end
+
+--- command(name) -> the usage of one command, as --help prints it.
+function M.command(name)
+  local c = assert(BY_NAME[name], name)
+  local out = { "usage: airlock " .. c.name .. (c.synopsis ~= "" and (" " .. c.synopsis) or ""), "",
+                wrap(c.about, 78, ""), "" }
+  if #c.options > 0 then
+    out[#out + 1] = "options:"
+    for _, o in ipairs(c.options) do
+      out[#out + 1] = string.format("  %-26s %s", flag_text(o), wrap(o[3], 50, string.rep(" ", 29)))
+    end
+    out[#out + 1] = ""
+  end
+  out[#out + 1] = "exit status: " .. wrap(c.exit, 65, "             ")
+  return table.concat(out, "\n") .. "\n"
+end
+
+--- global() -> the usage of the command as a whole.
+function M.global()
+  local out = { "usage: airlock COMMAND [ARGS]   (airlock COMMAND --help for one command)", "" }
+  for _, c in ipairs(M.COMMANDS) do
+    local head = "  " .. c.name .. (c.synopsis ~= "" and (" " .. c.synopsis) or "")
+    local first = c.about:match("^[^.]*%.") or c.about
+    if #head < 24 then
+      out[#out + 1] = string.format("%-24s %s", head, wrap(first, 54, string.rep(" ", 25)))
+    else
+      out[#out + 1] = head
+      out[#out + 1] = string.rep(" ", 25) .. wrap(first, 54, string.rep(" ", 25))
+    end
+  end
+  out[#out + 1] = ""
+  out[#out + 1] = "Every command takes --help. Documentation: README.md, docs/ (TOOLS.md for exec)."
+  return table.concat(out, "\n") .. "\n"
+end
+
+-- roff-safe text: backslashes doubled, a leading dot or quote escaped.
+local function roff(s)
+  s = s:gsub("\\", "\\\\"):gsub("%-", "\\-")
+  return (s:gsub("^([.'])", "\\&%1"))
+end
+
+-- The commands with a page of their own (make install writes them).
+M.MAN_PAGES = { "run", "exec", "ledger", "replay", "resume", "call", "probe", "bench" }
+
+--- man(name) -> a man page in roff: airlock(1) for nil, else airlock-NAME(1)
+--- (ledger: all of ledger's subcommands).
+function M.man(name, version)
+  local date = "2026"
+  local list = {}
+  local title
+  if name == nil then
+    title = "AIRLOCK"
+    list = M.COMMANDS
+  else
+    title = "AIRLOCK-" .. name:upper()
+    for _, c in ipairs(M.COMMANDS) do
+      if c.name == name or c.name:match("^" .. name:gsub("%p", "%%%0") .. " ") then list[#list + 1] = c end
+    end
+    if #list == 0 then return nil end
+  end
+  local out = { string.format('.TH %s 1 "%s" "airlock %s" "airlock manual"', title, date, version or ""), ".SH NAME" }
+  local short = name == "ledger" and "check and show a session's hash-chained ledger" or
+    name and ((list[1].about:match("^[^.(:]*") or ""):gsub("%s+$", "")) or
+    "run untrusted code confined, with a Lua policy"
+  out[#out + 1] = roff(name and ("airlock-" .. name) or "airlock") .. " \\- " .. roff(short)
+  out[#out + 1] = ".SH SYNOPSIS"
+  for _, c in ipairs(list) do
+    out[#out + 1] = ".B airlock " .. roff(c.name)
+    if c.synopsis ~= "" then out[#out + 1] = roff(c.synopsis) end
+    out[#out + 1] = ".br"
+  end
+  out[#out + 1] = ".SH DESCRIPTION"
+  for _, c in ipairs(list) do
+    if #list > 1 then out[#out + 1] = ".SS airlock " .. roff(c.name) end
+    out[#out + 1] = roff(c.about)
+    if #c.options > 0 then
+      out[#out + 1] = ".PP\nOptions:"
+      for _, o in ipairs(c.options) do
+        out[#out + 1] = ".TP\n.B " .. roff(o[1]) .. (o[2] and (" \\fI" .. roff(o[2]) .. "\\fR") or "")
+        out[#out + 1] = roff(o[3])
+      end
+    end
+    out[#out + 1] = ".PP\nExit status: " .. roff(c.exit)
+  end
+  if name == nil then
+    out[#out + 1] = ".SH SEE ALSO"
+    out[#out + 1] = "airlock\\-run(1), airlock\\-exec(1), airlock\\-ledger(1); README.md and docs/ in the source."
+  end
+  return table.concat(out, "\n") .. "\n"
+end
+
+--- completion() -> a bash completion script for airlock.
+function M.completion()
+  local names, ledger, opts = {}, {}, {}
+  for _, c in ipairs(M.COMMANDS) do
+    local top, sub = c.name:match("^(%S+) (%S+)$")
+    if top then
+      ledger[#ledger + 1] = sub
+      if not names[#names] or names[#names] ~= top then names[#names + 1] = top end
+    else
+      names[#names + 1] = c.name
+    end
+    local flags = { "--help" }
+    for _, o in ipairs(c.options) do flags[#flags + 1] = o[1] end
+    opts[#opts + 1] = string.format('    "%s") flags="%s" ;;', c.name, table.concat(flags, " "))
+  end
+  return table.concat({
+    "# bash completion for airlock (generated by airlock help --completion)",
+    "_airlock() {",
+    "  local cur=${COMP_WORDS[COMP_CWORD]} cmd=${COMP_WORDS[1]} flags",
+    "  if [ \"$COMP_CWORD\" -eq 1 ]; then",
+    "    COMPREPLY=( $(compgen -W \"" .. table.concat(names, " ") .. " --help --version\" -- \"$cur\") ); return",
+    "  fi",
+    "  if [ \"$cmd\" = ledger ]; then",
+    "    if [ \"$COMP_CWORD\" -eq 2 ]; then COMPREPLY=( $(compgen -W \"" .. table.concat(ledger, " ") ..
+      "\" -- \"$cur\") ); return; fi",
+    "    cmd=\"ledger ${COMP_WORDS[2]}\"",
+    "  fi",
+    "  case \"$cmd\" in",
+    table.concat(opts, "\n"),
+    "    *) flags=\"--help\" ;;",
+    "  esac",
+    "  if [[ \"$cur\" == -* ]]; then COMPREPLY=( $(compgen -W \"$flags\" -- \"$cur\") );",
+    "  else COMPREPLY=( $(compgen -f -- \"$cur\") ); fi",
+    "}",
+    "complete -F _airlock airlock", "" }, "\n")
+end
+
+return M

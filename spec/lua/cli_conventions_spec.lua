@@ -1,0 +1,91 @@
+-- cli_conventions_spec.lua -- what command-line users expect of `airlock`:
+-- --help on every command (its own usage, exit 0, nothing run), --version, an
+-- inline guest (-e CODE) and one from stdin (-), as lua takes them, and
+-- messages with one prefix naming what failed.
+local H = require "helper"
+require "airlock"
+local core = require "airlock.core"
+local usage = require "airlock.cli_usage"
+
+local AIRLOCK = core.fs_realpath(H.bin .. "/airlock")
+
+local function run(args, stdin)
+  local cmd = (stdin and ("printf '%s' '" .. stdin .. "' | ") or "") .. AIRLOCK .. " " .. args
+  return H.sh(cmd)   -- stdout and stderr, and the exit status
+end
+
+describe("airlock --help", function()
+  for _, c in ipairs(usage.COMMANDS) do
+    it("airlock " .. c.name .. " --help prints its own usage and exits 0", function()
+      local out, rc = run(c.name .. " --help")
+      assert.are.equal(0, rc, out)
+      assert.are.equal(usage.command(c.name), out)
+      assert.matches("^usage: airlock " .. c.name:gsub("%p", "%%%0"), out)
+    end)
+  end
+
+  it("runs nothing: demo --help and repl --help only print", function()
+    local out, rc = run("demo --help")
+    assert.are.equal(0, rc)
+    assert.are.equal(usage.command("demo"), out)   -- the usage alone: no guest ran
+    out, rc = run("repl --help", "print('ran')\n")
+    assert.are.equal(0, rc)
+    assert.are.equal(usage.command("repl"), out)
+  end)
+
+  it("exec's --help is exec's until its program starts: after it, it is the program's", function()
+    local out, rc = run("exec --workspace /tmp --help")
+    assert.are.equal(0, rc)
+    assert.matches("^usage: airlock exec", out)
+    local ws = H.tmpdir()
+    out, rc = run("exec --workspace " .. ws .. " -- sh -c 'echo got $1' sh --help")
+    os.execute("rm -rf " .. ws)
+    assert.are.equal(0, rc, out)
+    assert.are.equal("got --help\n", out)
+  end)
+
+  it("--version and version print the version; a typo says where the list is", function()
+    assert.are.equal("airlock 0.1\n", (run("--version")))
+    assert.are.equal("airlock 0.1\n", (run("version")))
+    local out, rc = run("rnu x.lua")
+    assert.are.equal(2, rc)
+    assert.matches("unknown command 'rnu'", out)
+    assert.matches("airlock %-%-help", out)
+    -- A usage error shows the usage of the command it is about, not the whole list.
+    out, rc = run("replay")
+    assert.are.equal(2, rc)
+    assert.matches("^airlock: replay: expected one ledger directory\nusage: airlock replay ", out)
+  end)
+end)
+
+describe("airlock run with an inline guest", function()
+  it("takes -e CODE and -, as lua does", function()
+    assert.are.equal("2\n", (run("run -e 'return 1+1'")))
+    assert.are.equal("2\n", H.sh("lua5.4 -e 'print(1+1)'"))   -- the peer
+    assert.are.equal("42\n", (run("run -", "return 6*7")))
+    local out, rc = run("run -e")
+    assert.are.equal(2, rc)
+    assert.matches("%-e needs the guest's code", out)
+    out, rc = run("run -e 'return 1' other.lua")
+    assert.are.equal(2, rc)
+    assert.matches("not more than one", out)
+  end)
+end)
+
+describe("airlock exec's messages", function()
+  it("name what failed once, and say what a bare number lacks", function()
+    local out, rc = run("exec --timeout 10 -- true")
+    assert.are.equal(125, rc)
+    assert.matches("^airlock exec: %-%-timeout 10 needs a unit: 10s", out)
+    local ws = H.tmpdir()
+    out, rc = run("exec --workspace " .. ws .. " -- no-such-program-x")
+    os.execute("rm -rf " .. ws)
+    assert.are.equal(127, rc)
+    assert.matches("^airlock exec: 'no%-such%-program%-x' not found", out)
+    out = run("exec --workspace /nonexistent-dir -- true")
+    assert.matches("^airlock exec: workspace: /nonexistent%-dir is not an existing directory\n", out)
+    out = run("exec --policy /nonexistent.lua -- true")
+    assert.is_nil(out:find("policy: policy:", 1, true), out)
+    assert.is_nil(out:find("exec: exec:", 1, true), out)
+  end)
+end)
