@@ -48,25 +48,19 @@ local function show_value(v)
   return tostring(v)
 end
 
--- Reads a guest file, or nil after saying why.
+-- Reads a guest file, or nil, why.
 local function read_file(what, path)
   local f, ferr = io.open(path, "rb")
-  if not f then
-    io.stderr:write("airlock: ", what, ": cannot read guest ", ferr, "\n")
-    return nil
-  end
+  if not f then return nil, "cannot read guest " .. tostring(ferr) end
   local source = f:read("a")
   f:close()
   return source
 end
 
-local function decode_input(what, text)
+local function decode_input(text)
   if text == nil then return true, nil end
   local v, err = json.decode(text)
-  if err then
-    io.stderr:write("airlock: ", what, ": --input is not valid JSON: ", err, "\n")
-    return false
-  end
+  if err then return false, "--input is not valid JSON: " .. err end
   return true, v
 end
 
@@ -91,6 +85,18 @@ local function for_terminal(opts)
   end
 end
 
+-- A command that could not start: with --json one JSON object saying why
+-- (cause, message), else one line on stderr. Exit 2.
+local function cannot_start(opts, what, err, cause)
+  local msg = tostring(err)
+  if opts.json then
+    io.stdout:write(json.encode { ok = false, cause = cause or msg:match("^(%a+):") or "error", message = msg }, "\n")
+  else
+    io.stderr:write("airlock: ", what, ": ", msg, "\n")
+  end
+  return 2
+end
+
 -- Prints a run's result the way run and resume do; returns the exit status:
 -- 0 ok, 1 failed, 3 paused (waiting for `airlock resume`).
 local function report(res, opts, ledger_dir)
@@ -98,7 +104,8 @@ local function report(res, opts, ledger_dir)
     local out = { ok = res.ok, cause = res.cause, message = res.message, value = res.value,
                   usage = res.usage, log = res.log, confinement = res.confinement,
                   error = res.error, stderr = res.stderr ~= "" and res.stderr or nil,
-                  policy = res.policy, ledger = res.ledger }
+                  policy = res.policy, digest = res.digest, run = res.run, signal = res.signal,
+                  exit_code = res.exit_code, ledger = res.ledger }
     io.stdout:write(json.encode(out), "\n")
   elseif res.ok then
     if res.value ~= nil then io.stdout:write(for_terminal(opts)(show_value(res.value)), "\n") end
@@ -148,18 +155,16 @@ function M.run(args)
       source, path = io.stdin:read("a"), "(stdin)"
       if not source then return usage_error("run: cannot read the guest from stdin", "run") end
     else
-      source = read_file("run", path)
-      if not source then return 2 end
+      local rerr
+      source, rerr = read_file("run", path)
+      if not source then return cannot_start(opts, "run", rerr, "usage") end
     end
   end
-  local okin, input = decode_input("run", opts.input)
-  if not okin then return 2 end
+  local okin, input = decode_input(opts.input)
+  if not okin then return cannot_start(opts, "run", input, "usage") end
   if opts.policy then
     local p, perr = airlock.policy.resolve(opts.policy, "untrusted")
-    if not p then
-      io.stderr:write("airlock: run: ", perr, "\n")
-      return 2
-    end
+    if not p then return cannot_start(opts, "run", perr, "policy") end
   end
   if opts.durability and not ({ none = true, batch = true, always = true })[opts.durability] then
     return usage_error("run: --durability must be none, batch or always")
@@ -171,10 +176,7 @@ function M.run(args)
   local run, err = b:start { guest = source, name = path:match("([^/]+)$") or path, policy = opts.policy,
                              input = input, on_log = on_log, ledger = opts.ledger,
                              durability = opts.durability }
-  if not run then
-    io.stderr:write("airlock: run: ", err, "\n")
-    return 2
-  end
+  if not run then return cannot_start(opts, "run", err) end
   return report(run:wait(b), opts, opts.ledger)
 end
 
@@ -185,15 +187,13 @@ function M.replay(args)
   if #pos ~= 1 then return usage_error("replay: expected one ledger directory", "replay") end
   local guest
   if opts.guest then
-    guest = read_file("replay", opts.guest)
-    if not guest then return 2 end
+    local rerr
+    guest, rerr = read_file("replay", opts.guest)
+    if not guest then return cannot_start(opts, "replay", rerr, "usage") end
   end
   local rep, err = airlock.replay(pos[1], { policy = opts.policy, guest = guest,
                                             policy_changed = opts["policy-changed"] })
-  if not rep then
-    io.stderr:write("airlock: replay: ", err, "\n")
-    return 2
-  end
+  if not rep then return cannot_start(opts, "replay", err) end
   if rep.note then io.stderr:write("airlock: replay: note: ", rep.note, "\n") end
   local res = rep.result
   if opts.json then
@@ -219,14 +219,11 @@ function M.resume(args)
   if not pos then return usage_error("resume: " .. opts, "resume") end
   if #pos ~= 1 then return usage_error("resume: expected one ledger directory", "resume") end
   if not opts.input then return usage_error("resume: --input JSON is required (the answer to the pause)", "resume") end
-  local okin, input = decode_input("resume", opts.input)
-  if not okin then return 2 end
+  local okin, input = decode_input(opts.input)
+  if not okin then return cannot_start(opts, "resume", input, "usage") end
   local res, err = airlock.resume(pos[1], input, { policy = opts.policy, durability = opts.durability,
                                                    policy_changed = opts["policy-changed"] })
-  if not res then
-    io.stderr:write("airlock: resume: ", err, "\n")
-    return 2
-  end
+  if not res then return cannot_start(opts, "resume", err) end
   if res.note then io.stderr:write("airlock: resume: note: ", res.note, "\n") end
   if not opts.json and res.log ~= "" then io.stdout:write(for_terminal(opts)(res.log)) end
   return report(res, opts, pos[1])

@@ -524,7 +524,9 @@ function M.exec(opts, broker)
     -- A layer the spawner could not set up is a confinement failure: fail closed.
     local cg = tostring(err):match("^[%w ]*:? ?(cgroup:.*)")
     if cg then return nil, "confinement: " .. cg, "confinement" end
-    return nil, err, code
+    -- The cause is a word (the binding's failures carry an errno number).
+    if type(code) ~= "string" then code = tostring(err):match("^(%a+):") or "spawn" end
+    return nil, err, code, code == "spawn" and 126 or 125
   end
   local stream = opts.stream and streamer(opts.stream, secrets.redactor(values))
   local res

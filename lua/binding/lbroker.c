@@ -206,7 +206,10 @@ static void push_result(lua_State *L, lrun *lr, const airlock_result *res) {
   lua_pushstring(L, message); lua_setfield(L, -2, "message");
   set_int(L, "run", lr->serial);
   if (res->exit_code >= 0) set_int(L, "exit_code", res->exit_code);
-  if (res->term_signal) {
+  /* A signal only when it ended the run: a worker that sent its last frame
+  ** is hung up on by the parent, which is not how the run ended. */
+  if (res->term_signal && res->cause != AIRLOCK_CAUSE_OK && res->cause != AIRLOCK_CAUSE_ERROR &&
+      res->cause != AIRLOCK_CAUSE_PAUSED && res->cause != AIRLOCK_CAUSE_DENIED) {
     char sig[32];
     lua_pushfstring(L, "SIG%s", airlock_signal_name(res->term_signal, sig, sizeof sig));
     lua_setfield(L, -2, "signal");
