@@ -7,7 +7,7 @@ DEBS = gcc make pkg-config lua5.4 liblua5.4-dev libseccomp-dev libmsgpack-dev \
        premake4 lua-busted lua-dkjson libreadline-dev strace \
        libssl-dev libsqlite3-dev bubblewrap libcurl4-openssl-dev \
        tmux python3 python3-msgpack libc6-dev \
-       busybox-static git sqlite3 curl wget xz-utils perl openssl
+       busybox-static git sqlite3 curl wget xz-utils perl openssl luarocks
 LUA_SRC = $(wildcard lua/airlock/*.lua) $(wildcard policies/*.lua)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
@@ -34,7 +34,7 @@ INSTALL ?= install
 PC_LIBDIR = $(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR))
 PC_INCLUDEDIR = $(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR))
 
-.PHONY: all build build-san deps demo test bench fuzz lint clean install uninstall
+.PHONY: all build build-san deps demo test bench fuzz lint clean install install-rock uninstall
 
 all: build
 
@@ -138,6 +138,14 @@ install: build
 	chmod 644 $(DESTDIR)$(MANDIR)/man1/airlock*.1
 	build/bin/airlock help --completion > $(DESTDIR)$(BASHCOMPDIR)/airlock
 	chmod 644 $(DESTDIR)$(BASHCOMPDIR)/airlock
+
+# luarocks make (airlock-0.1-1.rockspec) calls this with the rock's own
+# directories: the module with the worker and airlock-init beside it, where
+# the module looks first, and the command.
+install-rock: build
+	$(INSTALL) -d $(ROCK_LIBDIR) $(ROCK_BINDIR)
+	$(INSTALL) -m 755 build/lib/airlock.so build/bin/airlock-worker build/bin/airlock-init $(ROCK_LIBDIR)/
+	$(INSTALL) -m 755 build/bin/airlock $(ROCK_BINDIR)/airlock
 
 # make uninstall [PREFIX=...] [DESTDIR=]: removes what make install wrote.
 uninstall:

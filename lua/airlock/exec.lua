@@ -35,7 +35,9 @@ local function airlock_command()
   if command_cache == nil then
     command_cache = false
     local dir = worker_dir()
-    for _, rel in ipairs { "/airlock", "/../../bin/airlock" } do
+    -- beside it (a build), PREFIX/bin from libexec/airlock, TREE/bin from a
+    -- luarocks tree's lib/lua/5.4
+    for _, rel in ipairs { "/airlock", "/../../bin/airlock", "/../../../bin/airlock" } do
       local p = dir and core.fs_realpath(dir .. rel)
       if p then command_cache = p; break end
     end

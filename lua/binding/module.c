@@ -76,13 +76,16 @@ static int self_dir(char *buf, size_t len) {
 /* airlock.core.worker_path() -> the airlock-worker next to us: bin/ beside the
 ** command, ../bin/ from lib/airlock.so; installed (make install, any PREFIX):
 ** PREFIX/libexec/airlock/ from PREFIX/bin/airlock, PREFIX/lib/lua/5.4/airlock.so
-** or PREFIX/lib/<triplet>/lua/5.4/airlock.so; else the compiled-in libexec copy. */
+** or PREFIX/lib/<triplet>/lua/5.4/airlock.so; in a luarocks tree, beside the
+** module (TREE/lib/lua/5.4/, from TREE/bin/airlock too); else the compiled-in
+** libexec copy. */
 static int l_worker_path(lua_State *L) {
   char dir[PATH_MAX], cand[PATH_MAX + 64];
   if (self_dir(dir, sizeof dir) == 0) {
     static const char *const rel[] = {
       "/airlock-worker", "/../bin/airlock-worker", "/../libexec/airlock/airlock-worker",
-      "/../../../libexec/airlock/airlock-worker", "/../../../../libexec/airlock/airlock-worker" };
+      "/../../../libexec/airlock/airlock-worker", "/../../../../libexec/airlock/airlock-worker",
+      "/../lib/lua/5.4/airlock-worker" };   /* a luarocks tree: beside the module */
     for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
       snprintf(cand, sizeof cand, "%s%s", dir, rel[i]);
       if (access(cand, X_OK) == 0) {
