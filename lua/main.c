@@ -120,6 +120,73 @@ static int l_history_save(lua_State *L) {
   return 1;
 }
 
+/* Tab completion: readline asks, the REPL's Lua completer answers.
+** airlock.core.set_completer(fn): fn(word, line) -> { candidates... }. */
+static lua_State *rl_L;
+static int completer_ref = LUA_NOREF;
+static char **candidates;
+static size_t ncandidates;
+
+static void free_candidates(void) {
+  for (size_t i = 0; i < ncandidates; i++) free(candidates[i]);
+  free(candidates);
+  candidates = NULL;
+  ncandidates = 0;
+}
+
+static char *next_candidate(const char *text, int state) {
+  static size_t at;
+  (void)text;
+  if (state == 0) at = 0;
+  return at < ncandidates ? strdup(candidates[at++]) : NULL;
+}
+
+/* Calls the completer in protected mode: an error in it completes nothing. */
+static int call_completer(lua_State *L) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, completer_ref);
+  lua_pushvalue(L, 1);
+  lua_pushvalue(L, 2);
+  lua_call(L, 2, 1);
+  return 1;
+}
+
+static char **complete(const char *text, int start, int end) {
+  (void)start; (void)end;
+  rl_attempted_completion_over = 1;   /* never file names */
+  rl_completion_append_character = 0; /* "airlock.pol" -> "airlock.policy", ready for ".load" */
+  free_candidates();
+  if (!rl_L || completer_ref == LUA_NOREF) return NULL;
+  lua_State *L = rl_L;
+  int top = lua_gettop(L);
+  lua_pushcfunction(L, call_completer);
+  lua_pushstring(L, text);
+  lua_pushstring(L, rl_line_buffer ? rl_line_buffer : "");
+  if (lua_pcall(L, 2, 1, 0) == LUA_OK && lua_istable(L, -1)) {
+    size_t n = (size_t)lua_rawlen(L, -1);
+    if (n > 4096) n = 4096;
+    candidates = calloc(n ? n : 1, sizeof *candidates);
+    for (size_t i = 0; candidates && i < n; i++) {
+      lua_rawgeti(L, -1, (lua_Integer)i + 1);
+      const char *c = lua_tostring(L, -1);
+      if (c && (candidates[ncandidates] = strdup(c)) != NULL) ncandidates++;
+      lua_pop(L, 1);
+    }
+  }
+  lua_settop(L, top);
+  return ncandidates ? rl_completion_matches(text, next_candidate) : NULL;
+}
+
+static int l_set_completer(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  luaL_unref(L, LUA_REGISTRYINDEX, completer_ref);
+  lua_pushvalue(L, 1);
+  completer_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  rl_L = L;
+  rl_attempted_completion_function = complete;
+  rl_completer_word_break_characters = " \t\n\"\\'`@$><=;|&{(,+-*/%^#~[]";
+  return 0;
+}
+
 static int traceback(lua_State *L) {
   const char *msg = lua_tostring(L, 1);
   luaL_traceback(L, L, msg ? msg : luaL_tolstring(L, 1, NULL), 1);
@@ -142,6 +209,7 @@ static int pmain(lua_State *L) {
     lua_pushcfunction(L, l_add_history); lua_setfield(L, -2, "add_history");
     lua_pushcfunction(L, l_history_load); lua_setfield(L, -2, "history_load");
     lua_pushcfunction(L, l_history_save); lua_setfield(L, -2, "history_save");
+    lua_pushcfunction(L, l_set_completer); lua_setfield(L, -2, "set_completer");
   }
   lua_pop(L, 2);
   lua_createtable(L, argc, 1);

@@ -250,11 +250,79 @@ local function command(state, line)
   if not ok then print(err) end
 end
 
+-- ------------------------------------------------------------ completion
+
+local KEYWORDS = { "and", "break", "do", "else", "elseif", "end", "false", "for", "function", "goto", "if",
+                   "in", "local", "nil", "not", "or", "repeat", "return", "then", "true", "until", "while" }
+
+-- The names a value offers: a table's string keys, and those its metatable's
+-- __index table offers (the methods of brokers, runs and other objects).
+local function names_of(v, out, seen)
+  seen = seen or {}
+  if seen[v] then return out end
+  seen[v] = true
+  if type(v) == "table" then
+    for k in next, v do if type(k) == "string" then out[k] = true end end
+  end
+  local mt = (type(v) == "table" or type(v) == "userdata") and getmetatable(v)
+  local idx = type(mt) == "table" and rawget(mt, "__index")
+  if type(idx) == "table" then names_of(idx, out, seen) end
+  return out
+end
+
+--- complete(env, word) -> the completions of word ("airl", "airlock.po",
+--- "b:st"): globals and keywords, or the fields (methods after ':') of the
+--- value the part before the last '.' or ':' names. Nothing is called but
+--- plain indexing through tables (no function runs).
+function M.complete(env, word)
+  local base, sep, part = word:match("^(.*)([.:])([%w_]*)$")
+  local pool, prefix = {}, ""
+  if base then
+    local v = env
+    for name in (base .. "."):gmatch("([%a_][%w_]*)%.") do
+      if type(v) ~= "table" and type(v) ~= "userdata" then return {} end
+      local ok, nv = pcall(function() return v[name] end)
+      if not ok then return {} end
+      v = nv
+    end
+    if v == nil then return {} end
+    names_of(v, pool)
+    prefix = base .. sep
+  else
+    part = word
+    names_of(env, pool)
+    names_of(_G, pool)
+    for _, k in ipairs(KEYWORDS) do pool[k] = true end
+  end
+  local out = {}
+  for k in pairs(pool) do
+    if k:sub(1, #part) == part and k:match("^[%a_][%w_]*$") and not (k:sub(1, 2) == "__" and #part < 2) then
+      out[#out + 1] = prefix .. k
+    end
+  end
+  table.sort(out)
+  return out
+end
+
 -- ------------------------------------------------------------ the loop
+
+-- A traceback of the user's code alone: the frames of the REPL that called it
+-- (from the first xpcall up) are not the user's business.
+local function user_traceback(msg)
+  local tb = debug.traceback(msg, 2)
+  local keep = {}
+  for line in tb:gmatch("[^\n]+") do
+    if line:find("in function 'xpcall'", 1, true) or line:find("airlock/repl.lua", 1, true) then break end
+    keep[#keep + 1] = line
+  end
+  if keep[#keep] == "stack traceback:" then keep[#keep] = nil end
+  return table.concat(keep, "\n")
+end
+M.user_traceback = user_traceback
 
 local function eval(fn)
   if core.interrupted then debug.sethook(interrupt_hook, "", 1000) end
-  local res = table.pack(xpcall(fn, debug.traceback))
+  local res = table.pack(xpcall(fn, user_traceback))
   if core.interrupted then debug.sethook() end
   if not res[1] then
     print(res[2])
@@ -280,6 +348,7 @@ function M.main()
   local env = setmetatable({ airlock = airlock, pretty = pretty }, { __index = _G })
   env.show = function(v) print(pretty(v)) end
   env.run = function(src, input) return run_guest(state, src, input) end
+  if core.set_completer then core.set_completer(function(word) return M.complete(env, word) end) end
   while true do
     local line, rerr = read("airlock> ")
     if not line and rerr ~= "interrupted" then
@@ -299,7 +368,11 @@ function M.main()
       local abandoned = false
       while not fn and err and err:match("<eof>$") do
         local more, merr = read("      >> ")
-        if not more then abandoned = merr == "interrupted" break end
+        if not more and merr == "interrupted" then abandoned = true break end
+        if not more then   -- the end of input inside a chunk ends the REPL, as it does lua's
+          print(err)
+          return 0
+        end
         chunk = chunk .. "\n" .. more
         fn, err = load(chunk, "=repl", "t", env)
       end
