@@ -641,6 +641,15 @@ static int open_program(const char *rootfs, const char *path) {
   return fd;
 }
 
+/* "ENOENT", or "errno N" for a number glibc has no name for. */
+static const char *errno_name(int e) {
+  static __thread char buf[24];
+  const char *n = strerrorname_np(e);
+  if (n) return n;
+  snprintf(buf, sizeof buf, "errno %d", e);
+  return buf;
+}
+
 void airlock_child_close(airlock_child *c) {
   close_fd(&c->pidfd);
   close_fd(&c->status);
@@ -828,7 +837,7 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
     errno = rep->err;
     if (strcmp(rep->step, "exec") == 0) {
       rc = -errno;
-      snprintf(err, errlen, "exec %s: %s", prog, strerror(errno));
+      snprintf(err, errlen, "exec %s: %s (%s)", prog, strerror(errno), errno_name(errno));
       goto cleanup;
     }
     step = rep->step;
@@ -857,7 +866,7 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
 
 fail:
   rc = -errno;
-  snprintf(err, errlen, "spawn: %s: %s", step, strerror(errno));
+  snprintf(err, errlen, "spawn: %s: %s (%s)", step, strerror(errno), errno_name(errno));
 cleanup:
   if (stack != MAP_FAILED) munmap(stack, CHILD_STACK_SIZE);
   close_fd(&sv[0]); close_fd(&sv[1]);

@@ -259,8 +259,11 @@ static void test_round_trip(int mode)
     usleep(25000);
     CHECK(airlock_ledger_append(l, "reply", 9, NULL, &seq) == 0 && seq == 42);
     CHECK(airlock_ledger_durable_seq(l) == 41);
+    /* The window of seq 42 is still open, so a tick syncs nothing, unless the
+    ** machine was too loaded to get here within its 20 ms. */
+    int open_ms = airlock_ledger_sync_due_ms(l);
     CHECK(airlock_ledger_tick(l) == 0);
-    CHECK(airlock_ledger_durable_seq(l) == 41);   /* the window of seq 42 is still open */
+    CHECK(airlock_ledger_durable_seq(l) == 41 || (open_ms <= 5 && airlock_ledger_durable_seq(l) == 42));
   }
   uint64_t head_seq;
   uint8_t head[32];
