@@ -306,8 +306,7 @@ function M.ledger(args)
   end
   local dir = pos[1]
   local function cannot(err)
-    io.stderr:write("airlock: ledger ", sub, ": ", err, "\n")
-    return 2
+    return cannot_start(opts, "ledger " .. sub, (tostring(err):gsub("^ledger: ", "")), "ledger")
   end
   local function torn_note(rep)
     if (rep.torn_bytes or 0) > 0 then

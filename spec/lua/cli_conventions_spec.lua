@@ -138,3 +138,18 @@ describe("airlock repl", function()
     assert.is_nil(out:find("xpcall", 1, true), out)
   end)
 end)
+
+describe("airlock ledger --json", function()
+  it("is one JSON object when there is no journal to read, and the message names what failed once", function()
+    local dk = require "dkjson"
+    for _, sub in ipairs { "verify", "show" } do
+      local out, rc = run("ledger " .. sub .. " /nonexistent-ledger --json")
+      assert.are.equal(2, rc)
+      local r = assert(dk.decode(out), out)
+      assert.are.same({ ok = false, cause = "ledger" }, { ok = r.ok, cause = r.cause })
+      assert.matches("cannot open /nonexistent%-ledger/journal", r.message)
+    end
+    local out = run("ledger verify /nonexistent-ledger")
+    assert.matches("^airlock: ledger verify: cannot open /nonexistent%-ledger/journal", out)
+  end)
+end)
