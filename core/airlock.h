@@ -51,6 +51,8 @@ const char *airlock_cause_name(airlock_cause c);
 int airlock_cause_from_name(const char *word);
 /* Signal name without the SIG prefix ("SEGV"), or "signal N" in buf. */
 const char *airlock_signal_name(int sig, char *buf, size_t len);
+/* The errno's name ("ENOENT"), or "errno N" in buf. */
+const char *airlock_errno_name(int err, char *buf, size_t len);
 
 /* ------------------------------------------------------------------ frames */
 

@@ -616,8 +616,9 @@ static void classify(airlock_run *r) {
                "(the process did not say which)");
   } else if (r->exec_errno) {
     res->cause = AIRLOCK_CAUSE_EXIT;
+    char en[24];
     snprintf(r->message, sizeof r->message, "the program could not be started: exec: %s (%s)",
-             strerror(r->exec_errno), strerrorname_np(r->exec_errno) ? strerrorname_np(r->exec_errno) : "?");
+             strerror(r->exec_errno), airlock_errno_name(r->exec_errno, en, sizeof en));
   } else if (r->program && WIFEXITED(r->status) && res->exit_code == 0) {
     res->cause = AIRLOCK_CAUSE_OK;   /* a plain program that exited 0 */
     r->message[0] = 0;

@@ -2,7 +2,7 @@
 ** cause.c -- the stable words for how a run ended, signal names, the clock.
 ** These words appear in results and logs, so they never change once shipped.
 */
-#define _GNU_SOURCE /* sigabbrev_np */
+#define _GNU_SOURCE /* sigabbrev_np, strerrorname_np */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -84,6 +84,17 @@ const char *airlock_signal_name(int sig, char *buf, size_t len)
   if (buf == NULL || len == 0)
     return "signal ?";
   snprintf(buf, len, "signal %d", sig);
+  return buf;
+}
+
+const char *airlock_errno_name(int err, char *buf, size_t len)
+{
+  const char *name = strerrorname_np(err);
+  if (name != NULL)
+    return name;
+  if (buf == NULL || len == 0)
+    return "errno ?";
+  snprintf(buf, len, "errno %d", err);
   return buf;
 }
 

@@ -165,10 +165,11 @@ __attribute__((no_sanitize("address", "undefined"))) static int close_fds_from(i
 slow: {   /* before Linux 5.9 */
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) < 0) return -1;
-    for (rlim_t fd = (rlim_t)lo; fd < rl.rlim_cur && fd < 65536; fd++)
-      if ((int)fd != keep[0] && (int)fd != keep[1] && (int)fd != keep[2] && (int)fd != keep[3] &&
-          (int)fd != keep[4])
-        close((int)fd);
+    for (rlim_t fd = (rlim_t)lo; fd < rl.rlim_cur && fd < 65536; fd++) {
+      int kept = 0;
+      for (int k = 0; k < NKEEP && !kept; k++) kept = (int)fd == keep[k];
+      if (!kept) close((int)fd);
+    }
     return 0;
   }
 }
@@ -489,6 +490,30 @@ static int beneath(const char *path, const char *dir) {
   return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == 0 || (n == 1 && dir[0] == '/'));
 }
 
+/* Adds a path of the view as it is now: at, where it appears, and source,
+** what appears there (NULL: at itself; else owned by the entry). Returns 0
+** when added, 1 when there is nothing to add (missing, or a link whose target
+** does not fit), -E2BIG when the view is full. */
+static int add_view_path(struct spawn_ctx *x, const char *at, char *source, int rw) {
+  const char *what = source ? source : at;
+  struct stat st;
+  if (lstat(what, &st) < 0) return 1;
+  if (x->nview == MAX_VIEW) return -E2BIG;
+  struct view_path *v = &x->view[x->nview];
+  memset(v, 0, sizeof *v);
+  v->kind = S_ISLNK(st.st_mode) ? 'l' : S_ISDIR(st.st_mode) ? 'd' : 'f';
+  if (v->kind == 'l') {
+    ssize_t n = readlink(what, v->target, sizeof v->target - 1);
+    if (n < 0 || (size_t)n >= sizeof v->target - 1) return 1;
+    v->target[n] = 0;
+  }
+  v->path = at;
+  v->source = source;
+  v->rw = rw;
+  x->nview++;
+  return 0;
+}
+
 /* Whether /name (a top-level entry) is a directory above one of the paths
 ** the child makes or binds itself. */
 static int above_own(const struct spawn_ctx *x, const airlock_spawn_opts *o, const char *name) {
@@ -526,26 +551,15 @@ static int plan_rootfs(struct spawn_ctx *x, const airlock_spawn_opts *o, char *e
     int skip = strlen(de->d_name) > 250 || above_own(x, o, de->d_name);
     for (size_t i = 0; own[i] && !skip; i++) skip = strcmp(de->d_name, own[i]) == 0;
     if (skip) continue;
-    if (x->nview == MAX_VIEW) {
-      snprintf(err, errlen, "rootfs: %s has more than %d entries at its top", o->rootfs, MAX_VIEW);
-      rc = -E2BIG;
-      break;
-    }
     char *src = malloc(rl + strlen(de->d_name) + 2), *at = malloc(strlen(de->d_name) + 2);
-    struct stat st;
     if (!src || !at) { free(src); free(at); rc = -ENOMEM; snprintf(err, errlen, "rootfs: out of memory"); break; }
     sprintf(src, "%s/%s", o->rootfs, de->d_name);
     sprintf(at, "/%s", de->d_name);
-    if (lstat(src, &st) < 0) { free(src); free(at); continue; }
-    struct view_path *v = &x->view[x->nview++];
-    memset(v, 0, sizeof *v);
-    v->path = at;
-    v->source = src;
-    v->kind = S_ISLNK(st.st_mode) ? 'l' : S_ISDIR(st.st_mode) ? 'd' : 'f';
-    if (v->kind == 'l') {
-      ssize_t n = readlink(src, v->target, sizeof v->target - 1);
-      if (n < 0 || (size_t)n >= sizeof v->target - 1) { free(src); free(at); x->nview--; continue; }
-      v->target[n] = 0;
+    int added = add_view_path(x, at, src, 0);
+    if (added != 0) { free(src); free(at); }   /* only an entry in the view owns them */
+    if (added == -E2BIG) {
+      snprintf(err, errlen, "rootfs: %s has more than %d entries at its top", o->rootfs, MAX_VIEW);
+      rc = -E2BIG;
     }
   }
   closedir(d);
@@ -569,21 +583,9 @@ static int plan_view(struct spawn_ctx *x, const airlock_spawn_opts *o, char *err
       for (int k = 0; k < x->nview && !skip; k++) {
         if (strcmp(x->view[k].path, p) == 0) { x->view[k].rw |= rw; skip = 1; }
       }
-      struct stat st;
-      if (skip || lstat(p, &st) < 0) continue;
-      if (x->nview == MAX_VIEW) {
+      if (!skip && add_view_path(x, p, NULL, rw) == -E2BIG) {
         snprintf(err, errlen, "spawn: a view holds at most %d paths", MAX_VIEW);
         return -E2BIG;
-      }
-      struct view_path *v = &x->view[x->nview++];
-      memset(v, 0, sizeof *v);
-      v->path = p;
-      v->rw = rw;
-      v->kind = S_ISLNK(st.st_mode) ? 'l' : S_ISDIR(st.st_mode) ? 'd' : 'f';
-      if (v->kind == 'l') {
-        ssize_t n = readlink(p, v->target, sizeof v->target - 1);
-        if (n < 0 || (size_t)n >= sizeof v->target - 1) { x->nview--; continue; }
-        v->target[n] = 0;
       }
     }
   if (o->rootfs && (rc = plan_rootfs(x, o, err, errlen)) < 0) return rc;
@@ -641,15 +643,6 @@ static int open_program(const char *rootfs, const char *path) {
   return fd;
 }
 
-/* "ENOENT", or "errno N" for a number glibc has no name for. */
-static const char *errno_name(int e) {
-  static __thread char buf[24];
-  const char *n = strerrorname_np(e);
-  if (n) return n;
-  snprintf(buf, sizeof buf, "errno %d", e);
-  return buf;
-}
-
 void airlock_child_close(airlock_child *c) {
   close_fd(&c->pidfd);
   close_fd(&c->status);
@@ -689,7 +682,7 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   void *stack = MAP_FAILED;
   struct spawn_report *rep;
   const char *step = NULL;
-  char abs_path[4096];
+  char abs_path[4096], ename[24];
   int rc = 0;
 
   int st[2] = { -1, -1 };
@@ -837,7 +830,7 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
     errno = rep->err;
     if (strcmp(rep->step, "exec") == 0) {
       rc = -errno;
-      snprintf(err, errlen, "exec %s: %s (%s)", prog, strerror(errno), errno_name(errno));
+      snprintf(err, errlen, "exec %s: %s (%s)", prog, strerror(errno), airlock_errno_name(errno, ename, sizeof ename));
       goto cleanup;
     }
     step = rep->step;
@@ -866,7 +859,7 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
 
 fail:
   rc = -errno;
-  snprintf(err, errlen, "spawn: %s: %s (%s)", step, strerror(errno), errno_name(errno));
+  snprintf(err, errlen, "spawn: %s: %s (%s)", step, strerror(-rc), airlock_errno_name(-rc, ename, sizeof ename));
 cleanup:
   if (stack != MAP_FAILED) munmap(stack, CHILD_STACK_SIZE);
   close_fd(&sv[0]); close_fd(&sv[1]);

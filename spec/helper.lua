@@ -56,6 +56,14 @@ function H.sh(cmd)
   return (out:gsub("rc=%d+\n$", "")), rc
 end
 
+-- H.sh for an installed tree, which must not lean on the build: sh -c cmd
+-- without the build's worker and directory, the sanitizer run's preloaded
+-- runtime or a policy from the environment.
+function H.sh_installed(cmd)
+  return H.sh("env -u AIRLOCK_WORKER -u AIRLOCK_BUILD -u LD_PRELOAD -u AIRLOCK_POLICY sh -c " ..
+    string.format("%q", cmd))
+end
+
 -- A fresh temporary directory (created), for specs to remove when done.
 function H.tmpdir()
   local p = io.popen("mktemp -d /tmp/airlock-spec-XXXXXX")

@@ -173,9 +173,6 @@ local function roff(s)
   return (s:gsub("^([.'])", "\\&%1"))
 end
 
--- The commands with a page of their own (make install writes them).
-M.MAN_PAGES = { "run", "exec", "ledger", "replay", "resume", "call", "probe", "bench" }
-
 --- man(name) -> a man page in roff: airlock(1) for nil, else airlock-NAME(1)
 --- (ledger: all of ledger's subcommands).
 function M.man(name, version)

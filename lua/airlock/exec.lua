@@ -351,11 +351,11 @@ function M.exec(opts, broker)
       table.insert(confine.landlock.exec, cmd)
     end
   end
+  local ns = {}   -- the namespaces the program gets, as a set
+  for _, name in ipairs(auth.namespaces or {}) do ns[name] = true end
   -- PID 1 of its pid namespace is airlock-init, which runs the program as PID 2.
-  local ns_pid = false
-  for _, name in ipairs(auth.namespaces or {}) do ns_pid = ns_pid or name == "pid" end
-  local init = ns_pid and init_program()
-  if ns_pid and not init then
+  local init = ns.pid and init_program()
+  if ns.pid and not init then
     return nil, string.format("exec: airlock-init is missing beside the worker (%s); rebuild or reinstall " ..
       "airlock (make build, make install)", tostring(worker_dir())), "exec"
   end
@@ -390,15 +390,13 @@ function M.exec(opts, broker)
     end,
   })
   if not found then return nil, "exec: " .. ferr, "exec", fstatus end
-  local full = {}
-  for i = 1, #argv do full[i] = argv[i] end
+  local full = table.move(argv, 1, #argv, 1, {})   -- as given: argv[1] stays as typed
 
   local envlist = {}
   for k, v in pairs(env) do envlist[#envlist + 1] = k .. "=" .. v end
   table.sort(envlist)
 
-  local root, ns = program.is_root(), {}
-  for _, name in ipairs(auth.namespaces or {}) do ns[name] = true end
+  local root = program.is_root()
   local drop = program.can_drop_caps(auth.namespaces, root)
   local start = {
     path = found, env = envlist, workdir = workspace, namespaces = auth.namespaces, rlimits = auth.rlimits,

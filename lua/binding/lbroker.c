@@ -222,12 +222,11 @@ static void push_result(lua_State *L, lrun *lr, const airlock_result *res) {
     /* refused = { {syscall = "setresuid", errno = "EPERM", count = 2}, ... } */
     lua_createtable(L, (int)res->nrefused, 0);
     for (size_t i = 0; i < res->nrefused; i++) {
-      char name[64];
-      const char *en = strerrorname_np(res->refused[i].err);
+      char name[64], ebuf[24];
       lua_createtable(L, 0, 3);
       lua_pushstring(L, airlock_syscall_name(res->refused[i].nr, name, sizeof name));
       lua_setfield(L, -2, "syscall");
-      lua_pushstring(L, en ? en : "?");
+      lua_pushstring(L, airlock_errno_name(res->refused[i].err, ebuf, sizeof ebuf));
       lua_setfield(L, -2, "errno");
       set_int(L, "count", (lua_Integer)res->refused[i].count);
       lua_rawseti(L, -2, (lua_Integer)i + 1);

@@ -6,17 +6,8 @@
 local H = require "helper"
 local dk = require "dkjson"
 
--- Environment the installed tree must not lean on: the build's worker and
--- build directory, and the sanitizer run's preloaded runtime.
-local CLEAN = "env -u AIRLOCK_WORKER -u AIRLOCK_BUILD -u LD_PRELOAD -u AIRLOCK_POLICY "
-
-local function sh(cmd)
-  local p = io.popen(CLEAN .. "sh -c " .. string.format("%q", cmd) .. " 2>&1; echo \"rc=$?\"")
-  local out = p:read("a")
-  p:close()
-  local rc = tonumber(out:match("rc=(%d+)\n$"))
-  return (out:gsub("rc=%d+\n$", "")), rc
-end
+-- Nothing of the build's own environment may help the installed tree.
+local sh = H.sh_installed
 
 local write = H.write
 

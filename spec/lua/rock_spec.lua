@@ -6,14 +6,7 @@
 local H = require "helper"
 
 -- Nothing of the build's own environment may help the installed tree.
-local CLEAN = "env -u AIRLOCK_WORKER -u AIRLOCK_BUILD -u LD_PRELOAD -u AIRLOCK_POLICY "
-
-local function sh(cmd)
-  local p = io.popen(CLEAN .. "sh -c " .. string.format("%q", cmd) .. " 2>&1; echo \"rc=$?\"")
-  local out = p:read("a")
-  p:close()
-  return (out:gsub("rc=%d+\n$", "")), tonumber(out:match("rc=(%d+)\n$"))
-end
+local sh = H.sh_installed
 
 describe("luarocks make", function()
   local tree, ws
