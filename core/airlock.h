@@ -53,6 +53,10 @@ int airlock_cause_from_name(const char *word);
 const char *airlock_signal_name(int sig, char *buf, size_t len);
 /* The errno's name ("ENOENT"), or "errno N" in buf. */
 const char *airlock_errno_name(int err, char *buf, size_t len);
+/* The errno's text with its name, "No such file or directory (ENOENT)", for
+** messages a person reads. The string lives in a per-thread buffer that the
+** thread's next call overwrites. */
+const char *airlock_strerror(int err);
 
 /* ------------------------------------------------------------------ frames */
 

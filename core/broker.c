@@ -373,7 +373,7 @@ static void read_channel(airlock_run *r) {
     else if (rc == -ECONNRESET)
       return;   /* the child died; its exit status says why */
     else
-      end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: reading the channel failed: %s", strerror(-rc));
+      end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: reading the channel failed: %s", airlock_strerror(-rc));
     return;
   }
 }
@@ -618,7 +618,7 @@ static void classify(airlock_run *r) {
     res->cause = AIRLOCK_CAUSE_EXIT;
     char en[24];
     snprintf(r->message, sizeof r->message, "the program could not be started: exec: %s (%s)",
-             strerror(r->exec_errno), airlock_errno_name(r->exec_errno, en, sizeof en));
+             airlock_strerror(r->exec_errno), airlock_errno_name(r->exec_errno, en, sizeof en));
   } else if (r->program && WIFEXITED(r->status) && res->exit_code == 0) {
     res->cause = AIRLOCK_CAUSE_OK;   /* a plain program that exited 0 */
     r->message[0] = 0;
@@ -827,7 +827,7 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
       (rc = watch_add(r, W_ERR, r->c.err, EPOLLIN)) < 0 ||
       (rc = watch_add(r, W_PID, r->c.pidfd, EPOLLIN)) < 0 ||
       (rc = watch_add(r, W_NOTIFY, r->c.notify, EPOLLIN)) < 0) {
-    set_error(b, "epoll_ctl: %s", strerror(-rc));
+    set_error(b, "epoll_ctl: %s", airlock_strerror(-rc));
     goto undo;
   }
   if (o->deadline_ms) r->deadline_at = r->t_start + (double)o->deadline_ms;
@@ -881,7 +881,7 @@ int airlock_broker_step(airlock_broker *b, int timeout_ms) {
   if (wait < 0 && b->live == 0) wait = 0;   /* nothing could ever wake us */
   int n = epoll_wait(b->epfd, evs, 64, wait);
   if (n < 0) {
-    if (errno != EINTR) { set_error(b, "epoll_wait: %s", strerror(errno)); return -errno; }
+    if (errno != EINTR) { set_error(b, "epoll_wait: %s", airlock_strerror(errno)); return -errno; }
     n = 0;
   }
   for (int i = 0; i < n; i++) {

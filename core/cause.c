@@ -98,6 +98,14 @@ const char *airlock_errno_name(int err, char *buf, size_t len)
   return buf;
 }
 
+const char *airlock_strerror(int err)
+{
+  static __thread char text[160];
+  char nbuf[24];
+  snprintf(text, sizeof text, "%s (%s)", strerror(err), airlock_errno_name(err, nbuf, sizeof nbuf));
+  return text;
+}
+
 double airlock_now_ms(void)
 {
   struct timespec ts;

@@ -23,6 +23,7 @@
 
 #include <linux/seccomp.h>
 
+#include "airlock.h"
 #include "confine.h"
 #include "landlock_compat.h"
 
@@ -60,7 +61,7 @@ int airlock_confine_no_new_privs(airlock_layer *out)
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
     int e = errno;
     airlock_layer_set_(out, "no_new_privs", AIRLOCK_LAYER_FAILED, e,
-                       "prctl(PR_SET_NO_NEW_PRIVS): %s", strerror(e));
+                       "prctl(PR_SET_NO_NEW_PRIVS): %s", airlock_strerror(e));
     return -e;
   }
   /* Read it back: a kernel that ignored the option would leave setuid
@@ -116,7 +117,7 @@ int airlock_confine_landlock_deny_all(airlock_layer *out)
                        "%s (%s)", abi == -EOPNOTSUPP
                          ? "Landlock is built in but disabled: add landlock to the kernel's lsm= boot option"
                          : "this kernel has no Landlock: it needs Linux 5.13+ with CONFIG_SECURITY_LANDLOCK",
-                       strerror(-abi));
+                       airlock_strerror(-abi));
     return abi;
   }
 
@@ -130,7 +131,7 @@ int airlock_confine_landlock_deny_all(airlock_layer *out)
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
     int e = errno;
     airlock_layer_set_(out, "landlock", AIRLOCK_LAYER_FAILED, e,
-                       "prctl(PR_SET_NO_NEW_PRIVS): %s", strerror(e));
+                       "prctl(PR_SET_NO_NEW_PRIVS): %s", airlock_strerror(e));
     return -e;
   }
 
@@ -138,7 +139,7 @@ int airlock_confine_landlock_deny_all(airlock_layer *out)
   if (fd < 0) {
     int e = errno;
     airlock_layer_set_(out, "landlock", AIRLOCK_LAYER_FAILED, e,
-                       "landlock_create_ruleset (ABI %d): %s", abi, strerror(e));
+                       "landlock_create_ruleset (ABI %d): %s", abi, airlock_strerror(e));
     return -e;
   }
   /* Errata are queried only to report them; kernels before ABI 7 answer EINVAL. */
@@ -165,7 +166,7 @@ int airlock_confine_landlock_deny_all(airlock_layer *out)
     int e = errno;
     close((int)fd);
     airlock_layer_set_(out, "landlock", AIRLOCK_LAYER_FAILED, e,
-                       "landlock_restrict_self: %s", strerror(e));
+                       "landlock_restrict_self: %s", airlock_strerror(e));
     return -e;
   }
   close((int)fd);

@@ -15,6 +15,7 @@
 ** removed by the next process that makes one.
 */
 #define _GNU_SOURCE
+#include "airlock.h"
 #include "confine.h"
 
 #include <dirent.h>
@@ -144,7 +145,7 @@ static int find_base(int i, int *v2, char *base, size_t len, char *err, size_t e
   if ((mkdir(base, 0755) < 0 && errno != EEXIST) || access(base, W_OK) < 0) {
     int e = errno;
     snprintf(err, errlen, "cgroup: cannot create cgroups in %s: %s (a cgroup per run needs root "
-             "or a delegated cgroup)", base, strerror(e));
+             "or a delegated cgroup)", base, airlock_strerror(e));
     return -e;
   }
   sweep(base);   /* a readdir of a few entries: cheap beside the mkdir */
@@ -167,7 +168,7 @@ static int set_file(const char *dir, const char *file, const char *text, char *e
   char path[600];
   snprintf(path, sizeof path, "%s/%s", dir, file);
   int rc = write_small(path, text);
-  if (rc < 0) snprintf(err, errlen, "cgroup: cannot write %s to %s: %s", text, path, strerror(-rc));
+  if (rc < 0) snprintf(err, errlen, "cgroup: cannot write %s to %s: %s", text, path, airlock_strerror(-rc));
   return rc;
 }
 
@@ -250,7 +251,7 @@ int airlock_cgroup_new(airlock_cgroup *cg, const airlock_cgroup_limits *lim, uin
              (unsigned long long)serial, (unsigned long long)n);
     if (mkdir(cg->path[slot], 0755) < 0) {
       rc = -errno;
-      snprintf(err, errlen, "cgroup: cannot create %s: %s", cg->path[slot], strerror(-rc));
+      snprintf(err, errlen, "cgroup: cannot create %s: %s", cg->path[slot], airlock_strerror(-rc));
       cg->path[slot][0] = 0;
       airlock_cgroup_remove(cg);
       return rc;
@@ -260,7 +261,7 @@ int airlock_cgroup_new(airlock_cgroup *cg, const airlock_cgroup_limits *lim, uin
     cg->procs_fd[slot] = open(path, O_WRONLY | O_CLOEXEC);
     if (cg->procs_fd[slot] < 0) {
       rc = -errno;
-      snprintf(err, errlen, "cgroup: cannot open %s: %s", path, strerror(-rc));
+      snprintf(err, errlen, "cgroup: cannot open %s: %s", path, airlock_strerror(-rc));
       airlock_cgroup_remove(cg);
       return rc;
     }

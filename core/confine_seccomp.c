@@ -26,6 +26,7 @@
 
 #include <seccomp.h>
 
+#include "airlock.h"
 #include "confine.h"
 
 /*
@@ -150,7 +151,7 @@ static int prepare_process(airlock_layer *out)
       personality((unsigned long)persona & ~(unsigned long)READ_IMPLIES_EXEC) == -1) {
     int e = errno;
     airlock_layer_set_(out, name, AIRLOCK_LAYER_FAILED, e,
-                       "cannot clear READ_IMPLIES_EXEC: %s", strerror(e));
+                       "cannot clear READ_IMPLIES_EXEC: %s", airlock_strerror(e));
     return -e;
   }
 
@@ -162,7 +163,7 @@ static int prepare_process(airlock_layer *out)
   sigfillset(&sa.sa_mask);
   if (sigaction(SIGSYS, &sa, NULL) != 0) {
     int e = errno;
-    airlock_layer_set_(out, name, AIRLOCK_LAYER_FAILED, e, "sigaction(SIGSYS): %s", strerror(e));
+    airlock_layer_set_(out, name, AIRLOCK_LAYER_FAILED, e, "sigaction(SIGSYS): %s", airlock_strerror(e));
     return -e;
   }
   sigset_t sys;
@@ -235,7 +236,7 @@ static int build_worker_filter(long tgid, scmp_filter_ctx *pctx, const char **ki
       (rc = seccomp_attr_set(ctx, SCMP_FLTATR_API_SYSRAWRC, 1)) != 0) {
     seccomp_release(ctx);
     airlock_layer_set_(out, name, AIRLOCK_LAYER_FAILED, -rc,
-                       "seccomp_attr_set: %s", strerror(-rc));
+                       "seccomp_attr_set: %s", airlock_strerror(-rc));
     return rc;
   }
 
@@ -245,7 +246,7 @@ static int build_worker_filter(long tgid, scmp_filter_ctx *pctx, const char **ki
     if (rc != 0) {
       char *sys = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, rules[i].nr);
       airlock_layer_set_(out, name, AIRLOCK_LAYER_FAILED, -rc, "rule for %s: %s",
-                         sys != NULL ? sys : "?", strerror(-rc));
+                         sys != NULL ? sys : "?", airlock_strerror(-rc));
       free(sys);
       seccomp_release(ctx);
       return rc;
@@ -254,7 +255,7 @@ static int build_worker_filter(long tgid, scmp_filter_ctx *pctx, const char **ki
 
   rc = seccomp_rule_add_exact(ctx, kill, die_nr, 0);
   if (rc != 0) {
-    airlock_layer_set_(out, name, AIRLOCK_LAYER_FAILED, -rc, "rule for afs_syscall: %s", strerror(-rc));
+    airlock_layer_set_(out, name, AIRLOCK_LAYER_FAILED, -rc, "rule for afs_syscall: %s", airlock_strerror(-rc));
     seccomp_release(ctx);
     return rc;
   }
@@ -280,7 +281,7 @@ int airlock_confine_seccomp_worker(airlock_layer *out)
   rc = seccomp_load(ctx);
   seccomp_release(ctx);
   if (rc != 0) {
-    airlock_layer_set_(out, name, AIRLOCK_LAYER_FAILED, -rc, "seccomp_load: %s", strerror(-rc));
+    airlock_layer_set_(out, name, AIRLOCK_LAYER_FAILED, -rc, "seccomp_load: %s", airlock_strerror(-rc));
     return rc;
   }
   return 0;
@@ -317,7 +318,7 @@ int airlock_seccomp_export_(void *ctx, struct sock_fprog *out, char *err, size_t
   int fd = memfd_create("airlock-seccomp", MFD_CLOEXEC);
   if (fd < 0) {
     rc = -errno;
-    snprintf(err, errlen, "seccomp: memfd_create: %s", strerror(-rc));
+    snprintf(err, errlen, "seccomp: memfd_create: %s", airlock_strerror(-rc));
     seccomp_release(ctx);
     return rc;
   }
@@ -327,14 +328,14 @@ int airlock_seccomp_export_(void *ctx, struct sock_fprog *out, char *err, size_t
   if (rc != 0 || size <= 0 || size % (off_t)sizeof(struct sock_filter) != 0 ||
       size > (off_t)(BPF_MAXINSNS * sizeof(struct sock_filter))) {
     snprintf(err, errlen, "seccomp: seccomp_export_bpf: %s",
-             rc != 0 ? strerror(-rc) : "the program is empty or too long");
+             rc != 0 ? airlock_strerror(-rc) : "the program is empty or too long");
     close(fd);
     return rc != 0 ? rc : -E2BIG;
   }
   struct sock_filter *insns = malloc((size_t)size);
   if (insns == NULL || pread(fd, insns, (size_t)size, 0) != (ssize_t)size) {
     rc = insns == NULL ? -ENOMEM : -EIO;
-    snprintf(err, errlen, "seccomp: reading the exported program: %s", strerror(-rc));
+    snprintf(err, errlen, "seccomp: reading the exported program: %s", airlock_strerror(-rc));
     free(insns);
     close(fd);
     return rc;
@@ -368,7 +369,7 @@ int airlock_confine_seccomp_program(const void *prog, size_t len, airlock_layer 
       syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fprog) != 0) {
     int e = errno;
     airlock_layer_set_(out, name, AIRLOCK_LAYER_FAILED, e, "loading the precompiled program: %s",
-                       strerror(e));
+                       airlock_strerror(e));
     return -e;
   }
   return 0;

@@ -28,6 +28,7 @@
 #include <linux/seccomp.h>
 #include <seccomp.h>
 
+#include "airlock.h"
 #include "confine.h"
 #include "landlock_compat.h"
 
@@ -74,14 +75,14 @@ static int ll_add_paths(int rfd, const char *const *paths, uint64_t rights, uint
     int fd = open(paths[i], O_PATH | O_CLOEXEC);
     if (fd < 0) {
       int e = errno;
-      snprintf(err, errlen, "landlock: %s: %s", paths[i], strerror(e));
+      snprintf(err, errlen, "landlock: %s: %s", paths[i], airlock_strerror(e));
       return -e;
     }
     struct stat st;
     if (fstat(fd, &st) != 0) {
       int e = errno;
       close(fd);
-      snprintf(err, errlen, "landlock: fstat %s: %s", paths[i], strerror(e));
+      snprintf(err, errlen, "landlock: fstat %s: %s", paths[i], airlock_strerror(e));
       return -e;
     }
     struct ll_path_beneath_attr a = { .allowed_access = rights & handled, .parent_fd = fd };
@@ -91,7 +92,7 @@ static int ll_add_paths(int rfd, const char *const *paths, uint64_t rights, uint
         syscall(__NR_landlock_add_rule, rfd, LL_RULE_PATH_BENEATH, &a, 0) != 0) {
       int e = errno;
       close(fd);
-      snprintf(err, errlen, "landlock: landlock_add_rule %s: %s", paths[i], strerror(e));
+      snprintf(err, errlen, "landlock: landlock_add_rule %s: %s", paths[i], airlock_strerror(e));
       return -e;
     }
     close(fd);
@@ -107,7 +108,7 @@ static int ll_add_ports(int rfd, const uint16_t *ports, size_t n, uint64_t right
     if (syscall(__NR_landlock_add_rule, rfd, LL_RULE_NET_PORT, &a, 0) != 0) {
       int e = errno;
       snprintf(err, errlen, "landlock: landlock_add_rule port %u: %s", (unsigned)ports[i],
-               strerror(e));
+               airlock_strerror(e));
       return -e;
     }
   }
@@ -135,7 +136,7 @@ static int prepare_landlock(const airlock_confine_spec *s, airlock_confine_prepa
              abi == -EOPNOTSUPP
                ? "Landlock is built in but disabled: add landlock to the kernel's lsm= boot option"
                : "this kernel has no Landlock: it needs Linux 5.13+ with CONFIG_SECURITY_LANDLOCK",
-             strerror(-abi));
+             airlock_strerror(-abi));
     return abi;
   }
   struct ll_ruleset_attr attr;
@@ -143,7 +144,7 @@ static int prepare_landlock(const airlock_confine_spec *s, airlock_confine_prepa
   long fd = syscall(__NR_landlock_create_ruleset, &attr, attr_size, 0);
   if (fd < 0) {
     int e = errno;
-    snprintf(err, errlen, "landlock: landlock_create_ruleset (ABI %d): %s", abi, strerror(e));
+    snprintf(err, errlen, "landlock: landlock_create_ruleset (ABI %d): %s", abi, airlock_strerror(e));
     return -e;
   }
   int rfd = (int)fd;
@@ -557,7 +558,7 @@ static int compile(const struct ruleset *rs, int deny, uint32_t refuse, int noti
   ** bad-arch action, which is death in both modes. */
   if (seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS) != 0 &&
       (rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_THREAD)) != 0) {
-    snprintf(err, errlen, "seccomp: seccomp_attr_set(BADARCH): %s", strerror(-rc));
+    snprintf(err, errlen, "seccomp: seccomp_attr_set(BADARCH): %s", airlock_strerror(-rc));
     seccomp_release(ctx);
     return rc;
   }
@@ -593,19 +594,19 @@ static int compile(const struct ruleset *rs, int deny, uint32_t refuse, int noti
       }
     }
     if (rc != 0) {
-      snprintf(err, errlen, "seccomp: rule for %s: %s", e->name, strerror(-rc));
+      snprintf(err, errlen, "seccomp: rule for %s: %s", e->name, airlock_strerror(-rc));
       seccomp_release(ctx);
       return rc;
     }
   }
   if (deny && find((struct ruleset *)rs, "fcntl") == NULL &&
       (rc = fcntl_rules(ctx, NULL, deny, def, mode_action)) != 0) {
-    snprintf(err, errlen, "seccomp: the fcntl refusals: %s", strerror(-rc));
+    snprintf(err, errlen, "seccomp: the fcntl refusals: %s", airlock_strerror(-rc));
     seccomp_release(ctx);
     return rc;
   }
   if ((rc = setid_refusals(ctx, rs, deny, def)) != 0) {
-    snprintf(err, errlen, "seccomp: the setid refusals: %s", strerror(-rc));
+    snprintf(err, errlen, "seccomp: the setid refusals: %s", airlock_strerror(-rc));
     seccomp_release(ctx);
     return rc;
   }
@@ -614,7 +615,7 @@ static int compile(const struct ruleset *rs, int deny, uint32_t refuse, int noti
     struct cond c = { 0, 0xffffffffu, (uint64_t)notify_fd };
     rc = rule(ctx, def, HANDOVER_MARK, SCMP_SYS(sendmsg), &c);
     if (rc != 0) {
-      snprintf(err, errlen, "seccomp: rule for the listener hand-over: %s", strerror(-rc));
+      snprintf(err, errlen, "seccomp: rule for the listener hand-over: %s", airlock_strerror(-rc));
       seccomp_release(ctx);
       return rc;
     }
@@ -1044,7 +1045,7 @@ int airlock_confine_apply(const airlock_confine_spec *s, airlock_layer out[2])
       airlock_layer *l = strcmp(step, "landlock_restrict_self") == 0 ? &p.landlock
                          : strncmp(step, "seccomp", 7) == 0 || !s->landlock ? &p.seccomp
                                                                            : &p.landlock;
-      airlock_layer_set_(l, l->name, AIRLOCK_LAYER_FAILED, -rc, "%s: %s", step, strerror(-rc));
+      airlock_layer_set_(l, l->name, AIRLOCK_LAYER_FAILED, -rc, "%s: %s", step, airlock_strerror(-rc));
     }
   }
   if (out != NULL) {

@@ -49,7 +49,7 @@ static int userns_new(const char *uid_map, const char *gid_map, char *err, size_
   airlock_ns_holder_end_(pid);
   if (fd < 0) {
     snprintf(err, errlen, "identity: cannot make the user namespace that maps runs to uid %d "
-             "(%s: %s)", AIRLOCK_RUN_UID, step, strerror(e));
+             "(%s: %s)", AIRLOCK_RUN_UID, step, airlock_strerror(e));
     return -e;
   }
   return fd;

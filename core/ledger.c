@@ -216,7 +216,7 @@ static int broken(airlock_ledger *l, int e, const char *what, uint64_t seq, size
       snprintf(tail, sizeof tail, "the journal was cut back to seq %" PRIu64, l->seq);
     else
       snprintf(tail, sizeof tail, "cutting the partial record off failed too (%s): the next "
-               "open truncates it", strerror(-cut));
+               "open truncates it", airlock_strerror(-cut));
   }
   const char *hint = e == -EROFS ? " (the file system holding the ledger is read-only now: the "
                                    "kernel remounts it so after an I/O error; see dmesg, check "
@@ -225,7 +225,7 @@ static int broken(airlock_ledger *l, int e, const char *what, uint64_t seq, size
                                                     "then open the ledger again)"
                    : e == -EIO ? " (an I/O error: see dmesg and check the disk)" : "";
   return set_err(l, e, "ledger: %s of seq %" PRIu64 " to %s failed: %s%s; %s; the ledger "
-                 "refuses further appends", what, seq, l->journal, strerror(-e), hint, tail);
+                 "refuses further appends", what, seq, l->journal, airlock_strerror(-e), hint, tail);
 }
 
 static int sync_now(airlock_ledger *l)
@@ -239,7 +239,7 @@ static int sync_now(airlock_ledger *l)
     l->sticky = e;
     return set_err(l, e, "ledger: fdatasync of %s failed: %s; records after seq %" PRIu64
                    " may not be on disk; the ledger refuses further appends",
-                   l->journal, strerror(-e), l->durable_seq);
+                   l->journal, airlock_strerror(-e), l->durable_seq);
   }
   l->durable_seq = l->seq;
   l->pending_since = 0;
@@ -402,13 +402,13 @@ static int check_dir(airlock_ledger *l)
     }
     if (e == -ENOENT)
       return set_err(l, e, "ledger: %s does not exist (open with create to start a session)", l->dir);
-    return set_err(l, e, "ledger: cannot open %s: %s", l->dir, strerror(-e));
+    return set_err(l, e, "ledger: cannot open %s: %s", l->dir, airlock_strerror(-e));
   }
   struct stat st;
   int rc = fstat(fd, &st) < 0 ? -errno : 0;
   close(fd);
   if (rc < 0)
-    return set_err(l, rc, "ledger: cannot stat %s: %s", l->dir, strerror(-rc));
+    return set_err(l, rc, "ledger: cannot stat %s: %s", l->dir, airlock_strerror(-rc));
   if (st.st_uid != geteuid())
     return set_err(l, -EPERM, "ledger: %s is owned by uid %u, not by this process's uid %u; a session "
                    "directory must be the writer's own", l->dir, (unsigned)st.st_uid, (unsigned)geteuid());
@@ -430,13 +430,13 @@ static int take_lock(airlock_ledger *l)
   if (e == -ENOENT)
     return set_err(l, e, "ledger: %s does not exist (open with create to start a session)", l->dir);
   if (e < 0)
-    return set_err(l, e, "ledger: cannot open %s/%s: %s", l->dir, LEDGER_LOCK, strerror(-e));
+    return set_err(l, e, "ledger: cannot open %s/%s: %s", l->dir, LEDGER_LOCK, airlock_strerror(-e));
   while (flock(l->lock_fd, LOCK_EX | LOCK_NB) < 0) {
     if (errno == EINTR)
       continue;
     e = -errno;
     if (e != -EWOULDBLOCK)
-      return set_err(l, e, "ledger: cannot lock %s/%s: %s", l->dir, LEDGER_LOCK, strerror(-e));
+      return set_err(l, e, "ledger: cannot lock %s/%s: %s", l->dir, LEDGER_LOCK, airlock_strerror(-e));
     char buf[32] = "";
     ssize_t n = pread(l->lock_fd, buf, sizeof buf - 1, 0);
     buf[n > 0 ? n : 0] = '\0';
@@ -452,7 +452,7 @@ static int take_lock(airlock_ledger *l)
   if (ftruncate(l->lock_fd, 0) < 0 || pwrite(l->lock_fd, buf, (size_t)n, 0) != n) {
     e = -errno;
     return set_err(l, e, "ledger: cannot write the pid into %s/%s: %s", l->dir, LEDGER_LOCK,
-                   strerror(-e));
+                   airlock_strerror(-e));
   }
   return 0;
 }
@@ -502,7 +502,7 @@ static int recover(airlock_ledger *l, airlock_ledger_report *rep, int create)
       (ftruncate(l->fd, (off_t)rep->bytes) < 0 || fdatasync(l->fd) < 0)) {
     int e = -errno;
     return set_err(l, e, "ledger: cutting the torn tail of %s at offset %" PRIu64 " failed: %s",
-                   l->journal, rep->bytes, strerror(-e));
+                   l->journal, rep->bytes, airlock_strerror(-e));
   }
   l->seq = rep->last_seq;
   l->off = rep->bytes;
@@ -552,7 +552,7 @@ int airlock_ledger_open(const char *dir, const airlock_ledger_opts *o, airlock_l
     if (mkdir(dir, 0700) == 0) {
       made_dir = 1;
     } else if (errno != EEXIST) {
-      rc = set_err(l, -errno, "ledger: cannot create %s: %s", dir, strerror(errno));
+      rc = set_err(l, -errno, "ledger: cannot create %s: %s", dir, airlock_strerror(errno));
       goto fail;
     }
   }
@@ -567,7 +567,7 @@ int airlock_ledger_open(const char *dir, const airlock_ledger_opts *o, airlock_l
     if (rc == -ENOENT)
       set_err(l, rc, "ledger: %s does not exist (open with create to start a session)", l->journal);
     else
-      set_err(l, rc, "ledger: cannot open %s: %s", l->journal, strerror(-rc));
+      set_err(l, rc, "ledger: cannot open %s: %s", l->journal, airlock_strerror(-rc));
     goto fail;
   }
   if ((rc = recover(l, rep, o->create)) < 0)
@@ -579,7 +579,7 @@ int airlock_ledger_open(const char *dir, const airlock_ledger_opts *o, airlock_l
     l->created = 1;
     /* the names must survive a power cut as well as the record */
     if ((rc = fsync_path(dir)) < 0 || (made_dir && (rc = fsync_parent(dir)) < 0)) {
-      set_err(l, rc, "ledger: fsync of the directory of %s failed: %s", l->journal, strerror(-rc));
+      set_err(l, rc, "ledger: fsync of the directory of %s failed: %s", l->journal, airlock_strerror(-rc));
       goto fail;
     }
     rep->records = rep->last_seq = 1;
@@ -587,7 +587,7 @@ int airlock_ledger_open(const char *dir, const airlock_ledger_opts *o, airlock_l
     memcpy(rep->head, l->head, LEDGER_HASH);
     memcpy(rep->session_id, l->id_hex, sizeof rep->session_id);
   } else if (fdatasync(l->fd) < 0) {
-    rc = set_err(l, -errno, "ledger: fdatasync of %s failed: %s", l->journal, strerror(errno));
+    rc = set_err(l, -errno, "ledger: fdatasync of %s failed: %s", l->journal, airlock_strerror(errno));
     goto fail;
   }
   l->durable_seq = l->seq;
@@ -797,7 +797,7 @@ out:
   }
   int crc = airlock_ledger_close(l);
   if (rc == 0 && crc < 0)
-    rc = ledger_fail(err, errlen, crc, "ledger: closing %s failed: %s", dst, strerror(-crc));
+    rc = ledger_fail(err, errlen, crc, "ledger: closing %s failed: %s", dst, airlock_strerror(-crc));
   free(kv);
   airlock_ledger_reader_close(r);
   return rc;

@@ -410,7 +410,7 @@ static int bad(airlock_ledger_reader *r, uint64_t seq, const char *fmt, ...)
 static int io_error(airlock_ledger_reader *r, int e)
 {
   snprintf(r->rep.reason, sizeof r->rep.reason, "io: reading at offset %" PRIu64 ": %s",
-           r->off, strerror(-e));
+           r->off, airlock_strerror(-e));
   snprintf(r->err, sizeof r->err, "ledger: %s: %s", r->path, r->rep.reason);
   r->state = e;
   return e;
@@ -497,7 +497,7 @@ int ledger_reader_open_path(const char *journal, int decode, airlock_ledger_read
   r->fd = open(journal, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);   /* never a planted link */
   if (r->fd < 0) {
     rc = -errno;
-    ledger_fail(err, errlen, rc, "ledger: cannot open %s: %s", journal, strerror(errno));
+    ledger_fail(err, errlen, rc, "ledger: cannot open %s: %s", journal, airlock_strerror(errno));
     free(r->path);
     free(r);
     return rc;

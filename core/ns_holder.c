@@ -5,6 +5,7 @@
 */
 #define _GNU_SOURCE
 #include "ns_holder.h"
+#include "airlock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,14 +20,14 @@ pid_t airlock_ns_holder_start_(int flags, const char *what, char *err, size_t er
   int ready[2];
   if (pipe2(ready, O_CLOEXEC) < 0) {
     int e = errno;
-    snprintf(err, errlen, "%s: pipe2: %s", what, strerror(e));
+    snprintf(err, errlen, "%s: pipe2: %s", what, airlock_strerror(e));
     return -e;
   }
   pid_t pid = fork();
   if (pid < 0) {
     int e = errno;
     close(ready[0]); close(ready[1]);
-    snprintf(err, errlen, "%s: fork: %s", what, strerror(e));
+    snprintf(err, errlen, "%s: fork: %s", what, airlock_strerror(e));
     return -e;
   }
   if (pid == 0) {   /* holds the namespaces until the parent is done with them */
@@ -43,7 +44,7 @@ pid_t airlock_ns_holder_start_(int flags, const char *what, char *err, size_t er
   if (n != sizeof e || e != 0) {
     if (n != sizeof e) e = EPIPE;
     airlock_ns_holder_end_(pid);
-    snprintf(err, errlen, "%s: unshare: %s", what, strerror(e));
+    snprintf(err, errlen, "%s: unshare: %s", what, airlock_strerror(e));
     return -e;
   }
   return pid;

@@ -542,7 +542,7 @@ static int plan_rootfs(struct spawn_ctx *x, const airlock_spawn_opts *o, char *e
   DIR *d = opendir(o->rootfs);
   if (!d) {
     int e = errno;
-    snprintf(err, errlen, "rootfs: %s: %s", o->rootfs, strerror(e));
+    snprintf(err, errlen, "rootfs: %s: %s", o->rootfs, airlock_strerror(e));
     return -e;
   }
   struct dirent *de;
@@ -879,7 +879,7 @@ cleanup:
 int airlock_netns_new(char *err, size_t errlen) {
   pid_t pid = airlock_ns_holder_start_(CLONE_NEWNET, "netns", err, errlen);
   if (pid < 0) {
-    snprintf(err, errlen, "netns: cannot make an empty net namespace: %s", strerror((int)-pid));
+    snprintf(err, errlen, "netns: cannot make an empty net namespace: %s", airlock_strerror((int)-pid));
     return (int)pid;
   }
   char path[64];
@@ -887,7 +887,7 @@ int airlock_netns_new(char *err, size_t errlen) {
   int fd = open(path, O_RDONLY | O_CLOEXEC), e = errno;
   airlock_ns_holder_end_(pid);
   if (fd < 0) {
-    snprintf(err, errlen, "netns: cannot make an empty net namespace: %s", strerror(e));
+    snprintf(err, errlen, "netns: cannot make an empty net namespace: %s", airlock_strerror(e));
     return -e;
   }
   return fd;

@@ -9,9 +9,17 @@ local M = {}
 local usage = require "airlock.cli_usage"
 local USAGE = usage.global()
 
+-- Set by main when the command line asks for --json: then even a usage
+-- error is one JSON object on stdout.
+local json_wanted = false
+
 -- A usage error: the message, then the usage of the command it is about (or
 -- a pointer to the whole list), exit 2.
 local function usage_error(msg, cmd)
+  if json_wanted then
+    io.stdout:write(json.encode { ok = false, cause = "usage", message = msg }, "\n")
+    return 2
+  end
   local c = cmd and usage.find(cmd)
   io.stderr:write("airlock: ", msg, "\n", c and usage.command(cmd) or "run 'airlock --help' for the commands\n")
   return 2
@@ -468,6 +476,11 @@ end
 function M.main(argv)
   local cmd = argv[1]
   local rest = { table.unpack(argv, 2) }
+  json_wanted = false
+  for _, a in ipairs(rest) do
+    if a == "--" then break end
+    if a == "--json" then json_wanted = cmd ~= "exec" end   -- exec says it itself
+  end
   if cmd == nil then return usage_error("no command given") end
   if cmd == "-h" or cmd == "--help" then cmd = "help" end
   if cmd == "--version" or cmd == "-V" then cmd = "version" end

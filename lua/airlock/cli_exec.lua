@@ -22,7 +22,19 @@ local SIGNALS = { SIGHUP = 1, SIGINT = 2, SIGQUIT = 3, SIGILL = 4, SIGTRAP = 5, 
                   SIGFPE = 8, SIGKILL = 9, SIGUSR1 = 10, SIGSEGV = 11, SIGUSR2 = 12, SIGPIPE = 13,
                   SIGALRM = 14, SIGTERM = 15, SIGXCPU = 24, SIGXFSZ = 25, SIGSYS = 31 }
 
-local function usage_error(msg)
+-- A usage error, exit 125; one JSON object on stdout when --json is among
+-- the command's own options (those before the program).
+local TAKES_VALUE = {}   -- from the usage table, the one list of exec's options
+for _, o in ipairs(require("airlock.cli_usage").find("exec").options) do TAKES_VALUE[o[1]] = o[2] ~= nil end
+local function usage_error(msg, args)
+  local k = 1
+  while args and args[k] and args[k] ~= "--" and args[k]:sub(1, 2) == "--" do
+    if args[k] == "--json" then
+      io.stdout:write(require("airlock.json").encode { ok = false, cause = "usage", message = msg }, "\n")
+      return 125
+    end
+    k = k + (TAKES_VALUE[args[k]] and 2 or 1)
+  end
   io.stderr:write("airlock exec: ", msg, "\n", M.USAGE)
   return 125
 end
@@ -89,12 +101,12 @@ function M.main(args)
   end)
   if not ok then
     if type(perr) == "table" and perr.help then io.stdout:write(M.USAGE) return 0 end
-    if type(perr) == "table" then return usage_error(perr.usage) end
+    if type(perr) == "table" then return usage_error(perr.usage, args) end
     error(perr, 0)
   end
   local argv = {}
   for k = i, #args do argv[#argv + 1] = args[k] end
-  if #argv == 0 then return usage_error("no program given") end
+  if #argv == 0 then return usage_error("no program given", args) end
   opts.argv = argv
   if next(env) then opts.env = env end
   -- The caller's PATH finds the program, as a shell would (unless --env sets one).

@@ -4,6 +4,22 @@
 -- {n = 1}; here the keys alone decide: exactly 1..#t is an array.
 local M = {}
 
+-- JSON text is UTF-8: a guest's or a program's bytes that are not (a cut
+-- multi-byte sequence, binary output) become U+FFFD, one per bad byte, so
+-- the output always parses. Valid text passes through unchanged.
+local function utf8_valid(s)
+  if utf8.len(s) then return s end
+  local out, i = {}, 1
+  while i <= #s do
+    local n, bad = utf8.len(s, i)
+    if n then out[#out + 1] = s:sub(i) break end
+    out[#out + 1] = s:sub(i, bad - 1)
+    out[#out + 1] = "\u{FFFD}"
+    i = bad + 1
+  end
+  return table.concat(out)
+end
+
 local function encode(v, seen)
   local t = type(v)
   if t == "nil" then return "null" end
@@ -13,7 +29,7 @@ local function encode(v, seen)
     return math.type(v) == "integer" and tostring(v) or string.format("%.17g", v)
   end
   if t == "string" then
-    return '"' .. v:gsub('[%c"\\]', function(c)
+    return '"' .. utf8_valid(v):gsub('[%c"\\]', function(c)
       local named = { ['"'] = '\\"', ["\\"] = "\\\\", ["\n"] = "\\n", ["\t"] = "\\t", ["\r"] = "\\r" }
       return named[c] or string.format("\\u%04x", c:byte())
     end) .. '"'

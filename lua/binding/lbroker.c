@@ -499,10 +499,10 @@ static int l_broker_start(lua_State *L) {
   int in_fd = -1, rc = 0, stdin_failed = 0;
   if (pass_fd[0] >= 0) {
     in_fd = fcntl(pass_fd[0], F_DUPFD_CLOEXEC, 3);   /* closed below, like the others */
-    if (in_fd < 0) { rc = -errno; snprintf(err, sizeof err, "stdin_fd %d: %s", pass_fd[0], strerror(errno)); }
+    if (in_fd < 0) { rc = -errno; snprintf(err, sizeof err, "stdin_fd %d: %s", pass_fd[0], airlock_strerror(errno)); }
   } else if (stdin_file) {
     in_fd = open(stdin_file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (in_fd < 0) { rc = -errno; snprintf(err, sizeof err, "%s: %s", stdin_file, strerror(errno)); }
+    if (in_fd < 0) { rc = -errno; snprintf(err, sizeof err, "%s: %s", stdin_file, airlock_strerror(errno)); }
   } else if (stdin_data) {
     in_fd = memfd_create("airlock-stdin", MFD_CLOEXEC);
     size_t off = 0;
@@ -514,7 +514,7 @@ static int l_broker_start(lua_State *L) {
     }
     if (in_fd < 0 || off < stdin_len || lseek(in_fd, 0, SEEK_SET) < 0) {
       rc = -(errno ? errno : EIO);
-      snprintf(err, sizeof err, "cannot hold %zu bytes in a memfd: %s", stdin_len, strerror(-rc));
+      snprintf(err, sizeof err, "cannot hold %zu bytes in a memfd: %s", stdin_len, airlock_strerror(-rc));
     }
   }
   stdin_failed = rc < 0;

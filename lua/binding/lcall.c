@@ -134,7 +134,7 @@ static int check_channel(lua_State *L, int fd) {
     if (e == EBADF)
       return call_fail(L, "channel", e, "fd %d is not open: effects are asked of the parent over "
                        "fd %d, which `airlock exec` passes to the program it runs", fd, fd);
-    return call_fail(L, "channel", e, "cannot inspect fd %d: %s", fd, strerror(e));
+    return call_fail(L, "channel", e, "cannot inspect fd %d: %s", fd, airlock_strerror(e));
   }
   if (!S_ISSOCK(sb.st_mode))
     return call_fail(L, "channel", ENOTSOCK, "fd %d is a %s, not the airlock channel (a socket): "
@@ -166,7 +166,7 @@ static int read_reply(lua_State *L, call_state *st, int fd) {
   case -ECONNRESET:
     return call_fail(L, "channel", ECONNRESET, "the parent reset fd %d while the reply was awaited", fd);
   default:
-    return call_fail(L, "channel", -rc, "reading the reply on fd %d: %s", fd, strerror(-rc));
+    return call_fail(L, "channel", -rc, "reading the reply on fd %d: %s", fd, airlock_strerror(-rc));
   }
 }
 
@@ -227,7 +227,7 @@ int airlock_l_channel_call(lua_State *L) {
     return call_fail(L, "channel", -rc, "the parent has closed fd %d (the run may have ended "
                      "or been cancelled)", fd);
   if (rc < 0)
-    return call_fail(L, "channel", -rc, "sending the call on fd %d: %s", fd, strerror(-rc));
+    return call_fail(L, "channel", -rc, "sending the call on fd %d: %s", fd, airlock_strerror(-rc));
 
   /* The reply: {t = "reply", id = 1, ok = value} or {..., err = message, code = word}. */
   n = read_reply(L, st, fd);

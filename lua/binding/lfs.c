@@ -67,7 +67,7 @@ static int fs_fail_errno(lua_State *L, const char *what, int err) {
   default: code = "io"; break;
   }
   char detail[256];
-  snprintf(detail, sizeof detail, "%s: %s", what, strerror(err));
+  snprintf(detail, sizeof detail, "%s: %s", what, airlock_strerror(err));
   return fs_fail(L, code, detail);
 }
 
@@ -148,7 +148,7 @@ static int begin(lua_State *L, char *rel, int *nret) {
   const char *why = norm_path(path, len, rel);
   if (why) { *nret = fs_fail(L, "bad_path", why); return -1; }
   int rfd = open_root(root);
-  if (rfd < 0) { *nret = fs_fail(L, "root", strerror(-rfd)); return -1; }
+  if (rfd < 0) { *nret = fs_fail(L, "root", airlock_strerror(-rfd)); return -1; }
   return rfd;
 }
 

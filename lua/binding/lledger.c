@@ -325,7 +325,7 @@ static int l_close(lua_State *L) {
   int crc = airlock_ledger_close(l);
   if (rc == 0 && crc < 0) {
     rc = crc;
-    snprintf(msg, sizeof msg, "ledger: closing failed: %s", strerror(-crc));
+    snprintf(msg, sizeof msg, "ledger: closing failed: %s", airlock_strerror(-crc));
   }
   if (rc < 0) return fail(L, msg, -rc);
   lua_pushboolean(L, 1);

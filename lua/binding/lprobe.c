@@ -28,7 +28,7 @@ static void set_works(lua_State *L, const char *name, int v, const char *what) {
   if (v == 1)
     snprintf(detail, sizeof detail, "%s works", what);
   else
-    snprintf(detail, sizeof detail, "%s: %s", what, v < 0 ? strerror(-v) : "not available");
+    snprintf(detail, sizeof detail, "%s: %s", what, v < 0 ? airlock_strerror(-v) : "not available");
   set_entry(L, name, v == 1, detail);
 }
 
@@ -38,12 +38,12 @@ static void set_landlock(lua_State *L, int abi) {
     snprintf(detail, sizeof detail, "ABI %d", abi);
   else if (abi == -EOPNOTSUPP)
     snprintf(detail, sizeof detail, "built in but disabled at boot (not in lsm=): "
-             "landlock_create_ruleset: %s", strerror(EOPNOTSUPP));
+             "landlock_create_ruleset: %s", airlock_strerror(EOPNOTSUPP));
   else if (abi == -ENOSYS)
     snprintf(detail, sizeof detail, "kernel without Landlock: landlock_create_ruleset: %s",
-             strerror(ENOSYS));
+             airlock_strerror(ENOSYS));
   else
-    snprintf(detail, sizeof detail, "landlock_create_ruleset: %s", strerror(abi < 0 ? -abi : EINVAL));
+    snprintf(detail, sizeof detail, "landlock_create_ruleset: %s", airlock_strerror(abi < 0 ? -abi : EINVAL));
   set_entry(L, "landlock", abi >= 1, detail);
   lua_pushinteger(L, abi >= 1 ? abi : 0);
   lua_setfield(L, -2, "landlock_abi");
@@ -86,7 +86,7 @@ int airlock_l_pids_cgroup(lua_State *L) {
 int airlock_l_probe(lua_State *L) {
   airlock_probe_report r;
   int rc = airlock_probe(&r);
-  if (rc < 0) return airlock_l_fail(L, "probe", strerror(-rc), -rc);
+  if (rc < 0) return airlock_l_fail(L, "probe", airlock_strerror(-rc), -rc);
 
   /* Without privilege the spawner adds CLONE_NEWUSER to gain the capability the
   ** other namespaces need, and so does the probe after an EPERM. */
@@ -103,7 +103,7 @@ int airlock_l_probe(lua_State *L) {
   lua_createtable(L, 0, 20);
   set_landlock(L, r.landlock_abi);
   set_entry(L, "seccomp", r.seccomp == 1,
-            r.seccomp == 1 ? "filter mode available" : strerror(r.seccomp < 0 ? -r.seccomp : EINVAL));
+            r.seccomp == 1 ? "filter mode available" : airlock_strerror(r.seccomp < 0 ? -r.seccomp : EINVAL));
   if (r.seccomp_kill_process == 1)
     set_entry(L, "seccomp_kill_process", 1, "SECCOMP_RET_KILL_PROCESS available");
   else

@@ -28,8 +28,14 @@
 AIRLOCK_EXPORT int luaopen_airlock(lua_State *L);
 
 int airlock_l_fail(lua_State *L, const char *cause, const char *message, int err) {
+  char ebuf[32];
+  const char *name = err > 0 ? airlock_errno_name(err, ebuf, sizeof ebuf) : NULL;
   lua_pushnil(L);
-  lua_pushfstring(L, "%s: %s", cause, message);
+  /* The errno by name beside the text, unless the message already says it. */
+  if (name != NULL && strstr(message, name) == NULL)
+    lua_pushfstring(L, "%s: %s (%s)", cause, message, name);
+  else
+    lua_pushfstring(L, "%s: %s", cause, message);
   lua_pushinteger(L, err);
   return 3;
 }

@@ -110,6 +110,35 @@ describe("airlock run --json", function()
     assert.are.equal(1, r.run)
     assert.is_nil(r.signal)
   end)
+
+  it("is one JSON object for a usage error too, on every command that takes --json", function()
+    for _, args in ipairs { "run --json --no-such-option", "run --json a.lua b.lua", "probe --json --nope",
+                            "ledger verify --json", "exec --json", "exec --policy tool --json --nope",
+                            "exec --json --timeout 10 -- true" } do
+      local out, rc = run(args)
+      assert.is_true(rc == 2 or rc == 125, args .. ": " .. tostring(rc))
+      local r = assert(dk.decode(out), args .. ": " .. out)
+      assert.are.same({ ok = false, cause = "usage" }, { ok = r.ok, cause = r.cause }, args)
+      assert.is_string(r.message)
+    end
+    -- Control: without --json the same error is text on stderr with the usage.
+    local out = run("run --no-such-option")
+    assert.matches("^airlock: run: unknown option %-%-no%-such%-option\nusage: airlock run", out)
+  end)
+
+  it("is valid UTF-8 whatever bytes the guest or the program returns", function()
+    -- A cut multi-byte sequence and a lone 0xff: each bad byte is U+FFFD, good text is kept.
+    local out = run([[run --json -e 'return "caf\xc3\xa9 \xff ok \xe2\x82"']])
+    assert.is_truthy(utf8.len(out), out)
+    local r = assert(dk.decode(out), out)
+    assert.are.equal("caf\u{e9} \u{FFFD} ok \u{FFFD}\u{FFFD}", r.value)
+    local ws = H.tmpdir()
+    out = run("exec --json --workspace " .. ws .. [[ -- printf 'a\377\303b']])
+    os.execute("rm -rf " .. ws)
+    assert.is_truthy(utf8.len(out), out)
+    r = assert(dk.decode(out), out)
+    assert.are.equal("a\u{FFFD}\u{FFFD}b", r.stdout)
+  end)
 end)
 
 describe("airlock repl", function()
@@ -151,5 +180,7 @@ describe("airlock ledger --json", function()
     end
     local out = run("ledger verify /nonexistent-ledger")
     assert.matches("^airlock: ledger verify: cannot open /nonexistent%-ledger/journal", out)
+    -- The errno by name beside its text, as everywhere.
+    assert.matches("No such file or directory %(ENOENT%)", out)
   end)
 end)
