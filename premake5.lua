@@ -44,8 +44,9 @@ project "airlock-convert"
   files { "lua/convert.c" }
   outdirs(false)
 
--- The binding and its embedded Lua sources (lua/airlock/*.lua, policies/*.lua,
--- turned into build/gen/embedded.c by tools/embed.lua before premake runs).
+-- The binding and its embedded Lua sources (lua/airlock/*.lua, lua/airlock/*/*.lua,
+-- policies/*.lua, turned into build/gen/embedded.c by tools/embed.lua before
+-- premake runs).
 local BINDING = { "lua/binding/*.c", "build/gen/embedded.c" }
 
 -- airlock.so: the Lua 5.4 module (require "airlock"); the host provides liblua.

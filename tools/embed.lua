@@ -2,7 +2,8 @@
 -- bytecode compiled into the module, so airlock.so and the airlock command need
 -- no search path and compile nothing at start-up.
 -- Usage: lua5.4 tools/embed.lua OUT.c FILE...   (lua/airlock/X.lua -> "airlock.X",
--- policies/X.lua -> "airlock.policies.X"). Rewrites OUT only when it changes.
+-- lua/airlock/D/X.lua -> "airlock.D.X", policies/X.lua -> "airlock.policies.X").
+-- Rewrites OUT only when it changes.
 local out, files = arg[1], { table.unpack(arg, 2) }
 table.sort(files)
 

@@ -1,0 +1,210 @@
+-- airlock.policy.authority -- what a policy lets each role do, and whether a
+-- run may go at all. resolve turns an entry point's policy argument into a
+-- policy of its tier (refusing less confinement than the tier's stock policy
+-- unless it says unconfined = true); admit, at the start of every run, warns
+-- of such a policy or (AIRLOCK_REQUIRE_CONFINEMENT=1) refuses it; authority
+-- gives one role's settings (worker, tool, ledger), the last two as
+-- airlock.spawn's options.
+local set_of = require("airlock.policy.values").set_of
+local freeze = require "airlock.policy.freeze"
+local loader = require "airlock.policy.load"
+local compose = require "airlock.policy.compose"
+
+local raw = freeze.raw
+local loosening, brief = compose.loosening, compose.brief
+
+local M = {}
+
+local function plain(t)
+  if type(t) ~= "table" then return t end
+  local c = {}
+  for k, v in pairs(t) do c[k] = plain(v) end
+  return c
+end
+
+-- airlock.spawn's options from a process confine section; `dirs` are added
+-- to Landlock's read and write lists (and exec, with exec_dirs).
+local function spawn_options(c, dirs, exec_dirs)
+  c = c or {}
+  local o = { namespaces = plain(c.namespaces), rlimits = plain(c.rlimits), confine = {} }
+  local ll = c.landlock
+  if ll then
+    ll = ll == true and {} or plain(ll)
+    for _, d in ipairs(dirs) do
+      ll.read = ll.read or {}
+      ll.write = ll.write or {}
+      if not set_of(ll.read)[d] then ll.read[#ll.read + 1] = d end
+      if not set_of(ll.write)[d] then ll.write[#ll.write + 1] = d end
+      if exec_dirs then
+        ll.exec = ll.exec or {}
+        if not set_of(ll.exec)[d] then ll.exec[#ll.exec + 1] = d end
+      end
+    end
+    o.confine.landlock = ll
+  end
+  if c.seccomp then
+    local sc = plain(c.seccomp)
+    if sc.promises then sc.promises = table.concat(sc.promises, " ") end
+    o.confine.seccomp = sc
+  end
+  if c.no_new_privs ~= nil then o.confine.no_new_privs = c.no_new_privs end
+  return o
+end
+
+--- resolve(p, base) -> a frozen policy, or nil, message. The one rule every
+--- entry point uses to turn a policy argument into a policy, for the tier
+--- whose stock policy is base ("untrusted" for guests, "tool" for programs):
+---   nil                  base itself
+---   a stock name         that stock policy, as it is
+---   a file path          what the file returns, then as below
+---   a bare table         laid over base (policy.layer), so it has base's
+---                        confinement unless it turns a layer off by name
+---   a policy             as it is
+--- Whatever it is, a result with less confinement than base (a field base
+--- locks, loosened) is refused unless it says unconfined = true, the named
+--- opt-out: such runs warn every time (admit) and AIRLOCK_REQUIRE_CONFINEMENT=1
+--- refuses them.
+function M.resolve(p, base)
+  local b, err = loader.load(base)
+  if not b then return nil, err end
+  if p == nil then return b end
+  local given, from = p, nil
+  if type(p) == "string" then
+    if loader.is_stock(p) then return loader.load(p) end
+    local v, ferr = loader.file_value(p)
+    if v == nil then return nil, ferr end
+    given, from = v, p
+  end
+  local pol = given
+  if not freeze.is_policy(given) then
+    local ok, r = pcall(compose.layer, b, given)
+    if not ok then return nil, r .. (from and " (in " .. from .. ")" or "") end
+    pol = r
+  end
+  if not pol.unconfined then
+    local path, _, o, n = loosening(b, pol)
+    if path then
+      return nil, string.format("policy: '%s'%s has less confinement than the stock '%s' (%s: %s -> %s). " ..
+        "Build it with policy.extend(\"%s\", {...}) or give a bare table, which is laid over '%s'; " ..
+        "to run with less confinement on purpose, set unconfined = true in it (every run then warns, " ..
+        "and AIRLOCK_REQUIRE_CONFINEMENT=1 refuses it)", tostring(pol.name or "(unnamed)"),
+        from and " (" .. from .. ")" or "", base, path, brief(o), brief(n), base, base)
+    end
+  end
+  return pol
+end
+
+--- confinement_required() -> whether AIRLOCK_REQUIRE_CONFINEMENT asks that
+--- no run goes with less confinement than its stock base (set, and not "0").
+function M.confinement_required()
+  local req = os.getenv("AIRLOCK_REQUIRE_CONFINEMENT")
+  return req ~= nil and req ~= "" and req ~= "0"
+end
+
+local admitted = setmetatable({}, { __mode = "k" })   -- policy -> base -> what admit found
+local warned = setmetatable({}, { __mode = "k" })     -- host -> policy -> true
+
+--- admit(pol, base, what, host) -> true, or nil, message, at the start of every
+--- run under pol in the tier of base (what: "guests" or "programs"). A policy
+--- with less confinement than base (the opt-out unconfined = true, or no layer
+--- at all) prints one warning line to stderr, once per host (a broker: one
+--- line per command, not one per bot of a game host) or on every call when
+--- host is nil; AIRLOCK_REQUIRE_CONFINEMENT=1 refuses it instead (cause
+--- confinement).
+function M.admit(pol, base, what, host)
+  local memo = admitted[pol] or {}
+  admitted[pol] = memo
+  local less = memo[base]
+  if less == nil then
+    less = false
+    if pol.unconfined or (base == "untrusted" and M.unconfined(pol)) then
+      less = ""
+      local b = loader.load(base)
+      local path = b and loosening(b, pol)
+      if path and not (base == "untrusted" and M.unconfined(pol)) then
+        less = string.format(" (less than the stock '%s': %s)", base, path)
+      end
+    end
+    memo[base] = less
+  end
+  if not less then return true end
+  local name = tostring(pol.name or "(unnamed)")
+  if M.confinement_required() then
+    return nil, string.format("confinement: policy '%s' runs %s without confinement%s, " ..
+      "and AIRLOCK_REQUIRE_CONFINEMENT=1 refuses it", name, what, less)
+  end
+  if host ~= nil then
+    local seen = warned[host] or setmetatable({}, { __mode = "k" })
+    warned[host] = seen
+    if seen[pol] then return true end
+    seen[pol] = true
+  end
+  io.stderr:write(string.format("airlock: WARNING: policy '%s' runs %s WITHOUT confinement%s\n", name, what, less))
+  return true
+end
+
+--- authority(p, role, opts) -> the settings of one role, or nil, message.
+---   "worker": { worker, limits, confine, effects, secrets } (parts of the frozen policy)
+---   "tool":   airlock.spawn options (add argv): namespaces, rlimits, confine
+---             {landlock, seccomp, no_new_privs}, env, workdir, deadline_ms, capture;
+---             the workspace (opts.workspace, else tool.workspace) is added to
+---             Landlock's read and write lists (and exec, with tool.workspace_exec)
+---             and is the working directory
+---   "ledger": airlock.spawn options; opts.session, the session directory, is
+---             the one directory added to Landlock's read and write lists
+function M.authority(p, role, opts)
+  p = freeze.new(p)
+  opts = opts or {}
+  local name = tostring(p.name or "(unnamed)")
+  if role == "worker" then
+    return { worker = p.worker, limits = p.limits, confine = p.confine, effects = p.effects, secrets = p.secrets }
+  elseif role == "tool" then
+    local t = p.tool
+    if not t then return nil, string.format("policy '%s' has no tool section (no authority for tools)", name) end
+    local ws = opts.workspace or t.workspace
+    local o = spawn_options(t.confine, ws and { ws } or {}, t.workspace_exec)
+    local ll = o.confine.landlock
+    for _, kind in ipairs { "read", "write", "exec" } do
+      for _, g in ipairs(t.grant and t.grant[kind] and plain(t.grant[kind]) or {}) do
+        if g == "/" then
+          return nil, string.format("policy '%s': tool.grant.%s cannot grant / (name the directories " ..
+            "the program needs)", name, kind)
+        end
+        if ll then
+          ll[kind] = ll[kind] or {}
+          if not set_of(ll[kind])[g] then ll[kind][#ll[kind] + 1] = g end
+          if kind ~= "read" and not set_of(ll.read or {})[g] then
+            ll.read = ll.read or {}
+            ll.read[#ll.read + 1] = g
+          end
+        end
+      end
+    end
+    o.workdir = ws
+    o.workspace = opts.workspace   -- for airlock.spawn: bound nosuid, idmapped when root
+    o.env = plain(t.env)
+    o.deadline_ms = t.limits and t.limits.deadline_ms
+    o.capture = t.limits and t.limits.capture
+    return o
+  elseif role == "ledger" then
+    local l = p.ledger
+    if not l then return nil, string.format("policy '%s' has no ledger section (no authority for the ledger)", name) end
+    if opts.session == nil then return nil, "the ledger authority needs the session directory (opts.session)" end
+    return spawn_options(l.confine, { opts.session })
+  end
+  return nil, string.format("policy: unknown role '%s' (worker, tool or ledger)", tostring(role))
+end
+
+--- unconfined(p) -> true when runs under p have no confinement at all: the
+--- policy says so (unconfined = true, as the stock dev does), or its confine
+--- section turns on no layer.
+function M.unconfined(p)
+  if p.unconfined then return true end
+  local c = p.confine
+  if not c then return true end
+  local function any(t) return t ~= nil and next(raw(t)) ~= nil end
+  return not (any(c.namespaces) or any(c.rlimits) or c.capabilities == "drop" or c.no_new_privs
+              or c.landlock or c.seccomp)
+end
+
+return M

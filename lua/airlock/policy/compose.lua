@@ -1,0 +1,290 @@
+-- airlock.policy.compose -- composition, and what counts as loosening.
+-- extend(base, overrides) lays an override over a base, led by the schema:
+-- maps merge deeply, values and lists replace, the markers append and remove
+-- (airlock.policy.markers) act on the base's value; then every field the base
+-- locks is compared, old against new, by its rule in LOOSER (a larger limit,
+-- a lost namespace, a granted effect...; a field with no rule loosens when it
+-- changes at all). layer(base, t) is the same merge without the locks.
+local values = require "airlock.policy.values"
+local schema = require "airlock.policy.schema"
+local markers = require "airlock.policy.markers"
+local freeze = require "airlock.policy.freeze"
+local loader = require "airlock.policy.load"
+
+local quote, path_of, shown, fail = values.quote, values.path_of, values.shown, values.fail
+local is_sequence, set_of = values.is_sequence, values.set_of
+local SCHEMA, LEAF, RLIMITS = schema.SCHEMA, schema.LEAF, schema.RLIMITS
+local child_of, parse_path = schema.child_of, schema.parse_path
+local REMOVE, appended = markers.remove, markers.appended
+local raw, materialize, is_policy = freeze.raw, freeze.materialize, freeze.is_policy
+
+local M = {}
+
+-- ------------------------------------------------------------ composition
+
+-- A value that merges as a map: a table, not a marker nor a handler object.
+local function is_map_value(v)
+  return type(v) == "table" and v ~= REMOVE and not appended(v) and (is_policy(v) or getmetatable(v) == nil)
+end
+
+-- Applies over (raw, possibly with markers) onto out (a plain copy), led by the schema.
+local function merge(out, over, node, path)
+  for k, v in pairs(raw(over)) do
+    local p = path_of(path, k)
+    local child = child_of(node, k)
+    if path == "" and k == "locked" then
+      if v == REMOVE then error("policy: locked: an override cannot remove the base's locks", 0) end
+      -- Locks accumulate: the base's stay, the override's are added.
+      local list = {}
+      for _, l in ipairs(type(out.locked) == "table" and out.locked or {}) do list[#list + 1] = l end
+      local add = materialize(v)
+      if type(add) == "string" then add = { add } end
+      if type(add) ~= "table" then fail("locked", "a list of field paths", add) end
+      for _, l in ipairs(add) do list[#list + 1] = l end
+      out.locked = list
+    elseif v == REMOVE then
+      out[k] = nil
+    elseif appended(v) then
+      local cur = out[k]
+      if type(child) == "table" and not child[LEAF] then
+        error(string.format("policy: %s is a map: policy.append only adds to lists", p), 0)
+      end
+      if cur ~= nil and not is_sequence(cur) then
+        error(string.format("policy: %s: policy.append needs a list in the base (it holds %s)", p, shown(cur)), 0)
+      end
+      local list = {}
+      for _, x in ipairs(cur or {}) do list[#list + 1] = x end
+      for _, x in ipairs(appended(v)) do list[#list + 1] = materialize(x) end
+      out[k] = list
+    elseif type(child) == "table" and is_map_value(v) and type(out[k]) == "table" then
+      out[k] = merge(out[k], v, child, p)
+    else
+      out[k] = materialize(v)
+    end
+  end
+  return out
+end
+
+-- ------------------------------------------------------------ locks: what loosens
+
+local INF = math.huge
+
+-- Numbers where larger is looser. opts.unset: the value when absent (INF =
+-- unlimited); opts.zero: the value 0 stands for (INF when 0 means unlimited).
+local function upper(opts)
+  opts = opts or {}
+  local function eff(x)
+    if x == nil then return opts.unset or INF end
+    if x == 0 and opts.zero then return opts.zero end
+    return x
+  end
+  return function(old, new) return eff(new) > eff(old) end
+end
+
+-- true when some item of a is not in b.
+local function missing(a, b)
+  local sb = set_of(b)
+  if type(a) == "table" then
+    for _, v in ipairs(a) do if not sb[v] then return true end end
+  end
+  return false
+end
+
+local function flag(old, new) return old == true and new ~= true end                -- true is stricter
+local function flag_inverted(old, new) return old ~= true and new == true end       -- false is stricter
+local function superset(old, new) return missing(old, new) end                      -- removing loosens
+local function changed(old, new) return not M.same(old, new) end
+
+local function landlock_rule(old, new)
+  local function norm(x)
+    if x == nil or x == false then return nil end
+    if x == true then x = {} end
+    return x
+  end
+  old, new = norm(old), norm(new)
+  if old == nil then return false end
+  if new == nil then return true end
+  for _, k in ipairs { "read", "write", "exec", "bind", "connect" } do
+    if missing(new[k], old[k]) then return true end
+  end
+  return old.scope ~= false and new.scope == false
+end
+
+local function seccomp_rule(old, new)
+  if old == nil or old == false then return false end
+  if new == nil or new == false then return true end
+  local om, nm = old.mode or "allow", new.mode or "allow"
+  if om == "allow" and nm == "deny" then return true end
+  if om == "allow" and nm == "allow" then
+    if missing(new.promises, old.promises) or missing(new.syscalls, old.syscalls) then return true end
+  elseif om == "deny" and nm == "deny" then
+    if missing(old.syscalls, new.syscalls) then return true end
+  end
+  return (old.refuse or "kill") == "kill" and (new.refuse or "kill") ~= "kill"
+end
+
+-- An effect: granting one, or changing a handler's code, loosens; refusing tightens.
+local function grant(old, new)
+  if new == nil or new == false then return false end
+  return old ~= new
+end
+
+-- By schema path, "*" for any key of a "*" map.
+local LOOSER = {
+  ["limits.deadline_ms"] = upper { zero = INF },
+  ["limits.memory"] = upper { zero = INF },
+  ["limits.instructions"] = upper { zero = INF },
+  ["limits.output"] = upper { unset = 65536 },
+  ["limits.max_frame"] = upper { unset = 16 * 1024 * 1024, zero = 16 * 1024 * 1024 },
+  ["limits.capture"] = upper { unset = 65536, zero = 65536 },
+  ["limits.ledger"] = upper { unset = 64 * 1024 * 1024, zero = INF },
+  ["effects.*"] = grant,
+  ["confine.namespaces"] = superset,
+  ["confine.shared_net"] = flag_inverted,
+  ["confine.capabilities"] = function(old, new) return old == "drop" and new ~= "drop" end,
+  ["confine.no_new_privs"] = flag,
+  ["confine.landlock"] = flag,
+  ["confine.seccomp"] = flag,
+  ["confine.require"] = superset,
+  ["tool.limits.deadline_ms"] = upper { zero = INF },
+  ["tool.limits.capture"] = upper { unset = 65536, zero = 65536 },
+  ["tool.limits.pids"] = upper { zero = INF },
+  ["tool.limits.tmp_size"] = upper(),
+  ["tool.limits.memory"] = upper { zero = INF },
+  ["tool.limits.cpu"] = upper { zero = INF },
+  ["tool.tmp"] = function(old, new) return old == "none" and new ~= "none" end,
+  ["tool.workspace_exec"] = flag_inverted,
+  ["tool.secrets.*"] = grant,
+}
+for _, role in ipairs { "tool.confine", "ledger.confine" } do
+  LOOSER[role .. ".namespaces"] = superset
+  LOOSER[role .. ".no_new_privs"] = flag
+  LOOSER[role .. ".landlock"] = landlock_rule
+  LOOSER[role .. ".seccomp"] = seccomp_rule
+end
+for _, role in ipairs { "confine", "tool.confine", "ledger.confine" } do
+  for k in pairs(RLIMITS) do LOOSER[role .. ".rlimits." .. k] = upper() end
+end
+
+local function brief(v)
+  if v == nil then return "nil (removed)" end
+  if type(v) == "table" and not is_policy(v) and getmetatable(v) ~= nil then return "a handler" end
+  if type(v) == "table" then
+    local parts = {}
+    for i, x in ipairs(v) do parts[i] = tostring(x) end
+    if #parts > 0 or next(raw(v)) == nil then return "{" .. table.concat(parts, ", ") .. "}" end
+    return "{...}"
+  end
+  if type(v) == "function" then return "a handler" end
+  if type(v) == "string" then return quote(v) end
+  return tostring(v)
+end
+
+-- The first loosened field under (old, new), as "path: old -> new", or nil.
+local function loosened(node, pattern, old, new, path)
+  local rule = LOOSER[pattern]
+  if rule then
+    if rule(old, new) then return path, old, new end
+    return nil
+  end
+  if type(node) == "table" and (old == nil or is_map_value(old)) and (new == nil or is_map_value(new))
+     and (old ~= nil or new ~= nil) then
+    local keys = {}
+    for k in pairs(raw(old or {})) do keys[k] = true end
+    for k in pairs(raw(new or {})) do keys[k] = true end
+    local sorted = {}
+    for k in pairs(keys) do sorted[#sorted + 1] = k end
+    table.sort(sorted, function(a, b) return tostring(a) < tostring(b) end)
+    for _, k in ipairs(sorted) do
+      local child = child_of(node, k)
+      local sub = (node[k] == nil and node["*"] ~= nil) and "*" or k
+      local p, o, n = loosened(child, pattern == "" and tostring(sub) or pattern .. "." .. tostring(sub),
+        (old or {})[k], (new or {})[k], path_of(path, k))
+      if p then return p, o, n end
+    end
+    return nil
+  end
+  if changed(old, new) then return path, old, new end
+end
+
+local function get_path(t, keys)
+  for _, k in ipairs(keys) do
+    if type(t) ~= "table" then return nil end
+    t = t[k]
+  end
+  return t
+end
+
+-- The first field that result loosens among those base locks, or nil:
+-- path, the lock that covers it, the old value and the new one.
+local function loosening(base, result)
+  for _, lp in ipairs(base.locked or {}) do
+    local keys = assert(parse_path(lp))
+    local node, pattern = SCHEMA, ""
+    for _, k in ipairs(keys) do
+      local sub = (type(node) == "table" and node[k] == nil and node["*"] ~= nil) and "*" or tostring(k)
+      node = child_of(node, k)
+      pattern = pattern == "" and sub or pattern .. "." .. sub
+    end
+    local p, o, n = loosened(node, pattern, get_path(base, keys), get_path(result, keys), lp)
+    if p then return p, lp, o, n end
+  end
+end
+
+-- Errors when result loosens a field base locks.
+local function check_locks(base, result)
+  local p, lp, o, n = loosening(base, result)
+  if p then
+    error(string.format("policy: %s is locked by the base policy '%s'%s: %s -> %s would loosen it",
+      p, tostring(base.name or "(unnamed)"), p ~= lp and " (locked: " .. lp .. ")" or "",
+      brief(o), brief(n)), 0)
+  end
+end
+
+local function as_policy(base)
+  if type(base) == "string" then
+    local p, err = loader.load(base)
+    if not p then error(err, 0) end
+    return p
+  end
+  return freeze.new(base)
+end
+
+--- extend(base, overrides) -> a new frozen policy: maps merge deeply, values
+--- and lists replace, policy.append{...} adds to a list, policy.remove drops a
+--- key; loosening a field the base locks is an error naming it. base may be a
+--- policy, a table or a stock name.
+function M.extend(base, overrides)
+  base = as_policy(base)
+  if overrides ~= nil and type(overrides) ~= "table" then
+    error(string.format("policy: extend: the overrides must be a table (got %s)", shown(overrides)), 0)
+  end
+  local result = freeze.new(merge(materialize(base), overrides or {}, SCHEMA, ""))
+  check_locks(base, result)
+  return result
+end
+
+--- layer(base, t): t over base, as extend does, but without checking locks.
+--- This is what airlock.run does with a bare table: its author states the
+--- whole intent, and may turn layers off by name.
+function M.layer(base, overrides)
+  base = as_policy(base)
+  return freeze.new(merge(materialize(base), overrides or {}, SCHEMA, ""))
+end
+
+-- ------------------------------------------------------------ equality
+
+-- Deep equality (tables by content, frozen or not).
+function M.same(a, b)
+  if a == b then return true end
+  if type(a) ~= "table" or type(b) ~= "table" then return false end
+  if not (is_map_value(a) and is_map_value(b)) then return false end
+  for k, v in pairs(raw(a)) do if not M.same(v, b[k]) then return false end end
+  for k in pairs(raw(b)) do if a[k] == nil then return false end end
+  return true
+end
+
+M.loosening = loosening
+M.brief = brief
+
+return M

@@ -1,0 +1,63 @@
+-- airlock.policy.load -- a policy by name or path: a stock policy
+-- (policies/NAME.lua, compiled into the module as airlock.policies.NAME) or a
+-- Lua file that returns a policy table, validated as it is. The entry points
+-- (airlock.run, airlock.exec, the command) take theirs through resolve
+-- (airlock.policy.authority), which lays a bare table over the stock policy
+-- of their tier.
+local new = require("airlock.policy.freeze").new
+
+local M = {}
+
+local function loader(what)
+  local ok, p = pcall(require, "airlock.policies." .. what)
+  if ok then return p end
+  if tostring(p):match("module 'airlock%.policies%.[^']*' not found") then return nil end
+  error(p, 0)
+end
+
+-- What the Lua file at path returns (a table or a policy), or nil, message.
+local function file_value(what)
+  local chunk, err = loadfile(what, "t")
+  if not chunk then
+    if err:match("No such file") or err:match("cannot open") then
+      return nil, string.format("policy: no stock policy or file named '%s'", what)
+    end
+    return nil, "policy: " .. err
+  end
+  local ok, t = pcall(chunk)
+  if not ok then return nil, "policy: " .. what .. ": " .. tostring(t) end
+  return t
+end
+
+--- load(name_or_path): a stock policy by name ("untrusted", "tool", "ledger",
+--- "dev") or a Lua file that returns a policy table, validated as it is (no
+--- base under it: entry points use resolve). Returns the frozen policy, or
+--- nil, message.
+function M.load(what)
+  if type(what) ~= "string" then return nil, "policy: load expects a name or a path" end
+  if what:match("^[%w_%-]+$") then
+    local ok, p = pcall(loader, what)
+    if not ok then return nil, tostring(p) end
+    if p ~= nil then
+      local ok2, pol = pcall(new, p)
+      if ok2 then return pol end
+      return nil, pol .. " (in the stock policy '" .. what .. "')"
+    end
+  end
+  local t, err = file_value(what)
+  if t == nil then return nil, err end
+  local ok2, pol = pcall(new, t)
+  if not ok2 then return nil, pol .. " (in " .. what .. ")" end
+  return pol
+end
+
+--- is_stock(name) -> whether name is one of the stock policies.
+function M.is_stock(name)
+  if type(name) ~= "string" or not name:match("^[%w_%-]+$") then return false end
+  local ok, p = pcall(loader, name)
+  return ok and p ~= nil
+end
+
+M.file_value = file_value
+
+return M
