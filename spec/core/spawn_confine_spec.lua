@@ -173,7 +173,7 @@ describe("airlock.spawn under a tool-like confinement", function()
     assert.matches("does not allow execve.*promise 'exec'", err)
     p, err = airlock.spawn { argv = { "/bin/true" }, confine = { landlock = { read = { "/nonexistent/airlock" } } } }
     assert.is_nil(p)
-    assert.equal("confinement: landlock: /nonexistent/airlock: No such file or directory", err)
+    assert.equal("confinement: landlock: /nonexistent/airlock: No such file or directory (ENOENT)", err)
     p, err = airlock.spawn { argv = { "no-such-program-airlock" } }
     assert.is_nil(p)
     assert.matches("not found in PATH", err)
@@ -234,7 +234,7 @@ describe("airlock.confine", function()
       print(io.open("/etc/passwd") ~= nil)
     ]]
     assert.equal("ok", res.cause, res.message .. " " .. res.stderr)
-    assert.equal("nil\tconfine: landlock: /nonexistent/airlock: No such file or directory\t2\ntrue\n", res.stdout)
+    assert.equal("nil\tconfine: landlock: /nonexistent/airlock: No such file or directory (ENOENT)\t2\ntrue\n", res.stdout)
   end)
 
   it("rejects an unknown key by name", function()
