@@ -99,7 +99,7 @@ tool("test-codec", { "spec/c/test_codec.c" }, { "airlock-core", "msgpackc", "cry
 tool("test-convert", { "spec/c/test_convert.c" }, { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "crypto", "m" })
 tool("test-confine", { "spec/c/test_confine.c" }, { "airlock-core", "crypto", "seccomp" })
 tool("test-broker-loop", { "spec/c/test_broker_loop.c" }, { "airlock-core", "msgpackc", "crypto", "seccomp" })
-tool("test-confine-spec", { "spec/c/test_confine_spec.c" }, { "airlock-core", "seccomp" })
+tool("test-confine-prepare", { "spec/c/test_confine_prepare.c" }, { "airlock-core", "seccomp" })
 tool("attack", { "spec/fixtures/attack.c" }, { "airlock-core", "crypto", "seccomp" })
 tool("hostile-worker", { "spec/fixtures/hostile_worker.c" }, { "airlock-core", "msgpackc", "crypto", "seccomp" })
 tool("airlock-baseline", { "bench/baseline.c" }, { "msgpackc" })

@@ -334,35 +334,35 @@ typedef struct airlock_result {
 } airlock_result;
 
 typedef struct airlock_run_opts {
-  const char *const *argv;        /* the worker or program */
-  const char *path;               /* NULL: argv[0]; see airlock_spawn_opts.path */
-  const char *const *envp;        /* NULL: empty */
-  const char *workdir;            /* NULL: "/" */
+  airlock_spawn_opts spawn;       /* the process and its confinement, as airlock_spawn
+                                     takes them, with three differences: the broker sets
+                                     spawn.channel (a worker, or a program with
+                                     program_channel) and spawn.cgroup_fds (from pids_max,
+                                     memory_max, cpu_millis) itself; spawn.stdin_fd <= 0
+                                     means /dev/null (the caller keeps a descriptor it
+                                     passes and may close it once start returns);
+                                     spawn.rlimits is copied at start. The confinement
+                                     (spawn.confine) may be freed once start returns: a
+                                     seccomp filter is checked from outside right after
+                                     spawn (Seccomp: 2, NoNewPrivs: 1); in kill mode a
+                                     refused call ends the run with cause seccomp, named;
+                                     with AIRLOCK_REFUSE_CHOSEN it fails with an errno and
+                                     is named in the result (refused), the run going on.
+                                     Namespaces asked for are checked right after spawn;
+                                     with drop_caps the Cap* lines must be zero on ready.
+                                     With spawn.init the result tells the program's own
+                                     exit status or signal */
   const void *init;               /* whole init frame (header included), or NULL */
   size_t init_len;
   uint32_t max_frame;             /* 0: AIRLOCK_FRAME_MAX_DEFAULT */
   uint64_t deadline_ms;           /* 0: none */
-  size_t capture_max;             /* per stream; 0: AIRLOCK_CAPTURE_DEFAULT */
+  size_t capture_max;             /* per stream; 0: AIRLOCK_CAPTURE_DEFAULT (streams passed
+                                     as spawn.stdout_fd/stderr_fd are not captured) */
   int expect_ready;               /* 1: the first frame must be ready (worker) */
-  unsigned long namespaces;       /* CLONE_NEW* flags (see airlock_spawn_opts) */
-  int no_new_privs;               /* PR_SET_NO_NEW_PRIVS before exec */
-  const airlock_rlimits *rlimits; /* NULL: inherit (copied at start) */
-  int drop_caps;                  /* see airlock_spawn_opts; verified on ready */
-  int netns_fd;                   /* see airlock_spawn_opts */
   int verify_seccomp;             /* on ready: /proc/PID/status must show Seccomp: 2
                                      and NoNewPrivs: 1, else the run ends with cause
-                                     confinement (namespaces asked for are always
-                                     checked, right after spawn; with drop_caps the
-                                     Cap* lines must be all zero on ready) */
+                                     confinement */
   void *udata;                    /* returned by airlock_run_udata */
-  const airlock_confine_prepared *confine; /* NULL: none. Passed to the spawner
-                                     (airlock_spawn_opts.confine); the caller may free
-                                     it once airlock_broker_start returns. A seccomp
-                                     filter is checked from outside right after spawn
-                                     (Seccomp: 2, NoNewPrivs: 1); in kill mode a refused
-                                     call ends the run with cause seccomp, named; with
-                                     AIRLOCK_REFUSE_CHOSEN it fails with an errno and is
-                                     named in the result (refused), the run going on */
   int program;                    /* 1: a plain program, not a worker: no init, no
                                      ready; exit status 0 is cause ok, another status
                                      cause exit (the status in the message) */
@@ -370,29 +370,14 @@ typedef struct airlock_run_opts {
                                      may send call frames (only those, one at a time;
                                      ids need only be positive, since every process of
                                      the program shares the channel) */
-  int stdin_fd;                   /* > 0: the child's stdin (the caller keeps it and may
-                                     close it once airlock_broker_start returns);
-                                     otherwise /dev/null */
-  int stdout_fd, stderr_fd;       /* > 0: passed to the child as its stdout (stderr), not
-                                     captured (the result's capture is then empty); the
-                                     caller keeps them. Otherwise captured */
-  const char *const *tmpfs;       /* see airlock_spawn_opts */
-  const char *tmpfs_size;
-  unsigned long tmpfs_inodes;
-  const char *const *keep;
   uint64_t pids_max;              /* > 0: a pids cgroup (airlock_cgroup) holds the child
                                      and everything it forks to this many processes;
                                      removed when the run ends. Unavailable: start fails */
-  int workspace;                  /* see airlock_spawn_opts */
-  const char *const *view_ro, *const *view_rw;   /* see airlock_spawn_opts */
   uint64_t memory_max;            /* > 0: a memory cgroup holds the run to this many bytes
                                      (all its processes together; cause memory when its OOM
                                      killer ends one); unavailable: start fails */
   uint32_t cpu_millis;            /* > 0: a cpu cgroup holds the run to this rate, in
                                      thousandths of a core; unavailable: start fails */
-  const char *rootfs;             /* see airlock_spawn_opts */
-  const char *init_program;       /* see airlock_spawn_opts.init: the result then tells the
-                                     program's own exit status or signal */
 } airlock_run_opts;
 
 typedef enum airlock_event_kind { AIRLOCK_EV_CALL = 1, AIRLOCK_EV_DONE } airlock_event_kind;

@@ -1,10 +1,11 @@
 /*
 ** broker.c -- one epoll loop multiplexing many runs: frames in, replies out,
-** capture, deadlines, exits (pidfd) and the cause each run ends with.
+** capture, deadlines and exits (pidfd). The outside checks, the seccomp
+** listener and the cause a run ends with are in broker_verify.c,
+** broker_seccomp.c and broker_end.c (broker_int.h holds what they share).
 */
 #define _GNU_SOURCE
-#include "airlock.h"
-#include "confine.h"
+#include "broker_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,74 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/ioctl.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include <linux/seccomp.h>
-
-enum { W_CHAN, W_OUT, W_ERR, W_PID, W_NOTIFY, W_COUNT };
-
-struct watch { airlock_run *run; int which; };
-
-/* A decoded frame kept alive (the objects live in u's zone). */
-struct held {
-  msgpack_unpacked u;
-  airlock_msg m;
-  int live;
-};
-
-struct capture_buf { char *data; size_t len, cap; int truncated; };
-
-struct airlock_run {
-  airlock_broker *b;
-  airlock_run *prev, *next;     /* the broker's list of all runs */
-  uint64_t serial;
-  void *udata;
-  airlock_child c;
-  struct watch w[W_COUNT];
-  airlock_frame_reader rd;
-  uint8_t *wbuf;                /* queued channel output */
-  size_t wlen, woff;
-  struct capture_buf cap[2];
-  size_t capture_max;
-  double t_start, deadline_at;  /* ms, monotonic; deadline_at 0 = none */
-  uint64_t deadline_ms;
-  int expect_ready, ready_seen, eof, exited, killed, finished, delivered, released, want_out;
-  int denied_noted, verify_seccomp, drop_caps, verify_failed, program, program_channel;
-  airlock_cgroup cgroup;        /* with pids_max, memory_max or cpu_millis; paths "" otherwise */
-  uint64_t memory_max;
-  airlock_rlimits rlimits;
-  unsigned long namespaces;
-  struct held call, ready, final;
-  uint64_t last_id;
-  int refuse_chosen;            /* refused calls are answered with an errno */
-  int init_status, init_seen;   /* airlock-init's report of the program's wait status */
-  int exec_errno;               /* airlock-init could not run the program: why */
-  airlock_refusal refused[AIRLOCK_REFUSALS_MAX];
-  airlock_cause pending;        /* set when the parent decided the cause */
-  int status;                   /* wait status */
-  struct rusage ru;
-  char message[1024];
-  airlock_result res;
-};
-
-struct airlock_broker {
-  int epfd;
-  airlock_run *runs;
-  size_t live;
-  uint64_t serial;
-  airlock_run **queue;          /* runs with an event to deliver (FIFO) */
-  size_t qhead, qlen, qcap;
-  char error[512];
-};
 
 static const msgpack_object nil_object = { .type = MSGPACK_OBJECT_NIL };
-
-double airlock_now_ms(void);
 
 /* ------------------------------------------------------------ helpers */
 
@@ -123,7 +63,7 @@ static void queue_forget(airlock_broker *b, airlock_run *r) {
   b->qlen = j;
 }
 
-static void watch_del(airlock_run *r, int which, int fd) {
+void broker_watch_del(airlock_run *r, int which, int fd) {
   if (fd >= 0) epoll_ctl(r->b->epfd, EPOLL_CTL_DEL, fd, NULL);
   (void)which;
 }
@@ -136,7 +76,7 @@ static int watch_add(airlock_run *r, int which, int fd, uint32_t events) {
   return epoll_ctl(r->b->epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
 }
 
-static void kill_group(airlock_run *r) {
+void broker_kill_group(airlock_run *r) {
   if (r->exited || r->c.pid <= 0) return;
   /* The leader is not reaped yet, so its pid (and process group id) cannot be
   ** reused: signalling the group is safe and takes any forked children too. */
@@ -146,7 +86,7 @@ static void kill_group(airlock_run *r) {
 }
 
 /* The parent decides how the run ends (first decision wins) and kills it. */
-static void end_with(airlock_run *r, airlock_cause cause, const char *fmt, ...) {
+void broker_end_with(airlock_run *r, airlock_cause cause, const char *fmt, ...) {
   if (r->pending == AIRLOCK_CAUSE_OK && !r->final.live) {
     va_list ap;
     r->pending = cause;
@@ -154,7 +94,7 @@ static void end_with(airlock_run *r, airlock_cause cause, const char *fmt, ...) 
     vsnprintf(r->message, sizeof r->message, fmt, ap);
     va_end(ap);
   }
-  kill_group(r);
+  broker_kill_group(r);
 }
 
 /* ------------------------------------------------------------ channel output */
@@ -208,67 +148,7 @@ static int queue_out(airlock_run *r, const void *p, size_t n) {
 static void accept_final(airlock_run *r, struct held *h) {
   r->final = *h;
   memset(h, 0, sizeof *h);
-  kill_group(r);   /* done or pause: the disposable child has nothing more to say */
-}
-
-/* Right after spawn (the child is alive: its namespaces still exist), check
-** from outside that it is in every namespace asked for. A child that already
-** died cannot be checked and does not need to be. Returns 0, or -1 with why. */
-static int verify_namespaces(airlock_run *r, char *why, size_t len) {
-  char path[64], mine[64], theirs[64];
-  for (const airlock_namespace *ns = airlock_namespaces; ns->name; ns++) {
-    if (!(r->namespaces & ns->flag)) continue;
-    ssize_t a, b;
-    snprintf(path, sizeof path, "/proc/self/ns/%s", ns->proc);
-    a = readlink(path, mine, sizeof mine - 1);
-    snprintf(path, sizeof path, "/proc/%d/ns/%s", (int)r->c.pid, ns->proc);
-    b = readlink(path, theirs, sizeof theirs - 1);
-    if (b <= 0 && errno == ENOENT) return 0;   /* already exited */
-    if (a <= 0 || b <= 0 || (a == b && memcmp(mine, theirs, (size_t)a) == 0)) {
-      snprintf(why, len, "the worker is not in its own %s namespace (%s)", ns->name, path);
-      return -1;
-    }
-  }
-  return 0;
-}
-
-/* The child's claims in ready are not trusted: /proc/PID/status must show the
-** seccomp filter and no_new_privs. A child that already exited cannot be
-** checked, so fails the check (the real worker stays alive until the parent
-** hangs up, see worker_end). Returns 0, or -1 with a message in why. */
-static int verify_from_outside(airlock_run *r, char *why, size_t len) {
-  static const char *const caps[] = { "\nCapInh:\t", "\nCapPrm:\t", "\nCapEff:\t",
-                                      "\nCapBnd:\t", "\nCapAmb:\t" };
-  char path[64], buf[4096];
-  snprintf(path, sizeof path, "/proc/%d/status", (int)r->c.pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-  if (fd >= 0) close(fd);
-  if (n <= 0) { snprintf(why, len, "cannot read %s to verify confinement", path); return -1; }
-  buf[n] = 0;
-  /* A bounding set left full is harmless when nothing is permitted and
-  ** no_new_privs voids file capabilities: what the spawner leaves when it runs
-  ** without root and without a user namespace (see drop_capabilities). */
-  int nnp = strstr(buf, "\nNoNewPrivs:\t1\n") != NULL;
-  for (size_t i = 0; r->drop_caps && i < sizeof caps / sizeof *caps; i++) {
-    const char *at = strstr(buf, caps[i]);
-    if (i == 3 && nnp && at) continue;   /* CapBnd */
-    if (!at || strspn(at + strlen(caps[i]), "0") != 16) {
-      snprintf(why, len, "the worker reported ready but %s shows capabilities left (%.6s not zero)",
-               path, caps[i] + 1);
-      return -1;
-    }
-  }
-  if (!r->verify_seccomp) return 0;
-  if (!strstr(buf, "\nSeccomp:\t2\n")) {
-    snprintf(why, len, "the worker reported ready but %s does not show a seccomp filter (Seccomp: 2)", path);
-    return -1;
-  }
-  if (!strstr(buf, "\nNoNewPrivs:\t1\n")) {
-    snprintf(why, len, "the worker reported ready but %s does not show NoNewPrivs: 1", path);
-    return -1;
-  }
-  return 0;
+  broker_kill_group(r);   /* done or pause: the disposable child has nothing more to say */
 }
 
 /* Handles one complete frame. Returns 0 to keep reading, 1 to stop. */
@@ -284,25 +164,25 @@ static int on_frame(airlock_run *r) {
   airlock_frame_reader_reset(&r->rd);
   if (rc < 0) {
     held_drop(&h);
-    end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: %s", why);
+    broker_end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: %s", why);
     return 1;
   }
   const char *kind = airlock_msg_kind_name(h.m.kind);
   if (r->call.live) {
     held_drop(&h);
-    end_with(r, AIRLOCK_CAUSE_PROTOCOL,
+    broker_end_with(r, AIRLOCK_CAUSE_PROTOCOL,
              "protocol: '%s' frame sent while call %llu was still unanswered (one call at a time)",
              kind, (unsigned long long)r->call.m.id);
     return 1;
   }
   if (r->expect_ready && !r->ready_seen && h.m.kind != AIRLOCK_MSG_READY) {
     held_drop(&h);
-    end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: first frame must be 'ready', got '%s'", kind);
+    broker_end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: first frame must be 'ready', got '%s'", kind);
     return 1;
   }
   if (r->program && h.m.kind != AIRLOCK_MSG_CALL) {
     held_drop(&h);
-    end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: a program may only send 'call' frames on fd 3, got '%s'", kind);
+    broker_end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: a program may only send 'call' frames on fd 3, got '%s'", kind);
     return 1;
   }
   switch (h.m.kind) {
@@ -310,15 +190,15 @@ static int on_frame(airlock_run *r) {
     if (r->ready_seen || !r->expect_ready) break;
     if (h.m.version != AIRLOCK_PROTOCOL_VERSION) {
       held_drop(&h);
-      end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: child speaks version %llu, parent speaks %d",
+      broker_end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: child speaks version %llu, parent speaks %d",
                (unsigned long long)h.m.version, AIRLOCK_PROTOCOL_VERSION);
       return 1;
     }
     r->ready_seen = 1;
     r->ready = h;
-    if ((r->verify_seccomp || r->drop_caps) && verify_from_outside(r, why, sizeof why) < 0) {
+    if ((r->verify_seccomp || r->drop_caps) && broker_verify_ready(r, why, sizeof why) < 0) {
       r->verify_failed = 1;
-      end_with(r, AIRLOCK_CAUSE_CONFINEMENT, "confinement: %s", why);
+      broker_end_with(r, AIRLOCK_CAUSE_CONFINEMENT, "confinement: %s", why);
       return 1;
     }
     return 0;
@@ -327,7 +207,7 @@ static int on_frame(airlock_run *r) {
     if (h.m.id <= r->last_id && !r->program) {
       unsigned long long got = (unsigned long long)h.m.id;
       held_drop(&h);
-      end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: call id %llu does not increase (last was %llu)",
+      broker_end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: call id %llu does not increase (last was %llu)",
                got, (unsigned long long)r->last_id);
       return 1;
     }
@@ -335,7 +215,7 @@ static int on_frame(airlock_run *r) {
     r->res.usage.effects++;
     r->call = h;
     if (queue_push(r->b, r) < 0) {
-      end_with(r, AIRLOCK_CAUSE_PROTOCOL, "out of memory queueing a call");
+      broker_end_with(r, AIRLOCK_CAUSE_PROTOCOL, "out of memory queueing a call");
       return 1;
     }
     return 0;
@@ -347,7 +227,7 @@ static int on_frame(airlock_run *r) {
     break;
   }
   held_drop(&h);
-  end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: unexpected '%s' frame from the child", kind);
+  broker_end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: unexpected '%s' frame from the child", kind);
   return 1;
 }
 
@@ -363,102 +243,19 @@ static void read_channel(airlock_run *r) {
     if (rc == AIRLOCK_FRAME_EOF) { r->eof = 1; return; }
     r->eof = 1;
     if (rc == -EMSGSIZE)
-      end_with(r, AIRLOCK_CAUSE_PROTOCOL,
+      broker_end_with(r, AIRLOCK_CAUSE_PROTOCOL,
                "protocol: frame of %u bytes exceeds the limit of %u bytes (max_frame)",
                r->rd.len, r->rd.max);
     else if (rc == -EPROTO && r->rd.hdr_have == 4 && r->rd.len == 0)
-      end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: empty frame (length 0)");
+      broker_end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: empty frame (length 0)");
     else if (rc == -EPROTO)
-      end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: channel closed in the middle of a frame");
+      broker_end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: channel closed in the middle of a frame");
     else if (rc == -ECONNRESET)
       return;   /* the child died; its exit status says why */
     else
-      end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: reading the channel failed: %s", airlock_strerror(-rc));
+      broker_end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: reading the channel failed: %s", airlock_strerror(-rc));
     return;
   }
-}
-
-/* ------------------------------------------------------------ seccomp listener */
-
-/* Counts a refused call, naming the first AIRLOCK_REFUSALS_MAX distinct ones. */
-static void note_refusal(airlock_run *r, int nr, int err) {
-  airlock_result *res = &r->res;
-  res->refused_total++;
-  for (size_t i = 0; i < res->nrefused; i++)
-    if (r->refused[i].nr == nr && r->refused[i].err == err) { r->refused[i].count++; return; }
-  if (res->nrefused < AIRLOCK_REFUSALS_MAX) r->refused[res->nrefused++] = (airlock_refusal){ nr, err, 1 };
-}
-
-/* A confined program made a call its filter refuses (the spawner handed the
-** filter's listener over). The call waits in the kernel, never executed. With
-** a chosen errno it fails with that errno and is counted; in kill mode the
-** run ends with cause seccomp, the call named, and the caller is killed even
-** if it left the process group. */
-static void on_notify(airlock_run *r, uint32_t events) {
-  if (events & EPOLLIN) {
-    struct seccomp_notif n;
-    memset(&n, 0, sizeof n);
-    if (ioctl(r->c.notify, SECCOMP_IOCTL_NOTIF_RECV, &n) == 0) {
-      if (r->refuse_chosen) {
-        int e = airlock_refusal_errno(n.data.nr);
-        struct seccomp_notif_resp resp = { .id = n.id, .val = 0, .error = -e, .flags = 0 };
-        /* ENOENT: the caller was killed meanwhile; nothing to answer. */
-        if (ioctl(r->c.notify, SECCOMP_IOCTL_NOTIF_SEND, &resp) == 0 || errno == ENOENT)
-          note_refusal(r, n.data.nr, e);
-        return;
-      }
-      char name[64];
-      /* A pidfd for the caller, taken while the notification is still pending
-      ** (checked after), so the pid cannot have been reused. The run's group
-      ** dies first: killing the caller alone first would let its parent see it
-      ** die and run on (a shell's next command) before its own SIGKILL. */
-      int pfd = (int)syscall(SYS_pidfd_open, (pid_t)n.pid, 0);
-      if (pfd >= 0 && ioctl(r->c.notify, SECCOMP_IOCTL_NOTIF_ID_VALID, &n.id) != 0) {
-        close(pfd);
-        pfd = -1;
-      }
-      end_with(r, AIRLOCK_CAUSE_SECCOMP,
-               "killed by seccomp: the program tried system call %s (number %d), "
-               "which this policy does not allow",
-               airlock_syscall_name(n.data.nr, name, sizeof name), n.data.nr);
-      if (pfd >= 0) {   /* one that left the process group (setsid) goes too */
-        syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0);
-        close(pfd);
-      }
-      return;
-    }
-    if (errno == ENOENT || errno == EINTR) return;   /* withdrawn: its caller died */
-  } else if (!(events & (EPOLLHUP | EPOLLERR))) {
-    return;
-  }
-  /* No process is left under the filter, or the listener failed: stop
-  ** watching (a level-triggered HUP would wake every step). */
-  watch_del(r, W_NOTIFY, r->c.notify);
-  close(r->c.notify);
-  r->c.notify = -1;
-}
-
-/* Right after spawn: a program the spawner confined with seccomp must show
-** the filter and no_new_privs in /proc/PID/status (unless it has already
-** exited). Returns 0, or -1 with why. */
-static int verify_program_filter(airlock_run *r, char *why, size_t len) {
-  char path[64], buf[4096];
-  snprintf(path, sizeof path, "/proc/%d/status", (int)r->c.pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-  if (fd >= 0) close(fd);
-  if (n <= 0) return 0;   /* already gone */
-  buf[n] = 0;
-  if (strstr(buf, "\nState:\tZ")) return 0;
-  if (!strstr(buf, "\nSeccomp:\t2\n")) {
-    snprintf(why, len, "the program was started with a seccomp filter but %s does not show one (Seccomp: 2)", path);
-    return -1;
-  }
-  if (!strstr(buf, "\nNoNewPrivs:\t1\n")) {
-    snprintf(why, len, "the program was started confined but %s does not show NoNewPrivs: 1", path);
-    return -1;
-  }
-  return 0;
 }
 
 /* ------------------------------------------------------------ capture */
@@ -484,7 +281,7 @@ static void drain_capture(airlock_run *r, int which) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) return;
     if (n <= 0) {      /* EOF or error: stop watching */
-      watch_del(r, which, *fd);
+      broker_watch_del(r, which, *fd);
       close(*fd);
       *fd = -1;
       return;
@@ -495,173 +292,6 @@ static void drain_capture(airlock_run *r, int which) {
 }
 
 /* ------------------------------------------------------------ finishing */
-
-static int worker_cause_word(airlock_run *r, const msgpack_object *err, airlock_cause *out) {
-  const msgpack_object *w = airlock_msg_field(err, "cause");
-  char word[32];
-  if (!w || w->type != MSGPACK_OBJECT_STR || w->via.str.size >= sizeof word) return 0;
-  memcpy(word, w->via.str.ptr, w->via.str.size);
-  word[w->via.str.size] = 0;
-  int c = airlock_cause_from_name(word);
-  /* A child may only claim causes it can observe itself; "denied" only when the
-  ** parent really refused one of its effects. */
-  if (c == AIRLOCK_CAUSE_INSTRUCTIONS || c == AIRLOCK_CAUSE_MEMORY ||
-      (c == AIRLOCK_CAUSE_DENIED && r->denied_noted)) {
-    *out = (airlock_cause)c;
-    return 1;
-  }
-  return 0;
-}
-
-static void copy_str_field(char *dst, size_t len, const msgpack_object *map, const char *key,
-                           const char *fallback) {
-  const msgpack_object *s = airlock_msg_field(map, key);
-  if (s && s->type == MSGPACK_OBJECT_STR) {
-    size_t n = s->via.str.size < len - 1 ? s->via.str.size : len - 1;
-    memcpy(dst, s->via.str.ptr, n);
-    dst[n] = 0;
-  } else {
-    snprintf(dst, len, "%s", fallback);
-  }
-}
-
-/* Last non-empty line of stderr, to explain an unexpected exit. */
-static void stderr_tail(airlock_run *r, char *dst, size_t len) {
-  struct capture_buf *cb = &r->cap[1];
-  size_t end = cb->len;
-  dst[0] = 0;
-  while (end > 0 && (cb->data[end - 1] == '\n' || cb->data[end - 1] == '\r')) end--;
-  size_t start = end;
-  while (start > 0 && cb->data[start - 1] != '\n') start--;
-  size_t n = end - start < len - 1 ? end - start : len - 1;
-  if (n) memcpy(dst, cb->data + start, n);
-  dst[n] = 0;
-}
-
-/* The number in the last AIRLOCK_SECCOMP_REPORT line on stderr, or -1. */
-static long blocked_syscall(airlock_run *r) {
-  struct capture_buf *cb = &r->cap[1];
-  const size_t plen = sizeof AIRLOCK_SECCOMP_REPORT - 1;
-  long nr = -1;
-  for (size_t i = 0; cb->data && i + plen < cb->len; i++) {
-    if (memcmp(cb->data + i, AIRLOCK_SECCOMP_REPORT, plen) != 0) continue;
-    long v = 0;
-    size_t j = i + plen;
-    while (j < cb->len && cb->data[j] >= '0' && cb->data[j] <= '9' && v < 100000)
-      v = v * 10 + (cb->data[j++] - '0');
-    if (j > i + plen) nr = v;
-  }
-  return nr;
-}
-
-/* Killed by SIGKILL that the broker did not send, with the CPU time of the
-** RLIMIT_CPU hard limit (soft + 1 s) used. */
-static int cpu_limit_killed(const airlock_run *r) {
-  const airlock_result *res = &r->res;
-  if (res->term_signal != SIGKILL || !(r->rlimits.set_mask & AIRLOCK_RL_CPU)) return 0;
-  return res->usage.user_ms + res->usage.sys_ms >= (double)r->rlimits.cpu * 1000.0;
-}
-
-static void classify(airlock_run *r) {
-  airlock_result *res = &r->res;
-  char sig[32], tail[400];
-  /* With airlock-init, a program that ended on its own is told as it ended.
-  ** The records come from a process the program could reach, so they count
-  ** only where they agree with airlock-init's own exit status. */
-  if (r->init_seen && WIFEXITED(r->status)) {
-    int code = WEXITSTATUS(r->status), rec = r->init_status;
-    if ((WIFEXITED(rec) && WEXITSTATUS(rec) == code) || (WIFSIGNALED(rec) && 128 + WTERMSIG(rec) == code))
-      r->status = rec;
-  }
-  if (r->exec_errno && !(WIFEXITED(r->status) && (WEXITSTATUS(r->status) == 126 || WEXITSTATUS(r->status) == 127)))
-    r->exec_errno = 0;
-  res->exit_code = WIFEXITED(r->status) ? WEXITSTATUS(r->status) : -1;
-  res->term_signal = WIFSIGNALED(r->status) ? WTERMSIG(r->status) : 0;
-  res->usage.wall_ms = airlock_now_ms() - r->t_start;
-  res->usage.user_ms = r->ru.ru_utime.tv_sec * 1e3 + r->ru.ru_utime.tv_usec / 1e3;
-  res->usage.sys_ms = r->ru.ru_stime.tv_sec * 1e3 + r->ru.ru_stime.tv_usec / 1e3;
-  res->usage.max_rss_kb = r->ru.ru_maxrss;
-
-  /* A worker that dies of seccomp just after ready loses its filter while it
-  ** exits, so the check on ready can fail; the SIGSYS death itself shows
-  ** the filter was there, and the more precise cause wins. */
-  if (r->pending == AIRLOCK_CAUSE_CONFINEMENT && r->verify_failed && res->term_signal == SIGSYS)
-    r->pending = AIRLOCK_CAUSE_OK;
-  if (r->pending != AIRLOCK_CAUSE_OK) {
-    res->cause = r->pending;
-  } else if (r->final.live && r->final.m.kind == AIRLOCK_MSG_PAUSE) {
-    res->cause = AIRLOCK_CAUSE_PAUSED;
-    res->value = r->final.m.value;
-    snprintf(r->message, sizeof r->message, "the guest asked for input");
-  } else if (r->final.live && !r->final.m.err) {
-    res->cause = AIRLOCK_CAUSE_OK;
-    res->value = r->final.m.value;
-    r->message[0] = 0;
-  } else if (r->final.live) {
-    airlock_cause c = AIRLOCK_CAUSE_ERROR;
-    worker_cause_word(r, r->final.m.err, &c);
-    res->cause = c;
-    res->err = r->final.m.err;
-    copy_str_field(r->message, sizeof r->message, r->final.m.err, "message", "guest error");
-  } else if (res->term_signal == SIGSYS) {
-    res->cause = AIRLOCK_CAUSE_SECCOMP;
-    long nr = blocked_syscall(r);
-    if (nr >= 0)
-      snprintf(r->message, sizeof r->message,
-               "killed by seccomp: the guest tried system call %s (number %ld), "
-               "which this policy does not allow", airlock_syscall_name(nr, sig, sizeof sig), nr);
-    else
-      snprintf(r->message, sizeof r->message,
-               "killed by seccomp (SIGSYS): a system call this policy does not allow "
-               "(the process did not say which)");
-  } else if (r->exec_errno) {
-    res->cause = AIRLOCK_CAUSE_EXIT;
-    char en[24];
-    snprintf(r->message, sizeof r->message, "the program could not be started: exec: %s (%s)",
-             airlock_strerror(r->exec_errno), airlock_errno_name(r->exec_errno, en, sizeof en));
-  } else if (r->program && WIFEXITED(r->status) && res->exit_code == 0) {
-    res->cause = AIRLOCK_CAUSE_OK;   /* a plain program that exited 0 */
-    r->message[0] = 0;
-  } else if (res->usage.oom_kills > 0) {
-    res->cause = AIRLOCK_CAUSE_MEMORY;
-    snprintf(r->message, sizeof r->message, "the run's memory limit of %llu bytes was reached: its "
-             "cgroup's OOM killer ended %llu process%s (%s)", (unsigned long long)r->memory_max,
-             (unsigned long long)res->usage.oom_kills, res->usage.oom_kills == 1 ? "" : "es",
-             WIFEXITED(r->status) ? "the program then exited" : "the program was killed");
-  } else if (r->expect_ready && WIFEXITED(r->status) &&
-             res->exit_code == AIRLOCK_WORKER_EXIT_CONFINE) {
-    res->cause = AIRLOCK_CAUSE_CONFINEMENT;
-    stderr_tail(r, tail, sizeof tail);
-    snprintf(r->message, sizeof r->message, "%s",
-             tail[0] ? tail : "confinement: a required layer could not be applied");
-  } else if (res->term_signal == SIGXCPU || cpu_limit_killed(r)) {
-    /* In a new pid namespace the worker is its init, which the kernel spares
-    ** from SIGXCPU; the hard limit's SIGKILL a second later is the sign then. */
-    res->cause = AIRLOCK_CAUSE_CPU;
-    snprintf(r->message, sizeof r->message, "CPU time limit of %llu s reached (%s)",
-             (unsigned long long)r->rlimits.cpu, res->term_signal == SIGXCPU ? "SIGXCPU" : "SIGKILL at the hard limit");
-  } else if (res->term_signal) {
-    res->cause = AIRLOCK_CAUSE_CRASH;
-    snprintf(r->message, sizeof r->message, "crashed: killed by SIG%s",
-             airlock_signal_name(res->term_signal, sig, sizeof sig));
-  } else {
-    res->cause = AIRLOCK_CAUSE_EXIT;
-    stderr_tail(r, tail, sizeof tail);
-    snprintf(r->message, sizeof r->message, "exited with status %d%s%s%s%s",
-             res->exit_code, r->program ? "" : " without a done frame",
-             tail[0] ? " (stderr: " : "", tail, tail[0] ? ")" : "");
-  }
-  res->ok = res->cause == AIRLOCK_CAUSE_OK;
-  res->message = r->message;
-  if (r->ready.live) res->confined = r->ready.m.value;
-  for (int i = 0; i < 2; i++) {
-    airlock_capture *c = i == 0 ? &res->out : &res->errout;
-    if (r->cap[i].data) r->cap[i].data[r->cap[i].len] = 0;
-    c->data = r->cap[i].data ? r->cap[i].data : "";
-    c->len = r->cap[i].len;
-    c->truncated = r->cap[i].truncated;
-  }
-}
 
 /* The run's cgroups, once its processes are gone: what they counted, then away. */
 static void cgroup_done(airlock_run *r) {
@@ -677,11 +307,11 @@ static void cgroup_done(airlock_run *r) {
 }
 
 static void close_child(airlock_run *r) {
-  watch_del(r, W_CHAN, r->c.chan);
-  watch_del(r, W_OUT, r->c.out);
-  watch_del(r, W_ERR, r->c.err);
-  watch_del(r, W_PID, r->c.pidfd);
-  watch_del(r, W_NOTIFY, r->c.notify);
+  broker_watch_del(r, W_CHAN, r->c.chan);
+  broker_watch_del(r, W_OUT, r->c.out);
+  broker_watch_del(r, W_ERR, r->c.err);
+  broker_watch_del(r, W_PID, r->c.pidfd);
+  broker_watch_del(r, W_NOTIFY, r->c.notify);
   airlock_child_close(&r->c);
   free(r->wbuf);
   r->wbuf = NULL;
@@ -691,28 +321,10 @@ static void close_child(airlock_run *r) {
 
 static void run_free(airlock_run *r);
 
-/* airlock-init's records (AIRLOCK_INIT_*), written before it exited. Its own
-** exit status is 128 + N for a signal; the record tells the signal itself.
-** Only whole records of a known kind count (at most 8 are read); anything else
-** is ignored, and classify() checks them against airlock-init's exit. */
-static void read_init_status(airlock_run *r) {
-  uint32_t rec[2];
-  for (int k = 0; k < 8 && r->c.status >= 0; k++) {
-    ssize_t n = read(r->c.status, rec, sizeof rec);
-    if (n != (ssize_t)sizeof rec) break;
-    if (rec[0] == AIRLOCK_INIT_WAIT_STATUS && (WIFEXITED((int)rec[1]) || WIFSIGNALED((int)rec[1]))) {
-      r->init_status = (int)rec[1];
-      r->init_seen = 1;
-    } else if (rec[0] == AIRLOCK_INIT_EXEC_FAILED && rec[1] > 0 && rec[1] < 4096) {
-      r->exec_errno = (int)rec[1];
-    }
-  }
-}
-
 /* The child has exited (reaped): collect what is left and deliver DONE. */
 static void finish(airlock_run *r) {
   if (r->finished) return;
-  read_init_status(r);
+  broker_read_init_status(r);
   if (r->c.chan >= 0) read_channel(r);
   drain_capture(r, W_OUT);
   drain_capture(r, W_ERR);
@@ -721,7 +333,7 @@ static void finish(airlock_run *r) {
   held_drop(&r->call);     /* an unanswered call dies with its run */
   close_child(r);
   cgroup_done(r);
-  classify(r);
+  broker_classify(r);
   queue_forget(r->b, r);
   if (r->released) return;   /* freed by the sweep at the end of the step */
   if (queue_push(r->b, r) < 0) r->delivered = 1;   /* cannot queue: leave it pollable */
@@ -742,7 +354,7 @@ static void on_exit_ready(airlock_run *r) {
 static void check_deadline(airlock_run *r, double now) {
   if (r->finished || r->deadline_at == 0 || now < r->deadline_at) return;
   r->deadline_at = 0;
-  end_with(r, AIRLOCK_CAUSE_DEADLINE, "deadline of %llu ms passed", (unsigned long long)r->deadline_ms);
+  broker_end_with(r, AIRLOCK_CAUSE_DEADLINE, "deadline of %llu ms passed", (unsigned long long)r->deadline_ms);
 }
 
 /* ------------------------------------------------------------ public */
@@ -771,39 +383,21 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
   for (int i = 0; i < AIRLOCK_CGROUP_MAX; i++) r->cgroup.procs_fd[i] = -1;
   r->expect_ready = o->program ? 0 : o->expect_ready;
   r->verify_seccomp = o->verify_seccomp;
-  r->drop_caps = o->drop_caps;
-  r->namespaces = o->namespaces;
+  r->drop_caps = o->spawn.drop_caps;
+  r->namespaces = o->spawn.namespaces;
   r->deadline_ms = o->deadline_ms;
   r->memory_max = o->memory_max;
-  r->refuse_chosen = o->confine && o->confine->refuse_chosen;
+  r->refuse_chosen = o->spawn.confine && o->spawn.confine->refuse_chosen;
   r->res.exit_code = -1;
   r->res.refused = r->refused;
   airlock_frame_reader_init(&r->rd, o->max_frame ? o->max_frame : AIRLOCK_FRAME_MAX_DEFAULT);
 
-  memset(&so, 0, sizeof so);
-  so.argv = o->argv;
-  so.path = o->path;
-  so.envp = o->envp;
-  so.workdir = o->workdir;
+  so = o->spawn;
   so.channel = !o->program || r->program_channel;
-  so.stdin_fd = o->stdin_fd > 0 ? o->stdin_fd : -1;
-  so.stdout_fd = o->stdout_fd;
-  so.stderr_fd = o->stderr_fd;
-  so.tmpfs = o->tmpfs;
-  so.tmpfs_size = o->tmpfs_size;
-  so.keep = o->keep;
-  so.tmpfs_inodes = o->tmpfs_inodes;
-  so.workspace = o->workspace;
-  so.view_ro = o->view_ro;
-  so.view_rw = o->view_rw;
-  so.namespaces = o->namespaces;
-  so.no_new_privs = o->no_new_privs;
-  so.drop_caps = o->drop_caps;
-  so.netns_fd = o->netns_fd;
-  so.confine = o->confine;
-  so.init = o->init_program;
-  so.rootfs = o->rootfs;
-  if (o->rlimits) { r->rlimits = *o->rlimits; so.rlimits = &r->rlimits; }
+  so.stdin_fd = o->spawn.stdin_fd > 0 ? o->spawn.stdin_fd : -1;
+  so.cgroup_fds = NULL;
+  so.ncgroup_fds = 0;
+  if (so.rlimits) { r->rlimits = *so.rlimits; so.rlimits = &r->rlimits; }
   int rc;
   if (o->pids_max || o->memory_max || o->cpu_millis) {
     airlock_cgroup_limits lim = { o->pids_max, o->memory_max, o->cpu_millis };
@@ -832,8 +426,8 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
   }
   if (o->deadline_ms) r->deadline_at = r->t_start + (double)o->deadline_ms;
   char why[256];
-  int ns_ok = !r->namespaces || verify_namespaces(r, why, sizeof why) == 0;
-  if (ns_ok && o->confine && o->confine->prog.filter && verify_program_filter(r, why, sizeof why) < 0)
+  int ns_ok = !r->namespaces || broker_verify_namespaces(r, why, sizeof why) == 0;
+  if (ns_ok && o->spawn.confine && o->spawn.confine->prog.filter && broker_verify_program_filter(r, why, sizeof why) < 0)
     ns_ok = 0;
   r->serial = ++b->serial;
   r->next = b->runs;
@@ -841,10 +435,10 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
   b->runs = r;
   b->live++;
   if (!ns_ok) {
-    end_with(r, AIRLOCK_CAUSE_CONFINEMENT, "confinement: %s", why);
+    broker_end_with(r, AIRLOCK_CAUSE_CONFINEMENT, "confinement: %s", why);
   } else if (o->init && o->init_len && !r->program) {
     rc = queue_out(r, o->init, o->init_len);
-    if (rc == -ENOMEM) end_with(r, AIRLOCK_CAUSE_PROTOCOL, "out of memory sending init");
+    if (rc == -ENOMEM) broker_end_with(r, AIRLOCK_CAUSE_PROTOCOL, "out of memory sending init");
     /* -EPIPE: the child already died; its exit explains why. */
   }
   *out = r;
@@ -897,7 +491,7 @@ int airlock_broker_step(airlock_broker *b, int timeout_ms) {
       ** stop, and a level-triggered hang-up would wake every step until the
       ** child's exit is reaped. */
       if ((r->eof || r->final.live || r->pending != AIRLOCK_CAUSE_OK) && r->c.chan >= 0) {
-        watch_del(r, W_CHAN, r->c.chan);
+        broker_watch_del(r, W_CHAN, r->c.chan);
         close(r->c.chan);
         r->c.chan = -1;
       }
@@ -905,7 +499,7 @@ int airlock_broker_step(airlock_broker *b, int timeout_ms) {
     case W_OUT: drain_capture(r, W_OUT); break;
     case W_ERR: drain_capture(r, W_ERR); break;
     case W_PID: on_exit_ready(r); break;
-    case W_NOTIFY: on_notify(r, evs[i].events); break;
+    case W_NOTIFY: broker_on_notify(r, evs[i].events); break;
     }
   }
   now = airlock_now_ms();
@@ -989,7 +583,7 @@ int airlock_run_cancel(airlock_run *r) {
 
 int airlock_run_abort(airlock_run *r, airlock_cause cause, const char *message) {
   if (r->finished) return 0;
-  end_with(r, cause, "%s", message);
+  broker_end_with(r, cause, "%s", message);
   return 0;
 }
 
@@ -1034,7 +628,7 @@ void airlock_broker_free(airlock_broker *b) {
   while (b->runs) {
     airlock_run *r = b->runs;
     if (!r->finished) {
-      kill_group(r);
+      broker_kill_group(r);
       if (!r->exited && wait4(r->c.pid, &r->status, 0, &r->ru) >= 0) r->exited = 1;
       r->released = 1;
       finish(r);

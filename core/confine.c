@@ -175,24 +175,26 @@ int airlock_confine_landlock_deny_all(airlock_layer *out)
 
 /* ------------------------------------------------------------------ rlimits */
 
+const airlock_rlimit_kind airlock_rlimit_kinds[] = {
+  { "as", AIRLOCK_RL_AS, RLIMIT_AS, offsetof(airlock_rlimits, as) },
+  { "cpu", AIRLOCK_RL_CPU, RLIMIT_CPU, offsetof(airlock_rlimits, cpu) },
+  { "nofile", AIRLOCK_RL_NOFILE, RLIMIT_NOFILE, offsetof(airlock_rlimits, nofile) },
+  { "nproc", AIRLOCK_RL_NPROC, RLIMIT_NPROC, offsetof(airlock_rlimits, nproc) },
+  { "fsize", AIRLOCK_RL_FSIZE, RLIMIT_FSIZE, offsetof(airlock_rlimits, fsize) },
+  { "core", AIRLOCK_RL_CORE, RLIMIT_CORE, offsetof(airlock_rlimits, core) },
+  { "stack", AIRLOCK_RL_STACK, RLIMIT_STACK, offsetof(airlock_rlimits, stack) },
+  { NULL, 0, 0, 0 },
+};
+
 int airlock_apply_rlimits(const airlock_rlimits *rl)
 {
   if (rl == NULL || (rl->set_mask & ~AIRLOCK_RL_ALL_) != 0)
     return -EINVAL;
-  static const struct { int bit, res; size_t off; } map[] = {
-    { AIRLOCK_RL_AS, RLIMIT_AS, offsetof(airlock_rlimits, as) },
-    { AIRLOCK_RL_CPU, RLIMIT_CPU, offsetof(airlock_rlimits, cpu) },
-    { AIRLOCK_RL_NOFILE, RLIMIT_NOFILE, offsetof(airlock_rlimits, nofile) },
-    { AIRLOCK_RL_NPROC, RLIMIT_NPROC, offsetof(airlock_rlimits, nproc) },
-    { AIRLOCK_RL_FSIZE, RLIMIT_FSIZE, offsetof(airlock_rlimits, fsize) },
-    { AIRLOCK_RL_CORE, RLIMIT_CORE, offsetof(airlock_rlimits, core) },
-    { AIRLOCK_RL_STACK, RLIMIT_STACK, offsetof(airlock_rlimits, stack) },
-  };
-  for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
-    if ((rl->set_mask & map[i].bit) == 0)
+  for (const airlock_rlimit_kind *k = airlock_rlimit_kinds; k->name != NULL; k++) {
+    if ((rl->set_mask & k->bit) == 0)
       continue;
     uint64_t v;
-    memcpy(&v, (const char *)rl + map[i].off, sizeof v);
+    memcpy(&v, (const char *)rl + k->off, sizeof v);
     /* RLIM_INFINITY is all ones on Linux, so UINT64_MAX maps onto it. Soft
     ** equals hard: a guest cannot raise its soft limit back. Except RLIMIT_CPU:
     ** at the hard limit the kernel sends SIGKILL without SIGXCPU first (it
@@ -200,9 +202,9 @@ int airlock_apply_rlimits(const airlock_rlimits *rl)
     ** one second later, so the limit shows as SIGXCPU (cause cpu) and a guest
     ** that ignores SIGXCPU is still killed a second later. */
     struct rlimit r = { .rlim_cur = (rlim_t)v, .rlim_max = (rlim_t)v };
-    if (map[i].res == RLIMIT_CPU && v < UINT64_MAX - 1)
+    if (k->resource == RLIMIT_CPU && v < UINT64_MAX - 1)
       r.rlim_max = (rlim_t)(v + 1);
-    if (setrlimit(map[i].res, &r) != 0)
+    if (setrlimit(k->resource, &r) != 0)
       return -errno;
   }
   return 0;

@@ -76,6 +76,15 @@ typedef struct airlock_rlimits {
 #define AIRLOCK_RL_CORE   0x20
 #define AIRLOCK_RL_STACK  0x40
 #define AIRLOCK_RL_ALL_   0x7f
+/* The one table of rlimits: the name policies and the Lua API use ("nofile"),
+** its set_mask bit, the RLIMIT_* resource and the field of airlock_rlimits.
+** Ends with a NULL name. */
+typedef struct airlock_rlimit_kind {
+  const char *name;
+  int bit, resource;
+  size_t off;
+} airlock_rlimit_kind;
+extern const airlock_rlimit_kind airlock_rlimit_kinds[];
 /* Applies rl in field order and stops at the first failure. Safe in a vfork
 ** child: no allocation, no locks, only setrlimit(2) (whose errno write lands in
 ** the parent's errno there; rely on the return value). Returns 0, -EINVAL for

@@ -4,7 +4,7 @@
 **
 ** Each word is a documented list of system call names (x86_64 spelling; a
 ** name this architecture lacks, like "open" on arm64, is skipped). A name may
-** carry an argument filter in parentheses, which confine_spec.c turns into
+** carry an argument filter in parentheses, which confine_prepare.c turns into
 ** libseccomp comparisons:
 **
 **   name(A|B|...)    allowed only when the call's key argument is one of the

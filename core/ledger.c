@@ -41,7 +41,6 @@ struct airlock_ledger {
   char err[1024];
 };
 
-static const char *const kinds[] = { "init", "call", "reply", "pause", "resume", "done", NULL };
 static const char *const durability_names[] = { "none", "batch", "always" };
 
 const char *airlock_ledger_durability_name(int d)
@@ -299,17 +298,26 @@ static int commit(airlock_ledger *l)
   return 0;
 }
 
+/* The journal is generic: what kinds of record there are is its users' (the
+** Lua session layer writes init, call, reply, pause, resume, done). A kind
+** is only held to be a short word, and "session" is the ledger's own. */
+static int kind_word(const char *kind)
+{
+  if (kind == NULL || kind[0] < 'a' || kind[0] > 'z' || strcmp(kind, "session") == 0)
+    return 0;
+  size_t n = strspn(kind, "abcdefghijklmnopqrstuvwxyz0123456789._-");
+  return kind[n] == '\0' && n <= AIRLOCK_LEDGER_KIND_MAX;
+}
+
 int airlock_ledger_append(airlock_ledger *l, const char *kind, uint64_t run,
                           const msgpack_object *fields, uint64_t *seq_out)
 {
   if (l->sticky)
     return l->sticky;
-  int known = 0;
-  for (const char *const *k = kinds; kind != NULL && *k != NULL && !known; k++)
-    known = strcmp(kind, *k) == 0;
-  if (!known)
-    return set_err(l, -EINVAL, "ledger: '%.32s' is not a record kind (init, call, reply, pause, "
-                   "resume, done)", kind ? kind : "(null)");
+  if (!kind_word(kind))
+    return set_err(l, -EINVAL, "ledger: '%.32s' is not a record kind: a word of 1 to %d "
+                   "lower-case letters, digits, '.', '_' or '-', other than 'session' (the "
+                   "ledger's own)", kind ? kind : "(null)", AIRLOCK_LEDGER_KIND_MAX);
   int rc = check_fields(l, fields, reserved_record);
   if (rc < 0)
     return rc;

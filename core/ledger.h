@@ -111,8 +111,10 @@ typedef struct airlock_ledger_report {
 int airlock_ledger_open(const char *dir, const airlock_ledger_opts *o, airlock_ledger **out,
                         airlock_ledger_report *rep, char *err, size_t errlen);
 
-/* Appends one record {seq, kind, run, t, fields...}. kind is one of init, call,
-** reply, pause, resume, done; fields is a map with string keys other than seq,
+/* Appends one record {seq, kind, run, t, fields...}. kind is the caller's word
+** (1 to AIRLOCK_LEDGER_KIND_MAX of a-z 0-9 . _ -, starting with a letter; not
+** "session"; the Lua session layer writes init, call, reply, pause, resume and
+** done); fields is a map with string keys other than seq,
 ** kind, run and t, or NULL, nested at most AIRLOCK_MSG_DEPTH_MAX deep (what a
 ** reader accepts). The record is admitted once it is in the file: one
 ** write(2) of the whole record (header, body, hash) with O_APPEND; then

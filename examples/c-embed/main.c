@@ -38,9 +38,9 @@ int main(int argc, char **argv) {
   unsigned long ns = 0;   /* every namespace: user, pid, net, ipc, uts, mount, cgroup */
   for (const airlock_namespace *x = airlock_namespaces; x->name; x++) ns |= x->flag;
   const char *args[] = { worker, NULL };
-  airlock_run_opts o = { .argv = args, .init = sb.data, .init_len = sb.size, .deadline_ms = 2000,
-                         .expect_ready = 1, .namespaces = ns, .no_new_privs = 1, .drop_caps = 1,
-                         .verify_seccomp = 1 };
+  airlock_run_opts o = { .spawn = { .argv = args, .namespaces = ns, .no_new_privs = 1, .drop_caps = 1 },
+                         .init = sb.data, .init_len = sb.size, .deadline_ms = 2000,
+                         .expect_ready = 1, .verify_seccomp = 1 };
   airlock_broker *b = NULL;
   airlock_run *run;
   if (airlock_broker_new(&b) < 0 || airlock_broker_start(b, &o, &run) < 0) {

@@ -40,7 +40,7 @@ end
 
 local function describe_rlimits(rl)
   local parts = {}
-  for _, k in ipairs { "as", "cpu", "nofile", "nproc", "fsize", "core", "stack" } do
+  for _, k in ipairs(require("airlock.core").rlimits) do
     if rl[k] then parts[#parts + 1] = string.format("%s=%d%s", k, rl[k], k == "cpu" and "s" or "") end
   end
   return table.concat(parts, " ")

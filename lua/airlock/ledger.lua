@@ -27,8 +27,9 @@ local M = {}
 -- second open, from any process, is refused with "ledger: DIR is in use by pid N".
 -- A torn tail (a partial last record from an interrupted write) is cut off;
 -- L:report().torn_bytes says how many bytes, L:report().reason says where.
--- Methods: append(kind, run, fields) -> seq (kind: init, call, reply, pause,
--- resume, done; fields: a table with string keys other than seq, kind, run, t),
+-- Methods: append(kind, run, fields) -> seq (kind: a short lower-case word, not
+-- "session"; the session layer writes init, call, reply, pause, resume, done;
+-- fields: a table with string keys other than seq, kind, run, t),
 -- head() -> seq, hex; checkpoint() -> "SEQ:HEX"; session_id(); durable_seq();
 -- flush(), tick() -> true (or nil, message, errno; a failed write or sync makes
 -- every later append fail the same way); sync_due_ms() -> ms until tick has

@@ -306,15 +306,6 @@ static unsigned long namespace_flags(lua_State *L, int t) {
 /* t.rlimits = {as=, cpu=, nofile=, nproc=, fsize=, core=, stack=} (whole numbers;
 ** cpu in seconds) -> *rl. Returns 1 when the field is present. */
 static int rlimits_field(lua_State *L, int t, airlock_rlimits *rl) {
-  static const struct { const char *name; int bit; size_t off; } fields[] = {
-    { "as", AIRLOCK_RL_AS, offsetof(airlock_rlimits, as) },
-    { "cpu", AIRLOCK_RL_CPU, offsetof(airlock_rlimits, cpu) },
-    { "nofile", AIRLOCK_RL_NOFILE, offsetof(airlock_rlimits, nofile) },
-    { "nproc", AIRLOCK_RL_NPROC, offsetof(airlock_rlimits, nproc) },
-    { "fsize", AIRLOCK_RL_FSIZE, offsetof(airlock_rlimits, fsize) },
-    { "core", AIRLOCK_RL_CORE, offsetof(airlock_rlimits, core) },
-    { "stack", AIRLOCK_RL_STACK, offsetof(airlock_rlimits, stack) },
-  };
   memset(rl, 0, sizeof *rl);
   if (lua_getfield(L, t, "rlimits") == LUA_TNIL) { lua_pop(L, 1); return 0; }
   if (!lua_istable(L, -1)) luaL_error(L, "start: field 'rlimits' must be a table");
@@ -322,20 +313,88 @@ static int rlimits_field(lua_State *L, int t, airlock_rlimits *rl) {
   lua_pushnil(L);
   while (lua_next(L, lt)) {
     const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
-    size_t i = 0;
-    while (k && i < sizeof fields / sizeof *fields && strcmp(k, fields[i].name) != 0) i++;
-    if (!k || i == sizeof fields / sizeof *fields)
-      luaL_error(L, "start: unknown rlimit '%s' (as, cpu, nofile, nproc, fsize, core, stack)",
-                 k ? k : "?");
+    const airlock_rlimit_kind *kind = airlock_rlimit_kinds;
+    while (k && kind->name && strcmp(k, kind->name) != 0) kind++;
+    if (!k || !kind->name) {
+      luaL_Buffer names;
+      luaL_buffinit(L, &names);
+      for (const airlock_rlimit_kind *x = airlock_rlimit_kinds; x->name; x++) {
+        if (x != airlock_rlimit_kinds) luaL_addstring(&names, ", ");
+        luaL_addstring(&names, x->name);
+      }
+      luaL_pushresult(&names);
+      luaL_error(L, "start: unknown rlimit '%s' (%s)", k ? k : "?", lua_tostring(L, -1));
+    }
     int isint;
     lua_Integer v = lua_tointegerx(L, -1, &isint);
     if (!isint || v < 0) luaL_error(L, "start: rlimits.%s must be a whole number >= 0", k);
-    *(uint64_t *)((char *)rl + fields[i].off) = (uint64_t)v;
-    rl->set_mask |= fields[i].bit;
+    *(uint64_t *)((char *)rl + kind->off) = (uint64_t)v;
+    rl->set_mask |= kind->bit;
     lua_pop(L, 1);
   }
   lua_pop(L, 1);
   return 1;
+}
+
+/* The options of b:_start that are plain values of airlock_run_opts: one row
+** each, read by one loop. The rest (argv, namespaces, rlimits, shared_net,
+** tmpfs_size, the stdio descriptors, stdin, confine, init, handlers, ctx) need
+** more than a type check and are read by name below. */
+typedef enum { OPT_STR, OPT_STRS, OPT_BOOL, OPT_U32, OPT_U64, OPT_SIZE, OPT_ULONG } opt_kind;
+typedef struct start_opt {
+  const char *name;
+  opt_kind kind;
+  size_t off;          /* in airlock_run_opts */
+  lua_Integer max;     /* integers: the largest value accepted */
+  const char *what;    /* strings: what the value must be, for the message */
+} start_opt;
+
+#define RUN_OPT(name, kind, member, max, what) { name, kind, offsetof(airlock_run_opts, member), max, what }
+static const start_opt START_OPTS[] = {
+  RUN_OPT("path", OPT_STR, spawn.path, 0, "the program's path"),
+  RUN_OPT("workdir", OPT_STR, spawn.workdir, 0, "a directory"),
+  RUN_OPT("rootfs", OPT_STR, spawn.rootfs, 0, "a directory"),
+  RUN_OPT("init_program", OPT_STR, spawn.init, 0, "a path"),
+  RUN_OPT("env", OPT_STRS, spawn.envp, 0, NULL),
+  RUN_OPT("tmpfs", OPT_STRS, spawn.tmpfs, 0, NULL),
+  RUN_OPT("keep", OPT_STRS, spawn.keep, 0, NULL),
+  RUN_OPT("view_ro", OPT_STRS, spawn.view_ro, 0, NULL),
+  RUN_OPT("view_rw", OPT_STRS, spawn.view_rw, 0, NULL),
+  RUN_OPT("no_new_privs", OPT_BOOL, spawn.no_new_privs, 0, NULL),
+  RUN_OPT("drop_caps", OPT_BOOL, spawn.drop_caps, 0, NULL),
+  RUN_OPT("workspace", OPT_BOOL, spawn.workspace, 0, NULL),
+  RUN_OPT("tmpfs_inodes", OPT_ULONG, spawn.tmpfs_inodes, (lua_Integer)1 << 32, NULL),
+  RUN_OPT("verify_seccomp", OPT_BOOL, verify_seccomp, 0, NULL),
+  RUN_OPT("program", OPT_BOOL, program, 0, NULL),
+  RUN_OPT("channel", OPT_BOOL, program_channel, 0, NULL),
+  RUN_OPT("deadline_ms", OPT_U64, deadline_ms, (lua_Integer)1 << 40, NULL),
+  RUN_OPT("max_frame", OPT_U32, max_frame, UINT32_MAX, NULL),
+  RUN_OPT("capture_max", OPT_SIZE, capture_max, (lua_Integer)1 << 30, NULL),
+  RUN_OPT("pids_max", OPT_U64, pids_max, (lua_Integer)1 << 22, NULL),
+  RUN_OPT("memory_max", OPT_U64, memory_max, (lua_Integer)1 << 50, NULL),
+  RUN_OPT("cpu_millis", OPT_U32, cpu_millis, 1 << 20, NULL),
+};
+#undef RUN_OPT
+#define NSTART_OPTS (sizeof START_OPTS / sizeof *START_OPTS)
+
+/* The options read by name, for the check that t holds nothing else. */
+static const char *const START_NAMED[] = {
+  "argv", "expect_ready", "shared_net", "namespaces", "rlimits", "tmpfs_size", "stdin_fd", "stdout_fd",
+  "stderr_fd", "stdin", "stdin_file", "confine", "handlers", "ctx", "init", NULL
+};
+
+/* Every key of t must be an option: a misspelt one ("drop_cap") would
+** otherwise be a layer silently not applied. */
+static void check_start_keys(lua_State *L, int t) {
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    lua_pop(L, 1);
+    const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    int known = 0;
+    for (size_t i = 0; k && !known && i < NSTART_OPTS; i++) known = strcmp(k, START_OPTS[i].name) == 0;
+    for (size_t i = 0; k && !known && START_NAMED[i]; i++) known = strcmp(k, START_NAMED[i]) == 0;
+    if (!known) luaL_error(L, "start: unknown option '%s'", k ? k : luaL_typename(L, -1));
+  }
 }
 
 static lua_Integer opt_int_field(lua_State *L, int t, const char *k, lua_Integer def, lua_Integer max) {
@@ -350,10 +409,42 @@ static lua_Integer opt_int_field(lua_State *L, int t, const char *k, lua_Integer
   return v;
 }
 
-/* b:_start{argv=, env=, workdir=, init=, deadline_ms=, max_frame=, capture_max=,
-**           handlers=, ctx=, expect_ready=, no_new_privs=, drop_caps=,
-**           verify_seccomp=, namespaces={names}, rlimits={...}, shared_net=,
-**           confine={spec, see lconfine.c}, program=, workspace=} -> run
+/* Reads every row of START_OPTS from t into o. Strings stay on the stack (the
+** caller's frame keeps them alive until it returns). */
+static void read_start_opts(lua_State *L, int t, airlock_run_opts *o) {
+  for (size_t i = 0; i < NSTART_OPTS; i++) {
+    const start_opt *f = &START_OPTS[i];
+    void *dst = (char *)o + f->off;
+    switch (f->kind) {
+    case OPT_STRS:
+      *(const char ***)dst = string_array(L, t, f->name, 0);
+      break;
+    case OPT_STR:
+      if (lua_getfield(L, t, f->name) != LUA_TNIL) {
+        if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "start: field '%s' must be %s", f->name, f->what);
+        *(const char **)dst = lua_tostring(L, -1);
+      }
+      break;
+    case OPT_BOOL:
+      lua_getfield(L, t, f->name);
+      *(int *)dst = lua_toboolean(L, -1);
+      lua_pop(L, 1);
+      break;
+    default: {
+      lua_Integer v = opt_int_field(L, t, f->name, 0, f->max);
+      if (f->kind == OPT_U32) *(uint32_t *)dst = (uint32_t)v;
+      else if (f->kind == OPT_U64) *(uint64_t *)dst = (uint64_t)v;
+      else if (f->kind == OPT_SIZE) *(size_t *)dst = (size_t)v;
+      else *(unsigned long *)dst = (unsigned long)v;
+    }
+    }
+  }
+}
+
+/* b:_start{argv=, handlers=, ctx=, init=, expect_ready=, shared_net=,
+**           namespaces={names}, rlimits={...}, tmpfs_size=, confine={spec, see
+**           lconfine.c}, stdin=|stdin_file=|stdin_fd=, stdout_fd=, stderr_fd=,
+**           and the plain fields of START_OPTS} -> run
 ** workspace = true: workdir is the run's workspace (airlock_spawn_opts.workspace).
 ** program = true: a plain program (no channel, no init, no ready; exit 0 is ok). */
 static int l_broker_start(lua_State *L) {
@@ -363,63 +454,26 @@ static int l_broker_start(lua_State *L) {
   msgpack_sbuffer sb;
   char err[256];
 
+  luaL_checkstack(L, 3 * (int)NSTART_OPTS + 32, "start: too many options");
+  check_start_keys(L, 2);
   memset(&o, 0, sizeof o);
-  o.argv = string_array(L, 2, "argv", 1);
-  o.envp = string_array(L, 2, "env", 0);
-  if (lua_getfield(L, 2, "workdir") != LUA_TNIL) {
-    if (!lua_isstring(L, -1)) return luaL_error(L, "start: field 'workdir' must be a string");
-    o.workdir = lua_tostring(L, -1);
-  }
-  o.deadline_ms = (uint64_t)opt_int_field(L, 2, "deadline_ms", 0, (lua_Integer)1 << 40);
-  o.max_frame = (uint32_t)opt_int_field(L, 2, "max_frame", AIRLOCK_FRAME_MAX_DEFAULT, UINT32_MAX);
-  o.capture_max = (size_t)opt_int_field(L, 2, "capture_max", AIRLOCK_CAPTURE_DEFAULT, (lua_Integer)1 << 30);
+  o.spawn.argv = string_array(L, 2, "argv", 1);
+  read_start_opts(L, 2, &o);
   lua_getfield(L, 2, "expect_ready");
   o.expect_ready = lua_isnil(L, -1) ? 1 : lua_toboolean(L, -1);
-  lua_getfield(L, 2, "no_new_privs");
-  o.no_new_privs = lua_toboolean(L, -1);
-  lua_getfield(L, 2, "verify_seccomp");
-  o.verify_seccomp = lua_toboolean(L, -1);
-  lua_getfield(L, 2, "drop_caps");
-  o.drop_caps = lua_toboolean(L, -1);
   lua_getfield(L, 2, "shared_net");
   if (lua_toboolean(L, -1)) {
-    o.netns_fd = get_shared_netns();
-    if (o.netns_fd < 0) return luaL_error(L, "start: shared_net: %s", shared_netns_err);
+    o.spawn.netns_fd = get_shared_netns();
+    if (o.spawn.netns_fd < 0) return luaL_error(L, "start: shared_net: %s", shared_netns_err);
   }
-  o.namespaces = namespace_flags(L, 2);
+  o.spawn.namespaces = namespace_flags(L, 2);
   airlock_rlimits rl;
-  if (rlimits_field(L, 2, &rl)) o.rlimits = &rl;
-  lua_getfield(L, 2, "program");
-  o.program = lua_toboolean(L, -1);
-  lua_getfield(L, 2, "channel");
-  o.program_channel = lua_toboolean(L, -1);
-  o.tmpfs = string_array(L, 2, "tmpfs", 0);
+  if (rlimits_field(L, 2, &rl)) o.spawn.rlimits = &rl;
   if (lua_getfield(L, 2, "tmpfs_size") != LUA_TNIL) {
     const char *sz = lua_tostring(L, -1);
     if (!sz || strlen(sz) > 24 || strspn(sz, "0123456789kmgKMG%") != strlen(sz))
       return luaL_error(L, "start: field 'tmpfs_size' must be a size like \"64m\"");
-    o.tmpfs_size = sz;
-  }
-  o.keep = string_array(L, 2, "keep", 0);
-  o.view_ro = string_array(L, 2, "view_ro", 0);
-  o.view_rw = string_array(L, 2, "view_rw", 0);
-  o.tmpfs_inodes = (unsigned long)opt_int_field(L, 2, "tmpfs_inodes", 0, (lua_Integer)1 << 32);
-  o.pids_max = (uint64_t)opt_int_field(L, 2, "pids_max", 0, (lua_Integer)1 << 22);
-  o.memory_max = (uint64_t)opt_int_field(L, 2, "memory_max", 0, (lua_Integer)1 << 50);
-  o.cpu_millis = (uint32_t)opt_int_field(L, 2, "cpu_millis", 0, 1 << 20);
-  lua_getfield(L, 2, "workspace");
-  o.workspace = lua_toboolean(L, -1);
-  if (lua_getfield(L, 2, "path") != LUA_TNIL) {
-    if (lua_type(L, -1) != LUA_TSTRING) return luaL_error(L, "start: field 'path' must be the program's path");
-    o.path = lua_tostring(L, -1);
-  }
-  if (lua_getfield(L, 2, "rootfs") != LUA_TNIL) {
-    if (lua_type(L, -1) != LUA_TSTRING) return luaL_error(L, "start: field 'rootfs' must be a directory");
-    o.rootfs = lua_tostring(L, -1);
-  }
-  if (lua_getfield(L, 2, "init_program") != LUA_TNIL) {
-    if (lua_type(L, -1) != LUA_TSTRING) return luaL_error(L, "start: field 'init_program' must be a path");
-    o.init_program = lua_tostring(L, -1);
+    o.spawn.tmpfs_size = sz;
   }
   /* stdout_fd, stderr_fd, stdin_fd: descriptors of this process the child
   ** gets as its own (not captured), e.g. 1 and 2 for a command's passthrough. */
@@ -435,8 +489,8 @@ static int l_broker_start(lua_State *L) {
     lua_pop(L, 1);
   }
   if (pass_fd[1] == 0 || pass_fd[2] == 0) return luaL_error(L, "start: stdout_fd and stderr_fd must not be 0");
-  o.stdout_fd = pass_fd[1] > 0 ? pass_fd[1] : 0;
-  o.stderr_fd = pass_fd[2] > 0 ? pass_fd[2] : 0;
+  o.spawn.stdout_fd = pass_fd[1] > 0 ? pass_fd[1] : 0;
+  o.spawn.stderr_fd = pass_fd[2] > 0 ? pass_fd[2] : 0;
   /* stdin: a string (handed over in a memfd, so no write can block) or a file. */
   size_t stdin_len = 0;
   const char *stdin_data = NULL, *stdin_file = NULL;
@@ -458,7 +512,7 @@ static int l_broker_start(lua_State *L) {
     if (!lua_istable(L, -1)) return luaL_error(L, "start: field 'confine' must be a confinement spec table");
     int crc = airlock_l_confine_prepare(L, -1, &prep, err, sizeof err);
     if (crc < 0) return airlock_l_fail(L, "confinement", err, -crc);
-    o.confine = prep;
+    o.spawn.confine = prep;
   }
   lua_getfield(L, 2, "handlers");
   int handlers = lua_gettop(L);
@@ -519,7 +573,7 @@ static int l_broker_start(lua_State *L) {
   }
   stdin_failed = rc < 0;
   if (in_fd == 0) { int moved = fcntl(in_fd, F_DUPFD_CLOEXEC, 3); close(in_fd); in_fd = moved; }
-  o.stdin_fd = in_fd;
+  o.spawn.stdin_fd = in_fd;
   if (rc == 0) rc = airlock_broker_start(lb->b, &o, &lr->r);
   else lr->r = NULL;
   if (in_fd >= 0) close(in_fd);

@@ -129,6 +129,25 @@ static int l_causes(lua_State *L) {
   return 1;
 }
 
+/* The names in C's tables, so Lua restates none of them: core.rlimits
+** ({"as", "cpu", ...}) and core.namespaces ({"user", "pid", ...}), in order. */
+static void l_names(lua_State *L) {
+  lua_newtable(L);
+  int i = 1;
+  for (const airlock_rlimit_kind *k = airlock_rlimit_kinds; k->name; k++, i++) {
+    lua_pushstring(L, k->name);
+    lua_rawseti(L, -2, i);
+  }
+  lua_setfield(L, -2, "rlimits");
+  lua_newtable(L);
+  i = 1;
+  for (const airlock_namespace *ns = airlock_namespaces; ns->name; ns++, i++) {
+    lua_pushstring(L, ns->name);
+    lua_rawseti(L, -2, i);
+  }
+  lua_setfield(L, -2, "namespaces");
+}
+
 int luaopen_airlock(lua_State *L) {
   luaL_checkversion(L);
   install_preloads(L);
@@ -147,6 +166,7 @@ int luaopen_airlock(lua_State *L) {
   lua_pushcfunction(L, l_isatty); lua_setfield(L, -2, "isatty");
   lua_pushcfunction(L, airlock_l_channel_call); lua_setfield(L, -2, "channel_call");
   l_causes(L); lua_setfield(L, -2, "causes");
+  l_names(L);
   lua_pushinteger(L, AIRLOCK_PROTOCOL_VERSION); lua_setfield(L, -2, "protocol_version");
   lua_pushinteger(L, AIRLOCK_FRAME_MAX_DEFAULT); lua_setfield(L, -2, "frame_max_default");
   /* The pure-Lua layer builds the public module on top of the C core. */

@@ -120,7 +120,7 @@ int main(int argc, char **argv)
     init_frame(&sb, i);
     airlock_run_opts o;
     memset(&o, 0, sizeof o);
-    o.argv = wargv;
+    o.spawn.argv = wargv;
     o.init = sb.data;
     o.init_len = sb.size;
     o.deadline_ms = 10000;

@@ -338,7 +338,10 @@ static void test_api_errors(void)
                             sizeof errbuf) == 0);
   uint64_t seq = 0;
   CHECK(airlock_ledger_append(l, "session", 1, NULL, &seq) == -EINVAL);
-  CHECK(airlock_ledger_append(l, "bogus", 1, NULL, &seq) == -EINVAL);
+  CHECK(airlock_ledger_append(l, "Bogus", 1, NULL, &seq) == -EINVAL);
+  CHECK(airlock_ledger_append(l, "", 1, NULL, &seq) == -EINVAL);
+  CHECK(airlock_ledger_append(l, "a kind", 1, NULL, &seq) == -EINVAL);
+  CHECK(airlock_ledger_append(l, "kind-of-33-bytes-is-one-too-many.", 1, NULL, &seq) == -EINVAL);
   CHECK(airlock_ledger_append(l, NULL, 1, NULL, &seq) == -EINVAL);
   CHECK(airlock_ledger_append(l, "call", 1, one_field(&u, "seq", "x"), &seq) == -EINVAL);
   CHECK(strstr(airlock_ledger_error(l), "'seq'") != NULL);

@@ -43,4 +43,18 @@ describe("the spawner", function()
     assert.has_error(function() b:_start { argv = { "/bin/true" }, handlers = {}, namespaces = { "time" } } end,
       "start: unknown namespace 'time' (user, pid, net, ipc, uts, mount, cgroup)")
   end)
+
+  it("refuses a misspelt option by name, so no layer is silently left out", function()
+    local b <close> = airlock.broker()
+    assert.has_error(function() b:_start { argv = { "/bin/true" }, handlers = {}, drop_cap = true } end,
+      "start: unknown option 'drop_cap'")
+    assert.has_error(function() b:_start { argv = { "/bin/true" }, handlers = {}, rlimits = { nofiles = 1 } } end,
+      "start: unknown rlimit 'nofiles' (as, cpu, nofile, nproc, fsize, core, stack)")
+    assert.has_error(function() b:_start { argv = { "/bin/true" }, handlers = {}, workdir = 1 } end,
+      "start: field 'workdir' must be a directory")
+    -- Control: the same options spelt right start a run.
+    local res = start(b, { argv = { "/bin/true" }, drop_caps = true, namespaces = { "user" },
+                           rlimits = { nofile = 64 }, expect_ready = false, program = true, workdir = "/" })
+    assert.are.equal("ok", res.cause, res.message)
+  end)
 end)

@@ -1,6 +1,6 @@
 /*
-** test_confine_spec.c -- tests for the policy-driven confinement
-** (core/confine_spec.c, core/confine_promises.c): the promise table, errors
+** test_confine_prepare.c -- tests for the policy-driven confinement
+** (core/confine_prepare.c, core/confine_promises.c): the promise table, errors
 ** that name what is wrong, and prepared specs applied in forked children that
 ** then make real calls; the parent checks how each child ended.
 */

@@ -1,5 +1,5 @@
 /*
-** confine_spec.c -- a policy-driven confinement (airlock_confine_spec): a
+** confine_prepare.c -- a policy-driven confinement (airlock_confine_spec): a
 ** Landlock ruleset with path and port rules, and a seccomp filter built from
 ** promise words (confine_promises.c) or a denylist. Everything that allocates,
 ** opens paths or compiles happens in airlock_confine_prepare, in the parent; the
