@@ -22,7 +22,8 @@ local LEAF = setmetatable({}, { __name = "leaf" })       -- rule for a non-table
 local POST = setmetatable({}, { __name = "post" })       -- check of the whole validated map
 local KEYS = setmetatable({}, { __name = "keys" })       -- check of the keys a "*" map accepts
 
-M.NAMESPACES = { "user", "pid", "net", "ipc", "uts", "mount", "cgroup" }
+local core = require "airlock.core"
+M.NAMESPACES = core.namespaces   -- C's table (the spawner's), in its order
 M.LAYERS = { "namespaces", "rlimits", "capabilities", "no_new_privs", "landlock", "seccomp", "cgroup" }
 -- The seccomp promise words of core/confine_promises.c (docs/CONFINEMENT.md).
 M.PROMISES = { "stdio", "rpath", "wpath", "cpath", "fattr", "inet", "unix", "dns", "proc", "exec", "id", "tty" }
@@ -55,8 +56,14 @@ local function refuse(v)
     type(v) == "string" and string.format("got %s%s", quote(v), hint(v, ERRNOS)) or nil
 end
 
-local RLIMITS = { as = size, cpu = cpu_seconds, nofile = count, nproc = count,
+-- The value rule of each rlimit; the names are C's (core.rlimits), and a
+-- name there without a rule here is a build error, not a silent gap.
+local RULE_OF = { as = size, cpu = cpu_seconds, nofile = count, nproc = count,
                   fsize = size, core = size, stack = size }
+local RLIMITS = {}
+for _, name in ipairs(core.rlimits) do
+  RLIMITS[name] = assert(RULE_OF[name], "policy.schema: no value rule for the rlimit " .. name)
+end
 
 -- airlock.spawn's confinement, for programs (tool, ledger).
 local PROCESS_CONFINE = {
