@@ -9,6 +9,11 @@ DEBS = gcc make pkg-config lua5.4 liblua5.4-dev libseccomp-dev libmsgpack-dev \
        tmux python3 python3-msgpack libc6-dev \
        busybox-static git sqlite3 curl wget xz-utils perl openssl luarocks
 LUA_SRC = $(wildcard lua/airlock/*.lua) $(wildcard lua/airlock/*/*.lua) $(wildcard policies/*.lua)
+# The command's own Lua (its command line, REPL, demo and benchmark) is built
+# into the airlock command alone; airlock.so and other hosts get the library.
+LUA_CLI = $(addprefix lua/airlock/,cli.lua cli_exec.lua cli_usage.lua repl.lua demo.lua bench.lua bench_exec.lua)
+LUA_LIB = $(filter-out $(LUA_CLI),$(LUA_SRC))
+EMBEDDED = build/gen/embedded.c build/gen/embedded_cli.c
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
 # make install [PREFIX=/usr/local] [DESTDIR=]: the C library (libairlock.a, the
@@ -47,17 +52,21 @@ deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-build/gen/embedded.c: tools/embed.lua $(LUA_SRC)
+build/gen/embedded.c: tools/embed.lua $(LUA_LIB)
 	@mkdir -p build/gen
-	lua5.4 tools/embed.lua $@ $(LUA_SRC)
+	lua5.4 tools/embed.lua $@ airlock_embedded_files $(LUA_LIB)
+
+build/gen/embedded_cli.c: tools/embed.lua $(LUA_CLI)
+	@mkdir -p build/gen
+	lua5.4 tools/embed.lua $@ airlock_embedded_cli $(LUA_CLI)
 
 build/Makefile: premake5.lua $(wildcard core/*.c init/*.c lua/*.c lua/binding/*.c worker/*.c spec/c/*.c spec/fixtures/*.c bench/*.c)
 	premake4 --file=premake5.lua gmake >/dev/null
 
-build: deps build/gen/embedded.c build/Makefile
+build: deps $(EMBEDDED) build/Makefile
 	$(MAKE) -s -C build config=release -j$(JOBS)
 
-build-san: deps build/gen/embedded.c build/Makefile
+build-san: deps $(EMBEDDED) build/Makefile
 	$(MAKE) -s -C build config=sanitize -j$(JOBS)
 
 # The main demo: plugin-host (examples/plugin-host), a game host running seven
@@ -101,7 +110,7 @@ TIDY_CHECKS = -*,bugprone-*,-bugprone-easily-swappable-parameters,-bugprone-rese
 -bugprone-implicit-widening-of-multiplication-result,-bugprone-sizeof-expression,\
 -bugprone-not-null-terminated-result,misc-redundant-expression,cert-err34-c
 LINT_SRC = core/*.c init/*.c worker/*.c lua/*.c lua/binding/*.c
-lint: build/gen/embedded.c
+lint: $(EMBEDDED)
 	@missing=""; for p in $(LINT_DEBS); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
 	done; \

@@ -44,9 +44,10 @@ project "airlock-convert"
   files { "lua/convert.c" }
   outdirs(false)
 
--- The binding and its embedded Lua sources (lua/airlock/*.lua, lua/airlock/*/*.lua,
--- policies/*.lua, turned into build/gen/embedded.c by tools/embed.lua before
--- premake runs).
+-- The binding and the library's embedded Lua sources (lua/airlock/*.lua,
+-- lua/airlock/*/*.lua, policies/*.lua but the command's own, turned into
+-- build/gen/embedded.c by tools/embed.lua before premake runs; the command's
+-- CLI, REPL, demo and benchmark go to build/gen/embedded_cli.c).
 local BINDING = { "lua/binding/*.c", "build/gen/embedded.c" }
 
 -- airlock.so: the Lua 5.4 module (require "airlock"); the host provides liblua.
@@ -62,7 +63,7 @@ project "airlock-module"
 project "airlock"
   kind "ConsoleApp"
   files(BINDING)
-  files { "lua/main.c" }
+  files { "lua/main.c", "build/gen/embedded_cli.c" }
   links { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "crypto", "seccomp", "readline", "m", "dl" }
   linkoptions { "-Wl,-E" }
   outdirs(true)

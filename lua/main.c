@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <readline/readline.h>
 #include <readline/history.h>
+#include "binding/embedded.h"
 
 int luaopen_airlock(lua_State *L);
 
@@ -199,6 +200,7 @@ static int pmain(lua_State *L) {
   luaL_openlibs(L);
   luaL_requiref(L, "airlock", luaopen_airlock, 1);
   lua_pop(L, 1);
+  airlock_install_preloads(L, airlock_embedded_cli);   /* the command's own modules */
   lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
   lua_getfield(L, -1, "airlock.core");
   lua_pushcfunction(L, l_catch_sigint); lua_setfield(L, -2, "catch_sigint");

@@ -1,5 +1,8 @@
 /*
-** embedded.h -- the Lua parts compiled into the module, as bytecode (see tools/embed.lua).
+** embedded.h -- the Lua parts compiled in, as bytecode (see tools/embed.lua):
+** the library's (airlock_embedded_files, in airlock.so and every host that
+** links the binding) and the airlock command's own (airlock_embedded_cli: its
+** command line, REPL, demo and benchmark, linked into the command only).
 */
 #ifndef AIRLOCK_EMBEDDED_H
 #define AIRLOCK_EMBEDDED_H
@@ -13,5 +16,10 @@ typedef struct airlock_embedded {
 } airlock_embedded;
 
 extern const airlock_embedded airlock_embedded_files[];
+extern const airlock_embedded airlock_embedded_cli[];
+
+struct lua_State;
+/* Makes each of files (ending with a NULL name) requirable (package.preload). */
+void airlock_install_preloads(struct lua_State *L, const airlock_embedded *files);
 
 #endif

@@ -49,9 +49,9 @@ static int load_embedded(lua_State *L) {
   return 1;
 }
 
-static void install_preloads(lua_State *L) {
+void airlock_install_preloads(lua_State *L, const airlock_embedded *files) {
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
-  for (const airlock_embedded *e = airlock_embedded_files; e->name; e++) {
+  for (const airlock_embedded *e = files; e->name; e++) {
     lua_pushlightuserdata(L, (void *)e);
     lua_pushcclosure(L, load_embedded, 1);
     lua_setfield(L, -2, e->name);
@@ -150,7 +150,7 @@ static void l_names(lua_State *L) {
 
 int luaopen_airlock(lua_State *L) {
   luaL_checkversion(L);
-  install_preloads(L);
+  airlock_install_preloads(L, airlock_embedded_files);
   lua_newtable(L);
   airlock_l_open_broker(L);
   airlock_l_open_ledger(L);

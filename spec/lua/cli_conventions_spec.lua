@@ -5,7 +5,9 @@
 local H = require "helper"
 require "airlock"
 local core = require "airlock.core"
-local usage = require "airlock.cli_usage"
+-- The command's own modules are built into the command, not into airlock.so:
+-- the usage table is read from its source, which the command embeds.
+local usage = dofile("lua/airlock/cli_usage.lua")
 
 local AIRLOCK = core.fs_realpath(H.bin .. "/airlock")
 
@@ -55,6 +57,22 @@ describe("airlock --help", function()
     out, rc = run("replay")
     assert.are.equal(2, rc)
     assert.matches("^airlock: replay: expected one ledger directory\nusage: airlock replay ", out)
+  end)
+end)
+
+describe("the module and the command", function()
+  it("airlock.so holds the library; the command line, REPL, demo and bench are the command's", function()
+    for _, m in ipairs { "cli", "cli_exec", "cli_usage", "repl", "demo", "bench", "bench_exec" } do
+      assert.is_nil(package.preload["airlock." .. m], m)
+      assert.is_false((pcall(require, "airlock." .. m)), m)
+    end
+    for _, m in ipairs { "policy", "policy.schema", "session", "ledger", "json", "exec", "probe" } do
+      assert.is_function(package.preload["airlock." .. m], m)
+    end
+    -- Control: the command has them (a subcommand from each).
+    local out, rc = run("help --man exec")
+    assert.are.equal(0, rc, out)
+    assert.matches("airlock\\%-exec", out)
   end)
 end)
 
@@ -151,7 +169,7 @@ describe("airlock repl", function()
     assert.matches("airlock> airlock%.policy%.load\n", out)
     assert.matches("airlock> b:close%(%)\n", out)
     -- And the completer itself, on a plain environment.
-    local repl = require "airlock.repl"
+    local repl = dofile("lua/airlock/repl.lua")   -- the command's module, from its source
     local env = setmetatable({ airlock = require "airlock", mine = { alpha = 1, beta = 2 } }, { __index = _G })
     assert.are.same({ "mine.alpha" }, repl.complete(env, "mine.al"))
     assert.are.same({ "airlock.policy" }, repl.complete(env, "airlock.poli"))
