@@ -62,6 +62,8 @@ build/gen/embedded_cli.c: tools/embed.lua $(LUA_CLI)
 
 build/Makefile: premake5.lua $(wildcard core/*.c init/*.c lua/*.c lua/binding/*.c worker/*.c spec/c/*.c spec/fixtures/*.c bench/*.c)
 	premake4 --file=premake5.lua gmake >/dev/null
+	@# ar only adds members: a renamed or removed source would stay in the archives.
+	rm -f build/lib/*.a build/san/lib/*.a
 
 build: deps $(EMBEDDED) build/Makefile
 	$(MAKE) -s -C build config=release -j$(JOBS)

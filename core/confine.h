@@ -283,6 +283,11 @@ extern const airlock_promise airlock_promises[];   /* ends with a NULL word */
 extern const airlock_promise airlock_promise_always;
 /* The promise's syscall list (as in the table), or NULL for an unknown word. */
 const char *airlock_promise_syscalls(const char *word);
+/* The errnos a policy may name for refused calls (refuse = "EPERM", ...), in
+** the order messages list them; ends with a NULL name. ENOTSUP and EOPNOTSUPP
+** are one number on Linux: a lookup by number finds ENOTSUP first. */
+typedef struct airlock_errno_word { const char *name; int err; } airlock_errno_word;
+extern const airlock_errno_word airlock_refuse_errnos[];
 /* The built-in set a denylist always refuses, with the reason per group. */
 extern const airlock_promise airlock_confine_dangerous[];   /* ends with a NULL word */
 

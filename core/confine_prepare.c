@@ -628,16 +628,18 @@ static int compile(const struct ruleset *rs, int deny, uint32_t refuse, int noti
   return 0;
 }
 
+const airlock_errno_word airlock_refuse_errnos[] = {
+  { "EPERM", EPERM }, { "EACCES", EACCES }, { "ENOSYS", ENOSYS }, { "EINVAL", EINVAL },
+  { "ENOTSUP", ENOTSUP }, { "EOPNOTSUPP", EOPNOTSUPP }, { "EROFS", EROFS }, { "ENOENT", ENOENT },
+  { NULL, 0 },
+};
+
 /* "kill-process", or "EPERM" etc. into buf. */
 static const char *refusal_text(int e, char *buf, size_t len)
 {
-  static const struct { int e; const char *name; } names[] = {
-    { EPERM, "EPERM" }, { EACCES, "EACCES" }, { ENOSYS, "ENOSYS" }, { EINVAL, "EINVAL" },
-    { ENOTSUP, "ENOTSUP" }, { EROFS, "EROFS" },
-  };
-  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-    if (names[i].e == e) {
-      snprintf(buf, len, "fail with %s", names[i].name);
+  for (const airlock_errno_word *w = airlock_refuse_errnos; w->name != NULL; w++)
+    if (w->err == e) {
+      snprintf(buf, len, "fail with %s", w->name);
       return buf;
     }
   snprintf(buf, len, "fail with errno %d", e);

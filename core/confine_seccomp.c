@@ -109,8 +109,8 @@
 static void on_sigsys(int sig, siginfo_t *si, void *uc)
 {
   (void)sig; (void)uc;
-  char line[80] = "airlock: seccomp: blocked system call ";
-  size_t n = sizeof "airlock: seccomp: blocked system call " - 1;
+  char line[80] = AIRLOCK_SECCOMP_REPORT;
+  size_t n = sizeof AIRLOCK_SECCOMP_REPORT - 1;
   char digits[12];
   size_t k = 0;
   unsigned nr = si->si_syscall >= 0 ? (unsigned)si->si_syscall : 0;

@@ -24,10 +24,6 @@ static const char *const TOP_KEYS[] = { "landlock", "seccomp", "no_new_privs", N
 static const char *const LL_KEYS[] = { "read", "write", "exec", "bind", "connect", "scope", NULL };
 static const char *const SC_KEYS[] = { "promises", "syscalls", "mode", "refuse", NULL };
 
-static const struct { const char *name; int e; } ERRNOS[] = {
-  { "EPERM", EPERM }, { "EACCES", EACCES }, { "ENOSYS", ENOSYS }, { "EINVAL", EINVAL },
-  { "ENOTSUP", ENOTSUP }, { "EOPNOTSUPP", EOPNOTSUPP }, { "EROFS", EROFS }, { "ENOENT", ENOENT },
-};
 
 /* Every key of table t must be one of keys. */
 static void check_keys(lua_State *L, int t, const char *const *keys, const char *where) {
@@ -189,13 +185,21 @@ static void parse_spec(lua_State *L, int idx, airlock_confine_spec *s) {
       if (strcmp(w, "errno") == 0) {
         s->refuse_errno = AIRLOCK_REFUSE_CHOSEN;
       } else if (strcmp(w, "kill") != 0) {
-        size_t i = 0;
-        while (i < sizeof ERRNOS / sizeof *ERRNOS && strcmp(w, ERRNOS[i].name) != 0) i++;
-        if (i < sizeof ERRNOS / sizeof *ERRNOS)
-          s->refuse_errno = ERRNOS[i].e;
-        else
-          luaL_error(L, "confine: seccomp.refuse must be \"kill\", \"errno\" or an errno name (EPERM, EACCES, "
-                        "ENOSYS, EINVAL, ENOTSUP, EOPNOTSUPP, EROFS, ENOENT), got '%s'", w);
+        const airlock_errno_word *x = airlock_refuse_errnos;
+        while (x->name && strcmp(w, x->name) != 0) x++;
+        if (x->name) {
+          s->refuse_errno = x->err;
+        } else {
+          luaL_Buffer names;
+          luaL_buffinit(L, &names);
+          for (const airlock_errno_word *y = airlock_refuse_errnos; y->name; y++) {
+            if (y != airlock_refuse_errnos) luaL_addstring(&names, ", ");
+            luaL_addstring(&names, y->name);
+          }
+          luaL_pushresult(&names);
+          luaL_error(L, "confine: seccomp.refuse must be \"kill\", \"errno\" or an errno name (%s), got '%s'",
+                     lua_tostring(L, -1), w);
+        }
       }
     } else if (rt != LUA_TNIL) {
       luaL_error(L, "confine: seccomp.refuse must be \"kill\", \"errno\" or an errno name");

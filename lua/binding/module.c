@@ -129,8 +129,9 @@ static int l_causes(lua_State *L) {
   return 1;
 }
 
-/* The names in C's tables, so Lua restates none of them: core.rlimits
-** ({"as", "cpu", ...}) and core.namespaces ({"user", "pid", ...}), in order. */
+/* The names in C's tables, so Lua restates none of them, in order:
+** core.rlimits ({"as", "cpu", ...}), core.namespaces ({"user", "pid", ...}),
+** core.promises ({"stdio", "rpath", ...}) and core.refuse_errnos ({"EPERM", ...}). */
 static void l_names(lua_State *L) {
   lua_newtable(L);
   int i = 1;
@@ -146,6 +147,20 @@ static void l_names(lua_State *L) {
     lua_rawseti(L, -2, i);
   }
   lua_setfield(L, -2, "namespaces");
+  lua_newtable(L);
+  i = 1;
+  for (const airlock_promise *p = airlock_promises; p->word; p++, i++) {
+    lua_pushstring(L, p->word);
+    lua_rawseti(L, -2, i);
+  }
+  lua_setfield(L, -2, "promises");
+  lua_newtable(L);
+  i = 1;
+  for (const airlock_errno_word *w = airlock_refuse_errnos; w->name; w++, i++) {
+    lua_pushstring(L, w->name);
+    lua_rawseti(L, -2, i);
+  }
+  lua_setfield(L, -2, "refuse_errnos");
 }
 
 int luaopen_airlock(lua_State *L) {

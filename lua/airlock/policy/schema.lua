@@ -25,9 +25,8 @@ local KEYS = setmetatable({}, { __name = "keys" })       -- check of the keys a 
 local core = require "airlock.core"
 M.NAMESPACES = core.namespaces   -- C's table (the spawner's), in its order
 M.LAYERS = { "namespaces", "rlimits", "capabilities", "no_new_privs", "landlock", "seccomp", "cgroup" }
--- The seccomp promise words of core/confine_promises.c (docs/CONFINEMENT.md).
-M.PROMISES = { "stdio", "rpath", "wpath", "cpath", "fattr", "inet", "unix", "dns", "proc", "exec", "id", "tty" }
-local ERRNOS = { "EPERM", "EACCES", "ENOSYS", "EINVAL", "ENOTSUP", "EOPNOTSUPP", "EROFS", "ENOENT" }
+M.PROMISES = core.promises       -- the seccomp promise words of core/confine_promises.c, in its order
+local ERRNOS = core.refuse_errnos   -- what refuse may name, from C
 
 -- Promise words, as a string "stdio rpath" or a list; normalised to a sorted list.
 local promise_words = (function()
