@@ -156,6 +156,36 @@ void airlock_pack_cstr(msgpack_packer *pk, const char *s);
 /* Looks up key in a map object; NULL if absent or o is not a map. */
 const msgpack_object *airlock_msg_field(const msgpack_object *o, const char *key);
 
+/* Encoding, the mirror of airlock_msg_decode: every writer of frames (the
+** broker, the worker, `airlock call`, a C host) starts its messages here, so
+** the keys are spelt once. Each packs the map header for nfields fields in
+** all and the fields it names; the caller packs the rest. */
+/* {t = kind, ...}: nfields counts t. */
+void airlock_pack_head(msgpack_packer *pk, airlock_msg_kind kind, uint32_t nfields);
+/* {t = "call", id, effect, args = <the caller packs the value next>} */
+void airlock_pack_call(msgpack_packer *pk, uint64_t id, const char *effect, size_t len);
+/* {t = "reply", id, ok = <the caller packs the value next>} */
+void airlock_pack_reply_ok(msgpack_packer *pk, uint64_t id);
+/* {t = "reply", id, err = msg, code = code (when not NULL)}: complete. */
+void airlock_pack_reply_err(msgpack_packer *pk, uint64_t id, const char *msg, size_t len,
+                            const char *code);
+
+/* What a C host puts in a worker's init frame (the Lua host builds it from a
+** policy). NULL and 0 fields are left out; confine_* ask the worker to apply
+** that layer to itself, and require_* make the run fail (cause confinement)
+** when it cannot. */
+typedef struct airlock_init {
+  const char *guest_name;                /* NULL: "guest" */
+  const char *source; size_t source_len; /* the guest's Lua source */
+  uint64_t instructions, memory;         /* limits: VM instructions, bytes of Lua heap */
+  const char *const *effects;            /* NULL-terminated effect names it may call */
+  int confine_landlock, confine_seccomp;
+  int require_landlock, require_seccomp;
+} airlock_init;
+/* Fills sb (cleared first) with the whole init frame, header included.
+** Returns 0, -ENOMEM, or -EMSGSIZE when it is over max (0: the default). */
+int airlock_init_frame(msgpack_sbuffer *sb, const airlock_init *in, uint32_t max);
+
 /* ------------------------------------------------------------------ spawn */
 
 /* What the spawner does between fork and exec, in this order: socketpair end

@@ -535,7 +535,9 @@ int airlock_broker_next(airlock_broker *b, airlock_event *ev) {
   return 0;
 }
 
-static int reply_frame(airlock_run *r, uint64_t id, const char *key, const void *raw, size_t rawlen,
+/* The reply to the pending call: ok = raw (msgpack, already encoded) when raw
+** is set, else err = msg and code. */
+static int reply_frame(airlock_run *r, uint64_t id, const void *raw, size_t rawlen,
                        const char *msg, size_t msglen, const char *code) {
   msgpack_sbuffer sb;
   msgpack_packer pk;
@@ -543,20 +545,14 @@ static int reply_frame(airlock_run *r, uint64_t id, const char *key, const void 
   if (r->call.m.id != id) return -EINVAL;
   msgpack_sbuffer_init(&sb);
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  airlock_frame_begin(&sb);
-  msgpack_pack_map(&pk, code ? 4 : 3);
-  airlock_pack_cstr(&pk, "t");
-  airlock_pack_cstr(&pk, "reply");
-  airlock_pack_cstr(&pk, "id");
-  msgpack_pack_uint64(&pk, id);
-  airlock_pack_cstr(&pk, key);
-  if (raw) msgpack_sbuffer_write(&sb, raw, rawlen);
-  else airlock_pack_str(&pk, msg, msglen);
-  if (code) {
-    airlock_pack_cstr(&pk, "code");
-    airlock_pack_cstr(&pk, code);
+  int rc = airlock_frame_begin(&sb);
+  if (raw) {
+    airlock_pack_reply_ok(&pk, id);
+    if (msgpack_sbuffer_write(&sb, raw, rawlen) != 0) rc = -ENOMEM;
+  } else {
+    airlock_pack_reply_err(&pk, id, msg, msglen, code);
   }
-  int rc = airlock_frame_end(&sb, r->rd.max);
+  if (rc == 0) rc = airlock_frame_end(&sb, r->rd.max);
   if (rc == 0) {
     held_drop(&r->call);
     rc = queue_out(r, sb.data, sb.size);
@@ -568,11 +564,11 @@ static int reply_frame(airlock_run *r, uint64_t id, const char *key, const void 
 
 int airlock_run_reply(airlock_run *r, uint64_t id, const void *value, size_t len) {
   if (!value || len == 0) return -EINVAL;
-  return reply_frame(r, id, "ok", value, len, NULL, 0, NULL);
+  return reply_frame(r, id, value, len, NULL, 0, NULL);
 }
 
 int airlock_run_fail(airlock_run *r, uint64_t id, const char *msg, size_t len, const char *code) {
-  return reply_frame(r, id, "err", NULL, 0, msg, len, code);
+  return reply_frame(r, id, NULL, 0, msg, len, code);
 }
 
 void airlock_run_note_denied(airlock_run *r) { r->denied_noted = 1; }

@@ -426,6 +426,101 @@ void airlock_pack_cstr(msgpack_packer *pk, const char *s)
   airlock_pack_str(pk, s, strlen(s));
 }
 
+void airlock_pack_head(msgpack_packer *pk, airlock_msg_kind kind, uint32_t nfields)
+{
+  msgpack_pack_map(pk, nfields);
+  airlock_pack_cstr(pk, "t");
+  airlock_pack_cstr(pk, airlock_msg_kind_name(kind));
+}
+
+void airlock_pack_call(msgpack_packer *pk, uint64_t id, const char *effect, size_t len)
+{
+  airlock_pack_head(pk, AIRLOCK_MSG_CALL, 4);
+  airlock_pack_cstr(pk, "id");
+  msgpack_pack_uint64(pk, id);
+  airlock_pack_cstr(pk, "effect");
+  airlock_pack_str(pk, effect, len);
+  airlock_pack_cstr(pk, "args");
+}
+
+void airlock_pack_reply_ok(msgpack_packer *pk, uint64_t id)
+{
+  airlock_pack_head(pk, AIRLOCK_MSG_REPLY, 3);
+  airlock_pack_cstr(pk, "id");
+  msgpack_pack_uint64(pk, id);
+  airlock_pack_cstr(pk, "ok");
+}
+
+void airlock_pack_reply_err(msgpack_packer *pk, uint64_t id, const char *msg, size_t len,
+                            const char *code)
+{
+  airlock_pack_head(pk, AIRLOCK_MSG_REPLY, code != NULL ? 4 : 3);
+  airlock_pack_cstr(pk, "id");
+  msgpack_pack_uint64(pk, id);
+  airlock_pack_cstr(pk, "err");
+  airlock_pack_str(pk, msg, len);
+  if (code != NULL) {
+    airlock_pack_cstr(pk, "code");
+    airlock_pack_cstr(pk, code);
+  }
+}
+
+static void pack_layers(msgpack_packer *pk, int landlock, int seccomp)
+{
+  msgpack_pack_array(pk, (uint32_t)(landlock != 0) + (uint32_t)(seccomp != 0));
+  if (landlock)
+    airlock_pack_cstr(pk, "landlock");
+  if (seccomp)
+    airlock_pack_cstr(pk, "seccomp");
+}
+
+int airlock_init_frame(msgpack_sbuffer *sb, const airlock_init *in, uint32_t max)
+{
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+  if (airlock_frame_begin(sb) < 0)
+    return -ENOMEM;
+  uint32_t neffects = 0;
+  while (in->effects != NULL && in->effects[neffects] != NULL)
+    neffects++;
+  int limits = (in->instructions != 0) + (in->memory != 0);
+  int require = in->require_landlock || in->require_seccomp;
+  airlock_pack_head(&pk, AIRLOCK_MSG_INIT, 6);
+  airlock_pack_cstr(&pk, "v");
+  msgpack_pack_uint32(&pk, AIRLOCK_PROTOCOL_VERSION);
+  airlock_pack_cstr(&pk, "guest");
+  msgpack_pack_map(&pk, 2);
+  airlock_pack_cstr(&pk, "name");
+  airlock_pack_cstr(&pk, in->guest_name != NULL ? in->guest_name : "guest");
+  airlock_pack_cstr(&pk, "source");
+  airlock_pack_str(&pk, in->source != NULL ? in->source : "", in->source != NULL ? in->source_len : 0);
+  airlock_pack_cstr(&pk, "limits");
+  msgpack_pack_map(&pk, (uint32_t)limits);
+  if (in->instructions != 0) {
+    airlock_pack_cstr(&pk, "instructions");
+    msgpack_pack_uint64(&pk, in->instructions);
+  }
+  if (in->memory != 0) {
+    airlock_pack_cstr(&pk, "memory");
+    msgpack_pack_uint64(&pk, in->memory);
+  }
+  airlock_pack_cstr(&pk, "effects");
+  msgpack_pack_array(&pk, neffects);
+  for (uint32_t i = 0; i < neffects; i++)
+    airlock_pack_cstr(&pk, in->effects[i]);
+  airlock_pack_cstr(&pk, "confine");
+  msgpack_pack_map(&pk, 2 + (uint32_t)(require != 0));
+  airlock_pack_cstr(&pk, "landlock");
+  if (in->confine_landlock) msgpack_pack_true(&pk); else msgpack_pack_false(&pk);
+  airlock_pack_cstr(&pk, "seccomp");
+  if (in->confine_seccomp) msgpack_pack_true(&pk); else msgpack_pack_false(&pk);
+  if (require) {
+    airlock_pack_cstr(&pk, "require");
+    pack_layers(&pk, in->require_landlock, in->require_seccomp);
+  }
+  return airlock_frame_end(sb, max);
+}
+
 const msgpack_object *airlock_msg_field(const msgpack_object *o, const char *key)
 {
   if (o == NULL || o->type != MSGPACK_OBJECT_MAP)

@@ -79,13 +79,11 @@ void worker_channel_read_init(msgpack_unpacked *u, airlock_msg *msg)
                airlock_msg_kind_name(msg->kind));
 }
 
-msgpack_packer *worker_frame_begin(worker *w, const char *t, uint32_t nfields)
+msgpack_packer *worker_frame_begin(worker *w, airlock_msg_kind kind, uint32_t nfields)
 {
   w->out_refused = 0;
   msgpack_sbuffer_clear(&w->out);
-  msgpack_pack_map(&w->pk, nfields);
-  airlock_pack_cstr(&w->pk, "t");
-  airlock_pack_cstr(&w->pk, t);
+  airlock_pack_head(&w->pk, kind, nfields);
   return &w->pk;
 }
 
@@ -102,12 +100,10 @@ void worker_frame_send(worker *w)
 ** is being packed leaves no gap in the sequence. */
 msgpack_packer *worker_call_begin(worker *w, const char *effect, size_t len)
 {
-  msgpack_packer *pk = worker_frame_begin(w, "call", 4);
-  airlock_pack_cstr(pk, "id");
-  msgpack_pack_uint64(pk, w->last_id + 1);
-  airlock_pack_cstr(pk, "effect");
-  airlock_pack_str(pk, effect, len);
-  airlock_pack_cstr(pk, "args");
+  w->out_refused = 0;
+  msgpack_sbuffer_clear(&w->out);
+  msgpack_packer *pk = &w->pk;
+  airlock_pack_call(pk, w->last_id + 1, effect, len);
   return pk;
 }
 

@@ -60,7 +60,7 @@ static int host_input(lua_State *L)
       return luaL_error(L, "resume input: %s", err);
     return 1;
   }
-  msgpack_packer *pk = worker_frame_begin(w, "pause", 2);
+  msgpack_packer *pk = worker_frame_begin(w, AIRLOCK_MSG_PAUSE, 2);
   airlock_pack_cstr(pk, "prompt");
   if (airlock_lua_pack(L, 1, pk, "prompt", err, sizeof err) != 0)
     return luaL_error(L, "%s", err);

@@ -78,7 +78,7 @@ static void build_state(worker *w)
 ** but that could not be applied stops the worker before any guest code. */
 static void confine_and_ready(worker *w)
 {
-  msgpack_packer *pk = worker_frame_begin(w, "ready", 3);
+  msgpack_packer *pk = worker_frame_begin(w, AIRLOCK_MSG_READY, 3);
   airlock_pack_cstr(pk, "v");
   msgpack_pack_uint64(pk, AIRLOCK_PROTOCOL_VERSION);
   airlock_pack_cstr(pk, "confined");

@@ -54,7 +54,7 @@ static void pack_text(msgpack_packer *pk, const char *key, const char *s, size_t
 void worker_send_error(worker *w, const char *message, size_t mlen, const char *traceback,
                        size_t tlen, const char *cause)
 {
-  msgpack_packer *pk = worker_frame_begin(w, "done", 2);
+  msgpack_packer *pk = worker_frame_begin(w, AIRLOCK_MSG_DONE, 2);
   airlock_pack_cstr(pk, "err");
   msgpack_pack_map(pk, 3);
   pack_text(pk, "message", message, mlen);
@@ -150,7 +150,7 @@ __attribute__((noreturn))
 static void report_value(worker *w)
 {
   char err[256];
-  msgpack_packer *pk = worker_frame_begin(w, "done", 2);
+  msgpack_packer *pk = worker_frame_begin(w, AIRLOCK_MSG_DONE, 2);
   airlock_pack_cstr(pk, "ok");
   if (airlock_lua_pack(w->L, -1, pk, "value", err, sizeof err) != 0)
     worker_send_error(w, err, strlen(err), "", 0, "error");

@@ -79,9 +79,9 @@ void worker_init_parse(worker *w, const msgpack_object *init);
 void worker_channel_open(worker *w);
 /* Reads the init frame and decodes it into u; dies on any failure. */
 void worker_channel_read_init(msgpack_unpacked *u, airlock_msg *msg);
-/* Starts an outgoing frame of kind t with nfields fields (t included) and
+/* Starts an outgoing frame of kind kind with nfields fields (t included) and
 ** returns the packer, positioned after the t field. */
-msgpack_packer *worker_frame_begin(worker *w, const char *t, uint32_t nfields);
+msgpack_packer *worker_frame_begin(worker *w, airlock_msg_kind kind, uint32_t nfields);
 /* Sends the frame begun last; dies if the channel is broken. */
 void worker_frame_send(worker *w);
 /* Begins a call frame for effect and returns the packer positioned at args. */

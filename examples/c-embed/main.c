@@ -11,8 +11,6 @@
 #include "airlock.h"
 
 static const char GUEST[] = "local sum = host.add({ a = 2, b = 3 })\nreturn { sum = sum, twice = sum * 2 }";
-#define S(s) airlock_pack_cstr(&pk, s)
-#define I(n) msgpack_pack_int64(&pk, n)
 
 int main(int argc, char **argv) {
   char self[4096];
@@ -21,19 +19,16 @@ int main(int argc, char **argv) {
   if (!worker && n > 0) { self[n] = 0; strcpy(strrchr(self, '/') + 1, "airlock-worker"); worker = self; }
   if (!worker) { fputs("c-embed: cannot find airlock-worker\n", stderr); return 2; }
 
-  /* The init frame: protocol version, the guest, its limits, the effects it may ask for, and
-  ** the layers the worker applies to itself (the spawner applies the rest, below). */
-  msgpack_sbuffer sb; msgpack_packer pk;
-  msgpack_sbuffer_init(&sb); msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  airlock_frame_begin(&sb);
-  msgpack_pack_map(&pk, 6);
-  S("t"); S("init"); S("v"); I(AIRLOCK_PROTOCOL_VERSION);
-  S("guest"); msgpack_pack_map(&pk, 2); S("name"); S("adder"); S("source"); S(GUEST);
-  S("limits"); msgpack_pack_map(&pk, 2); S("instructions"); I(1000000); S("memory"); I(16 << 20);
-  S("effects"); msgpack_pack_array(&pk, 1); S("add");
-  S("confine"); msgpack_pack_map(&pk, 3); S("landlock"); msgpack_pack_true(&pk);
-  S("seccomp"); msgpack_pack_true(&pk); S("require"); msgpack_pack_array(&pk, 2); S("landlock"); S("seccomp");
-  if (airlock_frame_end(&sb, 0) < 0) return 2;
+  /* The init frame: the guest, its limits, the effects it may ask for, and the layers
+  ** the worker applies to itself (the spawner applies the rest, below). */
+  static const char *const effects[] = { "add", NULL };
+  airlock_init in = { .guest_name = "adder", .source = GUEST, .source_len = sizeof GUEST - 1,
+                      .instructions = 1000000, .memory = 16 << 20, .effects = effects,
+                      .confine_landlock = 1, .confine_seccomp = 1,
+                      .require_landlock = 1, .require_seccomp = 1 };
+  msgpack_sbuffer sb;
+  msgpack_sbuffer_init(&sb);
+  if (airlock_init_frame(&sb, &in, 0) < 0) return 2;
 
   unsigned long ns = 0;   /* every namespace: user, pid, net, ipc, uts, mount, cgroup */
   for (const airlock_namespace *x = airlock_namespaces; x->name; x++) ns |= x->flag;
@@ -61,8 +56,10 @@ int main(int argc, char **argv) {
         printf("effect %.*s {a = %llu, b = %llu} -> %llu\n", (int)ev.effect_len, ev.effect,
                (unsigned long long)x->via.u64, (unsigned long long)y->via.u64,
                (unsigned long long)(x->via.u64 + y->via.u64));   /* ev.effect lives until the reply */
+        msgpack_packer pk;
         msgpack_sbuffer_init(&sb);
-        I((int64_t)(x->via.u64 + y->via.u64));
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        msgpack_pack_uint64(&pk, x->via.u64 + y->via.u64);   /* the answer, any msgpack value */
         airlock_run_reply(ev.run, ev.id, sb.data, sb.size);
         msgpack_sbuffer_destroy(&sb);
       } else {                            /* done: the run's result */

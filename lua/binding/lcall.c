@@ -204,14 +204,7 @@ int airlock_l_channel_call(lua_State *L) {
   msgpack_packer_init(&pk, st, capped_write);
   if (airlock_frame_begin(&st->out) < 0)
     return call_fail(L, "memory", ENOMEM, "no memory for the call frame");
-  msgpack_pack_map(&pk, 4);
-  airlock_pack_cstr(&pk, "t");
-  airlock_pack_cstr(&pk, "call");
-  airlock_pack_cstr(&pk, "id");
-  msgpack_pack_uint64(&pk, CALL_ID);
-  airlock_pack_cstr(&pk, "effect");
-  airlock_pack_str(&pk, effect, elen);
-  airlock_pack_cstr(&pk, "args");
+  airlock_pack_call(&pk, CALL_ID, effect, elen);
   if (airlock_lua_pack(L, 3, &pk, "args", err, sizeof err) < 0 && !st->out_refused) {
     state_release(st);
     return call_fail(L, "args", EINVAL, "%s", err);

@@ -907,6 +907,62 @@ static void test_frame_builder(void)
   msgpack_sbuffer_destroy(&fb);
 }
 
+/* Every encoder's frame decodes as the kind it says, with its fields. */
+static void test_encoders(void)
+{
+  msgpack_sbuffer fb;
+  msgpack_packer fp;
+  msgpack_sbuffer_init(&fb);
+  msgpack_packer_init(&fp, &fb, msgpack_sbuffer_write);
+
+  msgpack_sbuffer_clear(&fb);
+  airlock_pack_call(&fp, 9, "fs.read", 7);
+  msgpack_pack_nil(&fp);
+  CHECK(airlock_msg_decode(fb.data, fb.size, &u, &m, err, sizeof err) == 0);
+  CHECK(m.kind == AIRLOCK_MSG_CALL && m.id == 9 && m.effect_len == 7 && memcmp(m.effect, "fs.read", 7) == 0);
+
+  msgpack_sbuffer_clear(&fb);
+  airlock_pack_reply_ok(&fp, 9);
+  msgpack_pack_uint64(&fp, 42);
+  CHECK(airlock_msg_decode(fb.data, fb.size, &u, &m, err, sizeof err) == 0);
+  CHECK(m.kind == AIRLOCK_MSG_REPLY && m.id == 9 && m.err == NULL && m.value != NULL &&
+        m.value->via.u64 == 42);
+
+  msgpack_sbuffer_clear(&fb);
+  airlock_pack_reply_err(&fp, 9, "no such file", 12, "denied");
+  CHECK(airlock_msg_decode(fb.data, fb.size, &u, &m, err, sizeof err) == 0);
+  CHECK(m.kind == AIRLOCK_MSG_REPLY && m.err != NULL && m.code != NULL &&
+        m.code->via.str.size == 6 && memcmp(m.code->via.str.ptr, "denied", 6) == 0);
+  msgpack_sbuffer_clear(&fb);
+  airlock_pack_reply_err(&fp, 9, "x", 1, NULL);   /* no code: three fields */
+  CHECK(airlock_msg_decode(fb.data, fb.size, &u, &m, err, sizeof err) == 0 && m.code == NULL);
+
+  /* A C host's init frame: header included, decodes as init of this version. */
+  static const char *const fx[] = { "add", "log", NULL };
+  airlock_init in = { .source = "return 1", .source_len = 8, .memory = 1 << 20, .effects = fx,
+                      .confine_seccomp = 1, .require_seccomp = 1 };
+  CHECK(airlock_init_frame(&fb, &in, 0) == 0);
+  const uint8_t *h = (const uint8_t *)fb.data;
+  CHECK(((uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3]) == fb.size - 4);
+  CHECK(airlock_msg_decode(fb.data + 4, fb.size - 4, &u, &m, err, sizeof err) == 0);
+  CHECK(m.kind == AIRLOCK_MSG_INIT && m.version == AIRLOCK_PROTOCOL_VERSION);
+  const msgpack_object *g = airlock_msg_field(m.value, "guest");
+  const msgpack_object *src = airlock_msg_field(g, "source"), *name = airlock_msg_field(g, "name");
+  CHECK(src && src->type == MSGPACK_OBJECT_STR && src->via.str.size == 8);
+  CHECK(name && name->via.str.size == 5 && memcmp(name->via.str.ptr, "guest", 5) == 0);
+  const msgpack_object *lim = airlock_msg_field(m.value, "limits");
+  CHECK(lim && lim->via.map.size == 1 && airlock_msg_field(lim, "memory")->via.u64 == 1 << 20);
+  const msgpack_object *e = airlock_msg_field(m.value, "effects");
+  CHECK(e && e->type == MSGPACK_OBJECT_ARRAY && e->via.array.size == 2);
+  const msgpack_object *c = airlock_msg_field(m.value, "confine");
+  CHECK(c && airlock_msg_field(c, "landlock")->type == MSGPACK_OBJECT_BOOLEAN &&
+        !airlock_msg_field(c, "landlock")->via.boolean && airlock_msg_field(c, "seccomp")->via.boolean);
+  const msgpack_object *req = airlock_msg_field(c, "require");
+  CHECK(req && req->via.array.size == 1 && req->via.array.ptr[0].via.str.size == 7);
+  CHECK(airlock_init_frame(&fb, &in, 16) == -EMSGSIZE);   /* over the limit it is given */
+  msgpack_sbuffer_destroy(&fb);
+}
+
 /* ------------------------------------------------------------------ fuzz */
 
 static void test_fuzz(void)
@@ -982,6 +1038,7 @@ int main(void)
   test_depth();
   test_decode_cost();
   test_frame_builder();
+  test_encoders();
   test_fuzz();
 
   msgpack_unpacked_destroy(&u);
