@@ -34,20 +34,44 @@ int broker_verify_namespaces(airlock_run *r, char *why, size_t len) {
   return 0;
 }
 
+/* /proc/PID/status of the child into buf (NUL-terminated), its path into
+** path. Returns the length, or <= 0 when it cannot be read (gone). */
+static ssize_t read_status(const airlock_run *r, char *path, size_t plen, char *buf, size_t blen) {
+  snprintf(path, plen, "/proc/%d/status", (int)r->c.pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd >= 0 ? read(fd, buf, blen - 1) : -1;
+  if (fd >= 0) close(fd);
+  buf[n > 0 ? n : 0] = 0;
+  return n;
+}
+
+/* The seccomp filter and no_new_privs, as status shows them; who is "the
+** worker reported ready" or "the program was started confined". */
+static int check_filter(const char *buf, const char *path, const char *who, char *why, size_t len) {
+  if (!strstr(buf, "\nSeccomp:\t2\n")) {
+    snprintf(why, len, "%s but %s does not show a seccomp filter (Seccomp: 2)", who, path);
+    return -1;
+  }
+  if (!strstr(buf, "\nNoNewPrivs:\t1\n")) {
+    snprintf(why, len, "%s but %s does not show NoNewPrivs: 1", who, path);
+    return -1;
+  }
+  return 0;
+}
+
 /* The child's claims in ready are not trusted: /proc/PID/status must show the
-** seccomp filter and no_new_privs. A child that already exited cannot be
-** checked, so fails the check (the real worker stays alive until the parent
-** hangs up, see worker_end). Returns 0, or -1 with a message in why. */
+** seccomp filter and no_new_privs, and with drop_caps no capability. A child
+** that already exited cannot be checked, so fails the check (the real worker
+** stays alive until the parent hangs up, see worker_end). Returns 0, or -1
+** with a message in why. */
 int broker_verify_ready(airlock_run *r, char *why, size_t len) {
   static const char *const caps[] = { "\nCapInh:\t", "\nCapPrm:\t", "\nCapEff:\t",
                                       "\nCapBnd:\t", "\nCapAmb:\t" };
   char path[64], buf[4096];
-  snprintf(path, sizeof path, "/proc/%d/status", (int)r->c.pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-  if (fd >= 0) close(fd);
-  if (n <= 0) { snprintf(why, len, "cannot read %s to verify confinement", path); return -1; }
-  buf[n] = 0;
+  if (read_status(r, path, sizeof path, buf, sizeof buf) <= 0) {
+    snprintf(why, len, "cannot read %s to verify confinement", path);
+    return -1;
+  }
   /* A bounding set left full is harmless when nothing is permitted and
   ** no_new_privs voids file capabilities: what the spawner leaves when it runs
   ** without root and without a user namespace (see drop_capabilities). */
@@ -61,16 +85,7 @@ int broker_verify_ready(airlock_run *r, char *why, size_t len) {
       return -1;
     }
   }
-  if (!r->verify_seccomp) return 0;
-  if (!strstr(buf, "\nSeccomp:\t2\n")) {
-    snprintf(why, len, "the worker reported ready but %s does not show a seccomp filter (Seccomp: 2)", path);
-    return -1;
-  }
-  if (!strstr(buf, "\nNoNewPrivs:\t1\n")) {
-    snprintf(why, len, "the worker reported ready but %s does not show NoNewPrivs: 1", path);
-    return -1;
-  }
-  return 0;
+  return r->verify_seccomp ? check_filter(buf, path, "the worker reported ready", why, len) : 0;
 }
 
 /* Right after spawn: a program the spawner confined with seccomp must show
@@ -78,20 +93,7 @@ int broker_verify_ready(airlock_run *r, char *why, size_t len) {
 ** exited). Returns 0, or -1 with why. */
 int broker_verify_program_filter(airlock_run *r, char *why, size_t len) {
   char path[64], buf[4096];
-  snprintf(path, sizeof path, "/proc/%d/status", (int)r->c.pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-  if (fd >= 0) close(fd);
-  if (n <= 0) return 0;   /* already gone */
-  buf[n] = 0;
-  if (strstr(buf, "\nState:\tZ")) return 0;
-  if (!strstr(buf, "\nSeccomp:\t2\n")) {
-    snprintf(why, len, "the program was started with a seccomp filter but %s does not show one (Seccomp: 2)", path);
-    return -1;
-  }
-  if (!strstr(buf, "\nNoNewPrivs:\t1\n")) {
-    snprintf(why, len, "the program was started confined but %s does not show NoNewPrivs: 1", path);
-    return -1;
-  }
-  return 0;
+  if (read_status(r, path, sizeof path, buf, sizeof buf) <= 0 || strstr(buf, "\nState:\tZ"))
+    return 0;   /* already gone */
+  return check_filter(buf, path, "the program was started confined", why, len);
 }
