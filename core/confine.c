@@ -86,6 +86,13 @@ int airlock_landlock_abi(void)
   return (int)abi;
 }
 
+const char *ll_missing(int abi)
+{
+  return abi == -EOPNOTSUPP
+    ? "Landlock is built in but disabled: add landlock to the kernel's lsm= boot option"
+    : "this kernel has no Landlock: it needs Linux 5.13+ with CONFIG_SECURITY_LANDLOCK";
+}
+
 size_t ll_handled_rights(int abi, int no_scope, struct ll_ruleset_attr *attr)
 {
   memset(attr, 0, sizeof *attr);
@@ -113,10 +120,7 @@ int airlock_confine_landlock_deny_all(airlock_layer *out)
 {
   int abi = airlock_landlock_abi();
   if (abi < 0) {
-    airlock_layer_set_(out, "landlock", AIRLOCK_LAYER_SKIPPED, -abi,
-                       "%s (%s)", abi == -EOPNOTSUPP
-                         ? "Landlock is built in but disabled: add landlock to the kernel's lsm= boot option"
-                         : "this kernel has no Landlock: it needs Linux 5.13+ with CONFIG_SECURITY_LANDLOCK",
+    airlock_layer_set_(out, "landlock", AIRLOCK_LAYER_SKIPPED, -abi, "%s (%s)", ll_missing(abi),
                        airlock_strerror(-abi));
     return abi;
   }

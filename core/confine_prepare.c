@@ -132,11 +132,7 @@ static int prepare_landlock(const airlock_confine_spec *s, airlock_confine_prepa
 {
   int abi = airlock_landlock_abi();
   if (abi < 0) {
-    snprintf(err, errlen, "landlock: %s (%s)",
-             abi == -EOPNOTSUPP
-               ? "Landlock is built in but disabled: add landlock to the kernel's lsm= boot option"
-               : "this kernel has no Landlock: it needs Linux 5.13+ with CONFIG_SECURITY_LANDLOCK",
-             airlock_strerror(-abi));
+    snprintf(err, errlen, "landlock: %s (%s)", ll_missing(abi), airlock_strerror(-abi));
     return abi;
   }
   struct ll_ruleset_attr attr;

@@ -65,6 +65,9 @@ struct ll_ruleset_attr {
 ** connect from ABI 4; signal and abstract-socket scoping from ABI 6 unless
 ** no_scope) and returns the struct size that ABI expects (confine.c). */
 size_t ll_handled_rights(int abi, int no_scope, struct ll_ruleset_attr *attr);
+/* Why Landlock is missing, for airlock_landlock_abi's -EOPNOTSUPP or other
+** -errno, with what to do about it. */
+const char *ll_missing(int abi);
 
 #ifndef __NR_landlock_add_rule
 #define __NR_landlock_add_rule 445

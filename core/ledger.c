@@ -306,7 +306,7 @@ static int kind_word(const char *kind)
   if (kind == NULL || kind[0] < 'a' || kind[0] > 'z' || strcmp(kind, "session") == 0)
     return 0;
   size_t n = strspn(kind, "abcdefghijklmnopqrstuvwxyz0123456789._-");
-  return kind[n] == '\0' && n <= AIRLOCK_LEDGER_KIND_MAX;
+  return n <= AIRLOCK_LEDGER_KIND_MAX && kind[n] == '\0';
 }
 
 int airlock_ledger_append(airlock_ledger *l, const char *kind, uint64_t run,
