@@ -235,7 +235,7 @@ function M.exec(opts, broker)
     fail("give one of 'stdin', 'stdin_file' and 'stdin_inherit'", 2)
   end
 
-  require "airlock"   -- the broker's start method
+  local start_run = require("airlock")._internal.start_run   -- b:start, with internal.program
   local pol, perr = M.resolve_policy(opts.policy)
   if not pol then return nil, perr, "policy" end
   local admitted, adm_err = policy.admit(pol, "tool", "programs")
@@ -511,11 +511,10 @@ function M.exec(opts, broker)
   local b = broker or core.broker()
   -- Closed on every way out, a stream callback's error included: the program dies with it.
   local owned <close> = broker == nil and b or nil
-  local run, err, code = b:start {
-    policy = pol, ledger = opts.ledger, durability = opts.durability,
-    _program = { name = argv[1], argv = full, plan = plan_for(auth, start, start.pids_max, workspace, cmd, nproc_instead, skipped),
-                 deadline_ms = deadline and deadline > 0 and deadline or nil, capture = capture },
-  }
+  local run, err, code = start_run(b, { policy = pol, ledger = opts.ledger, durability = opts.durability }, {
+    program = { name = argv[1], argv = full, plan = plan_for(auth, start, start.pids_max, workspace, cmd, nproc_instead, skipped),
+                deadline_ms = deadline and deadline > 0 and deadline or nil, capture = capture },
+  })
   if pty then
     pty:close_slave()
     if run then pty:relay() end

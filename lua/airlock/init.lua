@@ -17,14 +17,28 @@ local M = {
 }
 
 local broker_methods, run_methods = core.broker_methods, core.run_methods
-local states = setmetatable({}, { __mode = "k" })   -- broker -> serial -> per-run state
-local recorders = setmetatable({}, { __mode = "k" })   -- run -> its ledger recorder
-local redactors = setmetatable({}, { __mode = "k" })   -- run -> its secrets' redactor
-local defaults = setmetatable({}, { __mode = "k" })    -- broker -> {policy, ref}: b:reload's snapshot
 
+-- Per-run state: one record per run, weak keys, so a record goes with its run:
+--   { policy = name, digest, plan (confine.plan's), log = {pieces}, log_bytes, log_max,
+--     on_log, redact (its secrets' redactor, or nil), recorder, ledger, owned
+--     (closed when the run ends), server (when served from a journal) }
+local runs = setmetatable({}, { __mode = "k" })
+-- Per broker, weak keys: { serial = the last run's, snapshot = {policy, ref}
+-- (b:reload's), live = { [run id] = the record of a run b:step has not seen end } }.
+local brokers = setmetatable({}, { __mode = "k" })
+
+local function broker_state(b)
+  local bs = brokers[b]
+  if not bs then
+    bs = { serial = 0, live = {} }
+    brokers[b] = bs
+  end
+  return bs
+end
+
+-- b:start's options (docs/API.md, airlock.run); any other is an error.
 local START_KEYS = { guest = true, name = true, policy = true, input = true, seed = true, on_log = true,
-                     ledger = true, durability = true, _serve = true, _resume_inputs = true,
-                     _resume_of = true, _program = true }
+                     ledger = true, durability = true }
 
 -- opts.ledger: an open ledger (airlock.ledger.open), or a directory to create
 -- a session in (closed when the run ends). Returns ledger, owned, or nil, message.
@@ -38,10 +52,11 @@ local function open_ledger(l, durability)
   return l, false
 end
 
--- A guest is Lua source, or the path of a .lua file.
-local function load_guest(guest, name)
+-- A guest is Lua source, or the path of a .lua file. level: where a wrong type
+-- is reported (as error's; default 3, the caller of its caller).
+local function load_guest(guest, name, level)
   if type(guest) ~= "string" then
-    error("airlock: 'guest' must be Lua source or the path of a .lua file", 3)
+    error("airlock: 'guest' must be Lua source or the path of a .lua file", level or 3)
   end
   if not guest:find("\n", 1, true) and guest:match("%.lua$") then
     local f, err = io.open(guest, "rb")
@@ -54,10 +69,11 @@ local function load_guest(guest, name)
 end
 
 -- The run's policy (policy.resolve): a bare table is layered over untrusted;
--- none at all is AIRLOCK_POLICY, else untrusted.
-local function resolve_policy(p)
+-- none at all is AIRLOCK_POLICY, else untrusted. level: where a wrong type is
+-- reported (as error's; default 3, the caller of its caller).
+local function resolve_policy(p, level)
   if p ~= nil and type(p) ~= "string" and type(p) ~= "table" then
-    error("airlock: 'policy' must be a policy table, a stock policy name or a file path", 3)
+    error("airlock: 'policy' must be a policy table, a stock policy name or a file path", level or 3)
   end
   return policy.resolve(p == nil and (os.getenv("AIRLOCK_POLICY") or "untrusted") or p, "untrusted")
 end
@@ -90,179 +106,253 @@ local function effect_list(handlers)
   return names
 end
 
---- b:start{guest = source_or_path, policy = table|name, input = any, name = str,
---- seed = int, on_log = function(text)} -> run, or nil, message, errno when the run cannot be
---- started (errno is the word "confinement" when a required layer cannot be applied here).
-function broker_methods:start(opts)
-  if type(opts) ~= "table" then error("start: expects a table {guest = ..., policy = ...}", 2) end
-  for k in pairs(opts) do
-    if not START_KEYS[k] then error(string.format("start: unknown option '%s'", tostring(k)), 2) end
-  end
+-- ------------------------------------------------------------ starting a run
+-- The stages of start_run, in its order. A mistake in what b:start's caller
+-- gave is raised at that caller: 1 load_guest or resolve_policy, 2 a stage,
+-- 3 start_run, 4 b:start, 5 its caller.
+local CALLER = 5
+
+-- opts, internal -> the run's policy: { policy, ref (the name it was given
+-- by), limits, secrets (values, for handlers only), redact }, or nil, message, code.
+local function run_policy(b, opts, internal)
   -- Without a policy of its own, a run takes the broker's snapshot (b:reload).
-  local default = opts.policy == nil and defaults[self] or nil
+  local snapshot = opts.policy == nil and brokers[b] and brokers[b].snapshot or nil
   local pol, perr
-  if default then pol = default.policy else pol, perr = resolve_policy(opts.policy) end
+  if snapshot then pol = snapshot.policy else pol, perr = resolve_policy(opts.policy, CALLER) end
   if not pol then return nil, perr end
   -- Less confinement than untrusted warns, or is refused (policy.admit);
   -- a program's run was admitted by airlock.exec against the stock tool.
-  if not opts._program then
-    local admitted, aerr = policy.admit(pol, "untrusted", "guests", self)
+  if not internal.program then
+    local admitted, aerr = policy.admit(pol, "untrusted", "guests", b)
     if not admitted then return nil, aerr, "confinement" end
   end
   -- Secrets: resolved here, in the parent, for handlers only (ctx.secrets).
-  local secret_values, serr = secrets.resolve(pol.secrets)
-  if not secret_values then return nil, serr end
-  local redact = secrets.redactor(secret_values)
+  local values, serr = secrets.resolve(pol.secrets)
+  if not values then return nil, serr end
+  return { policy = pol, limits = pol.limits or {}, secrets = values, redact = secrets.redactor(values),
+           ref = type(opts.policy) == "string" and opts.policy or (snapshot and snapshot.ref) or nil }
+end
+
+-- opts, policy, internal -> what runs and its confinement plan: { name,
+-- source (a guest's), argv, plan, program (airlock.exec's, or nil) }, or nil, message, code.
+local function run_what(opts, pol, internal)
   -- A program (airlock.exec) instead of a guest: its argv, spawn options and
   -- confinement plan come made from the policy's tool authority.
-  local prog = opts._program
-  local source, name, argv, plan
-  local limits = pol.limits or {}
-  if prog then
-    name, argv, plan = prog.name, prog.argv, prog.plan
-  else
-    source, name = load_guest(opts.guest, opts.name)
-    if not source then return nil, name end
-    argv = pol.worker and { table.unpack(pol.worker) }
-    if not argv and os.getenv("AIRLOCK_WORKER") then argv = { os.getenv("AIRLOCK_WORKER") } end
-    if not argv then
-      local w, err, code = core.worker_path()
-      if not w then return nil, err, code end
-      argv = { w }
-    end
-    local cerr
-    plan, cerr = confine.plan(pol.confine)
-    if not plan then return nil, cerr, "confinement" end
+  local prog = internal.program
+  if prog then return { name = prog.name, argv = prog.argv, plan = prog.plan, program = prog } end
+  local source, name = load_guest(opts.guest, opts.name, CALLER)
+  if not source then return nil, name end
+  local argv = pol.worker and { table.unpack(pol.worker) }
+  if not argv and os.getenv("AIRLOCK_WORKER") then argv = { os.getenv("AIRLOCK_WORKER") } end
+  if not argv then
+    local w, err, code = core.worker_path()
+    if not w then return nil, err, code end
+    argv = { w }
   end
+  local plan, cerr = confine.plan(pol.confine)
+  if not plan then return nil, cerr, "confinement" end
+  return { name = name, source = source, argv = argv, plan = plan }
+end
 
-  local st = { log = {}, log_bytes = 0, log_max = limits.output or 65536, policy = pol.name,
-               on_log = opts.on_log, plan = plan, digest = policy.digest(pol), redact = redact }
-  if redact and opts.on_log then
-    local on_log = opts.on_log
+-- opts, the run's policy, what runs -> the run's record (runs[run], above).
+local function new_record(opts, rp, what)
+  local st = { log = {}, log_bytes = 0, log_max = rp.limits.output or 65536, policy = rp.policy.name,
+               on_log = opts.on_log, plan = what.plan, digest = policy.digest(rp.policy), redact = rp.redact }
+  if rp.redact and opts.on_log then
+    local on_log, redact = opts.on_log, rp.redact
     st.on_log = function(text) return on_log(redact(text)) end
   end
-  local handlers = builtin_handlers(st, limits)
+  return st
+end
+
+-- record, the run's policy -> handlers (the built-ins, then the policy's
+-- effects; answers redacted), and the built-in log handler.
+local function run_handlers(st, rp)
+  local handlers = builtin_handlers(st, rp.limits)
   local collect_log = handlers.log
-  for k, v in pairs(pol.effects or {}) do handlers[k] = v or nil end
+  for k, v in pairs(rp.policy.effects or {}) do handlers[k] = v or nil end
   -- What a handler answers reaches the guest with every secret redacted.
-  if redact then
-    for k, h in pairs(handlers) do handlers[k] = secrets.guard(h, redact) end
+  if rp.redact then
+    for k, h in pairs(handlers) do handlers[k] = secrets.guard(h, rp.redact) end
   end
+  return handlers, collect_log
+end
 
-  local serial = (states[self] and states[self].n or 0) + 1
-  local seed = opts.seed or math.random(0, 2 ^ 31)
-
-  -- The ledger: the init record goes in before anything is spawned; every
-  -- call is recorded before its handler runs, every answer after.
+-- The ledger, when opts names one: the init record (or, resuming, the resume
+-- record) goes in before anything is spawned; every call is recorded before
+-- its handler runs, every answer after. record, handlers, ... -> true (the
+-- record has its recorder, ledger, owned; handlers are wrapped), or nil, message, "ledger".
+local function record_run(st, handlers, opts, internal, rp, what, serial, seed)
   local ledger, owned, lerr = open_ledger(opts.ledger, opts.durability)
   if lerr then return nil, lerr, "ledger" end
-  if ledger then
-    local rec = session.recorder(ledger, opts._resume_of and opts._resume_of.run or serial, redact, limits.ledger)
-    st.recorder, st.ledger, st.owned = rec, ledger, owned
+  if not ledger then return true end
+  local resume_of = internal.resume_of
+  local rec = session.recorder(ledger, resume_of and resume_of.run or serial, rp.redact, rp.limits.ledger)
+  st.recorder, st.ledger, st.owned = rec, ledger, owned
+  if resume_of then
+    -- Resuming: the init is already in the journal; this records the answer.
+    if not rec:append("resume", { input = resume_of.input }) then
+      if owned then ledger:close() end
+      return nil, "ledger: cannot record the resume: " .. rec.failed, "ledger"
+    end
+  else
     local fields = {
-      guest = prog and { name = name, argv = argv } or { name = name, source = source },
+      guest = what.program and { name = what.name, argv = what.argv } or { name = what.name, source = what.source },
       input = opts.input, seed = seed,
       effects = effect_list(handlers),
-      policy = { name = pol.name, digest = st.digest,
-                 ref = type(opts.policy) == "string" and opts.policy or (default and default.ref) or nil },
+      policy = { name = rp.policy.name, digest = st.digest, ref = rp.ref },
     }
-    if opts._resume_of then
-      -- Resuming: the init is already in the journal; this records the answer.
-      fields = nil
-      if not rec:append("resume", { input = opts._resume_of.input }) then
-        if owned then ledger:close() end
-        return nil, "ledger: cannot record the resume: " .. rec.failed, "ledger"
-      end
-    elseif not rec:append("init", fields) then
+    if not rec:append("init", fields) then
       if owned then ledger:close() end
       return nil, "ledger: cannot record the run's init: " .. rec.failed, "ledger"
     end
-    for k, h in pairs(handlers) do handlers[k] = rec:wrap(k, h) end
   end
-  -- Served from a journal (replay, resume): recorded answers first, in order;
-  -- past them the live (and recorded) handlers, or divergence.
-  if opts._serve then
-    local live = handlers
-    st.server = opts._serve
-    handlers = {}
-    for k in pairs(live) do handlers[k] = opts._serve:handler(k) end
-    if collect_log and handlers.log then
-      -- What the guest prints is answered from the journal like any call, and
-      -- still collected into result.log, so a replayed result compares whole.
-      local served, srv = handlers.log, opts._serve
-      handlers.log = function(args, ctx)
-        local before = srv.served
-        local v = served(args, ctx)
-        if srv.served > before then pcall(collect_log, args, ctx) end   -- live ones collect themselves
-        return v
-      end
-    end
-    if opts._serve.live then opts._serve.live = function(effect) return live[effect] end end
-  end
+  for k, h in pairs(handlers) do handlers[k] = rec:wrap(k, h) end
+  return true
+end
 
-  local start = {
-    argv = argv,
-    init = {
-      t = "init", v = core.protocol_version, run = serial,
-      guest = { name = name, source = source },
-      input = opts.input,
-      seed = seed,
-      resume = opts._resume_inputs and { inputs = opts._resume_inputs } or nil,
-      limits = {
-        instructions = limits.instructions or 0,
-        memory = limits.memory or 0,
-        output = limits.output or 65536,
-      },
-      effects = effect_list(handlers),
-      confine = plan.init,
-    },
-    deadline_ms = limits.deadline_ms,
-    max_frame = limits.max_frame,
-    capture_max = limits.capture,
-    handlers = handlers,
-    ctx = { policy = pol.name, secrets = secrets.readonly(secret_values),
-            on_denied = st.recorder and not opts._serve and function(effect, id) st.recorder:denied(id, effect) end
-              or nil },
-  }
-  if prog then
-    -- No init, no ready: the program gets fd 3 for calls, and nothing else of a worker's.
-    start = { argv = argv, program = true, channel = true, handlers = handlers, ctx = start.ctx,
-              deadline_ms = prog.deadline_ms, capture_max = prog.capture }
+-- Served from a journal (replay, resume): recorded answers first, in order;
+-- past them the live (and recorded) handlers, or divergence. record, handlers,
+-- the built-in log handler, the server (or nil) -> the handlers the run gets.
+local function served_handlers(st, handlers, collect_log, srv)
+  if not srv then return handlers end
+  local live = handlers
+  st.server = srv
+  handlers = {}
+  for k in pairs(live) do handlers[k] = srv:handler(k) end
+  if collect_log and handlers.log then
+    -- What the guest prints is answered from the journal like any call, and
+    -- still collected into result.log, so a replayed result compares whole.
+    local served = handlers.log
+    handlers.log = function(args, ctx)
+      local before = srv.served
+      local v = served(args, ctx)
+      if srv.served > before then pcall(collect_log, args, ctx) end   -- live ones collect themselves
+      return v
+    end
   end
-  for k, v in pairs(plan.start) do start[k] = v end
-  local run, err, code = self:_start(start)
-  local why = not run and not prog and start.namespaces and confine.namespace_failure(err)
+  if srv.live then srv.live = function(effect) return live[effect] end end
+  return handlers
+end
+
+-- What b:_start takes: a worker's, with its init frame, or a program's.
+-- record, handlers, ... -> b:_start's options.
+local function spawn_options(st, handlers, opts, internal, rp, what, serial, seed)
+  local limits = rp.limits
+  local ctx = { policy = rp.policy.name, secrets = secrets.readonly(rp.secrets),
+                on_denied = st.recorder and not internal.serve and function(effect, id) st.recorder:denied(id, effect) end
+                  or nil }
+  local start
+  if what.program then
+    -- No init, no ready: the program gets fd 3 for calls, and nothing else of a worker's.
+    start = { argv = what.argv, program = true, channel = true, handlers = handlers, ctx = ctx,
+              deadline_ms = what.program.deadline_ms, capture_max = what.program.capture }
+  else
+    start = {
+      argv = what.argv,
+      init = {
+        t = "init", v = core.protocol_version, run = serial,
+        guest = { name = what.name, source = what.source },
+        input = opts.input,
+        seed = seed,
+        resume = internal.resume_inputs and { inputs = internal.resume_inputs } or nil,
+        limits = {
+          instructions = limits.instructions or 0,
+          memory = limits.memory or 0,
+          output = limits.output or 65536,
+        },
+        effects = effect_list(handlers),
+        confine = what.plan.init,
+      },
+      deadline_ms = limits.deadline_ms,
+      max_frame = limits.max_frame,
+      capture_max = limits.capture,
+      handlers = handlers,
+      ctx = ctx,
+    }
+  end
+  for k, v in pairs(what.plan.start) do start[k] = v end
+  return start
+end
+
+-- broker, b:_start's options, what runs -> the run, or nil, message, code.
+local function spawn(b, start, what)
+  local run, err, code = b:_start(start)
+  local why = not run and not what.program and start.namespaces and confine.namespace_failure(err)
   if why then
     -- No namespaces here: fall back unless the policy requires them.
+    local plan = what.plan
     plan.layers.namespaces = "skipped: " .. why
     if plan.required.namespaces then
       return nil, "confinement: namespaces is required but skipped: " .. why, "confinement"
     end
     start.namespaces = nil
     start.init.confine.seccomp_program = nil   -- made for pid 1 of a pid namespace
-    run, err, code = self:_start(start)
+    run, err, code = b:_start(start)
   end
+  return run, err, code
+end
+
+-- Starts a run. opts: b:start's (START_KEYS); internal: what only this
+-- package's own callers give: { program = airlock.exec's program (its name,
+-- argv, plan, deadline_ms, capture), serve = a journal's server (replay,
+-- resume), resume_inputs = the inputs the journal's resumes gave, resume_of =
+-- {input, run}: the resume to record }. -> run, or nil, message, code.
+local function start_run(b, opts, internal)
+  internal = internal or {}
+  local rp, err, code = run_policy(b, opts, internal)
+  if not rp then return nil, err, code end
+  local what
+  what, err, code = run_what(opts, rp.policy, internal)
+  if not what then return nil, err, code end
+  local st = new_record(opts, rp, what)
+  local handlers, collect_log = run_handlers(st, rp)
+  local serial = (brokers[b] and brokers[b].serial or 0) + 1
+  local seed = opts.seed or math.random(0, 2 ^ 31)
+  local ok
+  ok, err, code = record_run(st, handlers, opts, internal, rp, what, serial, seed)
+  if not ok then return nil, err, code end
+  handlers = served_handlers(st, handlers, collect_log, internal.serve)
+  local run
+  run, err, code = spawn(b, spawn_options(st, handlers, opts, internal, rp, what, serial, seed), what)
   if not run then
     if st.owned then st.ledger:close() end
     return nil, err, code
   end
-  if st.recorder then recorders[run] = st.recorder end
-  if redact then redactors[run] = redact end
-  states[self] = states[self] or { n = 0 }
-  states[self].n = serial
-  states[self][run:id()] = st
+  -- Registered: b:step finds the record by the run's id, reply and fail by the run.
+  local bs = broker_state(b)
+  bs.serial = serial
+  bs.live[run:id()] = st
+  runs[run] = st
   return run
 end
+
+--- b:start{guest = source_or_path, policy = table|name, input = any, name = str,
+--- seed = int, on_log = function(text), ledger = dir|ledger, durability = str} -> run, or nil,
+--- message, errno when the run cannot be started (errno is the word "confinement" when a
+--- required layer cannot be applied here).
+function broker_methods:start(opts)
+  if type(opts) ~= "table" then error("start: expects a table {guest = ..., policy = ...}", 2) end
+  for k in pairs(opts) do
+    if not START_KEYS[k] then error(string.format("start: unknown option '%s'", tostring(k)), 2) end
+  end
+  local run, err, code = start_run(self, opts)   -- not a tail call: CALLER counts this frame
+  return run, err, code
+end
+
+-- Not API: for this package's own modules (airlock.exec starts its programs
+-- with start_run and internal.program). Nothing outside lua/airlock uses it.
+M._internal = { start_run = start_run }
 
 --- b:step(timeout_ms) -> list of results of the runs that finished; handlers
 --- for calls that arrived are run inside. timeout -1 waits, 0 polls.
 function broker_methods:step(timeout)
   -- Group commit: the wait never outlasts a batch ledger's sync window, and
   -- every step gives due ledgers their fdatasync.
-  local per = states[self]
+  local per = brokers[self] and brokers[self].live   -- run id -> record
   if per then
     for _, st in pairs(per) do
-      if type(st) == "table" and st.ledger then
+      if st.ledger then
         local due = st.ledger:sync_due_ms()
         if due >= 0 and (timeout == nil or timeout < 0 or due < timeout) then timeout = due end
       end
@@ -272,7 +362,7 @@ function broker_methods:step(timeout)
   if not done then return nil, err, code end
   if per then
     for _, st in pairs(per) do
-      if type(st) == "table" and st.ledger then
+      if st.ledger then
         local ok, terr = st.ledger:tick()
         if not ok and st.recorder then st.recorder.failed = st.recorder.failed or terr end
       end
@@ -312,13 +402,14 @@ end
 
 -- Deferred answers of a recorded run are recorded as they are given.
 local function recorder_of(run)
-  local rec = recorders[run]
+  local rec = runs[run] and runs[run].recorder
   return rec and rec.deferred and rec
 end
 
 local c_reply, c_fail = run_methods.reply, run_methods.fail
 function run_methods:reply(seq, value)
-  if redactors[self] then value = redactors[self](value) end
+  local redact = runs[self] and runs[self].redact
+  if redact then value = redact(value) end
   local rec = recorder_of(self)
   local effect = rec and rec.deferred[seq]
   if effect then
@@ -331,7 +422,8 @@ function run_methods:reply(seq, value)
   return c_reply(self, seq, value)
 end
 function run_methods:fail(seq, message, code)
-  if redactors[self] then message = redactors[self](message) end
+  local redact = runs[self] and runs[self].redact
+  if redact then message = redact(message) end
   local rec = recorder_of(self)
   local effect = rec and rec.deferred[seq]
   if effect then
@@ -360,7 +452,7 @@ function broker_methods:reload(p)
   end
   local values, serr = secrets.resolve(pol.secrets)
   if not values then return nil, serr end
-  defaults[self] = { policy = pol, ref = type(p) == "string" and p or nil }
+  broker_state(self).snapshot = { policy = pol, ref = type(p) == "string" and p or nil }
   return policy.digest(pol)
 end
 
@@ -427,8 +519,9 @@ local function recorded_policy(s, want, changed_ok)
   return pol, nil, note
 end
 
--- Runs a recorded session again in a fresh worker, served by srv.
-local function rerun(s, pol, srv, extra)
+-- Runs a recorded session again in a fresh worker, served by srv. extra: b:start
+-- options over the recorded ones; resume_of: the resume to record (start_run's).
+local function rerun(s, pol, srv, extra, resume_of)
   if s.init.guest and s.init.guest.argv then
     return nil, string.format("the session recorded a program (airlock exec %s), not a guest: only guest " ..
       "runs can be replayed or resumed; `airlock ledger verify` and `ledger show` audit it",
@@ -437,11 +530,11 @@ local function rerun(s, pol, srv, extra)
   local b <close> = core.broker()
   local opts = {
     guest = s.init.guest.source, name = s.init.guest.name, policy = pol,
-    input = s.init.input, seed = s.init.seed, _serve = srv,
-    _resume_inputs = #s.inputs > 0 and s.inputs or nil,
+    input = s.init.input, seed = s.init.seed,
   }
   for k, v in pairs(extra or {}) do opts[k] = v end
-  local run, err, code = b:start(opts)
+  local run, err, code = start_run(b, opts, {
+    serve = srv, resume_inputs = #s.inputs > 0 and s.inputs or nil, resume_of = resume_of })
   if not run then return nil, err, code end
   return run:wait(b)
 end
@@ -491,8 +584,8 @@ function M.resume(dir, input, opts)
   if not pol then return nil, perr, "policy" end
   s.inputs[#s.inputs + 1] = input
   local srv = session.server(s, true)
-  local res, rerr, code = rerun(s, pol, srv, {
-    ledger = dir, durability = opts.durability, _resume_of = { input = input, run = s.run } })
+  local res, rerr, code = rerun(s, pol, srv, { ledger = dir, durability = opts.durability },
+    { input = input, run = s.run })
   if not res then return nil, rerr, code end
   res.note = note
   return res

@@ -163,6 +163,23 @@ describe("a broker", function()
     assert.same({ "first", "no second" }, res.value)
   end)
 
+  it("refuses an unknown option by name, the package's internal ones too, at the caller's line", function()
+    local b <close> = airlock.broker()
+    for _, k in ipairs { "gust", "_serve", "_resume_inputs", "_resume_of", "_program" } do
+      local ok, err = pcall(function() local r = b:start { guest = "return 1", [k] = {} } return r end)
+      assert.is_false(ok)
+      assert.matches("^spec/lua/run_spec%.lua:%d+: start: unknown option '" .. k .. "'$", err)
+    end
+    -- A guest or policy of the wrong type is the caller's mistake too.
+    local ok, err = pcall(function() local r = b:start { guest = 42 } return r end)
+    assert.is_false(ok)
+    assert.matches("^spec/lua/run_spec%.lua:%d+: airlock: 'guest' must be Lua source", err)
+    ok, err = pcall(function() local r = b:start { guest = "return 1", policy = 42 } return r end)
+    assert.is_false(ok)
+    assert.matches("^spec/lua/run_spec%.lua:%d+: airlock: 'policy' must be a policy table", err)
+    assert.equal(0, b:live())
+  end)
+
   it("cancels a run", function()
     local b <close> = airlock.broker()
     local run = assert(b:start { guest = "while true do end", policy = { limits = { instructions = 0 } } })
