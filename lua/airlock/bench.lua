@@ -59,6 +59,9 @@ local airlock = require "airlock"
 local core = require "airlock.core"
 local json = require "airlock.json"
 local policy = require "airlock.policy"
+local util = require "airlock.util"
+
+local exists, copy, set_of, read_file = util.exists, util.copy, util.set_of, util.read_file
 
 local M = {}
 
@@ -78,12 +81,6 @@ end
 local function bindir()
   local w = assert(core.worker_path())
   return w:match("^(.*)/[^/]+$")
-end
-
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() end
-  return f ~= nil
 end
 
 -- Runs a program in bin/ and returns its JSON lines as tables, or nil, why.
@@ -121,13 +118,6 @@ M.percentile, M.bindir, M.json_lines, M.which = percentile, bindir, json_lines, 
 
 -- ------------------------------------------------------------------ confinement variants
 
-local function copy(t)
-  if type(t) ~= "table" then return t end
-  local c = {}
-  for k, v in pairs(t) do c[k] = copy(v) end
-  return c
-end
-
 -- Every layer off. Not expressed as policy.extend(untrusted, {confine = {rlimits =
 -- {}}}): an empty table merges as an empty map, so untrusted's rlimits would stay.
 local OFF = { namespaces = {}, shared_net = false, rlimits = nil, capabilities = "keep",
@@ -150,10 +140,7 @@ local function nonempty(t)
 end
 
 local function set_of_words(list)
-  local s = {}
-  if list == "all" then list = policy.NAMESPACES end
-  for _, w in ipairs(list or {}) do s[w] = true end
-  return s
+  return set_of(list == "all" and policy.NAMESPACES or list)
 end
 
 -- What a variant's first run must report: layer -> true (applied) / false
@@ -203,9 +190,7 @@ local function variants(bwrap)
   }
   -- Without root, a namespace other than user can only be made together with
   -- a user namespace: those rows then time the pair (said in their note).
-  local f = assert(io.open("/proc/self/status"))
-  local root = f:read("a"):match("\nUid:%s*(%d+)") == "0"
-  f:close()
+  local root = assert(read_file("/proc/self/status")):match("\nUid:%s*(%d+)") == "0"
   for _, ns in ipairs(policy.NAMESPACES) do
     local list = (root or ns == "user") and { ns } or { "user", ns }
     local note = #list > 1 and "with a user namespace (not root: no other way)" or nil
@@ -329,7 +314,7 @@ local function bench_rss(n)
   local pol = { limits = { deadline_ms = 60000 }, effects = {
     park = function() parked = parked + 1 return airlock.defer() end } }
   collectgarbage()
-  local function rss() return tonumber(io.open("/proc/self/status"):read("a"):match("VmRSS:%s*(%d+)")) end
+  local function rss() return tonumber(read_file("/proc/self/status"):match("VmRSS:%s*(%d+)")) end
   local before = rss()
   local runs = {}
   for i = 1, n do runs[i] = assert(b:start { guest = "return host.park()", policy = pol }) end

@@ -21,6 +21,7 @@ local airlock = require "airlock"
 local core = require "airlock.core"
 local json = require "airlock.json"
 local bench = require "airlock.bench"
+local shell_quote = require("airlock.util").shell_quote
 
 local M = {}
 
@@ -29,7 +30,7 @@ local percentile, bindir, which = bench.percentile, bench.bindir, bench.which
 -- airlock-baseline forkexec N argv...: one JSON line with the median and p99.
 local function forkexec(n, argv)
   local q = {}
-  for i, a in ipairs(argv) do q[i] = "'" .. a:gsub("'", "'\\''") .. "'" end
+  for i, a in ipairs(argv) do q[i] = shell_quote(a) end
   local rows, err = bench.json_lines(bindir() .. "/airlock-baseline forkexec " .. n .. " " .. table.concat(q, " "))
   local t = rows and rows[1]
   if not t or not t.median_us then return nil, err or "airlock-baseline gave no median" end

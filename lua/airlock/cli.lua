@@ -3,6 +3,7 @@
 -- that the untrusted policy cannot run here, 2 bad usage.
 local airlock = require "airlock"
 local json = require "airlock.json"
+local util = require "airlock.util"
 
 local M = {}
 
@@ -57,11 +58,9 @@ local function show_value(v)
 end
 
 -- Reads a guest file, or nil, why.
-local function read_file(what, path)
-  local f, ferr = io.open(path, "rb")
-  if not f then return nil, "cannot read guest " .. tostring(ferr) end
-  local source = f:read("a")
-  f:close()
+local function read_guest(path)
+  local source, err = util.read_file(path)
+  if not source then return nil, "cannot read guest " .. tostring(err) end
   return source
 end
 
@@ -164,7 +163,7 @@ function M.run(args)
       if not source then return usage_error("run: cannot read the guest from stdin", "run") end
     else
       local rerr
-      source, rerr = read_file("run", path)
+      source, rerr = read_guest(path)
       if not source then return cannot_start(opts, "run", rerr, "usage") end
     end
   end
@@ -196,7 +195,7 @@ function M.replay(args)
   local guest
   if opts.guest then
     local rerr
-    guest, rerr = read_file("replay", opts.guest)
+    guest, rerr = read_guest(opts.guest)
     if not guest then return cannot_start(opts, "replay", rerr, "usage") end
   end
   local rep, err = airlock.replay(pos[1], { policy = opts.policy, guest = guest,
@@ -278,12 +277,12 @@ function M.bench(args)
     -- throughput): airlock-ledger-bench, beside the worker.
     local worker = require("airlock.core").worker_path()
     local prog = worker and worker:gsub("airlock%-worker$", "airlock-ledger-bench")
-    if not prog or not io.open(prog, "rb") then
+    if not prog or not util.exists(prog) then
       io.stderr:write("airlock: bench ledger: airlock-ledger-bench is not built (make build)\n")
       return 2
     end
     local quoted = {}
-    for i = 2, #args do quoted[#quoted + 1] = "'" .. args[i]:gsub("'", "'\\''") .. "'" end
+    for i = 2, #args do quoted[#quoted + 1] = util.shell_quote(args[i]) end
     local ok, _, code = os.execute(prog .. " " .. table.concat(quoted, " "))
     return ok and 0 or (code or 1)
   end

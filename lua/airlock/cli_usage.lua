@@ -3,6 +3,8 @@
 -- and airlock-run(1), airlock-exec(1), ...) and the bash completion are all
 -- made from this table (`airlock help --man [COMMAND]`, `airlock help
 -- --completion`, which `make install` writes out).
+local wrap = require("airlock.util").wrap
+
 local M = {}
 
 -- name, synopsis (after "airlock NAME"), what it does, its options as
@@ -115,21 +117,6 @@ for _, c in ipairs(M.COMMANDS) do BY_NAME[c.name] = c end
 
 --- find(name) -> the command's entry, or nil.
 function M.find(name) return BY_NAME[name] end
-
--- Words wrapped to width, each line after the first indented by indent.
-local function wrap(text, width, indent)
-  local lines, line = {}, ""
-  for word in text:gmatch("%S+") do
-    if #line > 0 and #line + 1 + #word > width then
-      lines[#lines + 1] = line
-      line = word
-    else
-      line = #line > 0 and (line .. " " .. word) or word
-    end
-  end
-  if #line > 0 then lines[#lines + 1] = line end
-  return table.concat(lines, "\n" .. indent)
-end
 
 local function flag_text(o) return o[2] and (o[1] .. " " .. o[2]) or o[1] end
 

@@ -11,6 +11,7 @@
 -- run with cause "confinement" before any guest code runs.
 local policy = require "airlock.policy"
 local core = require "airlock.core"
+local set_of = require("airlock.util").set_of
 
 local M = {}
 
@@ -30,12 +31,6 @@ local function list_copy(list)
   local out = {}
   for i, v in ipairs(list or {}) do out[i] = v end
   return out
-end
-
-local function set_of(list)
-  local s = {}
-  for _, v in ipairs(list or {}) do s[v] = true end
-  return s
 end
 
 local function describe_rlimits(rl)

@@ -16,6 +16,7 @@
 -- "airlock" (airlock.init may load this file).
 local core = require "airlock.core"
 local json = require "airlock.json"
+local util = require "airlock.util"
 
 local M = {}
 
@@ -98,7 +99,7 @@ local STRING_MAX = 120
 
 local function quote(s)
   if #s > STRING_MAX then s = s:sub(1, STRING_MAX) .. string.format("...(%d bytes)", #s) end
-  return (string.format("%q", s):gsub("\\\n", "\\n"))
+  return util.quote(s)
 end
 
 -- A value as compact, one-line Lua: {path="a.txt"}, {1, 2}, "x".

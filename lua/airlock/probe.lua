@@ -13,6 +13,8 @@
 -- Requires airlock.core, and airlock.policy inside report() to read what
 -- untrusted's confine.require asks for; never "airlock" (airlock.init may load this file).
 local core = require "airlock.core"
+local util = require "airlock.util"
+local read_file, wrap = util.read_file, util.wrap
 
 local M = {}
 
@@ -83,16 +85,8 @@ local NS = {
                 gives = "the guest's cgroup is the root of its view: the host's hierarchy is hidden" },
 }
 
-local function slurp(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
 local function read_int(path)
-  local s = slurp(path)
+  local s = read_file(path)
   return s and tonumber(s:match("^%s*(%-?%d+)")) or -1
 end
 
@@ -100,9 +94,9 @@ end
 local function container()
   local env = os.getenv("container")
   if env and env ~= "" then return env end
-  if slurp("/run/.containerenv") then return "podman" end
-  if slurp("/.dockerenv") then return "docker" end
-  local cg = slurp("/proc/1/cgroup") or ""
+  if read_file("/run/.containerenv") then return "podman" end
+  if read_file("/.dockerenv") then return "docker" end
+  local cg = read_file("/proc/1/cgroup") or ""
   for _, word in ipairs { "kubepods", "docker", "containerd", "libpod", "lxc" } do
     if cg:find(word, 1, true) then return word end
   end
@@ -332,24 +326,6 @@ function M.report()
          " (" .. table.concat(effect, "; ") .. ")",
   }
   return r
-end
-
--- Word-wraps text to width columns, every line after the first indented by indent.
--- A `command` is never broken across lines.
-local function wrap(text, width, indent)
-  local lines, line = {}, ""
-  text = text:gsub("`[^`]*`", function(cmd) return (cmd:gsub(" ", "\0")) end)
-  for word in text:gmatch("%S+") do
-    word = word:gsub("%z", " ")
-    if line ~= "" and #line + 1 + #word > width then
-      lines[#lines + 1] = line
-      line = word
-    else
-      line = line == "" and word or line .. " " .. word
-    end
-  end
-  if line ~= "" then lines[#lines + 1] = line end
-  return table.concat(lines, "\n" .. indent)
 end
 
 --- format(report) -> text: a header, one aligned line per layer (name, yes/no,

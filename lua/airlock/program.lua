@@ -1,6 +1,8 @@
 -- airlock.program -- what airlock.spawn and airlock.exec both need to start a
 -- plain program: finding it in PATH, and whether its capabilities can be
 -- dropped here.
+local util = require "airlock.util"
+
 local M = {}
 
 M.DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -10,8 +12,7 @@ M.DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 function M.find(name, path)
   if name:find("/", 1, true) then return name end
   for dir in (path or M.DEFAULT_PATH):gmatch("[^:]+") do
-    local f = io.open(dir .. "/" .. name, "rb")
-    if f then f:close(); return dir .. "/" .. name end
+    if util.exists(dir .. "/" .. name) then return dir .. "/" .. name end
   end
   return nil
 end
@@ -73,9 +74,7 @@ end
 
 --- is_root() -> whether this process runs as (effective) root.
 function M.is_root()
-  local f = io.open("/proc/self/status", "rb")
-  local s = f and f:read("a") or ""
-  if f then f:close() end
+  local s = util.read_file("/proc/self/status") or ""
   return s:match("\nUid:%s+%d+%s+0%s") ~= nil
 end
 
@@ -104,8 +103,7 @@ function M.check_workspace(dir, landlock)
   if dir == "/" then
     return nil, "workspace: / cannot be a workspace; give a directory of its own"
   end
-  local writable = {}
-  for _, p in ipairs(landlock and landlock.write or {}) do writable[p] = true end
+  local writable = util.set_of(landlock and landlock.write)
   for _, list in ipairs { landlock and landlock.read or {}, landlock and landlock.exec or {} } do
     for _, p in ipairs(list) do
       if M.beneath(p, dir) and not writable[p] then

@@ -6,6 +6,7 @@
 -- line being typed) without leaving; Ctrl-D leaves.
 local airlock = require "airlock"
 local core = require "airlock.core"
+local util = require "airlock.util"
 
 local M = {}
 
@@ -27,7 +28,7 @@ end
 -- cycles shown as <cycle>, long tables cut with "... N more".
 local function pretty(v, indent, seen, depth)
   indent, seen, depth = indent or "", seen or {}, depth or 0
-  if type(v) == "string" then return (string.format("%q", v):gsub("\\\n", "\\n")) end
+  if type(v) == "string" then return util.quote(v) end
   if type(v) ~= "table" then return tostring(v) end
   if seen[v] then return "<cycle>" end
   if depth >= MAX_DEPTH then return "{...}" end
@@ -144,7 +145,7 @@ end
 function M.history_path()
   local dir = data_dir()
   if not dir then return nil end
-  os.execute("mkdir -p '" .. dir:gsub("'", "'\\''") .. "' 2>/dev/null")
+  os.execute("mkdir -p " .. util.shell_quote(dir) .. " 2>/dev/null")
   return dir .. "/history"
 end
 
@@ -195,10 +196,8 @@ end
 
 function commands.run(state, arg)
   if arg == "" then print("usage: :run FILE") return end
-  local f, ferr = io.open(arg, "rb")
-  if not f then print("run: cannot read " .. tostring(ferr)) return end
-  local src = f:read("a")
-  f:close()
+  local src, ferr = util.read_file(arg)
+  if not src then print("run: cannot read " .. tostring(ferr)) return end
   local res, err = run_guest(state, src, nil, arg:match("([^/]+)$"))
   if not res then print("run: " .. tostring(err)) return end
   print(summary(res))

@@ -11,16 +11,9 @@
 -- gives the guest (so a handler that returns a secret by mistake hands the
 -- guest only its name). Matching is exact, on bytes: a secret that reaches an
 -- output transformed (escaped by %q, JSON, base64, split in two) is not found.
-local M = {}
+local read_file = require("airlock.util").read_file
 
-local function read_file(path)
-  local f, err = io.open(path, "rb")
-  if not f then return nil, err end
-  local s, rerr = f:read("a")
-  f:close()
-  if not s then return nil, rerr or "cannot read" end
-  return s
-end
+local M = {}
 
 --- resolve(spec) -> { NAME = value }, or nil, message naming the secret.
 --- spec: the policy's validated `secrets` section (nil: no secrets, {}).

@@ -10,6 +10,7 @@
 --   pause  {prompt}          resume {input}
 --   done   {cause, ok, value, message}
 local core = require "airlock.core"
+local quote = require("airlock.util").quote
 
 local M = {}
 
@@ -31,8 +32,7 @@ M.same = same
 local function show(v, depth)
   depth = depth or 0
   if type(v) == "string" then
-    local s = string.format("%q", #v > 60 and v:sub(1, 60) .. "..." or v)
-    return (s:gsub("\\\n", "\\n"))
+    return quote(#v > 60 and v:sub(1, 60) .. "..." or v)
   end
   if type(v) ~= "table" then return tostring(v) end
   if depth > 2 then return "{...}" end

@@ -5,22 +5,16 @@
 -- of such a policy or (AIRLOCK_REQUIRE_CONFINEMENT=1) refuses it; authority
 -- gives one role's settings (worker, tool, ledger), the last two as
 -- airlock.spawn's options.
-local set_of = require("airlock.policy.values").set_of
+local util = require "airlock.util"
 local freeze = require "airlock.policy.freeze"
 local loader = require "airlock.policy.load"
 local compose = require "airlock.policy.compose"
 
+local set_of, plain = util.set_of, util.copy
 local raw = freeze.raw
 local loosening, brief = compose.loosening, compose.brief
 
 local M = {}
-
-local function plain(t)
-  if type(t) ~= "table" then return t end
-  local c = {}
-  for k, v in pairs(t) do c[k] = plain(v) end
-  return c
-end
 
 -- airlock.spawn's options from a process confine section; `dirs` are added
 -- to Landlock's read and write lists (and exec, with exec_dirs).

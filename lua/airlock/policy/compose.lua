@@ -12,7 +12,7 @@ local freeze = require "airlock.policy.freeze"
 local loader = require "airlock.policy.load"
 
 local quote, path_of, shown, fail = values.quote, values.path_of, values.shown, values.fail
-local is_sequence, set_of = values.is_sequence, values.set_of
+local is_sequence, set_of = values.is_sequence, require("airlock.util").set_of
 local SCHEMA, LEAF, RLIMITS = schema.SCHEMA, schema.LEAF, schema.RLIMITS
 local child_of, parse_path = schema.child_of, schema.parse_path
 local REMOVE, appended = markers.remove, markers.appended

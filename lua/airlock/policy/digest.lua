@@ -4,6 +4,7 @@
 -- values it closes over. A loaded policy's digest is taken once and kept.
 local quote = require("airlock.policy.values").quote
 local is_policy = require("airlock.policy.freeze").is_policy
+local read_file = require("airlock.util").read_file
 
 local M = {}
 
@@ -20,14 +21,6 @@ local function lines(text, first, last)
   end
   if n < last then return nil end
   return table.concat(out, "\n")
-end
-
-local function read_all(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
 end
 
 -- Chunks compiled into the module (tools/embed.lua names them "@lua/airlock/x.lua"
@@ -52,7 +45,7 @@ function M.source_of(f)
   local text
   if src:sub(1, 1) == "@" then
     if embedded(src) then return nil end
-    text = read_all(src:sub(2))
+    text = read_file(src:sub(2))
   elseif src:sub(1, 1) ~= "=" then
     text = src   -- load()ed text: the chunk is its own source
   end

@@ -4,6 +4,8 @@
 -- units ("64K", "2s"). Also: how a field's path and a wrong value are written
 -- (limits.memory, effects["fs.read"]; string "x"), and the "did you mean"
 -- hint for a misspelt key or word.
+local set_of = require("airlock.util").set_of
+
 local M = {}
 
 local SIZE_UNITS = { [""] = 1, B = 1, K = 1024, M = 1024 ^ 2, G = 1024 ^ 3 }
@@ -211,8 +213,7 @@ local function port(v)
 end
 
 local function one_of(words)
-  local known = {}
-  for _, w in ipairs(words) do known[w] = true end
+  local known = set_of(words)
   return function(v)
     if known[v] then return v end
     return nil, "one of: " .. table.concat(words, ", "), type(v) == "string"
@@ -244,13 +245,6 @@ local function false_only(v)
   return nil, "a table { promises = ..., syscalls = ..., mode = ..., refuse = ... }, or false"
 end
 
--- The items of a list as a set (item -> true); {} for anything but a table.
-local function set_of(list)
-  local s = {}
-  if type(list) == "table" then for _, v in ipairs(list) do s[v] = true end end
-  return s
-end
-
 M.quote = quote
 M.path_of = path_of
 M.shown = shown
@@ -274,6 +268,5 @@ M.cpu_seconds = cpu_seconds
 M.env_name = env_name
 M.secret_name = secret_name
 M.false_only = false_only
-M.set_of = set_of
 
 return M
