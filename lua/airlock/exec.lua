@@ -351,8 +351,7 @@ function M.exec(opts, broker)
       table.insert(confine.landlock.exec, cmd)
     end
   end
-  local ns = {}   -- the namespaces the program gets, as a set
-  for _, name in ipairs(auth.namespaces or {}) do ns[name] = true end
+  local ns = require("airlock.util").set_of(auth.namespaces)   -- the namespaces the program gets
   -- PID 1 of its pid namespace is airlock-init, which runs the program as PID 2.
   local init = ns.pid and init_program()
   if ns.pid and not init then

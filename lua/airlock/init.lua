@@ -59,10 +59,8 @@ local function load_guest(guest, name, level)
     error("airlock: 'guest' must be Lua source or the path of a .lua file", level or 3)
   end
   if not guest:find("\n", 1, true) and guest:match("%.lua$") then
-    local f, err = io.open(guest, "rb")
-    if not f then return nil, "guest: cannot read " .. err end
-    local src = f:read("a")
-    f:close()
+    local src, err = require("airlock.util").read_file(guest)
+    if not src then return nil, "guest: cannot read " .. err end
     return src, name or guest:match("([^/]+)$")
   end
   return guest, name or "guest"
