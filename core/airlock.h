@@ -64,6 +64,7 @@ const char *airlock_strerror(int err);
 ** The reader is incremental: it accepts partial headers and bodies across calls
 ** and never allocates more than the bytes that have actually arrived (rounded up
 ** to a growth step), so a lying length header costs nothing. */
+#define AIRLOCK_FRAME_AHEAD 512   /* bytes read at once when a frame's rest is smaller */
 typedef struct airlock_frame_reader {
   uint8_t hdr[4];
   uint32_t hdr_have;   /* header bytes received so far */
@@ -72,6 +73,11 @@ typedef struct airlock_frame_reader {
   uint32_t cap;        /* bytes allocated at body */
   uint32_t max;        /* largest accepted body */
   uint8_t *body;
+  /* Read-ahead: a small frame and its header come in one read(2); bytes past
+  ** the frame wait here for the next pull (a fixed buffer, never grown). */
+  uint8_t ahead[AIRLOCK_FRAME_AHEAD];
+  uint32_t ahead_off, ahead_len;
+  int drained;         /* the last read returned less than it asked for */
 } airlock_frame_reader;
 
 #define AIRLOCK_FRAME_READY  1   /* a whole frame is in r->body[0..r->len) */
@@ -95,8 +101,16 @@ int airlock_frame_reader_pull(airlock_frame_reader *r, airlock_read_fn src, void
 /* airlock_frame_reader_pull on a file descriptor (read(2)). */
 int airlock_frame_read_fd(airlock_frame_reader *r, int fd);
 /* Forgets the current frame and keeps the buffer for the next one (buffers
-** larger than 1 MiB are released so one big frame does not pin memory). */
+** larger than 1 MiB are released so one big frame does not pin memory).
+** Bytes already read past it stay for the next frame. */
 void airlock_frame_reader_reset(airlock_frame_reader *r);
+/* 1 when the reader holds no byte of a next frame and its last read returned
+** fewer bytes than it asked for: the source was empty then, so a caller woken
+** by level-triggered readiness (epoll without EPOLLET) may wait for the next
+** wake-up instead of reading once more to see EAGAIN. */
+int airlock_frame_reader_drained(const airlock_frame_reader *r);
+/* Bytes read past the current frame, waiting for the next pull. */
+uint32_t airlock_frame_reader_buffered(const airlock_frame_reader *r);
 /* Writes one whole frame (header + body) to fd, retrying on EINTR and short
 ** writes; on a non-blocking fd it waits for room (poll) rather than fail with
 ** EAGAIN. Returns 0, -EMSGSIZE for len 0 or over UINT32_MAX, or -errno. */

@@ -237,6 +237,9 @@ static void read_channel(airlock_run *r) {
     if (rc == AIRLOCK_FRAME_READY) {
       r->res.usage.bytes_in += 4u + r->rd.len;
       if (on_frame(r)) return;
+      /* The channel was empty at the last read and epoll is level-triggered:
+      ** whatever comes next wakes the loop, so no read just to see EAGAIN. */
+      if (airlock_frame_reader_drained(&r->rd)) return;
       continue;
     }
     if (rc == AIRLOCK_FRAME_AGAIN) return;

@@ -41,6 +41,8 @@ void airlock_frame_reader_free(airlock_frame_reader *r)
   r->body = NULL;
   r->cap = 0;
   r->hdr_have = r->len = r->have = 0;
+  r->ahead_off = r->ahead_len = 0;
+  r->drained = 0;
 }
 
 void airlock_frame_reader_reset(airlock_frame_reader *r)
@@ -72,20 +74,48 @@ static int grow(airlock_frame_reader *r)
   return 0;
 }
 
+/* Reads once into the read-ahead buffer (empty on entry). Returns the bytes
+** read (> 0), 0 at end of stream, or -errno (EINTR included). */
+static ssize_t fill_ahead(airlock_frame_reader *r, airlock_read_fn src, void *ctx)
+{
+  ssize_t n = src(ctx, r->ahead, sizeof r->ahead);
+  if (n > 0) {
+    r->ahead_off = 0;
+    r->ahead_len = (uint32_t)n;
+    r->drained = (size_t)n < sizeof r->ahead;
+  }
+  return n;
+}
+
+/* Moves up to want bytes from the read-ahead buffer to dst; returns how many. */
+static uint32_t take_ahead(airlock_frame_reader *r, uint8_t *dst, uint32_t want)
+{
+  uint32_t k = r->ahead_len - r->ahead_off;
+  if (k > want)
+    k = want;
+  memcpy(dst, r->ahead + r->ahead_off, k);
+  r->ahead_off += k;
+  if (r->ahead_off == r->ahead_len)
+    r->ahead_off = r->ahead_len = 0;
+  return k;
+}
+
 int airlock_frame_reader_pull(airlock_frame_reader *r, airlock_read_fn src, void *ctx)
 {
   for (;;) {
     if (r->hdr_have < FRAME_HDR) {
-      ssize_t n = src(ctx, r->hdr + r->hdr_have, FRAME_HDR - r->hdr_have);
-      if (n == -EINTR)
-        continue;
-      if (n == -EAGAIN)
-        return AIRLOCK_FRAME_AGAIN;
-      if (n < 0)
-        return (int)n;
-      if (n == 0)
-        return r->hdr_have == 0 ? AIRLOCK_FRAME_EOF : -EPROTO;
-      r->hdr_have += (uint32_t)n;
+      if (r->ahead_len == 0) {
+        ssize_t n = fill_ahead(r, src, ctx);
+        if (n == -EINTR)
+          continue;
+        if (n == -EAGAIN)
+          return AIRLOCK_FRAME_AGAIN;
+        if (n < 0)
+          return (int)n;
+        if (n == 0)
+          return r->hdr_have == 0 ? AIRLOCK_FRAME_EOF : -EPROTO;
+      }
+      r->hdr_have += take_ahead(r, r->hdr + r->hdr_have, FRAME_HDR - r->hdr_have);
       if (r->hdr_have < FRAME_HDR)
         continue;
       r->len = get_be32(r->hdr);
@@ -105,10 +135,21 @@ int airlock_frame_reader_pull(airlock_frame_reader *r, airlock_read_fn src, void
       if (rc < 0)
         return rc;
     }
-    /* Ask for no more than this frame's remaining bytes: the next frame stays
-    ** in the socket for the next call. */
     uint32_t room = (r->cap < r->len ? r->cap : r->len) - r->have;
-    ssize_t n = src(ctx, r->body + r->have, room);
+    if (r->ahead_len > 0) {
+      r->have += take_ahead(r, r->body + r->have, room);
+      continue;
+    }
+    /* A small rest comes through the read-ahead buffer, with whatever follows
+    ** it; a large one straight into the body, asking for no more than this
+    ** frame's bytes. */
+    ssize_t n;
+    if (r->len - r->have < sizeof r->ahead) {
+      n = fill_ahead(r, src, ctx);
+    } else if ((n = src(ctx, r->body + r->have, room)) > 0) {
+      r->drained = (uint32_t)n < room;
+      r->have += (uint32_t)n;
+    }
     if (n == -EINTR)
       continue;
     if (n == -EAGAIN)
@@ -117,8 +158,17 @@ int airlock_frame_reader_pull(airlock_frame_reader *r, airlock_read_fn src, void
       return (int)n;
     if (n == 0)
       return -EPROTO;
-    r->have += (uint32_t)n;
   }
+}
+
+int airlock_frame_reader_drained(const airlock_frame_reader *r)
+{
+  return r->ahead_len == 0 && r->drained;
+}
+
+uint32_t airlock_frame_reader_buffered(const airlock_frame_reader *r)
+{
+  return r->ahead_len - r->ahead_off;
 }
 
 static ssize_t fd_read(void *ctx, void *buf, size_t n)

@@ -69,6 +69,10 @@ void worker_channel_read_init(msgpack_unpacked *u, airlock_msg *msg)
   int rc = airlock_frame_read_fd(&r, AIRLOCK_CHANNEL_FD);
   if (rc != AIRLOCK_FRAME_READY)
     worker_die(WORKER_EXIT_CHANNEL, "reading init: %s", read_error(rc));
+  /* The parent says nothing more until ready, so this reader (and what it
+  ** read ahead) can go: anything past init would be a parent's bug. */
+  if (airlock_frame_reader_buffered(&r) != 0)
+    worker_die(WORKER_EXIT_BADINIT, "the parent sent more than the init frame before ready");
   /* The codec copies the body into u, so the reader can go at once. */
   rc = airlock_msg_decode(r.body, r.len, u, msg, err, sizeof err);
   airlock_frame_reader_free(&r);
