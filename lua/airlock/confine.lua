@@ -35,7 +35,7 @@ end
 
 local function describe_rlimits(rl)
   local parts = {}
-  for _, k in ipairs(require("airlock.core").rlimits) do
+  for _, k in ipairs(core.rlimits) do
     if rl[k] then parts[#parts + 1] = string.format("%s=%d%s", k, rl[k], k == "cpu" and "s" or "") end
   end
   return table.concat(parts, " ")

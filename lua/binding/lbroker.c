@@ -441,6 +441,98 @@ static void read_start_opts(lua_State *L, int t, airlock_run_opts *o) {
   }
 }
 
+/* The child's stdio as b:_start's options give it: descriptors of this
+** process it gets as its own (stdin_fd, stdout_fd, stderr_fd: not captured,
+** e.g. 1 and 2 for a command's passthrough), or stdin from a string (handed
+** over in a memfd, so no write can block) or a file. */
+struct stdio_plan {
+  int pass_fd[3];             /* -1: not given */
+  const char *data, *file;    /* stdin's bytes, or its file */
+  size_t len;
+};
+
+static void read_stdio(lua_State *L, int t, struct stdio_plan *io) {
+  static const char *const passed[] = { "stdin_fd", "stdout_fd", "stderr_fd" };
+  memset(io, 0, sizeof *io);
+  for (int i = 0; i < 3; i++) {
+    io->pass_fd[i] = -1;
+    lua_Integer fd = opt_int_field(L, t, passed[i], 0, 1 << 20);
+    lua_getfield(L, t, passed[i]);
+    if (!lua_isnil(L, -1)) {
+      if (fcntl((int)fd, F_GETFD) < 0)
+        luaL_error(L, "start: field '%s': %d is not an open descriptor", passed[i], (int)fd);
+      io->pass_fd[i] = (int)fd;
+    }
+    lua_pop(L, 1);
+  }
+  if (io->pass_fd[1] == 0 || io->pass_fd[2] == 0) luaL_error(L, "start: stdout_fd and stderr_fd must not be 0");
+  if (lua_getfield(L, t, "stdin") != LUA_TNIL) {
+    if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "start: field 'stdin' must be a string");
+    io->data = lua_tolstring(L, -1, &io->len);
+  }
+  if (lua_getfield(L, t, "stdin_file") != LUA_TNIL) {
+    if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "start: field 'stdin_file' must be a path");
+    if (io->data) luaL_error(L, "start: give 'stdin' or 'stdin_file', not both");
+    io->file = lua_tostring(L, -1);
+  }
+  if (io->pass_fd[0] >= 0 && (io->data || io->file))
+    luaL_error(L, "start: give one of 'stdin', 'stdin_file' and 'stdin_fd'");
+}
+
+/* The child's stdin into *fd_out: a new descriptor above 2 (the caller closes
+** it), or -1 for none (/dev/null). Returns 0, or -errno with why in err.
+** Raises no Lua error. */
+static int open_stdin(const struct stdio_plan *io, int *fd_out, char *err, size_t errlen) {
+  int in_fd = -1, rc = 0;
+  *fd_out = -1;
+  if (io->pass_fd[0] >= 0) {
+    in_fd = fcntl(io->pass_fd[0], F_DUPFD_CLOEXEC, 3);
+    if (in_fd < 0) { rc = -errno; snprintf(err, errlen, "stdin_fd %d: %s", io->pass_fd[0], airlock_strerror(errno)); }
+  } else if (io->file) {
+    in_fd = open(io->file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (in_fd < 0) { rc = -errno; snprintf(err, errlen, "%s: %s", io->file, airlock_strerror(errno)); }
+  } else if (io->data) {
+    in_fd = memfd_create("airlock-stdin", MFD_CLOEXEC);
+    size_t off = 0;
+    while (in_fd >= 0 && off < io->len) {
+      ssize_t n = write(in_fd, io->data + off, io->len - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      off += (size_t)n;
+    }
+    if (in_fd < 0 || off < io->len || lseek(in_fd, 0, SEEK_SET) < 0) {
+      rc = -(errno ? errno : EIO);
+      snprintf(err, errlen, "cannot hold %zu bytes in a memfd: %s", io->len, airlock_strerror(-rc));
+      if (in_fd >= 0) close(in_fd);
+      return rc;
+    }
+  }
+  if (rc < 0) return rc;
+  if (in_fd == 0) { int moved = fcntl(in_fd, F_DUPFD_CLOEXEC, 3); close(in_fd); in_fd = moved; }
+  *fd_out = in_fd;
+  return 0;
+}
+
+/* t.init, a table, packed as the whole init frame into sb (which the caller
+** has initialised); o points at it. Frees sb before it raises. */
+static void pack_init(lua_State *L, int t, msgpack_sbuffer *sb, airlock_run_opts *o) {
+  char err[256];
+  lua_getfield(L, t, "init");
+  if (lua_isnil(L, -1)) { lua_pop(L, 1); return; }
+  if (!lua_istable(L, -1)) { msgpack_sbuffer_destroy(sb); luaL_error(L, "start: field 'init' must be a table"); }
+  if (airlock_frame_begin(sb) < 0 || pack_value(L, -1, sb, "init", err, sizeof err) < 0) {
+    msgpack_sbuffer_destroy(sb);
+    luaL_error(L, "start: %s", err);
+  }
+  if (airlock_frame_end(sb, UINT32_MAX) < 0) {
+    msgpack_sbuffer_destroy(sb);
+    luaL_error(L, "start: the init frame is too large");
+  }
+  lua_pop(L, 1);
+  o->init = sb->data;
+  o->init_len = sb->size;
+}
+
 /* b:_start{argv=, handlers=, ctx=, init=, expect_ready=, shared_net=,
 **           namespaces={names}, rlimits={...}, tmpfs_size=, confine={spec, see
 **           lconfine.c}, stdin=|stdin_file=|stdin_fd=, stdout_fd=, stderr_fd=,
@@ -475,36 +567,10 @@ static int l_broker_start(lua_State *L) {
       return luaL_error(L, "start: field 'tmpfs_size' must be a size like \"64m\"");
     o.spawn.tmpfs_size = sz;
   }
-  /* stdout_fd, stderr_fd, stdin_fd: descriptors of this process the child
-  ** gets as its own (not captured), e.g. 1 and 2 for a command's passthrough. */
-  static const char *const passed[] = { "stdin_fd", "stdout_fd", "stderr_fd" };
-  int pass_fd[3] = { -1, -1, -1 };
-  for (int i = 0; i < 3; i++) {
-    lua_Integer fd = opt_int_field(L, 2, passed[i], 0, 1 << 20);
-    lua_getfield(L, 2, passed[i]);
-    if (!lua_isnil(L, -1)) {
-      if (fcntl((int)fd, F_GETFD) < 0) return luaL_error(L, "start: field '%s': %d is not an open descriptor", passed[i], (int)fd);
-      pass_fd[i] = (int)fd;
-    }
-    lua_pop(L, 1);
-  }
-  if (pass_fd[1] == 0 || pass_fd[2] == 0) return luaL_error(L, "start: stdout_fd and stderr_fd must not be 0");
-  o.spawn.stdout_fd = pass_fd[1] > 0 ? pass_fd[1] : 0;
-  o.spawn.stderr_fd = pass_fd[2] > 0 ? pass_fd[2] : 0;
-  /* stdin: a string (handed over in a memfd, so no write can block) or a file. */
-  size_t stdin_len = 0;
-  const char *stdin_data = NULL, *stdin_file = NULL;
-  if (lua_getfield(L, 2, "stdin") != LUA_TNIL) {
-    if (lua_type(L, -1) != LUA_TSTRING) return luaL_error(L, "start: field 'stdin' must be a string");
-    stdin_data = lua_tolstring(L, -1, &stdin_len);
-  }
-  if (lua_getfield(L, 2, "stdin_file") != LUA_TNIL) {
-    if (lua_type(L, -1) != LUA_TSTRING) return luaL_error(L, "start: field 'stdin_file' must be a path");
-    if (stdin_data) return luaL_error(L, "start: give 'stdin' or 'stdin_file', not both");
-    stdin_file = lua_tostring(L, -1);
-  }
-  if (pass_fd[0] >= 0 && (stdin_data || stdin_file))
-    return luaL_error(L, "start: give one of 'stdin', 'stdin_file' and 'stdin_fd'");
+  struct stdio_plan io;
+  read_stdio(L, 2, &io);
+  o.spawn.stdout_fd = io.pass_fd[1] > 0 ? io.pass_fd[1] : 0;
+  o.spawn.stderr_fd = io.pass_fd[2] > 0 ? io.pass_fd[2] : 0;
   /* A confinement spec (lconfine.c), prepared here and freed once the spawner
   ** has applied it; its userdata's __gc frees it if an error comes first. */
   airlock_confine_prepared *prep = NULL;
@@ -523,21 +589,7 @@ static int l_broker_start(lua_State *L) {
   else if (!lua_istable(L, ctx)) return luaL_error(L, "start: field 'ctx' must be a table");
 
   msgpack_sbuffer_init(&sb);
-  lua_getfield(L, 2, "init");
-  if (!lua_isnil(L, -1)) {
-    if (!lua_istable(L, -1)) { msgpack_sbuffer_destroy(&sb); return luaL_error(L, "start: field 'init' must be a table"); }
-    airlock_frame_begin(&sb);
-    if (pack_value(L, -1, &sb, "init", err, sizeof err) < 0) {
-      msgpack_sbuffer_destroy(&sb);
-      return luaL_error(L, "start: %s", err);
-    }
-    if (airlock_frame_end(&sb, UINT32_MAX) < 0) {
-      msgpack_sbuffer_destroy(&sb);
-      return luaL_error(L, "start: the init frame is too large");
-    }
-    o.init = sb.data;
-    o.init_len = sb.size;
-  }
+  pack_init(L, 2, &sb, &o);   /* the last step that may raise: sb is freed by then */
 
   lrun *lr = lua_newuserdatauv(L, sizeof *lr, RUV_COUNT_);
   memset(lr, 0, sizeof *lr);
@@ -550,29 +602,8 @@ static int l_broker_start(lua_State *L) {
   lua_pushvalue(L, ctx); lua_setiuservalue(L, runud, RUV_CTX);
 
   /* Past the last Lua error: the fd cannot leak from here on. */
-  int in_fd = -1, rc = 0, stdin_failed = 0;
-  if (pass_fd[0] >= 0) {
-    in_fd = fcntl(pass_fd[0], F_DUPFD_CLOEXEC, 3);   /* closed below, like the others */
-    if (in_fd < 0) { rc = -errno; snprintf(err, sizeof err, "stdin_fd %d: %s", pass_fd[0], airlock_strerror(errno)); }
-  } else if (stdin_file) {
-    in_fd = open(stdin_file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (in_fd < 0) { rc = -errno; snprintf(err, sizeof err, "%s: %s", stdin_file, airlock_strerror(errno)); }
-  } else if (stdin_data) {
-    in_fd = memfd_create("airlock-stdin", MFD_CLOEXEC);
-    size_t off = 0;
-    while (in_fd >= 0 && off < stdin_len) {
-      ssize_t n = write(in_fd, stdin_data + off, stdin_len - off);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      off += (size_t)n;
-    }
-    if (in_fd < 0 || off < stdin_len || lseek(in_fd, 0, SEEK_SET) < 0) {
-      rc = -(errno ? errno : EIO);
-      snprintf(err, sizeof err, "cannot hold %zu bytes in a memfd: %s", stdin_len, airlock_strerror(-rc));
-    }
-  }
-  stdin_failed = rc < 0;
-  if (in_fd == 0) { int moved = fcntl(in_fd, F_DUPFD_CLOEXEC, 3); close(in_fd); in_fd = moved; }
+  int in_fd;
+  int rc = open_stdin(&io, &in_fd, err, sizeof err), stdin_failed = rc < 0;
   o.spawn.stdin_fd = in_fd;
   if (rc == 0) rc = airlock_broker_start(lb->b, &o, &lr->r);
   else lr->r = NULL;
