@@ -422,6 +422,12 @@ typedef struct airlock_run_opts {
                                      killer ends one); unavailable: start fails */
   uint32_t cpu_millis;            /* > 0: a cpu cgroup holds the run to this rate, in
                                      thousandths of a core; unavailable: start fails */
+  int parked;                     /* 1: a warm worker: spawned, confined by the spawner
+                                     and checked from outside now, but sent no init, with
+                                     no deadline and not counted live until
+                                     airlock_run_unpark gives it its run. It waits for
+                                     init, blocked on its channel; if it dies meanwhile
+                                     its DONE event says so, as for any run */
 } airlock_run_opts;
 
 typedef enum airlock_event_kind { AIRLOCK_EV_CALL = 1, AIRLOCK_EV_DONE } airlock_event_kind;
@@ -455,8 +461,16 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
 int airlock_broker_step(airlock_broker *b, int timeout_ms);
 /* Pops the next event. Returns 1 and fills ev, or 0 when the queue is empty. */
 int airlock_broker_next(airlock_broker *b, airlock_event *ev);
-/* Live runs (started, DONE not yet delivered). */
+/* Live runs (started, DONE not yet delivered); parked runs are not counted. */
 size_t airlock_broker_live(const airlock_broker *b);
+/* The serial the next airlock_broker_start will give its run. */
+uint64_t airlock_broker_next_serial(const airlock_broker *b);
+/* Gives a parked run its run: o->init (whole frame) is sent, o->deadline_ms
+** counts from now, and so does the result's wall time; o->capture_max,
+** o->max_frame and o->udata as airlock_broker_start takes them (0 and NULL:
+** the defaults); the rest of o is ignored (the process exists). Returns 0,
+** -EINVAL when r is not parked, -EPIPE when it has died (its DONE follows). */
+int airlock_run_unpark(airlock_run *r, const airlock_run_opts *o);
 
 /* Answers call id with a msgpack-encoded value (len bytes at value; one object).
 ** Returns 0, -EINVAL when id is not the outstanding call, -EPIPE when the run

@@ -332,7 +332,7 @@ static void finish(airlock_run *r) {
   drain_capture(r, W_OUT);
   drain_capture(r, W_ERR);
   r->finished = 1;
-  r->b->live--;
+  if (!r->parked) r->b->live--;
   held_drop(&r->call);     /* an unanswered call dies with its run */
   close_child(r);
   cgroup_done(r);
@@ -373,6 +373,7 @@ int airlock_broker_new(airlock_broker **out) {
 
 const char *airlock_broker_error(const airlock_broker *b) { return b->error; }
 size_t airlock_broker_live(const airlock_broker *b) { return b->live; }
+uint64_t airlock_broker_next_serial(const airlock_broker *b) { return b->serial + 1; }
 
 int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_run **out) {
   airlock_spawn_opts so;
@@ -427,7 +428,8 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
     set_error(b, "epoll_ctl: %s", airlock_strerror(-rc));
     goto undo;
   }
-  if (o->deadline_ms) r->deadline_at = r->t_start + (double)o->deadline_ms;
+  r->parked = o->parked && !o->program;
+  if (o->deadline_ms && !r->parked) r->deadline_at = r->t_start + (double)o->deadline_ms;
   char why[256];
   int ns_ok = !r->namespaces || broker_verify_namespaces(r, why, sizeof why) == 0;
   if (ns_ok && o->spawn.confine && o->spawn.confine->prog.filter && broker_verify_program_filter(r, why, sizeof why) < 0)
@@ -436,10 +438,10 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
   r->next = b->runs;
   if (b->runs) b->runs->prev = r;
   b->runs = r;
-  b->live++;
+  if (!r->parked) b->live++;
   if (!ns_ok) {
     broker_end_with(r, AIRLOCK_CAUSE_CONFINEMENT, "confinement: %s", why);
-  } else if (o->init && o->init_len && !r->program) {
+  } else if (o->init && o->init_len && !r->program && !r->parked) {
     rc = queue_out(r, o->init, o->init_len);
     if (rc == -ENOMEM) broker_end_with(r, AIRLOCK_CAUSE_PROTOCOL, "out of memory sending init");
     /* -EPIPE: the child already died; its exit explains why. */
@@ -454,6 +456,25 @@ undo:
   airlock_cgroup_remove(&r->cgroup);
   free(r);
   return rc;
+}
+
+int airlock_run_unpark(airlock_run *r, const airlock_run_opts *o) {
+  if (!r->parked) return -EINVAL;
+  if (r->finished || r->pending != AIRLOCK_CAUSE_OK) return -EPIPE;
+  r->parked = 0;
+  r->b->live++;
+  r->udata = o->udata;
+  r->capture_max = o->capture_max ? o->capture_max : AIRLOCK_CAPTURE_DEFAULT;
+  r->rd.max = o->max_frame ? o->max_frame : AIRLOCK_FRAME_MAX_DEFAULT;
+  r->t_start = airlock_now_ms();
+  r->deadline_ms = o->deadline_ms;
+  if (o->deadline_ms) r->deadline_at = r->t_start + (double)o->deadline_ms;
+  if (o->init && o->init_len) {
+    int rc = queue_out(r, o->init, o->init_len);
+    if (rc == -ENOMEM) broker_end_with(r, AIRLOCK_CAUSE_PROTOCOL, "out of memory sending init");
+    /* -EPIPE: it died just now; its exit explains why. */
+  }
+  return 0;
 }
 
 static double nearest_deadline(airlock_broker *b) {

@@ -50,6 +50,7 @@ struct airlock_run {
   struct held call, ready, final;
   uint64_t last_id;
   int refuse_chosen;            /* refused calls are answered with an errno */
+  int parked;                   /* a warm worker waiting for airlock_run_unpark */
   int init_status, init_seen;   /* airlock-init's report of the program's wait status */
   int exec_errno;               /* airlock-init could not run the program: why */
   airlock_refusal refused[AIRLOCK_REFUSALS_MAX];

@@ -307,6 +307,21 @@ local function bench_roundtrip(n)
   return { median_us = percentile(d, 0.5), p99_us = percentile(d, 0.99), per_sec = #d / (total / 1e6) }
 end
 
+-- Start -> done of a trivial guest under untrusted, taking a worker b:warm
+-- parked beforehand (the top-up is not timed: a host does it when idle).
+local function bench_warm(n)
+  local b <close> = airlock.broker()
+  local times = {}
+  for i = 1, n + 3 do
+    assert(b:warm(1))
+    local t0 = core.now_ms()
+    local res = assert(b:start { guest = "return 1" }):wait(b)
+    assert(res.ok and res.pooled, res.message)
+    if i > 3 then times[#times + 1] = (core.now_ms() - t0) * 1000 end
+  end
+  return summary(times)
+end
+
 -- Parent RSS per live run, with many runs parked on an unanswered effect.
 local function bench_rss(n)
   local b <close> = airlock.broker()
@@ -405,6 +420,8 @@ function M.main(args)
   row(rows, "bwrap-true", bw, "fork-exec /bin/true", fe)
   row(rows, "confined/unconfined", s.confined, "spawn-unconfined", s.unconfined, { target = "<= 1.5" })
   row(rows, "confined/bwrap", s.confined, "bwrap-true", bw, { target = "< 1" })
+  row(rows, "spawn-done-warm", bench_warm(quick and 50 or 300), "spawn-done", s.confined,
+    { what = "a worker b:warm parked beforehand" })
 
   local rt = bench_roundtrip(quick and 2000 or 20000)
   -- the raw baseline carries frames of the same size as a ping call (~40 bytes)

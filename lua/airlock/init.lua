@@ -23,14 +23,15 @@ local broker_methods, run_methods = core.broker_methods, core.run_methods
 --     on_log, redact (its secrets' redactor, or nil), recorder, ledger, owned
 --     (closed when the run ends), server (when served from a journal) }
 local runs = setmetatable({}, { __mode = "k" })
--- Per broker, weak keys: { serial = the last run's, snapshot = {policy, ref}
--- (b:reload's), live = { [run id] = the record of a run b:step has not seen end } }.
+-- Per broker, weak keys: { snapshot = {policy, ref}
+-- (b:reload's), live = { [run id] = the record of a run b:step has not seen end },
+-- pool = { [key] = warm workers (b:warm) }, parked = { [run id] = the pool of a parked run } }.
 local brokers = setmetatable({}, { __mode = "k" })
 
 local function broker_state(b)
   local bs = brokers[b]
   if not bs then
-    bs = { serial = 0, live = {} }
+    bs = { live = {}, parked = {} }
     brokers[b] = bs
   end
   return bs
@@ -273,8 +274,81 @@ local function spawn_options(st, handlers, opts, internal, rp, what, serial, see
   return start
 end
 
--- broker, b:_start's options, what runs -> the run, or nil, message, code.
-local function spawn(b, start, what)
+-- ------------------------------------------------------------------ the warm pool
+-- b:warm(n, policy) keeps n workers spawned ahead of their runs: confined by
+-- the spawner (namespaces, rlimits, capabilities, cgroup), checked from
+-- outside, and parked, blocked on their channel until a run gives them init.
+-- A pool is keyed by what the spawner gave its workers (argv and
+-- confine.plan's start options), so a run takes a worker only when a fresh one
+-- would have been spawned exactly alike; Landlock and seccomp the worker
+-- applies itself from init, as always. Nothing refills behind the host's
+-- back (a spawn costs milliseconds of the host's own time): b:warm again tops
+-- the pool up, when the host has the time (a game between frames, a test
+-- farm between batches).
+
+-- The pool key of a worker argv and the plan's spawn options.
+local function pool_key(argv, plan_start)
+  return require("airlock.util").key_of { argv, plan_start }
+end
+
+-- Spawns parked workers into pool p until it holds p.want.
+local function pool_fill(b, p)
+  while #p.parked < p.want do
+    local run, err, code = b:_start(p.start)
+    if not run then return nil, err, code end
+    p.parked[#p.parked + 1] = run
+    broker_state(b).parked[run:id()] = p
+  end
+  return true
+end
+
+-- A parked worker for what runs, taken out of its pool, or nil.
+local function pool_take(b, what)
+  local bs = brokers[b]
+  local p = bs and bs.pool and not what.program and bs.pool[pool_key(what.argv, what.plan.start)]
+  if not p or #p.parked == 0 then return nil end
+  local run = table.remove(p.parked, 1)
+  bs.parked[run:id()] = nil
+  return run
+end
+
+--- b:warm(n, policy) -> true, or nil, message, code: tops the pool of workers
+--- for runs under policy (a policy, a table, a name; nil: the broker's or
+--- untrusted) up to n, spawned and parked, so b:start under it skips the
+--- spawn; fewer than n are cancelled, n = 0 empties it.
+function broker_methods:warm(n, pol)
+  if math.type(n) ~= "integer" or n < 0 or n > 256 then error("warm: n must be a whole number from 0 to 256", 2) end
+  local rp, err, code = run_policy(self, { policy = pol }, {})
+  if not rp then return nil, err, code end
+  local what
+  what, err, code = run_what({ guest = "" }, rp.policy, {})
+  if not what then return nil, err, code end
+  local bs = broker_state(self)
+  bs.pool = bs.pool or {}
+  local key = pool_key(what.argv, what.plan.start)
+  local p = bs.pool[key]
+  if not p then
+    local start = { argv = what.argv, park = true, handlers = {} }
+    for k, v in pairs(what.plan.start) do start[k] = v end
+    p = { parked = {}, start = start }
+    bs.pool[key] = p
+  end
+  p.want = n
+  while #p.parked > n do
+    table.remove(p.parked):cancel()   -- its end, in a later b:step, is the pool's (bs.parked)
+  end
+  return pool_fill(self, p)
+end
+
+-- broker, b:_start's options, what runs, a parked worker or nil -> the run,
+-- or nil, message, code.
+local function spawn(b, start, what, parked)
+  if parked then
+    local ok, err, code = parked:_unpark { init = start.init, handlers = start.handlers, ctx = start.ctx,
+      deadline_ms = start.deadline_ms, max_frame = start.max_frame, capture_max = start.capture_max }
+    if not ok then return nil, err, code end
+    return parked
+  end
   local run, err, code = b:_start(start)
   local why = not run and not what.program and start.namespaces and confine.namespace_failure(err)
   if why then
@@ -305,21 +379,26 @@ local function start_run(b, opts, internal)
   if not what then return nil, err, code end
   local st = new_record(opts, rp, what)
   local handlers, collect_log = run_handlers(st, rp)
-  local serial = (brokers[b] and brokers[b].serial or 0) + 1
+  -- A warm worker (b:warm) has its id already; a new one gets the next.
+  local parked = pool_take(b, what)
+  st.pooled = parked ~= nil or nil
+  local serial = parked and parked:id() or b:_next_serial()
   local seed = opts.seed or math.random(0, 2 ^ 31)
   local ok
   ok, err, code = record_run(st, handlers, opts, internal, rp, what, serial, seed)
-  if not ok then return nil, err, code end
+  if not ok then
+    if parked then parked:cancel() end
+    return nil, err, code
+  end
   handlers = served_handlers(st, handlers, collect_log, internal.serve)
   local run
-  run, err, code = spawn(b, spawn_options(st, handlers, opts, internal, rp, what, serial, seed), what)
+  run, err, code = spawn(b, spawn_options(st, handlers, opts, internal, rp, what, serial, seed), what, parked)
   if not run then
     if st.owned then st.ledger:close() end
     return nil, err, code
   end
   -- Registered: b:step finds the record by the run's id, reply and fail by the run.
   local bs = broker_state(b)
-  bs.serial = serial
   bs.live[run:id()] = st
   runs[run] = st
   return run
@@ -366,10 +445,27 @@ function broker_methods:step(timeout)
       end
     end
   end
+  -- A parked worker that died (or that b:warm cancelled) is its pool's loss,
+  -- not a run's end: the pool forgets it.
+  local bs = brokers[self]
+  if bs and next(bs.parked) then
+    local kept = {}
+    for _, res in ipairs(done) do
+      local p = bs.parked[res.run]
+      if p then
+        bs.parked[res.run] = nil
+        for i, r in ipairs(p.parked) do if r:id() == res.run then table.remove(p.parked, i) break end end
+      else
+        kept[#kept + 1] = res
+      end
+    end
+    done = kept
+  end
   for _, res in ipairs(done) do
     local st = per and per[res.run]
     if st then
       res.log = table.concat(st.log)
+      res.pooled = st.pooled
       res.policy = st.policy
       res.digest = st.digest
       res.confinement = confine.report(st.plan, res.confinement)

@@ -1,6 +1,6 @@
 -- airlock.util -- small helpers the package shares: reading a whole file,
--- whether a file opens, a list as a set, a deep copy, a string quoted for Lua
--- or for sh, and word wrapping. No requires: any module may use it.
+-- whether a file opens, a list as a set, a deep copy, a value as a key, a
+-- string quoted for Lua or for sh, and word wrapping. No requires: any module may use it.
 local M = {}
 
 --- read_file(path) -> its whole content, or nil, why (io.open's or the read's message).
@@ -33,6 +33,17 @@ function M.copy(v)
   local c = {}
   for k, x in pairs(v) do c[k] = M.copy(x) end
   return c
+end
+
+--- key_of(v) -> one text per plain value (tables by sorted keys), to use as a table key.
+function M.key_of(v)
+  if type(v) ~= "table" then return type(v) == "string" and string.format("%q", v) or tostring(v) end
+  local keys = {}
+  for k in pairs(v) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b) return M.key_of(a) < M.key_of(b) end)
+  local parts = {}
+  for i, k in ipairs(keys) do parts[i] = M.key_of(k) .. "=" .. M.key_of(v[k]) end
+  return "{" .. table.concat(parts, ",") .. "}"
 end
 
 --- quote(s) -> s as a one-line Lua string literal (%q, with a newline written \n).

@@ -373,6 +373,7 @@ static const start_opt START_OPTS[] = {
   RUN_OPT("pids_max", OPT_U64, pids_max, (lua_Integer)1 << 22, NULL),
   RUN_OPT("memory_max", OPT_U64, memory_max, (lua_Integer)1 << 50, NULL),
   RUN_OPT("cpu_millis", OPT_U32, cpu_millis, 1 << 20, NULL),
+  RUN_OPT("park", OPT_BOOL, parked, 0, NULL),
 };
 #undef RUN_OPT
 #define NSTART_OPTS (sizeof START_OPTS / sizeof *START_OPTS)
@@ -663,6 +664,13 @@ static int l_broker_step(lua_State *L) {
   return 1;
 }
 
+/* b:_next_serial() -> the id the next b:_start's run gets */
+static int l_broker_next_serial(lua_State *L) {
+  lbroker *lb = check_broker(L, 1);
+  lua_pushinteger(L, (lua_Integer)airlock_broker_next_serial(lb->b));
+  return 1;
+}
+
 static int l_broker_live(lua_State *L) {
   lbroker *lb = check_broker(L, 1);
   lua_pushinteger(L, (lua_Integer)airlock_broker_live(lb->b));
@@ -688,6 +696,44 @@ static int l_broker_tostring(lua_State *L) {
 }
 
 /* ------------------------------------------------------------ run methods */
+
+/* run:_unpark{init=, handlers=, ctx=, deadline_ms=, max_frame=, capture_max=}
+** -> true, or nil, message, errno: a parked run (b:_start{park = true}) gets
+** its run, as b:_start would have given it. */
+static int l_run_unpark(lua_State *L) {
+  lrun *lr = check_run(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  static const char *const keys[] = { "init", "handlers", "ctx", "deadline_ms", "max_frame", "capture_max", NULL };
+  lua_pushnil(L);
+  while (lua_next(L, 2)) {
+    lua_pop(L, 1);
+    const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    size_t i = 0;
+    while (k && keys[i] && strcmp(k, keys[i]) != 0) i++;
+    if (!k || !keys[i]) return luaL_error(L, "unpark: unknown option '%s'", k ? k : luaL_typename(L, -1));
+  }
+  airlock_run_opts o;
+  memset(&o, 0, sizeof o);
+  o.deadline_ms = (uint64_t)opt_int_field(L, 2, "deadline_ms", 0, (lua_Integer)1 << 40);
+  o.max_frame = (uint32_t)opt_int_field(L, 2, "max_frame", 0, UINT32_MAX);
+  o.capture_max = (size_t)opt_int_field(L, 2, "capture_max", 0, (lua_Integer)1 << 30);
+  lua_getfield(L, 2, "handlers");
+  if (!lua_istable(L, -1)) return luaL_error(L, "unpark: field 'handlers' must be a table");
+  lua_setiuservalue(L, 1, RUV_HANDLERS);
+  lua_getfield(L, 2, "ctx");
+  if (lua_isnil(L, -1)) { lua_pop(L, 1); lua_newtable(L); }
+  else if (!lua_istable(L, -1)) return luaL_error(L, "unpark: field 'ctx' must be a table");
+  lua_setiuservalue(L, 1, RUV_CTX);
+  msgpack_sbuffer sb;
+  msgpack_sbuffer_init(&sb);
+  pack_init(L, 2, &sb, &o);
+  int rc = airlock_run_unpark(lr->r, &o);
+  msgpack_sbuffer_destroy(&sb);   /* the broker queued its own copy */
+  if (rc == -EINVAL) return luaL_error(L, "unpark: the run is not parked");
+  if (rc < 0) return airlock_l_fail(L, "ended", "the parked worker has died", -rc);
+  lua_pushboolean(L, 1);
+  return 1;
+}
 
 static int l_run_reply(lua_State *L) {
   lrun *lr = check_run(L, 1);
@@ -792,11 +838,12 @@ static int l_defer(lua_State *L) {
 void airlock_l_open_broker(lua_State *L) {
   static const luaL_Reg bm[] = {
     { "_start", l_broker_start }, { "_step", l_broker_step }, { "live", l_broker_live },
+    { "_next_serial", l_broker_next_serial },
     { "close", l_broker_close }, { NULL, NULL } };
   static const luaL_Reg rm[] = {
     { "reply", l_run_reply }, { "fail", l_run_fail }, { "cancel", l_run_cancel },
     { "abort", l_run_abort }, { "id", l_run_id }, { "pid", l_run_pid }, { "live", l_run_live },
-    { "result", l_run_result }, { "output", l_run_output }, { NULL, NULL } };
+    { "result", l_run_result }, { "output", l_run_output }, { "_unpark", l_run_unpark }, { NULL, NULL } };
 
   luaL_newmetatable(L, AIRLOCK_BROKER_MT);
   luaL_newlib(L, bm);
