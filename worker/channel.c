@@ -132,11 +132,50 @@ static void await_reply(worker *w, uint64_t id, airlock_msg *msg)
                msg->id);
 }
 
+/* Registry key of the guard worker_call_finish holds while a call is out. */
+static const char GUARD_KEY = 'g';
+
+/* __close of that guard: the collector runs again. */
+static int gc_restart(lua_State *L)
+{
+  lua_gc(L, LUA_GCRESTART);
+  return 0;
+}
+
+/* From the moment the call leaves until its reply is a Lua value, the
+** collector is stopped: a collection step could run a guest's __gc, and an
+** effect that finalizer made (a print) would decode its own reply over this
+** one while it is being read. A to-be-closed guard restarts the collector
+** however this ends, with a value or with an error unwinding past the guest's
+** C function. Inside a finalizer lua_gc does nothing, and needs nothing: Lua
+** runs no collection step there. An allocation that fails meanwhile still
+** gets Lua's emergency collection, which runs no finalizer. */
+static int stop_collector(lua_State *L)
+{
+  luaL_checkstack(L, 2, NULL);
+  lua_gc(L, LUA_GCSTOP);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &GUARD_KEY);
+  lua_toclose(L, -1);
+  return lua_gettop(L);
+}
+
+/* The guard, made once with the runtime: one table, its own metatable. */
+void worker_channel_lua(lua_State *L)
+{
+  lua_createtable(L, 0, 1);
+  lua_pushcfunction(L, gc_restart);
+  lua_setfield(L, -2, "__close");
+  lua_pushvalue(L, -1);
+  lua_setmetatable(L, -2);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &GUARD_KEY);
+}
+
 int worker_call_finish(lua_State *L, worker *w)
 {
   if (w->out_refused)
     return luaL_error(L, "call too large to send (frames are limited to %d MiB)",
                       (int)(AIRLOCK_FRAME_MAX_DEFAULT >> 20));
+  int guard = stop_collector(L);
   worker_frame_send(w);
   airlock_msg msg;
   await_reply(w, ++w->last_id, &msg);
@@ -153,7 +192,19 @@ int worker_call_finish(lua_State *L, worker *w)
   char err[128];
   if (airlock_lua_push(L, msg.value, err, sizeof err) != 0)
     return luaL_error(L, "unusable reply to call %I: %s", (lua_Integer)w->last_id, err);
+  lua_closeslot(L, guard);
+  lua_remove(L, guard);
   return 1;
+}
+
+int worker_call_finish_quiet(worker *w)
+{
+  if (w->out_refused)
+    return -1;
+  worker_frame_send(w);
+  airlock_msg msg;
+  await_reply(w, ++w->last_id, &msg);
+  return msg.err != NULL ? -1 : 0;
 }
 
 /* After the final frame (done or pause): wait for the parent to hang up (it

@@ -134,7 +134,8 @@ static void add_all_sugar(lua_State *L, int host, const msgpack_object *effects)
 
 /* ---------------------------------------------------------------- print */
 
-/* Sends text as one log effect; when cut, the mark follows the kept prefix. */
+/* Sends text as one log effect; when cut, the mark follows the kept prefix.
+** Without L (a warning) the reply is not read and a refusal is dropped. */
 static void send_log(lua_State *L, worker *w, const char *text, size_t len, int cut)
 {
   size_t mark = cut ? sizeof TRUNCATED_MARK - 1 : 0;
@@ -144,6 +145,10 @@ static void send_log(lua_State *L, worker *w, const char *text, size_t len, int 
   msgpack_pack_str(pk, len + mark);
   msgpack_pack_str_body(pk, text, len);
   msgpack_pack_str_body(pk, TRUNCATED_MARK, mark);
+  if (L == NULL) {
+    worker_call_finish_quiet(w);
+    return;
+  }
   worker_call_finish(L, w);
   lua_pop(L, 1);
 }
@@ -188,8 +193,46 @@ static int guest_print(lua_State *L)
   return 0;
 }
 
+/* ---------------------------------------------------------------- warn */
+
+#define WARN_PREFIX "Lua warning: "
+
+/* The warning function, as lua.c's (lauxlib's): off at first; "@on" and
+** "@off" as a whole message switch it; when on, a message (its pieces joined)
+** becomes one line "Lua warning: ...\n" in the run's log, through the same
+** output budget as print. It may be called where nothing may raise (Lua warns
+** of an error in a __gc from the collector), so it never touches the Lua
+** state: the line is built here and sent without reading the reply. */
+static void guest_warnf(void *ud, const char *msg, int tocont)
+{
+  worker *w = ud;
+  if (!w->warn_cont && msg[0] == '@') {   /* a control message */
+    if (strcmp(msg + 1, "off") == 0)
+      w->warn_on = 0;
+    else if (strcmp(msg + 1, "on") == 0)
+      w->warn_on = 1;
+    return;
+  }
+  if (!w->warn_on)
+    return;
+  if (!w->warn_cont) {
+    memcpy(w->warn_buf, WARN_PREFIX, sizeof WARN_PREFIX - 1);
+    w->warn_len = sizeof WARN_PREFIX - 1;
+  }
+  size_t n = strlen(msg), room = sizeof w->warn_buf - 1 - w->warn_len;   /* 1: the newline */
+  n = n < room ? n : room;
+  memcpy(w->warn_buf + w->warn_len, msg, n);
+  w->warn_len += n;
+  w->warn_cont = tocont;
+  if (tocont)
+    return;
+  w->warn_buf[w->warn_len++] = '\n';
+  print_text(NULL, w, w->warn_buf, w->warn_len);
+}
+
 void worker_host_open(lua_State *L, worker *w)
 {
+  lua_setwarnf(L, guest_warnf, w);
   lua_createtable(L, 0, 2);
   int host = lua_gettop(L);
   lua_pushcfunction(L, host_call);

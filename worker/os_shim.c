@@ -255,5 +255,11 @@ void worker_os_open(lua_State *L)
     { "difftime", os_difftime }, { NULL, NULL },
   };
   luaL_newlib(L, fns);
+  /* In the loaded table too, like the libraries luaL_requiref opened: so
+  ** require "os" returns this table without asking the host. */
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+  lua_pushvalue(L, -2);
+  lua_setfield(L, -2, "os");
+  lua_pop(L, 1);
   lua_setglobal(L, "os");
 }

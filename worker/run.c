@@ -51,7 +51,7 @@ static void pack_text(msgpack_packer *pk, const char *key, const char *s, size_t
 
 /* Texts are cut to WORKER_TEXT_MAX so the frame always fits, whatever the
 ** guest's error message held. */
-void worker_send_error(worker *w, const char *message, size_t mlen, const char *traceback,
+static void pack_error(worker *w, const char *message, size_t mlen, const char *traceback,
                        size_t tlen, const char *cause)
 {
   msgpack_packer *pk = worker_frame_begin(w, AIRLOCK_MSG_DONE, 2);
@@ -60,6 +60,39 @@ void worker_send_error(worker *w, const char *message, size_t mlen, const char *
   pack_text(pk, "message", message, mlen);
   pack_text(pk, "traceback", traceback, tlen);
   pack_text(pk, "cause", cause, strlen(cause));
+}
+
+void worker_send_error(worker *w, const char *message, size_t mlen, const char *traceback,
+                       size_t tlen, const char *cause)
+{
+  pack_error(w, message, mlen, traceback, tlen, cause);
+  worker_frame_send(w);
+  worker_end(w);
+}
+
+/* Sends the done frame packed in w->out, after the guest's finalizers: lua.c
+** closes its state when the script ends (returned or failed), and lua_close
+** calls every pending __gc, of garbage and of live objects alike; a finalizer
+** that prints is seen there, so it is seen here, in the run's log. The frame
+** (the value as the chunk returned it, or the error) waits aside meanwhile,
+** because each effect a finalizer makes packs its call in w->out. They run
+** under the memory cap; Lua turns off hooks inside a __gc, so the instruction
+** budget cannot stop one, and a finalizer that never returns is ended by the
+** run's deadline and CPU limit like any other hang. An error in one is a
+** warning (see host_api.c), as in lua.c. Once the state is closed no guest
+** code exists, so nothing can make an effect after done. */
+__attribute__((noreturn))
+static void send_done(worker *w)
+{
+  msgpack_sbuffer done = w->out;
+  int refused = w->out_refused;
+  msgpack_sbuffer_init(&w->out);
+  w->mem_exempt = 0;
+  lua_close(w->L);
+  w->L = NULL;
+  msgpack_sbuffer_destroy(&w->out);
+  w->out = done;
+  w->out_refused = refused;
   worker_frame_send(w);
   worker_end(w);
 }
@@ -142,7 +175,8 @@ static void report_error(worker *w, int status)
     if (status == LUA_ERRMEM)
       cause = "memory";
   }
-  worker_send_error(w, msg, mlen, tb, tlen, cause);
+  pack_error(w, msg, mlen, tb, tlen, cause);
+  send_done(w);
 }
 
 /* done {ok = value}: a value that cannot be sent becomes the run's error. */
@@ -153,9 +187,24 @@ static void report_value(worker *w)
   msgpack_packer *pk = worker_frame_begin(w, AIRLOCK_MSG_DONE, 2);
   airlock_pack_cstr(pk, "ok");
   if (airlock_lua_pack(w->L, -1, pk, "value", err, sizeof err) != 0)
-    worker_send_error(w, err, strlen(err), "", 0, "error");
-  worker_frame_send(w);
-  worker_end(w);
+    pack_error(w, err, strlen(err), "", 0, "error");
+  send_done(w);
+}
+
+/* The source as lua.c reads a script file (luaL_loadfilex): a UTF-8 byte
+** order mark is skipped, and so is a first line starting with '#' (a "#!"
+** line), up to but not including its newline, so line numbers stay right. */
+static const char *skip_prefix(const char *src, size_t *len)
+{
+  const char *p = src, *end = src + *len;
+  if (end - p >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0)
+    p += 3;
+  if (p < end && *p == '#') {
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    p = nl != NULL ? nl : end;
+  }
+  *len = (size_t)(end - p);
+  return p;
 }
 
 void worker_run_guest(worker *w, int input_idx)
@@ -167,7 +216,9 @@ void worker_run_guest(worker *w, int input_idx)
              (int)(w->init.name_len < 200 ? w->init.name_len : 200), w->init.name);
   lua_pushcfunction(L, message_handler);
   int msgh = lua_gettop(L);
-  int status = luaL_loadbufferx(L, w->init.source, w->init.source_len, chunkname, "t");
+  size_t len = w->init.source_len;
+  const char *src = skip_prefix(w->init.source, &len);
+  int status = luaL_loadbufferx(L, src, len, chunkname, "t");
   if (status != LUA_OK)
     report_error(w, status);
   lua_pushvalue(L, input_idx);

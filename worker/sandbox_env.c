@@ -21,20 +21,123 @@ static const luaL_Reg guest_libs[] = {
   { NULL, NULL },
 };
 
-/* load with the mode forced to text: binary chunks can break the VM's
-** invariants, so they are no boundary. Everything else (a reader function,
-** chunk name, env) is the original load's business; env is passed only when
-** given, since load tells "no env" from an explicit nil. */
-static int load_text_only(lua_State *L)
+/* ---------------------------------------------------------------- load */
+
+/* load is Lua 5.4's own (luaB_load: the same arguments, results and
+** messages) but for two things. A binary chunk is always refused, as if the
+** mode were "t": binary chunks can break the VM's invariants, so they are no
+** boundary. The chunk's first byte says which it is, so the mode given is
+** passed on for a text chunk (load(s, n, "b") fails with Lua's own message)
+** and "t" for a binary one ("attempt to load a binary chunk (mode is 't')").
+** And the loading runs under a pcall of its own: a load inside the guest's
+** chunk would otherwise inherit the worker's message handler, and an error in
+** a reader function would come back as the worker's error table. */
+#define READER_SLOT 5   /* holds the piece the parser is reading */
+
+typedef struct {
+  int first;   /* the piece read ahead is still to be handed to the parser */
+} reader_state;
+
+/* Calls the reader function at index 1 and keeps its piece in READER_SLOT;
+** NULL at the end of the chunk (nil or an empty string), as Lua's. */
+static const char *call_reader(lua_State *L, size_t *size)
 {
-  int nargs = lua_gettop(L) >= 4 ? 4 : 3;
-  lua_settop(L, nargs);
-  lua_pushliteral(L, "t");
-  lua_replace(L, 3);
-  lua_pushvalue(L, lua_upvalueindex(1));
-  lua_insert(L, 1);
-  lua_call(L, nargs, LUA_MULTRET);
-  return lua_gettop(L);
+  luaL_checkstack(L, 2, "too many nested functions");
+  lua_pushvalue(L, 1);
+  lua_call(L, 0, 1);
+  if (lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    *size = 0;
+    return NULL;
+  }
+  if (!lua_isstring(L, -1)) {   /* placed at load's caller (level 0 is load_chunk) */
+    luaL_where(L, 2);
+    lua_pushliteral(L, "reader function must return a string");
+    lua_concat(L, 2);
+    lua_error(L);
+  }
+  lua_replace(L, READER_SLOT);
+  return lua_tolstring(L, READER_SLOT, size);
+}
+
+static const char *guest_reader(lua_State *L, void *ud, size_t *size)
+{
+  reader_state *rs = ud;
+  if (rs->first) {
+    rs->first = 0;
+    if (lua_type(L, READER_SLOT) == LUA_TSTRING)
+      return lua_tolstring(L, READER_SLOT, size);
+    *size = 0;
+    return NULL;
+  }
+  return call_reader(L, size);
+}
+
+/* Under lua_pcall: 1 chunk (a string or a reader), 2 chunk name, 3 mode;
+** leaves the loaded function on top, or raises the load's message. */
+static int load_chunk(lua_State *L)
+{
+  lua_settop(L, READER_SLOT);
+  const char *chunkname = lua_tostring(L, 2), *mode = lua_tostring(L, 3);
+  int status;
+  if (lua_type(L, 1) == LUA_TSTRING) {
+    size_t len;
+    const char *s = lua_tolstring(L, 1, &len);
+    if (len > 0 && s[0] == LUA_SIGNATURE[0])
+      mode = "t";
+    status = luaL_loadbufferx(L, s, len, chunkname, mode);
+  } else {
+    size_t len;
+    const char *piece = call_reader(L, &len);   /* read ahead: which kind? */
+    if (piece != NULL && len > 0 && piece[0] == LUA_SIGNATURE[0])
+      mode = "t";
+    if (piece == NULL || len == 0) {
+      lua_pushnil(L);
+      lua_replace(L, READER_SLOT);
+    }
+    reader_state rs = { 1 };
+    status = lua_load(L, guest_reader, &rs, chunkname, mode);
+  }
+  if (status != LUA_OK)
+    return lua_error(L);
+  return 1;
+}
+
+static int guest_load(lua_State *L)
+{
+  int env = !lua_isnone(L, 4) ? 4 : 0;
+  lua_settop(L, 4);
+  const char *s = lua_tostring(L, 1);   /* a number is a string chunk too */
+  if (s != NULL) {
+    luaL_optstring(L, 2, s);
+  } else {
+    luaL_optstring(L, 2, "=(load)");
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+  }
+  if (lua_isnoneornil(L, 2)) {
+    lua_pushstring(L, s != NULL ? s : "=(load)");
+    lua_replace(L, 2);
+  }
+  luaL_optstring(L, 3, "bt");
+  if (lua_isnil(L, 3)) {
+    lua_pushliteral(L, "bt");
+    lua_replace(L, 3);
+  }
+  lua_pushcfunction(L, load_chunk);
+  lua_pushvalue(L, 1);
+  lua_pushvalue(L, 2);
+  lua_pushvalue(L, 3);
+  if (lua_pcall(L, 3, 1, 0) != LUA_OK) {
+    luaL_pushfail(L);
+    lua_insert(L, -2);
+    return 2;   /* nil and the message, as load returns them */
+  }
+  if (env != 0) {   /* the first upvalue of a main chunk is its _ENV */
+    lua_pushvalue(L, env);
+    if (!lua_setupvalue(L, -2, 1))
+      lua_pop(L, 1);
+  }
+  return 1;
 }
 
 /* Only collecting and observing are left to the guest: the other options
@@ -72,7 +175,8 @@ static void restrict_base(lua_State *L)
   lua_setfield(L, g, "dofile");
   lua_pushnil(L);
   lua_setfield(L, g, "loadfile");
-  wrap_field(L, g, "load", load_text_only);
+  lua_pushcfunction(L, guest_load);
+  lua_setfield(L, g, "load");
   wrap_field(L, g, "collectgarbage", collectgarbage_limited);
   lua_pop(L, 1);
 }
@@ -122,6 +226,7 @@ void worker_env_open(lua_State *L, worker *w)
   restrict_base(L);
   restrict_string(L);
   seed_random(L, w->init.seed);
+  worker_channel_lua(L);
   worker_host_open(L, w);
   worker_modules_open(L);
   worker_os_open(L);

@@ -53,6 +53,11 @@ typedef struct worker {
   uint64_t out_used;
   int out_truncated;
 
+  /* host_api.c: the warning function's state and the line it builds */
+  int warn_on, warn_cont;
+  size_t warn_len;
+  char warn_buf[1024];
+
   /* channel.c: one outgoing frame at a time, one reply at a time */
   uint64_t last_id;
   msgpack_sbuffer out;
@@ -88,6 +93,11 @@ void worker_frame_send(worker *w);
 msgpack_packer *worker_call_begin(worker *w, const char *effect, size_t len);
 /* Sends the call, waits for its reply and pushes ok, or raises err. */
 int worker_call_finish(lua_State *L, worker *w);
+/* The same without a Lua state (for the warning function, which may run
+** where raising is not allowed): the reply's value is dropped; -1 on err. */
+int worker_call_finish_quiet(worker *w);
+/* Registers what worker_call_finish needs in L (under lua_pcall). */
+void worker_channel_lua(lua_State *L);
 
 /* limits.c */
 lua_State *worker_newstate(worker *w);

@@ -43,6 +43,24 @@ describe("the worker of this build (" .. WORKER .. ")", function()
     assert.equal("memory", res.cause, res.message)
   end)
 
+  it("runs finalizers that print while replies are converted, and at the end", function()
+    local res = assert(airlock.run { policy = policy(false), guest = [[
+      local big = {}
+      for i = 1, 200 do big[i] = ("x"):rep(100) .. i end
+      warn("@on")
+      for round = 1, 300 do
+        setmetatable({}, { __gc = function() print("gc") end })
+        setmetatable({}, { __gc = function() error("gc error") end })
+        assert(host.call("echo.back", big)[200] == big[200])
+      end
+      local live = setmetatable({}, { __gc = function() print("at close") end })
+      return 1]] })
+    assert.equal("ok", res.cause, res.message .. res.stderr)
+    assert.equal(300, select(2, res.log:gsub("gc\n", "")))
+    assert.equal(300, select(2, res.log:gsub("Lua warning: error in __gc", "")))
+    assert.matches("at close\n", res.log)
+  end)
+
   if H.sanitized then
     it("refuses a policy that requires seccomp: the sanitizer worker cannot apply it", function()
       local res = assert(airlock.run { policy = policy(true), guest = "return 1" })

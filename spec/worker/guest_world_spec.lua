@@ -1,0 +1,277 @@
+-- guest_world_spec.lua -- the guest's world is Lua 5.4's, minus what the policy
+-- withholds: each case runs the same guest file under plain lua5.4 (the peer
+-- users know) and under airlock.run, and compares what each printed. Where
+-- airlock differs on purpose (no binary chunks, modules come from the host,
+-- warnings go to the log), the spec says how and compares the rest.
+local airlock = require "airlock"
+local handlers = require "airlock.handlers"
+local H = require "helper"
+
+local dir
+
+-- Writes the guest as main.lua and each module as name.lua in a fresh directory.
+local function files(src, mods)
+  if dir then os.execute("rm -rf " .. dir) end
+  dir = H.tmpdir()
+  H.write(dir .. "/main.lua", src)
+  for name, text in pairs(mods or {}) do H.write(dir .. "/" .. name .. ".lua", text) end
+end
+
+-- Addresses differ from run to run; the rest must not.
+local function norm(s)
+  return (s:gsub("0x%x+", "ADDR"))
+end
+
+-- Plain lua5.4 on main.lua, run in its directory: stdout, stderr, exit status.
+local function lua54()
+  local out, err = dir .. "/.out", dir .. "/.err"
+  local _, _, rc = os.execute("cd " .. dir .. " && lua5.4 main.lua >.out 2>.err")
+  return norm(H.read(out)), norm(H.read(err)), rc
+end
+
+-- The same file under airlock, modules answered from the same directory.
+local function guest(pol)
+  pol = pol or {}
+  pol.effects = pol.effects or { ["module.load"] = handlers.modules(dir) }
+  local res = assert(airlock.run { guest = H.read(dir .. "/main.lua"), name = "main.lua", policy = pol })
+  res.log = norm(res.log)
+  return res
+end
+
+-- Both runs of one guest: lua5.4's stdout and airlock's log must be equal.
+local function same(src, mods)
+  files(src, mods)
+  local out, err = lua54()
+  local res = guest()
+  assert.equal("ok", res.cause, res.message)
+  assert.equal("", err)
+  assert.equal(out, res.log)
+  return out, res
+end
+
+describe("the guest's world, next to lua5.4", function()
+  after_each(function()
+    if dir then os.execute("rm -rf " .. dir) end
+    dir = nil
+  end)
+
+  describe("require", function()
+    it("returns the standard libraries the guest has, without asking the host", function()
+      local asked = 0
+      files [[
+        for _, n in ipairs { "string", "table", "math", "utf8", "coroutine", "os", "_G" } do
+          local m = require(n)
+          print(n, m == _G[n] or m == _G, select("#", require(n)))
+        end
+        print(require("utf8").char(72, 105))]]
+      local out, err = lua54()
+      assert.equal("", err)
+      local res = guest { effects = { ["module.load"] = function() asked = asked + 1 error("asked") end } }
+      assert.equal("ok", res.cause, res.message)
+      assert.equal(out, res.log)
+      assert.matches("utf8\ttrue\t1\n", res.log)
+      assert.equal(0, asked)
+      -- Under the default policy too (module.load not granted at all).
+      local plain = assert(airlock.run { guest = [[return require("utf8").char(111, 107)]] })
+      assert.equal("ok", plain.cause, plain.message)
+      assert.equal("ok", plain.value)
+    end)
+
+    it("returns the module and its loader data, and passes both to the module", function()
+      local out = same([[
+        local m, data = require "mod"
+        print(m.name, m.args, type(data), select("#", require "mod"))]],
+        { mod = "local name, data = ... return { name = name, args = select('#', ...) }" })
+      assert.equal("mod\t2\tstring\t1\n", out)
+      -- The loader data: lua5.4 gives the file's path; the guest never sees
+      -- the host's path, so airlock says where the module came from.
+      files [[print(select(2, require "mod"))]]
+      H.write(dir .. "/mod.lua", "return true")
+      assert.equal(":module.load:\n", guest().log)
+    end)
+
+    it("tries a module that failed again, and names its chunk in errors", function()
+      files([[
+        local ok, err = pcall(require, "flaky")
+        print(ok, err)
+        local m = require "flaky"
+        print(m.tries, require("flaky") == m)
+        print(pcall(require, "broken"))]],
+        { flaky = "tries = (tries or 0) + 1\nif tries == 1 then error('first try') end\nreturn { tries = tries }",
+          broken = "local x = 1\n\nerror('line three')" })
+      local out, err = lua54()
+      assert.equal("", err)
+      -- lua5.4 names the file it found (./flaky.lua), airlock the module (flaky).
+      out = out:gsub("%./(%w+)%.lua:", "%1:")
+      assert.equal("false\tflaky:2: first try\n2\ttrue\nfalse\tbroken:3: line three\n", out)
+      assert.equal(out, guest().log)
+    end)
+
+    it("reports a syntax error in a module as Lua's searcher does", function()
+      files([[print(pcall(require, "bad"))]], { bad = "return (" })
+      local out = lua54()
+      assert.matches("^false\terror loading module 'bad' from file '%./bad%.lua':\n", out)
+      -- Without the file's path, in the message and in the chunk's name.
+      out = out:gsub(" from file '[^']*'", ""):gsub("%./(%w+)%.lua:", "%1:")
+      assert.equal("false\terror loading module 'bad':\n\tbad:1: unexpected symbol near <eof>\n", out)
+      assert.equal(out, guest().log)
+    end)
+  end)
+
+  describe("a guest file", function()
+    it("may start with a #! line, which is skipped and still counted", function()
+      files "#!/usr/bin/env lua5.4\nprint('hello')\nerror('on line three')\n"
+      local out, err, rc = lua54()
+      assert.equal(1, rc)
+      assert.matches("^lua5.4: main.lua:3: on line three\n", err)
+      local res = guest()
+      assert.equal(out, res.log)
+      assert.equal("main.lua:3: on line three", res.message)
+    end)
+
+    it("may start with a byte order mark, as lua.c reads files", function()
+      assert.equal("bom\nmain.lua:2: here\n", same "\239\187\191print('bom')\nprint(select(2, pcall(function() error('here') end)))")
+      assert.equal("main.lua:2: there\n", same "\239\187\191#!lua\nprint(select(2, pcall(function() error('there') end)))")
+    end)
+  end)
+
+  describe("warn", function()
+    it("is off at first, and once on writes Lua's warning lines, to the run's log", function()
+      files [[
+        warn("not shown: warnings start off")
+        warn("@on")
+        warn("one ", "line ", "in pieces")
+        warn("@unknown control: ignored")
+        warn("@off")
+        warn("not shown: off again")
+        warn("@on")
+        warn("last")]]
+      local out, err = lua54()
+      assert.equal("", out)
+      assert.equal("Lua warning: one line in pieces\nLua warning: last\n", err)
+      -- lua.c writes them to stderr; a guest's stderr is its log.
+      local res = guest()
+      assert.equal("ok", res.cause, res.message)
+      assert.equal(err, res.log)
+    end)
+
+    it("checks its arguments as Lua's does", function()
+      same [[print(pcall(warn)) print(pcall(warn, "a", {}))]]
+    end)
+  end)
+
+  describe("load", function()
+    it("honours the mode for text chunks, with Lua's messages", function()
+      same [[
+        for _, mode in ipairs { "t", "b", "bt", "q", "" } do print(mode, load("return 1", "=x", mode)) end
+        print(load("return 1", "=x", nil))
+        print(pcall(load, "return 1", "=x", {}))]]
+    end)
+
+    it("refuses every binary chunk with Lua's message for mode 't'", function()
+      local bin = string.dump(function() return 1 end)
+      files(string.format([[
+        for _, mode in ipairs { "t", "b", "bt" } do print(mode, load(%q, "=x", mode)) end
+        local i = 0
+        print(load(function() i = i + 1 return (%q):sub(i * 2 - 1, i * 2) end, "=r", "b"))]], bin, bin))
+      local out = lua54()
+      local refusal = out:match("^t\tnil\t([^\n]+)\n")
+      assert.equal("attempt to load a binary chunk (mode is 't')", refusal)
+      assert.matches("\nb\tfunction: ADDR\n", out)   -- lua5.4 loads it
+      assert.equal("t\tnil\t" .. refusal .. "\nb\tnil\t" .. refusal .. "\nbt\tnil\t" .. refusal ..
+                   "\nnil\t" .. refusal .. "\n", guest().log)
+    end)
+
+    it("returns nil and the reader's error, at top level and under pcall", function()
+      files [[
+        print(load(function() error("reader failed") end))
+        assert(pcall(function()   -- (lua5.4's handler is not in force under pcall)
+          print(load(function() error("reader failed") end))
+          print(load(function() return {} end))
+          local parts, i = { "return ", "4", "2" }, 0
+          print(load(function() i = i + 1 return parts[i] end)())
+          print(load(function() return nil end))
+          print(pcall(load, {}))
+          print(load("syntax error here", "=s"))
+          local env = { y = 5 }
+          print(load("return y", "=e", "t", env)(), load("return y", "=e", "t", nil))
+        end))]]
+      local out, err = lua54()
+      assert.equal("", err)
+      local log = guest().log
+      -- lua.c's own message handler (a traceback) leaks into lua5.4's first
+      -- line: a load at top level inherits it. The guest's load has none.
+      local first = out:match("^(nil\tmain.lua:1: reader failed)\nstack traceback:\n")
+      assert.truthy(first, out)
+      out = out:gsub("^.-\n(nil\tmain.lua:3:)", "%1")
+      assert.equal(first .. "\n" .. out, log)
+    end)
+  end)
+
+  describe("finalizers", function()
+    it("run when the run ends, as at lua_close, with their output in the log", function()
+      local out, res = same [[
+        local kept = setmetatable({}, { __gc = function() print("a live object's __gc, at close") end })
+        print("end of chunk")]]
+      assert.equal("end of chunk\na live object's __gc, at close\n", out)
+      assert.equal("ok", res.cause)
+    end)
+
+    it("after an error too, and an error in one is a warning", function()
+      files [[
+        warn("@on")
+        setmetatable({}, { __gc = function() error("in gc") end })
+        setmetatable({}, { __gc = function() print("still runs") end })
+        error("guest failed")]]
+      local out, err = lua54()
+      assert.equal("still runs\n", out)
+      assert.matches("^lua5.4: main.lua:4: guest failed\n", err)
+      assert.matches("\nLua warning: error in __gc %(main.lua:2: in gc%)\n$", err)
+      local res = guest()
+      assert.equal("error", res.cause)
+      assert.equal("main.lua:4: guest failed", res.message)
+      -- Both lines, in the order the finalizers ran (lua5.4's go to two streams).
+      assert.equal(2, select(2, res.log:gsub("\n", "")))
+      assert.matches("^still runs\n", out)
+      assert.truthy(res.log:find("Lua warning: error in __gc (main.lua:2: in gc)\n", 1, true), res.log)
+      assert.truthy(res.log:find(out, 1, true), res.log)
+    end)
+
+    it("keep the value as the chunk returned it", function()
+      local res = assert(airlock.run { guest = [[
+        local t = { n = 1 }
+        setmetatable({}, { __gc = function() t.n = 2 print("gc", t.n) end })
+        return t]] })
+      assert.equal("ok", res.cause, res.message)
+      assert.same({ n = 1 }, res.value)
+      assert.equal("gc\t2\n", res.log)
+    end)
+
+    it("cannot hang the run: one that loops is ended by the run's limits", function()
+      local t0 = os.time()
+      local res = assert(airlock.run { policy = { limits = { instructions = 1e6, deadline_ms = 1000 } }, guest = [[
+        setmetatable({}, { __gc = function() while true do end end })
+        return 1]] })
+      assert.truthy(res.cause == "deadline" or res.cause == "cpu", res.cause .. ": " .. res.message)
+      assert.is_true(os.time() - t0 < 5)
+    end)
+
+    it("may print while other effects are answered (a collection between call and reply)", function()
+      local res = assert(airlock.run { policy = { effects = { ["echo.back"] = function(a) return a end } },
+        guest = [[
+        local n = 0
+        local big = {}
+        for i = 1, 200 do big[i] = ("x"):rep(100) .. i end
+        for round = 1, 300 do
+          setmetatable({}, { __gc = function() n = n + 1 print("gc") end })
+          local r = host.call("echo.back", big)
+          assert(r[200] == big[200])
+        end
+        collectgarbage()
+        return n]] })
+      assert.equal("ok", res.cause, res.message)
+      assert.equal(300, res.value)
+      assert.equal(("gc\n"):rep(300), res.log)
+    end)
+  end)
+end)
