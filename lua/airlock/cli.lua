@@ -120,6 +120,9 @@ local function report(res, opts, ledger_dir)
     io.stderr:write(string.format("airlock: paused: %s\n", show_value(res.value)))
     if ledger_dir then
       io.stderr:write(string.format("airlock: continue with: airlock resume %s --input JSON\n", ledger_dir))
+    else
+      io.stderr:write("airlock: nothing can resume this run: it has no ledger (run it with --ledger DIR " ..
+        "to make a pause resumable)\n")
     end
   else
     io.stderr:write("airlock: ", cause_text(res), "\n")
@@ -176,6 +179,8 @@ function M.run(args)
   if opts.durability and not ({ none = true, batch = true, always = true })[opts.durability] then
     return usage_error("run: --durability must be none, batch or always")
   end
+  local fresh, taken = require("airlock.ledger").fresh(opts.ledger)
+  if not fresh then return cannot_start(opts, "run", taken, "ledger") end
   local b <close> = airlock.broker()
   local safe = for_terminal(opts)
   local on_log = not opts.json and function(text) io.stdout:write(safe(text)) io.stdout:flush() end or nil

@@ -114,6 +114,12 @@ function M.main(args)
     opts.env = opts.env or {}
     opts.env.PATH = os.getenv("PATH")
   end
+  local fresh, taken = require("airlock.ledger").fresh(opts.ledger)
+  if not fresh then
+    if as_json then io.stdout:write(json.encode { ok = false, cause = "ledger", message = taken }, "\n")
+    else io.stderr:write("airlock exec: ", taken, "\n") end
+    return 125
+  end
   if stdin == "-" then opts.stdin_inherit = true
   elseif stdin ~= "none" then opts.stdin_file = stdin end
   -- Captured when asked (--json, --capture) or when secrets must be redacted;

@@ -92,6 +92,15 @@ end
 
 M.sha256 = core.sha256
 
+--- fresh(dir) -> true when dir (or nil) holds no session yet, else nil,
+--- message: the commands' --ledger starts a new session, and a second run
+--- in an old one would make the first's replay differ.
+function M.fresh(dir)
+  if dir == nil or not require("airlock.util").exists(dir .. "/journal") then return true end
+  return nil, string.format("ledger: %s already holds a session; --ledger starts a new one: give a new " ..
+    "directory (airlock resume %s continues a paused run)", dir, dir)
+end
+
 -- ------------------------------------------------------------ show
 
 local OWN = { seq = true, kind = true, run = true, t = true, hash = true, offset = true }

@@ -219,6 +219,41 @@ describe("the session commands", function()
     assert.matches("^10\n", out)
     rm(dir) rm(dir .. "-b") os.remove(guest) os.remove(changed)
   end)
+
+  it("--ledger starts a new session: an old one is refused and replays as before", function()
+    local dir, guest = tmpdir(), os.tmpname() .. ".lua"
+    local f = assert(io.open(guest, "w"))
+    f:write([[return os.time() > 0]])
+    f:close()
+    local out, st = sh(AIRLOCK .. " run " .. guest .. " --ledger " .. dir)
+    assert.equal(0, st, out)   -- control: a new directory records
+    out, st = sh(AIRLOCK .. " run " .. guest .. " --ledger " .. dir)
+    assert.equal(2, st, out)
+    assert.matches("ledger: " .. dir:gsub("%p", "%%%0") .. " already holds a session; %-%-ledger starts a new one", out)
+    out, st = sh(AIRLOCK .. " run " .. guest .. " --ledger " .. dir .. " --json")
+    assert.equal(2, st, out)
+    assert.matches('"cause":"ledger"', out)
+    local ws = H.tmpdir()
+    out, st = sh("cd " .. ws .. " && " .. require("airlock.core").fs_realpath(AIRLOCK) .. " exec --workspace " ..
+      ws .. " --ledger " .. dir .. " -- true")
+    assert.equal(125, st, out)
+    assert.matches("already holds a session", out)
+    out, st = sh(AIRLOCK .. " replay " .. dir)   -- still the one run it recorded
+    assert.equal(0, st, out)
+    assert.matches("identical", out)
+    rm(dir) rm(ws) os.remove(guest)
+  end)
+
+  it("says when a paused run has no ledger that could resume it", function()
+    local guest = os.tmpname() .. ".lua"
+    local f = assert(io.open(guest, "w"))
+    f:write([[return host.input("n?")]])
+    f:close()
+    local out, st = sh(AIRLOCK .. " run " .. guest)
+    assert.equal(3, st, out)
+    assert.matches("nothing can resume this run: it has no ledger %(run it with %-%-ledger DIR", out)
+    os.remove(guest)
+  end)
 end)
 
 describe("a policy's explicit refusal", function()
