@@ -268,6 +268,11 @@ typedef struct airlock_spawn_opts {
                                program runs inside another root file system. The
                                program's path is then resolved inside it. Needs
                                CLONE_NEWNS; view_ro and view_rw add host paths to it */
+  int no_aslr;              /* 1: the child's address space is laid out without
+                               randomisation (personality ADDR_NO_RANDOMIZE, kept
+                               across exec): a recorded guest's worker, so that the
+                               addresses Lua hashes and prints are a function of its
+                               inputs and a replay sees the same ones */
   const char *init;         /* with CLONE_NEWPID: the path of airlock-init, which the
                                child becomes (PID 1): it runs the program as PID 2,
                                reaps every process, forwards signals, and reports the

@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/personality.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -445,6 +446,11 @@ __attribute__((no_sanitize("address", "undefined"))) static int child_main(void 
   }
   if (close_fds_from(nfd, keep) < 0) fail(x, "getrlimit");
 
+  if (o->no_aslr) {
+    long persona = syscall(SYS_personality, 0xffffffffUL);
+    if (persona < 0 || syscall(SYS_personality, (unsigned long)persona | ADDR_NO_RANDOMIZE) < 0)
+      fail(x, "personality(ADDR_NO_RANDOMIZE)");
+  }
   if (chdir(o->workdir ? o->workdir : "/") < 0) fail(x, "chdir");
   if (o->drop_caps && drop_capabilities() < 0) fail(x, "drop capabilities");
   /* Last: RLIMIT_NOFILE may be below the fd numbers used above. */

@@ -9,6 +9,8 @@
 
 #include <lauxlib.h>
 
+#include <time.h>
+
 #include "worker.h"
 
 #define HOOK_STEP 1000   /* instructions between two hook calls */
@@ -36,10 +38,27 @@ static void *capped_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
   return p;
 }
 
+/* Lua 5.4 seeds its string hash from time(NULL) and three addresses
+** (luai_makeseed in lstate.c), so the order pairs walks string keys in would
+** differ between a run and its replay. The worker defines time() itself (the
+** dynamic linker binds liblua's call to it) and answers the run's seed from
+** init while the state is made; with the spawner's no_aslr the addresses are
+** fixed too, and the hash seed is a function of init alone. Nothing else in
+** the worker asks for the time: the guest's clock is the clock.now effect. */
+static time_t state_time;
+
+time_t time(time_t *t)
+{
+  if (t != NULL)
+    *t = state_time;
+  return state_time;
+}
+
 /* The runtime is built with the cap lifted (see worker_limits_start): what the
 ** libraries need is the worker's cost, not the guest's. */
 lua_State *worker_newstate(worker *w)
 {
+  state_time = (time_t)(uint32_t)w->init.seed;
   w->mem_exempt = 1;
   lua_State *L = lua_newstate(capped_alloc, w);
   if (L != NULL)

@@ -268,6 +268,11 @@ local function spawn_options(st, handlers, opts, internal, rp, what, serial, see
       capture_max = limits.capture,
       handlers = handlers,
       ctx = ctx,
+      -- A run that is recorded, or replayed from its record, gets fixed
+      -- addresses: what Lua hashes (pairs order) and prints (tostring of a
+      -- table) is then the same in the replay.
+      -- (AIRLOCK_TEST_ASLR=1 keeps randomisation, for the specs' control runs.)
+      no_aslr = (st.recorder ~= nil or internal.serve ~= nil) and os.getenv("AIRLOCK_TEST_ASLR") ~= "1" or nil,
     }
   end
   for k, v in pairs(what.plan.start) do start[k] = v end
@@ -379,8 +384,9 @@ local function start_run(b, opts, internal)
   if not what then return nil, err, code end
   local st = new_record(opts, rp, what)
   local handlers, collect_log = run_handlers(st, rp)
-  -- A warm worker (b:warm) has its id already; a new one gets the next.
-  local parked = pool_take(b, what)
+  -- A warm worker (b:warm) has its id already; a new one gets the next. A
+  -- recorded or replayed run spawns its own (fixed addresses, see no_aslr).
+  local parked = not opts.ledger and not internal.serve and pool_take(b, what) or nil
   st.pooled = parked ~= nil or nil
   local serial = parked and parked:id() or b:_next_serial()
   local seed = opts.seed or math.random(0, 2 ^ 31)
