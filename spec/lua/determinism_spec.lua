@@ -2,7 +2,8 @@
 -- with addresses and hashes: pairs order, tostring of tables and functions,
 -- finalizers, the collector's count. Each guest of the corpus is recorded by
 -- `airlock run --ledger` and replayed five times by `airlock replay`, each in
--- a fresh process with another environment and working directory; every
+-- a fresh process with another environment and working directory, three of
+-- them from a copy of the session directory; every
 -- replay must be identical, with no live effect. The control run keeps
 -- address randomisation (AIRLOCK_TEST_ASLR=1) and must diverge.
 local H = require "helper"
@@ -78,13 +79,16 @@ local function record(name, source, env)
   return dir, out
 end
 
--- Five replays, each a fresh process with another environment and cwd.
+-- Five replays, each a fresh process with another environment and cwd; the
+-- last three of a copy of the session, made elsewhere.
 local function replays(dir, env)
   local results = {}
+  assert(os.execute("cp -r " .. dir .. "/s " .. dir .. "/copy"))
   for i = 1, 5 do
     local cwd = i % 2 == 0 and "/" or dir
+    local session = i > 2 and dir .. "/copy" or dir .. "/s"
     local out, rc = sh("cd " .. cwd .. " && env -i PATH=/usr/bin:/bin HOME=/nonexistent REPLAY_ROUND=" .. i ..
-      string.rep(" PAD=x", i) .. " " .. (env or "") .. " " .. AIRLOCK .. " replay " .. dir .. "/s")
+      string.rep(" PAD=x", i) .. " " .. (env or "") .. " " .. AIRLOCK .. " replay " .. session)
     results[i] = { out = out, rc = rc }
   end
   return results
