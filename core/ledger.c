@@ -427,6 +427,29 @@ static int check_dir(airlock_ledger *l)
   return 0;
 }
 
+/* The missing parents of dir, as mkdir -p makes them (each new one 0700):
+** the caller named the path. The session directory itself is checked after
+** (check_dir: no link, owner-only). 0 or -errno. */
+static int make_parents(const char *dir)
+{
+  char *p = strdup(dir);
+  if (p == NULL)
+    return -ENOMEM;
+  for (char *s = p + 1; *s != '\0'; s++) {
+    if (*s != '/')
+      continue;
+    *s = '\0';
+    if (mkdir(p, 0700) != 0 && errno != EEXIST) {
+      int e = -errno;
+      free(p);
+      return e;
+    }
+    *s = '/';
+  }
+  free(p);
+  return 0;
+}
+
 static int take_lock(airlock_ledger *l)
 {
   char *path = ledger_join(l->dir, LEDGER_LOCK);
@@ -557,7 +580,11 @@ int airlock_ledger_open(const char *dir, const airlock_ledger_opts *o, airlock_l
 
   int made_dir = 0;
   if (o->create) {
-    if (mkdir(dir, 0700) == 0) {
+    int mk = mkdir(dir, 0700) == 0 ? 0 : -errno;
+    if (mk == -ENOENT && (mk = make_parents(dir)) == 0)
+      mk = mkdir(dir, 0700) == 0 ? 0 : -errno;
+    errno = -mk;
+    if (mk == 0) {
       made_dir = 1;
     } else if (errno != EEXIST) {
       rc = set_err(l, -errno, "ledger: cannot create %s: %s", dir, airlock_strerror(errno));

@@ -64,7 +64,7 @@ int airlock_ledger_durability_from_name(const char *word);
 typedef struct airlock_ledger airlock_ledger;
 
 typedef struct airlock_ledger_opts {
-  int create;              /* 1: make DIR (mode 0700, its parent must exist) and
+  int create;              /* 1: make DIR (mode 0700, and its missing parents) and
                               start a new session when there is no journal yet,
                               or it is empty. 0: the journal must exist */
   int durability;          /* AIRLOCK_DURABLE_*; 0 is none */

@@ -21,7 +21,7 @@ local util = require "airlock.util"
 local M = {}
 
 --- open(dir, opts) -> ledger, or nil, message, errno.
--- opts: create (bool: make dir and start a session when there is no journal),
+-- opts: create (bool: make dir, and its missing parents, and start a session when there is no journal),
 -- durability ("none" (default), "batch" (group commit every batch_ms, default
 -- 2) or "always" (fdatasync per append)), batch_ms, session (extra fields of a
 -- new session's record, e.g. a policy digest). One writer per directory: a

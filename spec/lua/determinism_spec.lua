@@ -79,6 +79,13 @@ local function record(name, source, env)
   return dir, out
 end
 
+-- What the test run itself depends on passes the cleared environment: the
+-- worker it runs (the sanitizer pass uses the release one) and ASan's options.
+local KEEP = ""
+for _, name in ipairs { "AIRLOCK_WORKER", "ASAN_OPTIONS" } do
+  if os.getenv(name) then KEEP = KEEP .. " " .. name .. "=" .. os.getenv(name) end
+end
+
 -- Five replays, each a fresh process with another environment and cwd; the
 -- last three of a copy of the session, made elsewhere.
 local function replays(dir, env)
@@ -88,7 +95,7 @@ local function replays(dir, env)
     local cwd = i % 2 == 0 and "/" or dir
     local session = i > 2 and dir .. "/copy" or dir .. "/s"
     local out, rc = sh("cd " .. cwd .. " && env -i PATH=/usr/bin:/bin HOME=/nonexistent REPLAY_ROUND=" .. i ..
-      string.rep(" PAD=x", i) .. " " .. (env or "") .. " " .. AIRLOCK .. " replay " .. session)
+      string.rep(" PAD=x", i) .. KEEP .. " " .. (env or "") .. " " .. AIRLOCK .. " replay " .. session)
     results[i] = { out = out, rc = rc }
   end
   return results

@@ -244,6 +244,24 @@ describe("the session commands", function()
     rm(dir) rm(ws) os.remove(guest)
   end)
 
+  it("--ledger makes the missing parents of a new session, as mkdir -p does", function()
+    local base, guest = H.tmpdir(), os.tmpname() .. ".lua"
+    local f = assert(io.open(guest, "w"))
+    f:write([[return 7]])
+    f:close()
+    local out, st = sh(AIRLOCK .. " run " .. guest .. " --ledger " .. base .. "/saves/slot1/s1")
+    assert.equal(0, st, out)
+    out, st = sh(AIRLOCK .. " replay " .. base .. "/saves/slot1/s1")
+    assert.equal(0, st, out)
+    assert.matches("identical", out)
+    -- Control: a parent that is a file is not a directory to make.
+    H.write(base .. "/file", "x")
+    out, st = sh(AIRLOCK .. " run " .. guest .. " --ledger " .. base .. "/file/s1")
+    assert.equal(2, st, out)
+    assert.matches("ENOTDIR", out)
+    rm(base) os.remove(guest)
+  end)
+
   it("says when a paused run has no ledger that could resume it", function()
     local guest = os.tmpname() .. ".lua"
     local f = assert(io.open(guest, "w"))
