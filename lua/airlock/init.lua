@@ -692,9 +692,28 @@ function M.resume(dir, input, opts)
 end
 
 --- airlock.branch(dir, at_seq, newdir) -> true, or nil, message: a new session
---- holding the journal's records up to at_seq (resumable or replayable alone).
+--- holding the journal's records up to at_seq, which must be a pause of the
+--- run, so the branch can be resumed (and replays up to there alone).
+--- (airlock.ledger.branch copies any prefix, for the journal alone.)
 function M.branch(dir, at, newdir)
-  return require("airlock.ledger").branch(dir, at, newdir)
+  local ledger = require "airlock.ledger"
+  -- A branch is to be resumed: it ends at a pause of the run, or it would be
+  -- a session nothing can continue (and whose replay can only diverge).
+  if math.type(at) == "integer" then
+    local kind, pauses = nil, {}
+    pcall(function()   -- a journal that cannot be read is ledger.branch's to report
+      for rec in ledger.records(dir) do
+        if rec.seq == at then kind = rec.kind end
+        if rec.kind == "pause" then pauses[#pauses + 1] = tostring(rec.seq) end
+      end
+    end)
+    if kind and kind ~= "pause" then
+      return nil, string.format("record %d is a '%s', not a pause: a branch must end where the run paused, " ..
+        "so it can be resumed (%s)", at, kind, #pauses > 0 and "this session paused at seq " ..
+        table.concat(pauses, ", ") or "this session never paused"), "branch"
+    end
+  end
+  return ledger.branch(dir, at, newdir)
 end
 
 --- airlock.handlers: ready-made effect handlers (workspace, kv, clock, random,

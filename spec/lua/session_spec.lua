@@ -262,6 +262,26 @@ describe("the session commands", function()
     rm(base) os.remove(guest)
   end)
 
+  it("branches only at a pause, where the branch can be resumed", function()
+    local dir, guest = tmpdir(), os.tmpname() .. ".lua"
+    local f = assert(io.open(guest, "w"))
+    f:write([[local n = host.input("n?") local t = os.time() return n * 2 + (t > 0 and 0 or 1)]])
+    f:close()
+    sh(AIRLOCK .. " run " .. guest .. " --ledger " .. dir)
+    sh(AIRLOCK .. " resume " .. dir .. " --input 21")   -- records: 3 pause, 4 resume, 5 call, 6 reply, 7 done
+    local out, st = sh(AIRLOCK .. " branch " .. dir .. " --at 5 " .. dir .. "-b")
+    assert.equal(1, st, out)
+    assert.matches("record 5 is a 'call', not a pause: a branch must end where the run paused", out)
+    assert.matches("this session paused at seq 3", out)
+    -- Control: at the pause it is made, and resumes.
+    out, st = sh(AIRLOCK .. " branch " .. dir .. " --at 3 " .. dir .. "-b")
+    assert.equal(0, st, out)
+    out, st = sh(AIRLOCK .. " resume " .. dir .. "-b --input 4")
+    assert.equal(0, st, out)
+    assert.matches("^8\n", out)
+    rm(dir) rm(dir .. "-b") os.remove(guest)
+  end)
+
   it("says when a paused run has no ledger that could resume it", function()
     local guest = os.tmpname() .. ".lua"
     local f = assert(io.open(guest, "w"))
