@@ -164,3 +164,16 @@ describe("airlock bench exec", function()
     end
   end)
 end)
+
+describe("airlock bench ledger --quick --json", function()
+  it("takes --quick like the other benches and reports every mode against SQLite", function()
+    local out, rc = H.sh(AIRLOCK .. " bench ledger --quick --json")
+    assert.are.equal(0, rc, out)
+    local r = assert(dk.decode(out:match("^[^\n]+")), out)
+    assert.are.equal(0.5, r.seconds)   -- what --quick means here: half-second rounds
+    for _, mode in ipairs { "none", "batch", "always" } do positive(r[mode].records_per_s, mode) end
+    positive(r.sqlite.inserts_per_s, "sqlite")
+    positive(r.verify.mb_per_s, "verify")
+    positive(r.ratios.batch_over_sqlite, "batch/sqlite")
+  end)
+end)
