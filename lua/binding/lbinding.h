@@ -4,6 +4,7 @@
 #ifndef AIRLOCK_LBINDING_H
 #define AIRLOCK_LBINDING_H
 
+#include <stddef.h>
 #include <lua.h>
 #include <lauxlib.h>
 #include "airlock.h"
@@ -14,6 +15,16 @@
 
 /* Expected environment failure: pushes nil, "cause: message", errno; returns 3. */
 int airlock_l_fail(lua_State *L, const char *cause, const char *message, int err);
+/* Pushes the names of a C table whose entries lie stride bytes apart, each
+** holding its const char * name at offset off, the table ending with a NULL
+** name: as a Lua list, or, with sep, as one string joined by sep (for a
+** message). AIRLOCK_L_NAMES takes the table and the name field's member. */
+void airlock_l_push_names(lua_State *L, const void *table, size_t stride, size_t off, const char *sep);
+#define AIRLOCK_L_NAMES(L, table, member, sep) \
+  airlock_l_push_names(L, table, sizeof *(table), offsetof(__typeof__(*(table)), member), sep)
+/* The first key of table t that is not one of keys (NULL-terminated), as
+** text (a non-string key as Lua shows it, pushed), or NULL when all are. */
+const char *airlock_l_unknown_key(lua_State *L, int t, const char *const *keys);
 /* Adds broker() and defer() to the table on top of the stack; registers metatables. */
 void airlock_l_open_broker(lua_State *L);
 /* Adds ledger_open, ledger_records, ledger_verify, ledger_branch and sha256 to

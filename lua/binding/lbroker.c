@@ -293,9 +293,10 @@ static unsigned long namespace_flags(lua_State *L, int t) {
     const char *name = lua_tostring(L, -1);
     const airlock_namespace *ns = airlock_namespaces;
     while (ns->name && (!name || strcmp(name, ns->name) != 0)) ns++;
-    if (!ns->name)
-      luaL_error(L, "start: unknown namespace '%s' (user, pid, net, ipc, uts, mount, cgroup)",
-                 name ? name : "?");
+    if (!ns->name) {
+      AIRLOCK_L_NAMES(L, airlock_namespaces, name, ", ");
+      luaL_error(L, "start: unknown namespace '%s' (%s)", name ? name : "?", lua_tostring(L, -1));
+    }
     flags |= ns->flag;
     lua_pop(L, 1);
   }
@@ -316,13 +317,7 @@ static int rlimits_field(lua_State *L, int t, airlock_rlimits *rl) {
     const airlock_rlimit_kind *kind = airlock_rlimit_kinds;
     while (k && kind->name && strcmp(k, kind->name) != 0) kind++;
     if (!k || !kind->name) {
-      luaL_Buffer names;
-      luaL_buffinit(L, &names);
-      for (const airlock_rlimit_kind *x = airlock_rlimit_kinds; x->name; x++) {
-        if (x != airlock_rlimit_kinds) luaL_addstring(&names, ", ");
-        luaL_addstring(&names, x->name);
-      }
-      luaL_pushresult(&names);
+      AIRLOCK_L_NAMES(L, airlock_rlimit_kinds, name, ", ");
       luaL_error(L, "start: unknown rlimit '%s' (%s)", k ? k : "?", lua_tostring(L, -1));
     }
     int isint;
@@ -705,14 +700,8 @@ static int l_run_unpark(lua_State *L) {
   lrun *lr = check_run(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
   static const char *const keys[] = { "init", "handlers", "ctx", "deadline_ms", "max_frame", "capture_max", NULL };
-  lua_pushnil(L);
-  while (lua_next(L, 2)) {
-    lua_pop(L, 1);
-    const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-    size_t i = 0;
-    while (k && keys[i] && strcmp(k, keys[i]) != 0) i++;
-    if (!k || !keys[i]) return luaL_error(L, "unpark: unknown option '%s'", k ? k : luaL_typename(L, -1));
-  }
+  const char *bad = airlock_l_unknown_key(L, 2, keys);
+  if (bad) return luaL_error(L, "unpark: unknown option '%s'", bad);
   airlock_run_opts o;
   memset(&o, 0, sizeof o);
   o.deadline_ms = (uint64_t)opt_int_field(L, 2, "deadline_ms", 0, (lua_Integer)1 << 40);

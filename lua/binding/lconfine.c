@@ -27,24 +27,10 @@ static const char *const SC_KEYS[] = { "promises", "syscalls", "mode", "refuse",
 
 /* Every key of table t must be one of keys. */
 static void check_keys(lua_State *L, int t, const char *const *keys, const char *where) {
-  lua_pushnil(L);
-  while (lua_next(L, t)) {
-    const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
-    size_t i = 0;
-    while (k && keys[i] && strcmp(k, keys[i]) != 0) i++;
-    if (!k || !keys[i]) {
-      luaL_Buffer b;
-      luaL_buffinit(L, &b);
-      for (size_t j = 0; keys[j]; j++) {
-        if (j) luaL_addstring(&b, ", ");
-        luaL_addstring(&b, keys[j]);
-      }
-      luaL_pushresult(&b);
-      const char *valid = lua_tostring(L, -1);
-      if (!k) k = luaL_tolstring(L, -3, NULL);   /* a non-string key, shown as Lua would */
-      luaL_error(L, "confine: unknown key '%s%s' (valid: %s)", where, k, valid);
-    }
-    lua_pop(L, 1);
+  const char *k = airlock_l_unknown_key(L, t, keys);
+  if (k) {
+    airlock_l_push_names(L, keys, sizeof *keys, 0, ", ");
+    luaL_error(L, "confine: unknown key '%s%s' (valid: %s)", where, k, lua_tostring(L, -1));
   }
 }
 
@@ -190,13 +176,7 @@ static void parse_spec(lua_State *L, int idx, airlock_confine_spec *s) {
         if (x->name) {
           s->refuse_errno = x->err;
         } else {
-          luaL_Buffer names;
-          luaL_buffinit(L, &names);
-          for (const airlock_errno_word *y = airlock_refuse_errnos; y->name; y++) {
-            if (y != airlock_refuse_errnos) luaL_addstring(&names, ", ");
-            luaL_addstring(&names, y->name);
-          }
-          luaL_pushresult(&names);
+          AIRLOCK_L_NAMES(L, airlock_refuse_errnos, name, ", ");
           luaL_error(L, "confine: seccomp.refuse must be \"kill\", \"errno\" or an errno name (%s), got '%s'",
                      lua_tostring(L, -1), w);
         }

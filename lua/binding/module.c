@@ -129,37 +129,49 @@ static int l_causes(lua_State *L) {
   return 1;
 }
 
+void airlock_l_push_names(lua_State *L, const void *table, size_t stride, size_t off, const char *sep) {
+  luaL_Buffer b;
+  if (sep) luaL_buffinit(L, &b);
+  else lua_newtable(L);
+  lua_Integer i = 0;
+  for (const char *e = table;; e += stride) {
+    const char *name;
+    memcpy(&name, e + off, sizeof name);
+    if (name == NULL) break;
+    if (sep) {
+      if (i++ > 0) luaL_addstring(&b, sep);
+      luaL_addstring(&b, name);
+    } else {
+      lua_pushstring(L, name);
+      lua_rawseti(L, -2, ++i);
+    }
+  }
+  if (sep) luaL_pushresult(&b);
+}
+
+const char *airlock_l_unknown_key(lua_State *L, int t, const char *const *keys) {
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    lua_pop(L, 1);
+    const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    size_t i = 0;
+    while (k && keys[i] && strcmp(k, keys[i]) != 0) i++;
+    if (!k || !keys[i]) return k ? k : luaL_tolstring(L, -1, NULL);
+  }
+  return NULL;
+}
+
 /* The names in C's tables, so Lua restates none of them, in order:
 ** core.rlimits ({"as", "cpu", ...}), core.namespaces ({"user", "pid", ...}),
 ** core.promises ({"stdio", "rpath", ...}) and core.refuse_errnos ({"EPERM", ...}). */
 static void l_names(lua_State *L) {
-  lua_newtable(L);
-  int i = 1;
-  for (const airlock_rlimit_kind *k = airlock_rlimit_kinds; k->name; k++, i++) {
-    lua_pushstring(L, k->name);
-    lua_rawseti(L, -2, i);
-  }
+  AIRLOCK_L_NAMES(L, airlock_rlimit_kinds, name, NULL);
   lua_setfield(L, -2, "rlimits");
-  lua_newtable(L);
-  i = 1;
-  for (const airlock_namespace *ns = airlock_namespaces; ns->name; ns++, i++) {
-    lua_pushstring(L, ns->name);
-    lua_rawseti(L, -2, i);
-  }
+  AIRLOCK_L_NAMES(L, airlock_namespaces, name, NULL);
   lua_setfield(L, -2, "namespaces");
-  lua_newtable(L);
-  i = 1;
-  for (const airlock_promise *p = airlock_promises; p->word; p++, i++) {
-    lua_pushstring(L, p->word);
-    lua_rawseti(L, -2, i);
-  }
+  AIRLOCK_L_NAMES(L, airlock_promises, word, NULL);
   lua_setfield(L, -2, "promises");
-  lua_newtable(L);
-  i = 1;
-  for (const airlock_errno_word *w = airlock_refuse_errnos; w->name; w++, i++) {
-    lua_pushstring(L, w->name);
-    lua_rawseti(L, -2, i);
-  }
+  AIRLOCK_L_NAMES(L, airlock_refuse_errnos, name, NULL);
   lua_setfield(L, -2, "refuse_errnos");
 }
 
