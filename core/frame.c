@@ -104,60 +104,54 @@ int airlock_frame_reader_pull(airlock_frame_reader *r, airlock_read_fn src, void
 {
   for (;;) {
     if (r->hdr_have < FRAME_HDR) {
-      if (r->ahead_len == 0) {
-        ssize_t n = fill_ahead(r, src, ctx);
-        if (n == -EINTR)
-          continue;
-        if (n == -EAGAIN)
-          return AIRLOCK_FRAME_AGAIN;
-        if (n < 0)
-          return (int)n;
-        if (n == 0)
-          return r->hdr_have == 0 ? AIRLOCK_FRAME_EOF : -EPROTO;
-      }
-      r->hdr_have += take_ahead(r, r->hdr + r->hdr_have, FRAME_HDR - r->hdr_have);
-      if (r->hdr_have < FRAME_HDR)
+      if (r->ahead_len > 0) {
+        r->hdr_have += take_ahead(r, r->hdr + r->hdr_have, FRAME_HDR - r->hdr_have);
+        if (r->hdr_have == FRAME_HDR)
+          r->len = get_be32(r->hdr);
         continue;
-      r->len = get_be32(r->hdr);
+      }
+    } else {
+      /* SECURITY: the length is validated before any allocation, and again
+      ** on every call, so a caller that ignores an error still cannot make the
+      ** reader allocate for a bad header. */
+      if (r->len == 0)
+        return -EPROTO;
+      if (r->len > r->max)
+        return -EMSGSIZE;
+      if (r->have == r->len)
+        return AIRLOCK_FRAME_READY;
+      if (r->have == r->cap) {
+        int rc = grow(r);
+        if (rc < 0)
+          return rc;
+      }
+      if (r->ahead_len > 0) {
+        uint32_t room = (r->cap < r->len ? r->cap : r->len) - r->have;
+        r->have += take_ahead(r, r->body + r->have, room);
+        continue;
+      }
     }
-    /* SECURITY: the length is validated before any allocation, and again on
-    ** every call, so a caller that ignores an error still cannot make the
-    ** reader allocate for a bad header. */
-    if (r->len == 0)
-      return -EPROTO;
-    if (r->len > r->max)
-      return -EMSGSIZE;
-    if (r->have == r->len)
-      return AIRLOCK_FRAME_READY;
-
-    if (r->have == r->cap) {
-      int rc = grow(r);
-      if (rc < 0)
-        return rc;
-    }
-    uint32_t room = (r->cap < r->len ? r->cap : r->len) - r->have;
-    if (r->ahead_len > 0) {
-      r->have += take_ahead(r, r->body + r->have, room);
-      continue;
-    }
-    /* A small rest comes through the read-ahead buffer, with whatever follows
-    ** it; a large one straight into the body, asking for no more than this
-    ** frame's bytes. */
+    /* Nothing read ahead: one read. The header, and a small rest of a body,
+    ** come through the read-ahead buffer with whatever follows them; a large
+    ** rest straight into the body, asking for no more than this frame's bytes. */
     ssize_t n;
-    if (r->len - r->have < sizeof r->ahead) {
+    if (r->hdr_have < FRAME_HDR || r->len - r->have < sizeof r->ahead) {
       n = fill_ahead(r, src, ctx);
-    } else if ((n = src(ctx, r->body + r->have, room)) > 0) {
-      r->drained = (uint32_t)n < room;
-      r->have += (uint32_t)n;
+    } else {
+      uint32_t room = (r->cap < r->len ? r->cap : r->len) - r->have;
+      if ((n = src(ctx, r->body + r->have, room)) > 0) {
+        r->drained = (uint32_t)n < room;
+        r->have += (uint32_t)n;
+      }
     }
-    if (n == -EINTR)
+    if (n > 0 || n == -EINTR)
       continue;
     if (n == -EAGAIN)
       return AIRLOCK_FRAME_AGAIN;
     if (n < 0)
       return (int)n;
-    if (n == 0)
-      return -EPROTO;
+    /* End of stream: clean only between frames. */
+    return r->hdr_have == 0 ? AIRLOCK_FRAME_EOF : -EPROTO;
   }
 }
 
