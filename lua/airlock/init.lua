@@ -77,9 +77,11 @@ local function resolve_policy(p, level)
   return policy.resolve(p == nil and (os.getenv("AIRLOCK_POLICY") or "untrusted") or p, "untrusted")
 end
 
+local OUTPUT_DEFAULT = policy.default("limits.output")
+
 -- Built-in effects every run has unless its policy refuses them with false.
 local function builtin_handlers(st, limits)
-  local max = limits.output or 65536
+  local max = limits.output or OUTPUT_DEFAULT
   return {
     log = function(args)
       local text = type(args) == "table" and args.text
@@ -148,14 +150,14 @@ local function run_what(opts, pol, internal)
     if not w then return nil, err, code end
     argv = { w }
   end
-  local plan, cerr = confine.plan(pol.confine)
+  local plan, cerr = confine.plan(pol.confine, "guest")
   if not plan then return nil, cerr, "confinement" end
   return { name = name, source = source, argv = argv, plan = plan }
 end
 
 -- opts, the run's policy, what runs -> the run's record (runs[run], above).
 local function new_record(opts, rp, what)
-  local st = { log = {}, log_bytes = 0, log_max = rp.limits.output or 65536, policy = rp.policy.name,
+  local st = { log = {}, log_bytes = 0, log_max = rp.limits.output or OUTPUT_DEFAULT, policy = rp.policy.name,
                on_log = opts.on_log, plan = what.plan, digest = policy.digest(rp.policy), redact = rp.redact }
   if rp.redact and opts.on_log then
     local on_log, redact = opts.on_log, rp.redact
@@ -258,7 +260,7 @@ local function spawn_options(st, handlers, opts, internal, rp, what, serial, see
         limits = {
           instructions = limits.instructions or 0,
           memory = limits.memory or 0,
-          output = limits.output or 65536,
+          output = limits.output or OUTPUT_DEFAULT,
         },
         effects = effect_list(handlers),
         confine = what.plan.init,

@@ -25,13 +25,16 @@
 -- This file is the facade; each concern is one module under airlock.policy:
 --   values     the rules for values (sizes, durations, word lists...) and the
 --              pieces of error messages (field paths, "did you mean")
---   schema     what a policy table may hold, and the lock paths
+--   looser     the kinds of "this change loosens a field"
+--   schema     what a policy table may hold: per field its rule, default,
+--              what loosens it and a one-line doc; the lock paths
 --   markers    policy.append and policy.remove
 --   freeze     validation against the schema, and the frozen proxies (new)
 --   load       stock policies by name, policy files by path
---   compose    extend and layer, and what counts as loosening a locked field
+--   compose    extend and layer, and the check of locked fields
 --   digest     the canonical encoding and its SHA-256
 --   authority  resolve, admit, each role's settings
+--   reference  the policy reference (docs/POLICY.md), written from the schema
 -- Each requires only those above it in this list, so there is no cycle.
 local values = require "airlock.policy.values"
 local schema = require "airlock.policy.schema"
@@ -56,6 +59,17 @@ M.parse_size = values.size
 M.parse_duration = values.duration_ms
 M.parse_path = schema.parse_path
 
+--- default(path) -> the value an absent field stands for ("limits.output" ->
+--- 65536), from its schema entry; nil when it has none (unset, or unlimited).
+function M.default(path)
+  local node = schema.SCHEMA
+  for _, k in ipairs(assert(schema.parse_path(path))) do
+    node = assert(schema.child_of(node, k), "policy.default: no field " .. path)
+  end
+  local about = schema.about(node)
+  return about and about.default
+end
+
 -- Making, loading and composing policies.
 M.new = freeze.new
 M.is_policy = freeze.is_policy
@@ -66,6 +80,9 @@ M.remove = markers.remove
 M.extend = compose.extend
 M.layer = compose.layer
 M.same = compose.same
+
+--- reference() -> the policy reference (docs/POLICY.md) as Markdown, from the schema.
+function M.reference() return require("airlock.policy.reference").text() end
 
 -- Digest.
 M.source_of = digest.source_of

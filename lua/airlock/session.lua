@@ -72,7 +72,7 @@ function M.recorder(ledger, run, redact, max_bytes)
                         max_bytes = max_bytes or M.LEDGER_MAX_DEFAULT }, recorder)
 end
 
-M.LEDGER_MAX_DEFAULT = 64 * 1024 * 1024
+M.LEDGER_MAX_DEFAULT = require("airlock.policy").default("limits.ledger")
 
 function recorder:append(kind, fields)
   if self.redact and fields then fields = self.redact(fields) end

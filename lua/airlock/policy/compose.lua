@@ -2,9 +2,9 @@
 -- extend(base, overrides) lays an override over a base, led by the schema:
 -- maps merge deeply, values and lists replace, the markers append and remove
 -- (airlock.policy.markers) act on the base's value; then every field the base
--- locks is compared, old against new, by its rule in LOOSER (a larger limit,
--- a lost namespace, a granted effect...; a field with no rule loosens when it
--- changes at all). layer(base, t) is the same merge without the locks.
+-- locks is compared, old against new, by the rule its schema entry names
+-- (a larger limit, a lost namespace, a granted effect...; a field with no rule
+-- loosens when it changes at all). layer(base, t) is the same merge without the locks.
 local values = require "airlock.policy.values"
 local schema = require "airlock.policy.schema"
 local markers = require "airlock.policy.markers"
@@ -12,8 +12,8 @@ local freeze = require "airlock.policy.freeze"
 local loader = require "airlock.policy.load"
 
 local quote, path_of, shown, fail = values.quote, values.path_of, values.shown, values.fail
-local is_sequence, set_of = values.is_sequence, require("airlock.util").set_of
-local SCHEMA, LEAF, RLIMITS = schema.SCHEMA, schema.LEAF, schema.RLIMITS
+local is_sequence = values.is_sequence
+local SCHEMA, LEAF, about_of = schema.SCHEMA, schema.LEAF, schema.about
 local child_of, parse_path = schema.child_of, schema.parse_path
 local REMOVE, appended = markers.remove, markers.appended
 local raw, materialize, is_policy = freeze.raw, freeze.materialize, freeze.is_policy
@@ -66,105 +66,11 @@ local function merge(out, over, node, path)
 end
 
 -- ------------------------------------------------------------ locks: what loosens
+-- Each field's schema entry names its rule (airlock.policy.looser); a map
+-- without one is compared key by key, and a field without one loosens when
+-- it changes at all.
 
-local INF = math.huge
-
--- Numbers where larger is looser. opts.unset: the value when absent (INF =
--- unlimited); opts.zero: the value 0 stands for (INF when 0 means unlimited).
-local function upper(opts)
-  opts = opts or {}
-  local function eff(x)
-    if x == nil then return opts.unset or INF end
-    if x == 0 and opts.zero then return opts.zero end
-    return x
-  end
-  return function(old, new) return eff(new) > eff(old) end
-end
-
--- true when some item of a is not in b.
-local function missing(a, b)
-  local sb = set_of(b)
-  if type(a) == "table" then
-    for _, v in ipairs(a) do if not sb[v] then return true end end
-  end
-  return false
-end
-
-local function flag(old, new) return old == true and new ~= true end                -- true is stricter
-local function flag_inverted(old, new) return old ~= true and new == true end       -- false is stricter
-local function superset(old, new) return missing(old, new) end                      -- removing loosens
 local function changed(old, new) return not M.same(old, new) end
-
-local function landlock_rule(old, new)
-  local function norm(x)
-    if x == nil or x == false then return nil end
-    if x == true then x = {} end
-    return x
-  end
-  old, new = norm(old), norm(new)
-  if old == nil then return false end
-  if new == nil then return true end
-  for _, k in ipairs { "read", "write", "exec", "bind", "connect" } do
-    if missing(new[k], old[k]) then return true end
-  end
-  return old.scope ~= false and new.scope == false
-end
-
-local function seccomp_rule(old, new)
-  if old == nil or old == false then return false end
-  if new == nil or new == false then return true end
-  local om, nm = old.mode or "allow", new.mode or "allow"
-  if om == "allow" and nm == "deny" then return true end
-  if om == "allow" and nm == "allow" then
-    if missing(new.promises, old.promises) or missing(new.syscalls, old.syscalls) then return true end
-  elseif om == "deny" and nm == "deny" then
-    if missing(old.syscalls, new.syscalls) then return true end
-  end
-  return (old.refuse or "kill") == "kill" and (new.refuse or "kill") ~= "kill"
-end
-
--- An effect: granting one, or changing a handler's code, loosens; refusing tightens.
-local function grant(old, new)
-  if new == nil or new == false then return false end
-  return old ~= new
-end
-
--- By schema path, "*" for any key of a "*" map.
-local LOOSER = {
-  ["limits.deadline_ms"] = upper { zero = INF },
-  ["limits.memory"] = upper { zero = INF },
-  ["limits.instructions"] = upper { zero = INF },
-  ["limits.output"] = upper { unset = 65536 },
-  ["limits.max_frame"] = upper { unset = 16 * 1024 * 1024, zero = 16 * 1024 * 1024 },
-  ["limits.capture"] = upper { unset = 65536, zero = 65536 },
-  ["limits.ledger"] = upper { unset = 64 * 1024 * 1024, zero = INF },
-  ["effects.*"] = grant,
-  ["confine.namespaces"] = superset,
-  ["confine.shared_net"] = flag_inverted,
-  ["confine.capabilities"] = function(old, new) return old == "drop" and new ~= "drop" end,
-  ["confine.no_new_privs"] = flag,
-  ["confine.landlock"] = flag,
-  ["confine.seccomp"] = flag,
-  ["confine.require"] = superset,
-  ["tool.limits.deadline_ms"] = upper { zero = INF },
-  ["tool.limits.capture"] = upper { unset = 65536, zero = 65536 },
-  ["tool.limits.pids"] = upper { zero = INF },
-  ["tool.limits.tmp_size"] = upper(),
-  ["tool.limits.memory"] = upper { zero = INF },
-  ["tool.limits.cpu"] = upper { zero = INF },
-  ["tool.tmp"] = function(old, new) return old == "none" and new ~= "none" end,
-  ["tool.workspace_exec"] = flag_inverted,
-  ["tool.secrets.*"] = grant,
-}
-for _, role in ipairs { "tool.confine", "ledger.confine" } do
-  LOOSER[role .. ".namespaces"] = superset
-  LOOSER[role .. ".no_new_privs"] = flag
-  LOOSER[role .. ".landlock"] = landlock_rule
-  LOOSER[role .. ".seccomp"] = seccomp_rule
-end
-for _, role in ipairs { "confine", "tool.confine", "ledger.confine" } do
-  for k in pairs(RLIMITS) do LOOSER[role .. ".rlimits." .. k] = upper() end
-end
 
 local function brief(v)
   if v == nil then return "nil (removed)" end
@@ -181,10 +87,10 @@ local function brief(v)
 end
 
 -- The first loosened field under (old, new), as "path: old -> new", or nil.
-local function loosened(node, pattern, old, new, path)
-  local rule = LOOSER[pattern]
-  if rule then
-    if rule(old, new) then return path, old, new end
+local function loosened(node, old, new, path)
+  local about = about_of(node)
+  if about and about.looser then
+    if about.looser(old, new, about) then return path, old, new end
     return nil
   end
   if type(node) == "table" and (old == nil or is_map_value(old)) and (new == nil or is_map_value(new))
@@ -196,10 +102,7 @@ local function loosened(node, pattern, old, new, path)
     for k in pairs(keys) do sorted[#sorted + 1] = k end
     table.sort(sorted, function(a, b) return tostring(a) < tostring(b) end)
     for _, k in ipairs(sorted) do
-      local child = child_of(node, k)
-      local sub = (node[k] == nil and node["*"] ~= nil) and "*" or k
-      local p, o, n = loosened(child, pattern == "" and tostring(sub) or pattern .. "." .. tostring(sub),
-        (old or {})[k], (new or {})[k], path_of(path, k))
+      local p, o, n = loosened(child_of(node, k), (old or {})[k], (new or {})[k], path_of(path, k))
       if p then return p, o, n end
     end
     return nil
@@ -220,13 +123,9 @@ end
 local function loosening(base, result)
   for _, lp in ipairs(base.locked or {}) do
     local keys = assert(parse_path(lp))
-    local node, pattern = SCHEMA, ""
-    for _, k in ipairs(keys) do
-      local sub = (type(node) == "table" and node[k] == nil and node["*"] ~= nil) and "*" or tostring(k)
-      node = child_of(node, k)
-      pattern = pattern == "" and sub or pattern .. "." .. sub
-    end
-    local p, o, n = loosened(node, pattern, get_path(base, keys), get_path(result, keys), lp)
+    local node = SCHEMA
+    for _, k in ipairs(keys) do node = child_of(node, k) end
+    local p, o, n = loosened(node, get_path(base, keys), get_path(result, keys), lp)
     if p then return p, lp, o, n end
   end
 end

@@ -3,8 +3,11 @@
 -- the closed sets (namespaces, layers, seccomp promises, errno names), and
 -- the rule for `locked`, whose field paths ("confine", "limits.memory",
 -- 'effects["fs.read"]') are checked against the schema itself. A schema node
--- is a table of key -> rule or node; "*" stands for any string key, and three
--- sentinel keys (LEAF, POST, KEYS) carry the rest.
+-- is a table of key -> rule or node; "*" stands for any string key, and four
+-- sentinel keys (LEAF, POST, KEYS, ABOUT) carry the rest. Every field says,
+-- once, its rule, its default, what loosens it and what it is for (field and
+-- section below): validation, composition, the defaults others read
+-- (policy.default) and the reference (docs/POLICY.md) all come from here.
 local values = require "airlock.policy.values"
 
 local quote, path_of, hint = values.quote, values.path_of, values.hint
@@ -13,7 +16,7 @@ local string_, path_, argv, boolean_ = values.string_, values.path_, values.argv
 local effect_handler, is_sequence = values.effect_handler, values.is_sequence
 local word_list, list_of, one_of, port = values.word_list, values.list_of, values.one_of, values.port
 local cpu_seconds, env_name, secret_name = values.cpu_seconds, values.env_name, values.secret_name
-local false_only = values.false_only
+local looser = require "airlock.policy.looser"
 
 local M = {}
 
@@ -59,92 +62,207 @@ end
 -- name there without a rule here is a build error, not a silent gap.
 local RULE_OF = { as = size, cpu = cpu_seconds, nofile = count, nproc = count,
                   fsize = size, core = size, stack = size }
-local RLIMITS = {}
-for _, name in ipairs(core.rlimits) do
-  RLIMITS[name] = assert(RULE_OF[name], "policy.schema: no value rule for the rlimit " .. name)
+
+-- ------------------------------------------------------------ entries
+-- field(rule, about) is a leaf of the schema: the rule for its value and
+-- about = { doc = one line for the reference, default = the value an absent
+-- field stands for (nil: none, or unlimited), looser = the airlock.policy.looser
+-- rule that says what loosens it (none: any change does) }. section(node,
+-- about) gives a map node the same about. The reference (docs/POLICY.md) is
+-- made from these (airlock.policy.reference), and a spec keeps it so.
+local ABOUT = setmetatable({}, { __name = "about" })
+local about_of = setmetatable({}, { __mode = "k" })   -- field's rule -> about
+
+local function field(rule, about)
+  local f = function(v, p) return rule(v, p) end
+  about_of[f] = about
+  return f
 end
 
--- airlock.spawn's confinement, for programs (tool, ledger).
-local PROCESS_CONFINE = {
-  namespaces = word_list(M.NAMESPACES, "namespaces"),
-  rlimits = RLIMITS,
-  no_new_privs = boolean_,
-  landlock = {                 -- true: a ruleset with no path at all
-    read = list_of(path_, "paths"), write = list_of(path_, "paths"), exec = list_of(path_, "paths"),
-    bind = list_of(port, "TCP ports (1-65535)"), connect = list_of(port, "TCP ports (1-65535)"),
-    scope = boolean_,
-    [LEAF] = boolean_,
-  },
-  seccomp = {
-    promises = promise_words,
-    syscalls = list_of(function(s) return type(s) == "string" and s:match("^[%w_]+$") and s or nil end,
-                       "system call names"),
-    mode = one_of { "allow", "deny" },
-    refuse = refuse,
-    [LEAF] = false_only,
-  },
-}
+local function section(node, about)
+  node[ABOUT] = about
+  return node
+end
 
+--- The about of a schema node (a field's rule or a map node), or nil.
+function M.about(node)
+  if type(node) == "table" then return node[ABOUT] end
+  return about_of[node]
+end
+
+local upper, flag, flag_inverted, superset = looser.upper, looser.flag, looser.flag_inverted, looser.superset
+local UNLIMITED = upper { zero = looser.INF }
+
+-- ------------------------------------------------------------ confinement
+-- One `confine` vocabulary for every process a policy runs: the guest worker
+-- (top-level confine), programs (tool.confine) and the journal writer
+-- (ledger.confine). A guest's worker opens no file and no socket (it reaches
+-- the world through effects), so for it Landlock and seccomp are on or off:
+-- a ruleset with no rule, and the worker's fixed allowlist. A program names
+-- its paths, ports and promises. Each role refuses what it cannot use.
+local RLIMIT_DOC = {
+  as = "address space of each process, in bytes", cpu = "CPU seconds of each process (then SIGXCPU)",
+  nofile = "open file descriptors", nproc = "processes of the (namespaced) user",
+  fsize = "largest file a process may write", core = "core dump size", stack = "stack size",
+}
+local RLIMITS = {}
+for _, name in ipairs(core.rlimits) do
+  RLIMITS[name] = field(assert(RULE_OF[name], "policy.schema: no value rule for the rlimit " .. name),
+    { doc = assert(RLIMIT_DOC[name], "policy.schema: no doc for the rlimit " .. name), looser = upper() })
+end
+section(RLIMITS, { doc = "resource limits set by the spawner before exec (RLIMIT_*)" })
+
+-- A guest's layer is on or off; a table there is a program's form, said so.
+local function guest_only(rule, what, where, why)
+  return function(v)
+    if type(v) == "table" then
+      return nil, "true or false", what .. " are for programs (" .. where .. "); " .. why
+    end
+    return rule(v)
+  end
+end
+
+-- A program's Landlock rules and seccomp filter.
+local LANDLOCK = section({
+  read = field(list_of(path_, "paths"), { doc = "paths the process may read beneath" }),
+  write = field(list_of(path_, "paths"), { doc = "paths the process may change beneath" }),
+  exec = field(list_of(path_, "paths"), { doc = "paths the process may run programs from (and read)" }),
+  bind = field(list_of(port, "TCP ports (1-65535)"), { doc = "TCP ports it may bind" }),
+  connect = field(list_of(port, "TCP ports (1-65535)"), { doc = "TCP ports it may connect to" }),
+  scope = field(boolean_, { doc = "abstract unix sockets and signals stay within the run", default = true }),
+  [LEAF] = boolean_,
+}, { doc = "Landlock rules (true: a ruleset with no rule)", default = false, looser = looser.landlock })
+
+local SECCOMP = section({
+  promises = field(promise_words, { doc = "the groups of system calls allowed" }),
+  syscalls = field(list_of(function(s) return type(s) == "string" and s:match("^[%w_]+$") and s or nil end,
+                   "system call names"), { doc = "more calls allowed (allow mode) or refused (deny mode)" }),
+  mode = field(one_of { "allow", "deny" }, { doc = "allow: an allowlist of promises and calls; " ..
+    "deny: a denylist of calls", default = "allow" }),
+  refuse = field(refuse, { doc = "what a refused call does: kill the run, fail with a fitting errno, " ..
+    "or fail with this errno", default = "kill" }),
+  [LEAF] = boolean_,
+}, { doc = "a seccomp filter of promises", default = false, looser = looser.seccomp })
+
+local function confine_node(role)
+  local guest = role == "guest"
+  local node = {
+    namespaces = field(word_list(M.NAMESPACES, "namespaces"),
+      { doc = "new namespaces for the process (none when absent)", looser = superset }),
+    shared_net = field(boolean_, { doc = "the net namespace is one empty namespace all runs share " ..
+      "(root only; else each run makes its own)", default = false, looser = flag_inverted }),
+    rlimits = RLIMITS,
+    capabilities = field(one_of { "drop", "keep" }, { doc = "drop empties the bounding, ambient and " ..
+      "inheritable sets" .. (guest and "" or " (programs always drop)"), default = "keep",
+      looser = looser.only("drop") }),
+    no_new_privs = field(boolean_, { doc = "PR_SET_NO_NEW_PRIVS before exec: no setuid or file " ..
+      "capability gains", default = false, looser = flag }),
+    landlock = guest and field(guest_only(boolean_, "Landlock rules", "tool.confine.landlock",
+        "a guest's worker opens no file or socket itself (effects do that)"),
+        { doc = "true: the worker's ruleset with no rule (no file, no TCP, scoped signals)", default = false,
+          looser = looser.landlock })
+      or LANDLOCK,
+    seccomp = guest and field(guest_only(boolean_, "seccomp filters", "tool.confine.seccomp",
+        "a guest's worker has its own fixed allowlist"),
+        { doc = "true: the worker's fixed allowlist (anything else is SIGSYS)", default = false,
+          looser = looser.seccomp })
+      or SECCOMP,
+    require = field(word_list(M.LAYERS, "layers"), { doc = "layers that must apply, or the run ends " ..
+      "with cause confinement before it starts", looser = superset }),
+  }
+  -- What a role cannot use is an error naming the field that would work.
+  node[POST] = function(c)
+    if not guest then
+      if c.seccomp == true then
+        return "has seccomp = true, which is the guest worker's allowlist; a program needs its " ..
+          "promises: seccomp = { promises = \"stdio rpath ...\" }"
+      end
+      if c.capabilities == "keep" then
+        return "has capabilities = \"keep\"; a program always loses its capabilities"
+      end
+    end
+  end
+  return section(node, { doc = guest and "how the guest's worker is confined (docs/CONFINEMENT.md)"
+    or "how the process is confined (docs/TOOLS.md)" })
+end
+
+local PROCESS_CONFINE = confine_node("process")   -- programs and the journal writer
 local locked_rule   -- defined below (it walks M.SCHEMA)
 
-M.SCHEMA = {
-  name = string_,
-  description = string_,
-  worker = argv,
-  unconfined = boolean_,
-  locked = function(v) return locked_rule(v) end,
-  limits = {
-    deadline_ms = duration_ms,
-    memory = size,
-    instructions = count,
-    output = size,
-    max_frame = size,
-    capture = size,
-    ledger = size,
-  },
-  effects = { ["*"] = effect_handler },
-  confine = {
-    namespaces = word_list(M.NAMESPACES, "namespaces"),
-    shared_net = boolean_,
-    rlimits = RLIMITS,
-    capabilities = one_of { "drop", "keep" },
-    no_new_privs = boolean_,
-    landlock = boolean_,
-    seccomp = boolean_,
-    require = word_list(M.LAYERS, "layers"),
-  },
-  secrets = {
+M.SCHEMA = section({
+  name = field(string_, { doc = "the policy's name, in results and messages" }),
+  description = field(string_, { doc = "one line on what it is for" }),
+  worker = field(argv, { doc = "the worker program, or {path, args...} (default: airlock-worker " ..
+    "beside the module, or AIRLOCK_WORKER)" }),
+  unconfined = field(boolean_, { doc = "the named opt-out: less confinement than the stock " ..
+    "policy is allowed, with a warning on every run", default = false, looser = flag_inverted }),
+  locked = field(function(v) return locked_rule(v) end, { doc = "field paths no override may loosen " ..
+    "(tightening stays allowed); an override adds to them, never removes" }),
+  limits = section({
+    deadline_ms = field(duration_ms, { doc = "wall clock of a run, enforced by the parent (0: none)",
+      looser = UNLIMITED }),
+    memory = field(size, { doc = "the guest's Lua heap, enforced by the worker's allocator (0: none)",
+      looser = UNLIMITED }),
+    instructions = field(count, { doc = "Lua VM instructions of a run (0: unlimited)", looser = UNLIMITED }),
+    output = field(size, { doc = "bytes the guest may print (the log)", default = 65536, looser = upper() }),
+    max_frame = field(size, { doc = "the largest frame accepted from the child (0: the default)",
+      default = 16 * 1024 * 1024, looser = upper { zero = "default" } }),
+    capture = field(size, { doc = "bytes kept of each captured stream (0: the default)", default = 65536,
+      looser = upper { zero = "default" } }),
+    ledger = field(size, { doc = "bytes one run may record (then cause ledger; 0: unbounded)",
+      default = 64 * 1024 * 1024, looser = UNLIMITED }),
+  }, { doc = "a guest run's limits" }),
+  effects = section({ ["*"] = field(effect_handler, { doc = "the handler(args, ctx) of an effect, " ..
+    "or false to refuse it", looser = looser.grant }) }, { doc = "effect name -> handler" }),
+  confine = confine_node("guest"),
+  secrets = section({
     [KEYS] = secret_name,
-    ["*"] = {
-      env = function(v) if env_name(v) then return v end return nil, "an environment variable name" end,
-      file = path_,
+    ["*"] = section({
+      env = field(function(v) if env_name(v) then return v end return nil, "an environment variable name" end,
+        { doc = "the secret is this variable of the host's environment" }),
+      file = field(path_, { doc = "the secret is this file's content" }),
       [POST] = function(t)
         if (t.env == nil) == (t.file == nil) then
           return "must name exactly one source: { env = \"NAME\" } or { file = \"/path\" }"
         end
       end,
-    },
-  },
-  tool = {
-    limits = { deadline_ms = duration_ms, capture = size, pids = count, tmp_size = size,
-               memory = size, cpu = cores },
+    }, { doc = "where a secret comes from (one of env, file)" }),
+  }, { doc = "name -> source; resolved in the parent, given to handlers only, redacted everywhere" }),
+  tool = section({
+    limits = section({
+      deadline_ms = field(duration_ms, { doc = "wall clock of a program's run (0: none)", looser = UNLIMITED }),
+      capture = field(size, { doc = "bytes kept of stdout and of stderr (0: the default)", default = 65536,
+        looser = upper { zero = "default" } }),
+      pids = field(count, { doc = "processes at once, by a pids cgroup (0: no cgroup)", looser = UNLIMITED }),
+      tmp_size = field(size, { doc = "size of the private /tmp", default = 64 * 1024 * 1024, looser = upper() }),
+      memory = field(size, { doc = "memory of the whole run, by a memory cgroup (0: none)", looser = UNLIMITED }),
+      cpu = field(cores, { doc = "CPU cores for the whole run, by a cpu cgroup (0: none)", looser = UNLIMITED }),
+    }, { doc = "a program run's limits" }),
     confine = PROCESS_CONFINE,
-    env = { [KEYS] = env_name, ["*"] = string_ },
-    secrets = { [KEYS] = env_name,                          -- ENV_NAME = "declared.secret"
-                ["*"] = function(v) if secret_name(v) then return v end return secret_name(v) end },
-    workspace = path_,
-    workspace_exec = boolean_,   -- programs may run what they build in the workspace
-    tmp = one_of { "private", "none" },
+    env = section({ [KEYS] = env_name, ["*"] = field(string_, { doc = "a variable of the program's environment" }) },
+      { doc = "the program's environment starts empty: these, then the caller's" }),
+    secrets = section({ [KEYS] = env_name,                  -- ENV_NAME = "declared.secret"
+      ["*"] = field(function(v) if secret_name(v) then return v end return secret_name(v) end,
+        { doc = "the declared secret handed to the program in this variable", looser = looser.grant }) },
+      { doc = "variable -> secret name" }),
+    workspace = field(path_, { doc = "the one writable directory (its working directory and HOME)" }),
+    workspace_exec = field(boolean_, { doc = "programs may run what they build in the workspace",
+      default = false, looser = flag_inverted }),
+    tmp = field(one_of { "private", "none" }, { doc = "private: a fresh tmpfs on /tmp in its own mount " ..
+      "namespace", default = "none", looser = looser.only("none") }),
     -- Paths a derived policy grants on top of tool.confine's (which stays
     -- locked): a toolchain in /opt, a device. Each appears in the program's
     -- view and its Landlock rules; never /, never the airlock installation.
-    grant = { read = list_of(path_, "paths"), write = list_of(path_, "paths"),
-              exec = list_of(path_, "paths") },
-  },
-  ledger = {
+    grant = section({
+      read = field(list_of(path_, "paths"), { doc = "more paths to read" }),
+      write = field(list_of(path_, "paths"), { doc = "more paths to change" }),
+      exec = field(list_of(path_, "paths"), { doc = "more paths to run programs from" }),
+    }, { doc = "paths granted on top of tool.confine (which stays locked)" }),
+  }, { doc = "programs run by airlock exec (docs/TOOLS.md)" }),
+  ledger = section({
     confine = PROCESS_CONFINE,
-  },
-}
+  }, { doc = "the journal writer's process" }),
+}, { doc = "a policy" })
 
 -- ------------------------------------------------------------ walking the schema; lock paths
 
@@ -223,7 +341,7 @@ function locked_rule(v)
   return out
 end
 
-M.LEAF, M.POST, M.KEYS = LEAF, POST, KEYS
+M.LEAF, M.POST, M.KEYS, M.ABOUT = LEAF, POST, KEYS, ABOUT
 M.RLIMITS = RLIMITS
 M.child_of = child_of
 M.parse_path = parse_path
