@@ -30,6 +30,7 @@ return policy.extend("untrusted", {
     limits = { deadline_ms = "5m", capture = "1M", pids = 128, tmp_size = "64M", memory = "4G", cpu = 2 },
     confine = {
       namespaces = "all",
+      shared_net = true,   -- the one empty net namespace all runs share (root; else its own)
       rlimits = { core = 0, as = "4G", fsize = "1G", nofile = 1024 },
       no_new_privs = true,
       landlock = { read = { "/usr", "/lib", "/lib64", "/bin", "/etc", "/dev/null", "/dev/urandom", "/dev/zero" },

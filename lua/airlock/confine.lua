@@ -1,17 +1,30 @@
--- airlock.confine -- turns a policy's `confine` section into what the spawner,
--- the broker and the worker each apply, and reports every layer's outcome.
+-- airlock.confine -- the one planner: a policy's confine section, for a guest's
+-- worker or for a program, turned into what the spawner, the broker and the
+-- worker each apply, and one report line per layer.
 --
--- Layers and who applies them:
+--   confine.plan(section, "guest")            section: the policy's confine
+--   confine.plan(auth, "program", context)    auth: policy.authority(p, "tool"),
+--                                             with the paths exec adds
+--
+-- Layers (LAYERS below, in report order) and who applies them:
 --   namespaces, rlimits, capabilities, no_new_privs   the spawner, before exec
---   landlock, seccomp                                 the worker, before the guest
---   cgroup                                            nobody yet: always skipped
+--   landlock, seccomp     a guest: the worker, before the guest's first
+--                         instruction; a program: the spawner, before exec
+--   cgroup                a program: its run's pids, memory and cpu cgroups;
+--                         a guest: none (skipped, the worker caps itself)
+--   tmp                   a program: a private tmpfs on /tmp
 -- The parent verifies from outside: namespaces right after spawn
--- (/proc/PID/ns), and on ready the Cap* lines, NoNewPrivs and Seccomp of
--- /proc/PID/status. A layer listed in `require` that is not applied ends the
--- run with cause "confinement" before any guest code runs.
+-- (/proc/PID/ns), the Seccomp line of /proc/PID/status, and for a guest the
+-- Cap* lines and NoNewPrivs on ready. A layer listed in `require` that is
+-- not applied ends the run with cause "confinement" before it starts.
+--
+-- Adding a layer: its schema entry (airlock.policy.schema), an entry in
+-- LAYERS here, the core file that applies it, and docs/CONFINEMENT.md.
 local policy = require "airlock.policy"
 local core = require "airlock.core"
-local set_of = require("airlock.util").set_of
+local util = require "airlock.util"
+
+local set_of, copy = util.set_of, util.copy
 
 local M = {}
 
@@ -41,98 +54,6 @@ local function describe_rlimits(rl)
   return table.concat(parts, " ")
 end
 
---- plan(confine) -> plan, or nil, message when a required layer cannot
---- be applied. plan = { start = {options for broker:_start}, init = {init.confine},
---- layers = {name = "applied: ..." | "skipped: ..."}, required = {name = true} }.
-function M.plan(c)
-  c = c or {}
-  local pretend = pretended()
-  local required = set_of(c.require)
-  local plan = { start = {}, init = { require = list_copy(c.require) }, layers = {}, required = required }
-  local first_missing
-
-  local function skip(name, why)
-    plan.layers[name] = "skipped: " .. why
-    if required[name] and not first_missing then
-      first_missing = string.format("confinement: %s is required but skipped: %s", name, why)
-    end
-  end
-
-  -- Spawner layers.
-  if not c.namespaces or #c.namespaces == 0 then
-    skip("namespaces", "the policy asks for none")
-  elseif pretend.namespaces then
-    skip("namespaces", PRETEND)
-  else
-    plan.start.namespaces = list_copy(c.namespaces)
-    local net = ""
-    if c.shared_net and set_of(plan.start.namespaces).net then
-      local ok, why = M.shared_netns()
-      if ok then
-        plan.start.shared_net = true
-        net = "; net is the one empty namespace all runs share"
-      else
-        net = "; net is the run's own (" .. why .. ")"
-      end
-    end
-    plan.layers.namespaces = "applied: " .. table.concat(c.namespaces, " ") .. net ..
-      " (checked in /proc/PID/ns after spawn)"
-  end
-
-  -- A plain copy (the policy is a frozen proxy, which next() cannot walk).
-  local rl
-  for k, v in pairs(c.rlimits or {}) do rl = rl or {}; rl[k] = v end
-  if not rl then
-    skip("rlimits", "the policy sets none")
-  elseif pretend.rlimits then
-    skip("rlimits", PRETEND)
-  else
-    plan.start.rlimits = rl
-    plan.layers.rlimits = "applied: " .. describe_rlimits(rl)
-  end
-
-  if c.capabilities ~= "drop" then
-    skip("capabilities", "the policy keeps them")
-  elseif pretend.capabilities then
-    skip("capabilities", PRETEND)
-  else
-    plan.start.drop_caps = true
-    plan.layers.capabilities = "applied: bounding, ambient and inheritable sets emptied" ..
-      (plan.start.namespaces and " and uid 65534 in the user namespace" or "") ..
-      " (Cap* in /proc/PID/status checked zero on ready)"
-  end
-
-  if not c.no_new_privs then
-    skip("no_new_privs", "the policy does not ask for it")
-  elseif pretend.no_new_privs then
-    skip("no_new_privs", PRETEND)
-  else
-    plan.start.no_new_privs = true
-    plan.layers.no_new_privs = "applied (set before exec)"
-  end
-
-  -- Worker layers: reported by the worker in its ready frame.
-  plan.init.landlock = c.landlock == true
-  plan.init.seccomp = c.seccomp == true
-  local absent = {}
-  for _, name in ipairs { "landlock", "seccomp" } do
-    if pretend[name] then absent[#absent + 1] = name end
-  end
-  plan.init.pretend_absent = absent
-  -- The parent checks the filter itself rather than trusting the report.
-  plan.start.verify_seccomp = c.seccomp == true and not pretend.seccomp
-  -- A worker born in a new pid namespace is pid 1, so its filter (which names
-  -- its own pid) is the same every run: compiled once here, loaded there.
-  if plan.init.seccomp and not pretend.seccomp and set_of(plan.start.namespaces).pid then
-    plan.init.seccomp_program = M.worker_program()
-  end
-
-  skip("cgroup", "no delegated cgroup is configured (memory, CPU and pids are bounded by rlimits and the worker's own caps)")
-
-  if first_missing then return nil, first_missing, plan end
-  return plan
-end
-
 local netns_ok, netns_why
 --- Whether the shared empty net namespace can be used here (root only): true,
 --- or false and why. Asked once per process.
@@ -152,6 +73,261 @@ function M.worker_program()
   return program_cache or nil
 end
 
+-- ------------------------------------------------------------ the layers
+-- Each is function(p, c): p is the plan being made (p.role, p.start, p.init,
+-- p.context; p:applied(name, text), p:skip(name, why), p:refuse(message)),
+-- c the section: for a guest the policy's confine; for a program airlock.spawn's
+-- form (namespaces, rlimits, confine = {landlock, seccomp, no_new_privs})
+-- with the policy's own section as p.context.section.
+
+local layer = {}
+
+function layer.namespaces(p, c)
+  local ns = c.namespaces
+  if not ns or #ns == 0 then return p:skip("namespaces", "the policy asks for none") end
+  if p.pretend.namespaces and not p.program then return p:skip("namespaces", PRETEND) end
+  p.start.namespaces = list_copy(ns)
+  local net = ""
+  if p.section.shared_net and set_of(p.start.namespaces).net then
+    local ok, why = M.shared_netns()
+    if ok then
+      p.start.shared_net = true
+      net = "; net is the one empty namespace all runs share"
+    else
+      net = "; net is the run's own (" .. why .. ")"
+    end
+  end
+  p:applied("namespaces", ": " .. table.concat(ns, " ") .. net .. " (checked in /proc/PID/ns after spawn)")
+end
+
+function layer.rlimits(p, c)
+  -- A plain copy (the policy is a frozen proxy, which next() cannot walk).
+  local rl
+  for k, v in pairs(c.rlimits or {}) do rl = rl or {}; rl[k] = v end
+  if not rl then return p:skip("rlimits", "the policy sets none") end
+  if p.pretend.rlimits and not p.program then return p:skip("rlimits", PRETEND) end
+  p.start.rlimits = rl
+  -- Written when the plan is done: a program's cgroup layer may add nproc.
+  p.after[#p.after + 1] = function() p:applied("rlimits", ": " .. describe_rlimits(p.start.rlimits)) end
+end
+
+function layer.capabilities(p, c)
+  if p.program then
+    -- A program always loses them, where that is possible (a user namespace, or root).
+    if not require("airlock.program").can_drop_caps(c.namespaces, p.context.root) then
+      return p:skip("capabilities", "not root and no user namespace")
+    end
+    p.start.drop_caps = true
+    return p:applied("capabilities", ": bounding, ambient and inheritable sets emptied")
+  end
+  if c.capabilities ~= "drop" then return p:skip("capabilities", "the policy keeps them") end
+  if p.pretend.capabilities then return p:skip("capabilities", PRETEND) end
+  p.start.drop_caps = true
+  p:applied("capabilities", ": bounding, ambient and inheritable sets emptied" ..
+    (p.start.namespaces and " and uid 65534 in the user namespace" or "") ..
+    " (Cap* in /proc/PID/status checked zero on ready)")
+end
+
+function layer.no_new_privs(p, c)
+  local cc = p.program and c.confine or c
+  -- Landlock and seccomp need it: for a program, the spawner sets it for them.
+  local want = cc.no_new_privs or (p.program and (cc.landlock or cc.seccomp))
+  if not want then return p:skip("no_new_privs", "the policy does not ask for it") end
+  if p.pretend.no_new_privs and not p.program then return p:skip("no_new_privs", PRETEND) end
+  p.start.no_new_privs = true
+  p:applied("no_new_privs", " (set before exec)")
+end
+
+function layer.landlock(p, c)
+  if not p.program then
+    -- The worker applies it and reports it in its ready frame.
+    p.init.landlock = c.landlock == true
+    if p.pretend.landlock then p.init.pretend_absent[#p.init.pretend_absent + 1] = "landlock" end
+    return
+  end
+  local ll = c.confine.landlock
+  if not ll then return p:skip("landlock", "the policy does not ask for it") end
+  p:applied("landlock", string.format(": read %s; write %s; exec %s%s", table.concat(ll.read or {}, " "),
+    table.concat(ll.write or {}, " "), table.concat(ll.exec or {}, " "),
+    p.context.tmp == "private" and "; /tmp (private)" or ""))
+  -- The program's file tree holds what Landlock grants and nothing else (a
+  -- view): what the policy does not name cannot be watched, locked or seen.
+  if set_of(c.namespaces).mount then
+    local ws, rootfs = p.context.workspace, p.context.rootfs
+    local beneath = require("airlock.program").beneath
+    local ro, rw = {}, {}
+    for _, list in ipairs { ll.read or {}, ll.exec or {} } do
+      for _, path in ipairs(list) do
+        if path ~= ws and not (rootfs and beneath(path, rootfs)) then ro[#ro + 1] = path end
+      end
+    end
+    for _, path in ipairs(ll.write or {}) do if path ~= ws then rw[#rw + 1] = path end end
+    p.start.view_ro, p.start.view_rw = ro, rw
+  end
+end
+
+function layer.seccomp(p, c)
+  if not p.program then
+    p.init.seccomp = c.seccomp == true
+    if p.pretend.seccomp then p.init.pretend_absent[#p.init.pretend_absent + 1] = "seccomp" end
+    -- The parent checks the filter itself rather than trusting the report.
+    p.start.verify_seccomp = c.seccomp == true and not p.pretend.seccomp
+    -- A worker born in a new pid namespace is pid 1, so its filter (which names
+    -- its own pid) is the same every run: compiled once here, loaded there.
+    if p.init.seccomp and not p.pretend.seccomp and set_of(p.start.namespaces).pid then
+      p.init.seccomp_program = M.worker_program()
+    end
+    return
+  end
+  local sc = c.confine.seccomp
+  if not sc then return p:skip("seccomp", "the policy does not ask for it") end
+  -- A program gets an errno for a call its policy refuses (each named in the
+  -- result) unless the policy says "kill": what programs expect of a sandbox.
+  if sc.refuse == nil then sc.refuse = "errno" end
+  local r = sc.refuse
+  p:applied("seccomp", ": " .. (sc.mode == "deny" and "denylist" or ("promises " .. tostring(sc.promises or ""))) ..
+    "; refused calls " .. (r == "errno" and "fail with a fitting errno, each named in the result" or
+    r == "kill" and "kill the run" or ("fail with " .. tostring(r))) .. " (Seccomp: 2 checked after spawn)")
+end
+
+-- A program's cgroups: pids, memory and cpu for the whole run. Without one, a
+-- caller who is not root is bounded per process (RLIMIT_NPROC counts per user
+-- namespace); root is exempt from RLIMIT_NPROC, so for root no cgroup means
+-- no start (fail closed).
+local function cgroup_for(p, name)
+  local where, why = core.pids_cgroup(name)
+  if p.pretend.cgroup then
+    where, why = nil, "cgroup: pretending this kernel has no " .. (name or "pids") ..
+      " cgroup (AIRLOCK_TEST_PRETEND_ABSENT, for tests)"
+  end
+  return where, why and tostring(why):gsub("^cgroup: ", "")
+end
+
+function layer.cgroup(p, c)
+  if not p.program then
+    return p:skip("cgroup", "no delegated cgroup is configured (memory, CPU and pids are bounded by " ..
+      "rlimits and the worker's own caps)")
+  end
+  local limits, root, start = p.context.limits or {}, p.context.root, p.start
+  local user_ns = set_of(c.namespaces).user
+  local cg, notes = {}, {}
+  local pids = limits.pids and limits.pids > 0 and limits.pids or nil
+  if pids then
+    local where, why = cgroup_for(p)
+    if where then
+      start.pids_max = pids
+      cg[#cg + 1] = "pids.max " .. pids
+    elseif not root and user_ns then
+      start.rlimits = start.rlimits or {}
+      start.rlimits.nproc = math.min(start.rlimits.nproc or pids, pids)
+      notes[#notes + 1] = "pids: " .. why .. "; processes are bounded by RLIMIT_NPROC=" ..
+        start.rlimits.nproc .. " in the program's own user namespace instead"
+    else
+      return p:refuse(string.format("confinement: the pids limit (tool.limits.pids = %d) needs a pids " ..
+        "cgroup: %s; as root RLIMIT_NPROC binds nothing, so the program is not started " ..
+        "(tool.limits.pids = 0 runs without a process limit)", pids, why))
+    end
+  else
+    notes[#notes + 1] = "tool.limits.pids is 0 (no pids cgroup)"
+  end
+  local cpu = limits.cpu and limits.cpu > 0 and math.max(1, math.floor(limits.cpu * 1000)) or nil
+  for _, b in ipairs { { "memory", "memory_max", limits.memory and limits.memory > 0 and limits.memory or nil },
+                       { "cpu", "cpu_millis", cpu } } do
+    local name, key, want = b[1], b[2], b[3]
+    if want then
+      local where, why = cgroup_for(p, name)
+      if where then
+        start[key] = want
+        cg[#cg + 1] = name == "memory" and ("memory " .. want .. " bytes")
+          or string.format("cpu %g cores", want / 1000)
+      elseif not root then
+        notes[#notes + 1] = name .. " (" .. why .. "): bounded per process by rlimits instead"
+      else
+        return p:refuse(string.format("confinement: the %s limit (tool.limits.%s) needs a %s cgroup: %s; " ..
+          "the program is not started (tool.limits.%s = 0 runs without one)", name, name, name, why, name))
+      end
+    end
+  end
+  if #cg == 0 then return p:skip("cgroup", table.concat(notes, "; ")) end
+  p:applied("cgroup", ": " .. table.concat(cg, ", ") ..
+    (#notes > 0 and "; skipped: " .. table.concat(notes, "; ") or ""))
+end
+
+function layer.tmp(p)
+  if not p.program then return end
+  local ctx = p.context
+  if ctx.tmp ~= "private" then return p:skip("tmp", "no /tmp (tool.tmp = \"none\")") end
+  local size = ctx.limits and ctx.limits.tmp_size
+  p.start.tmpfs = { "/tmp" }
+  -- The workspace stays visible (spawn does that); so does the airlock
+  -- command's own directory, read-only, when it is under /tmp too.
+  p.start.keep = ctx.keep
+  if size then p.start.tmpfs_size = tostring(size // 1024) .. "k" end
+  -- One inode per 4 KiB of its size: a million empty files are not free.
+  p.start.tmpfs_inodes = math.max(1024, (size or policy.default("tool.limits.tmp_size")) // 4096)
+  p:applied("tmp", string.format(": private tmpfs on /tmp (size %s, %d files at most)",
+    p.start.tmpfs_size or "64m", p.start.tmpfs_inodes))
+end
+
+-- Report order; M.LAYERS (the words `require` takes) is a subset.
+local ORDER = { "namespaces", "rlimits", "capabilities", "no_new_privs", "landlock", "seccomp", "cgroup", "tmp" }
+for _, name in ipairs(M.LAYERS) do assert(layer[name], "confine: no planner for the layer " .. name) end
+
+-- ------------------------------------------------------------ the plan
+
+local Plan = {}
+Plan.__index = Plan
+
+function Plan:applied(name, text) self.layers[name] = "applied" .. text end
+
+-- A layer not applied; a required one makes the plan fail.
+function Plan:skip(name, why)
+  self.layers[name] = "skipped: " .. why
+  if self.required[name] and not self.failure then
+    self.failure = string.format("confinement: %s is required but skipped: %s", name, why)
+  end
+end
+
+function Plan:refuse(message) self.failure = self.failure or message end
+
+--- plan(section, role, context) -> plan, or nil, message, plan when a layer
+--- the section requires cannot be applied (or, for a program, a limit has no
+--- way to be enforced). role: "guest" (section: the policy's confine) or
+--- "program" (section: policy.authority(p, "tool")'s spawn options; context
+--- = { section = the policy's tool.confine, limits = tool.limits, tmp =
+--- tool.tmp, workspace, rootfs, keep = {dirs kept under /tmp}, effects = the
+--- `airlock call` command, root = program.is_root() }).
+--- plan = { start = {options for broker:_start}, init = {init.confine}, layers =
+--- {name = "applied: ..." | "skipped: ..."}, required = {name = true} }.
+function M.plan(section, role, context)
+  section = section or {}
+  local program = role == "program"
+  if not program and role ~= "guest" then error("confine.plan: role must be \"guest\" or \"program\"", 2) end
+  context = context or {}
+  local own = program and (context.section or {}) or section   -- the policy's own words
+  local p = setmetatable({
+    role = role, program = program, context = context, section = own, pretend = pretended(),
+    start = {}, init = {}, layers = {}, required = set_of(own.require), after = {},
+  }, Plan)
+  if program then
+    p.start.confine = section.confine   -- Landlock and seccomp, applied by the spawner
+  else
+    p.init = { require = list_copy(own.require), pretend_absent = {} }
+  end
+  for _, name in ipairs(ORDER) do layer[name](p, section) end
+  for _, f in ipairs(p.after) do f() end
+  if program then
+    p.layers.workspace = context.workspace and context.workspace .. " (read and write)" or nil
+    if context.rootfs then
+      p.layers.rootfs = context.rootfs .. " (its own top-level entries, read-only, nosuid, nodev)"
+    end
+    if context.effects then p.layers.effects = "fd 3; `airlock call` is " .. context.effects end
+  end
+  local plan = { start = p.start, init = p.init, layers = p.layers, required = p.required }
+  if p.failure then return nil, p.failure, plan end
+  return plan
+end
+
 --- The message for a spawn that failed creating namespaces, or nil if the
 --- failure was something else.
 function M.namespace_failure(message)
@@ -165,8 +341,7 @@ end
 
 --- Merges the worker's report (ready frame) into the plan's layers, in order.
 function M.report(plan, confined)
-  local out = {}
-  for k, v in pairs(plan.layers) do out[k] = v end
+  local out = copy(plan.layers)
   if type(confined) == "table" then
     for k, v in pairs(confined) do out[k] = v end
   end

@@ -82,65 +82,6 @@ local function environment(auth, opts, workspace, secret_values)
   return env
 end
 
--- The confinement report for a program: what the spawner applied (nothing is
--- left to the program itself, so every layer is known before it starts).
-local function plan_for(auth, start, pids, workspace, cmd, nproc_instead, cgroups_skipped)
-  local layers = {}
-  local ns = start.namespaces
-  layers.namespaces = ns and #ns > 0 and ("applied: " .. table.concat(ns, " ") ..
-    (start.shared_net and "; net is the one empty namespace all runs share" or "") ..
-    " (checked in /proc/PID/ns after spawn)") or "skipped: the policy asks for none"
-  local rl = {}
-  for k, v in pairs(start.rlimits or {}) do rl[#rl + 1] = k .. "=" .. tostring(v) end
-  table.sort(rl)
-  layers.rlimits = #rl > 0 and ("applied: " .. table.concat(rl, " ")) or "skipped: the policy sets none"
-  layers.capabilities = start.drop_caps and "applied: bounding, ambient and inheritable sets emptied"
-    or "skipped: not root and no user namespace"
-  local c = start.confine or {}
-  layers.no_new_privs = (c.no_new_privs or c.landlock or c.seccomp) and "applied (set before exec)"
-    or "skipped: the policy does not ask for it"
-  if c.landlock then
-    local ll = c.landlock
-    layers.landlock = string.format("applied: read %s; write %s; exec %s%s",
-      table.concat(ll.read or {}, " "), table.concat(ll.write or {}, " "),
-      table.concat(ll.exec or {}, " "), start.tmpfs and "; /tmp (private)" or "")
-  else
-    layers.landlock = "skipped: the policy does not ask for it"
-  end
-  if c.seccomp then
-    local r = c.seccomp.refuse
-    layers.seccomp = "applied: " .. (c.seccomp.mode == "deny" and "denylist" or
-      ("promises " .. tostring(c.seccomp.promises or ""))) .. "; refused calls " ..
-      (r == "errno" and "fail with a fitting errno, each named in the result" or r == "kill" and
-       "kill the run" or ("fail with " .. tostring(r))) .. " (Seccomp: 2 checked after spawn)"
-  else
-    layers.seccomp = "skipped: the policy does not ask for it"
-  end
-  layers.tmp = start.tmpfs and ("applied: private tmpfs on /tmp (size " .. (start.tmpfs_size or "64m") ..
-    ", " .. tostring(start.tmpfs_inodes) .. " files at most)")
-    or "skipped: no /tmp (tool.tmp = \"none\")"
-  local cg = {}
-  if pids then cg[#cg + 1] = "pids.max " .. pids end
-  if start.memory_max then cg[#cg + 1] = "memory " .. start.memory_max .. " bytes" end
-  if start.cpu_millis then cg[#cg + 1] = string.format("cpu %g cores", start.cpu_millis / 1000) end
-  local notes = {}
-  if nproc_instead then
-    notes[#notes + 1] = "pids: " .. nproc_instead:gsub("^cgroup: ", "") .. "; processes are bounded by " ..
-      "RLIMIT_NPROC=" .. start.rlimits.nproc .. " in the program's own user namespace instead"
-  elseif not pids then
-    notes[#notes + 1] = "tool.limits.pids is 0 (no pids cgroup)"
-  end
-  for _, s in ipairs(cgroups_skipped) do
-    notes[#notes + 1] = s .. ": bounded per process by rlimits instead"
-  end
-  layers.cgroup = (#cg > 0 and ("applied: " .. table.concat(cg, ", ")) or "skipped") ..
-    (#notes > 0 and ((#cg > 0 and "; skipped: " or ": ") .. table.concat(notes, "; ")) or "")
-  layers.workspace = workspace .. " (read and write)"
-  if start.rootfs then layers.rootfs = start.rootfs .. " (its own top-level entries, read-only, nosuid, nodev)" end
-  if cmd then layers.effects = "fd 3; `airlock call` is " .. cmd end
-  return { start = start, init = {}, layers = layers, required = {} }
-end
-
 -- Splits new output into complete lines for opts.stream (complete = true; the
 -- newline is not passed); the rest waits, and comes last with complete = false.
 local function streamer(fn, redact)
@@ -257,10 +198,6 @@ function M.exec(opts, broker)
   -- What exec adds to the spawn options: /tmp, the pids cgroup, secrets.
   local tool = pol.tool
   auth.tmp = tool.tmp or "none"
-  auth.pids = tool.limits and tool.limits.pids
-  auth.tmp_size = tool.limits and tool.limits.tmp_size
-  auth.memory = tool.limits and tool.limits.memory
-  auth.cpu = tool.limits and tool.limits.cpu
   auth.secrets = {}
   for var, name in pairs(tool.secrets or {}) do auth.secrets[var] = name end
 
@@ -340,9 +277,6 @@ function M.exec(opts, broker)
   for _, p in ipairs(confine.landlock and confine.landlock.exec or {}) do
     if p ~= workspace then policy_exec[#policy_exec + 1] = p end
   end
-  -- A program gets an errno for a call its policy refuses (each named in the
-  -- result) unless the policy says "kill": what programs expect of a sandbox.
-  if confine.seccomp and confine.seccomp.refuse == nil then confine.seccomp.refuse = "errno" end
   if cmd then
     env.PATH = path .. ":" .. cmd_dir
     env.AIRLOCK = cmd
@@ -395,38 +329,16 @@ function M.exec(opts, broker)
   for k, v in pairs(env) do envlist[#envlist + 1] = k .. "=" .. v end
   table.sort(envlist)
 
-  local root = program.is_root()
-  local drop = program.can_drop_caps(auth.namespaces, root)
-  local start = {
-    path = found, env = envlist, workdir = workspace, namespaces = auth.namespaces, rlimits = auth.rlimits,
-    confine = confine, drop_caps = drop or nil, no_new_privs = confine.no_new_privs or nil,
-    stdin = opts.stdin, stdin_file = opts.stdin_file, stdin_fd = opts.stdin_inherit and 0 or nil,
-    stdout_fd = inherit_output and 1 or nil, stderr_fd = inherit_output and 2 or nil,
-    workspace = ns.mount or nil,   -- bound nosuid, nodev; idmapped to the caller when root
-    init_program = init or nil, rootfs = rootfs,
-  }
-  -- The program's file tree holds what Landlock grants and nothing else (a
-  -- view): what the policy does not name cannot be watched, locked or seen.
-  local ll_paths = confine.landlock
-  if ns.mount and ll_paths then
-    local ro, rw = {}, {}
-    for _, list in ipairs { ll_paths.read or {}, ll_paths.exec or {} } do
-      for _, p in ipairs(list) do
-        if p ~= workspace and not (rootfs and program.beneath(p, rootfs)) then ro[#ro + 1] = p end
-      end
-    end
-    for _, p in ipairs(ll_paths.write or {}) do if p ~= workspace then rw[#rw + 1] = p end end
-    start.view_ro, start.view_rw = ro, rw
-  end
+  if opts.stdin ~= nil and type(opts.stdin) ~= "string" then fail("'stdin' must be a string", 2) end
+  if opts.stdin_file ~= nil and type(opts.stdin_file) ~= "string" then fail("'stdin_file' must be a path", 2) end
   -- A terminal of its own: its stdin, stdout and stderr, its controlling
-  -- terminal (airlock-init makes it so), and /dev/tty in its view.
+  -- terminal (airlock-init makes it so), and /dev/tty in its Landlock rules
+  -- and its view (opened before the plan, which makes both).
   local pty <close> = opts.terminal and core.pty_open() or nil   -- closed on every way out
+  local pty_fd
   if pty then
-    local fd, pts = pty:slave()
-    start.stdin_fd, start.stdout_fd, start.stderr_fd = fd, fd, fd
-    if start.view_rw then
-      for _, p in ipairs { "/dev/tty", pts } do start.view_rw[#start.view_rw + 1] = p end
-    end
+    local pts
+    pty_fd, pts = pty:slave()
     if confine.landlock then
       confine.landlock.write = confine.landlock.write or {}
       confine.landlock.read = confine.landlock.read or {}
@@ -436,64 +348,20 @@ function M.exec(opts, broker)
       end
     end
   end
-  if opts.stdin ~= nil and type(opts.stdin) ~= "string" then fail("'stdin' must be a string", 2) end
-  if opts.stdin_file ~= nil and type(opts.stdin_file) ~= "string" then fail("'stdin_file' must be a path", 2) end
-  if auth.tmp == "private" then
-    start.tmpfs = { "/tmp" }
-    -- The workspace stays visible (spawn does that); so does the airlock
-    -- command's own directory, read-only, when it is under /tmp too.
-    start.keep = cmd_dir and { cmd_dir } or nil
-    if auth.tmp_size then start.tmpfs_size = tostring(auth.tmp_size // 1024) .. "k" end
-    -- One inode per 4 KiB of its size: a million empty files are not free.
-    start.tmpfs_inodes = math.max(1024, (auth.tmp_size or 64 * 1024 * 1024) // 4096)
-  end
-  -- The process limit: a pids cgroup where one can be made. Without one, a
-  -- program that is not root inside its own user namespace is held by
-  -- RLIMIT_NPROC, which the kernel counts per user namespace; root is exempt
-  -- from RLIMIT_NPROC, so for root no cgroup means no start (fail closed).
-  local pids = auth.pids and auth.pids > 0 and auth.pids or nil
-  local nproc_instead
-  if pids then
-    local where, why = core.pids_cgroup()
-    if (os.getenv("AIRLOCK_TEST_PRETEND_ABSENT") or ""):match("cgroup") then
-      where, why = nil, "cgroup: pretending this kernel has no pids cgroup (AIRLOCK_TEST_PRETEND_ABSENT, for tests)"
-    end
-    if where then
-      start.pids_max = pids
-    elseif not root and ns.user then
-      nproc_instead = why
-      start.rlimits = start.rlimits or {}
-      start.rlimits.nproc = math.min(start.rlimits.nproc or pids, pids)
-    else
-      return nil, string.format("confinement: the pids limit (tool.limits.pids = %d) needs a pids cgroup: %s; " ..
-        "as root RLIMIT_NPROC binds nothing, so the program is not started (tool.limits.pids = 0 runs " ..
-        "without a process limit)", pids, tostring(why):gsub("^cgroup: ", "")), "confinement"
-    end
-  end
-  -- Memory and CPU for the whole run (RLIMIT_AS and RLIMIT_CPU are per
-  -- process): a cgroup each. Without one, a caller who is not root runs with
-  -- the per-process rlimits only, said in the report; root is refused.
-  local skipped = {}
-  for _, b in ipairs { { "memory", "memory_max", auth.memory and auth.memory > 0 and auth.memory },
-                       { "cpu", "cpu_millis", auth.cpu and auth.cpu > 0 and math.max(1, math.floor(auth.cpu * 1000)) } } do
-    local name, field, want = b[1], b[2], b[3]
-    if want then
-      local where, why = core.pids_cgroup(name)
-      if (os.getenv("AIRLOCK_TEST_PRETEND_ABSENT") or ""):match("cgroup") then
-        where, why = nil, "cgroup: pretending this kernel has no " .. name .. " cgroup (AIRLOCK_TEST_PRETEND_ABSENT, for tests)"
-      end
-      if where then
-        start[field] = want
-      elseif not root then
-        skipped[#skipped + 1] = name .. " (" .. tostring(why):gsub("^cgroup: ", "") .. ")"
-      else
-        return nil, string.format("confinement: the %s limit (tool.limits.%s) needs a %s cgroup: %s; " ..
-          "the program is not started (tool.limits.%s = 0 runs without one)", name, name, name,
-          tostring(why):gsub("^cgroup: ", ""), name), "confinement"
-      end
-    end
-  end
-  if ns.net and require("airlock.confine").shared_netns() then start.shared_net = true end
+  -- Everything else about its confinement: the one planner (airlock.confine).
+  local plan, perr = require("airlock.confine").plan(auth, "program", {
+    section = tool.confine, limits = tool.limits, tmp = auth.tmp, workspace = workspace, rootfs = rootfs,
+    keep = cmd_dir and { cmd_dir } or nil, effects = cmd, root = program.is_root(),
+  })
+  if not plan then return nil, perr, "confinement" end
+  local start = plan.start
+  start.path, start.env, start.workdir = found, envlist, workspace
+  start.stdin, start.stdin_file, start.stdin_fd = opts.stdin, opts.stdin_file, opts.stdin_inherit and 0 or nil
+  start.stdout_fd, start.stderr_fd = inherit_output and 1 or nil, inherit_output and 2 or nil
+  if pty_fd then start.stdin_fd, start.stdout_fd, start.stderr_fd = pty_fd, pty_fd, pty_fd end
+  start.workspace = ns.mount or nil   -- bound nosuid, nodev; idmapped to the caller when root
+  start.init_program = init or nil
+  start.rootfs = rootfs
 
   -- The ledger is written by this (trusted) process: never inside the
   -- workspace, where the program could plant what it opens.
@@ -511,7 +379,7 @@ function M.exec(opts, broker)
   -- Closed on every way out, a stream callback's error included: the program dies with it.
   local owned <close> = broker == nil and b or nil
   local run, err, code = start_run(b, { policy = pol, ledger = opts.ledger, durability = opts.durability }, {
-    program = { name = argv[1], argv = full, plan = plan_for(auth, start, start.pids_max, workspace, cmd, nproc_instead, skipped),
+    program = { name = argv[1], argv = full, plan = plan,
                 deadline_ms = deadline and deadline > 0 and deadline or nil, capture = capture },
   })
   if pty then

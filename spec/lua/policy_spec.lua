@@ -633,3 +633,60 @@ describe("stock policies", function()
     end)
   end)
 end)
+
+describe("one confine vocabulary for guests and programs", function()
+  it("takes the same keys in confine, tool.confine and ledger.confine, and refuses what a role cannot use", function()
+    -- Same words everywhere: require and shared_net are a program's too now.
+    local t = policy.new { tool = { confine = { namespaces = "all", shared_net = true, require = { "cgroup" },
+                                                landlock = { read = { "/usr" } }, seccomp = { promises = "stdio" } } } }
+    assert.same({ "cgroup" }, t.tool.confine.require)
+    assert.has_error(function() policy.new { confine = { landlock = { read = { "/etc" } } } } end,
+      "policy: confine.landlock must be true or false; Landlock rules are for programs " ..
+      "(tool.confine.landlock); a guest's worker opens no file or socket itself (effects do that)")
+    assert.has_error(function() policy.new { confine = { seccomp = { promises = "stdio" } } } end,
+      "policy: confine.seccomp must be true or false; seccomp filters are for programs " ..
+      "(tool.confine.seccomp); a guest's worker has its own fixed allowlist")
+    assert.has_error(function() policy.new { tool = { confine = { seccomp = true } } } end,
+      "policy: tool.confine has seccomp = true, which is the guest worker's allowlist; a program needs its " ..
+      "promises: seccomp = { promises = \"stdio rpath ...\" }")
+    assert.has_error(function() policy.new { ledger = { confine = { capabilities = "keep" } } } end,
+      "policy: ledger.confine has capabilities = \"keep\"; a program always loses its capabilities")
+    -- control: what each role can use loads
+    assert.is_true(policy.is_policy(policy.new { confine = { landlock = true, seccomp = true },
+                                                 tool = { confine = { landlock = true, seccomp = false } } }))
+  end)
+
+  it("judges loosening by the rule each field's schema entry names, the same in every section", function()
+    for _, section in ipairs { "confine", "tool.confine", "ledger.confine" } do
+      local function nest(v)
+        local out = v
+        for part in section:reverse():gmatch("[^.]+") do out = { [part:reverse()] = out } end
+        return out
+      end
+      local base = policy.new(nest { namespaces = { "user", "net" }, no_new_privs = true, rlimits = { nofile = 8 } })
+      base = policy.extend(base, { locked = { section } })
+      -- tightening passes: one more namespace, a smaller limit
+      policy.extend(base, nest { namespaces = { "user", "net", "pid" }, rlimits = { nofile = 4 } })
+      assert.has_error(function() policy.extend(base, nest { namespaces = { "user" } }) end)
+      assert.has_error(function() policy.extend(base, nest { rlimits = { nofile = 9 } }) end)
+      assert.has_error(function() policy.extend(base, nest { no_new_privs = false }) end)
+      assert.has_error(function() policy.extend(base, nest { shared_net = true }) end)
+    end
+  end)
+
+  it("a program's require fails closed like a guest's: a required layer skipped stops the start", function()
+    local ws = H.tmpdir()
+    local loose = { pids = 0, memory = 0, cpu = 0 }
+    -- control: without require the program runs, its cgroup layer reported skipped
+    local ok = assert(airlock.exec { argv = { "true" }, workspace = ws,
+      policy = policy.extend("tool", { tool = { limits = loose } }) })
+    assert.equal("ok", ok.cause, ok.message)
+    assert.equal("skipped: tool.limits.pids is 0 (no pids cgroup)", ok.confinement.cgroup)
+    local res, err, cause = airlock.exec { argv = { "true" }, workspace = ws,
+      policy = policy.extend("tool", { tool = { limits = loose, confine = { require = { "cgroup" } } } }) }
+    assert.is_nil(res)
+    assert.equal("confinement", cause)
+    assert.equal("confinement: cgroup is required but skipped: tool.limits.pids is 0 (no pids cgroup)", err)
+    os.execute("rm -rf '" .. ws .. "'")
+  end)
+end)
