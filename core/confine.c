@@ -1,6 +1,6 @@
 /*
-** confine.c -- Landlock deny-all, no_new_privs, rlimits, and the kernel probe.
-** The seccomp allowlist lives in confine_seccomp.c. Every layer reports what it
+** confine.c -- no_new_privs, rlimits, and the kernel probe. Landlock lives in
+** confine_landlock.c, the seccomp allowlist in confine_seccomp.c. Every layer reports what it
 ** actually enforced, so a downgrade on an older kernel is visible, never silent.
 */
 #define _GNU_SOURCE
@@ -73,107 +73,6 @@ int airlock_confine_no_new_privs(airlock_layer *out)
   }
   airlock_layer_set_(out, "no_new_privs", AIRLOCK_LAYER_APPLIED, 0,
                      "%s", before == 1 ? "already set" : "set");
-  return 0;
-}
-
-/* ------------------------------------------------------------------ landlock */
-
-int airlock_landlock_abi(void)
-{
-  long abi = syscall(__NR_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
-  if (abi < 0)
-    return -errno;   /* ENOSYS: not built; EOPNOTSUPP: built but disabled at boot */
-  return (int)abi;
-}
-
-const char *ll_missing(int abi)
-{
-  return abi == -EOPNOTSUPP
-    ? "Landlock is built in but disabled: add landlock to the kernel's lsm= boot option"
-    : "this kernel has no Landlock: it needs Linux 5.13+ with CONFIG_SECURITY_LANDLOCK";
-}
-
-size_t ll_handled_rights(int abi, int no_scope, struct ll_ruleset_attr *attr)
-{
-  memset(attr, 0, sizeof *attr);
-  size_t attr_size = offsetof(struct ll_ruleset_attr, handled_access_net);
-  /* Every right of ABI 1 is a contiguous bit run. */
-  attr->handled_access_fs = (1ULL << 13) - 1;
-  if (abi >= 2)
-    attr->handled_access_fs |= LANDLOCK_ACCESS_FS_REFER;
-  if (abi >= 3)
-    attr->handled_access_fs |= LANDLOCK_ACCESS_FS_TRUNCATE;
-  if (abi >= 5)
-    attr->handled_access_fs |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
-  if (abi >= 4) {
-    attr->handled_access_net = LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP;
-    attr_size = offsetof(struct ll_ruleset_attr, scoped);
-  }
-  if (abi >= 6 && !no_scope) {
-    attr->scoped = LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL;
-    attr_size = sizeof *attr;
-  }
-  return attr_size;
-}
-
-int airlock_confine_landlock_deny_all(airlock_layer *out)
-{
-  int abi = airlock_landlock_abi();
-  if (abi < 0) {
-    airlock_layer_set_(out, "landlock", AIRLOCK_LAYER_SKIPPED, -abi, "%s (%s)", ll_missing(abi),
-                       airlock_strerror(-abi));
-    return abi;
-  }
-
-  struct ll_ruleset_attr attr;
-  size_t attr_size = ll_handled_rights(abi, 0, &attr);
-  /* The size passed is the ABI's own struct size: an older kernel would
-  ** accept trailing zeroes too, but saying exactly what we mean costs nothing. */
-
-  /* Landlock refuses restrict_self without no_new_privs (or CAP_SYS_ADMIN);
-  ** setting it ourselves keeps the layer independent of call order. */
-  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
-    int e = errno;
-    airlock_layer_set_(out, "landlock", AIRLOCK_LAYER_FAILED, e,
-                       "prctl(PR_SET_NO_NEW_PRIVS): %s", airlock_strerror(e));
-    return -e;
-  }
-
-  long fd = syscall(__NR_landlock_create_ruleset, &attr, attr_size, 0);
-  if (fd < 0) {
-    int e = errno;
-    airlock_layer_set_(out, "landlock", AIRLOCK_LAYER_FAILED, e,
-                       "landlock_create_ruleset (ABI %d): %s", abi, airlock_strerror(e));
-    return -e;
-  }
-  /* Errata are queried only to report them; kernels before ABI 7 answer EINVAL. */
-  long errata = syscall(__NR_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_ERRATA);
-
-  /* Prepare the report now: after restrict_self nothing may fail. */
-  char errbuf[32] = "";
-  if (errata >= 0)
-    snprintf(errbuf, sizeof errbuf, ", errata 0x%lx", (unsigned long)errata);
-  char newer[64] = "";
-  if (abi > LL_ABI_KNOWN)
-    snprintf(newer, sizeof newer, " (kernel ABI %d, rights of ABI %d handled)", abi, LL_ABI_KNOWN);
-  airlock_layer_set_(out, "landlock", AIRLOCK_LAYER_APPLIED, 0,
-                     "ABI %d: fs rights 0x%llx, %s, %s%s%s",
-                     abi < LL_ABI_KNOWN ? abi : LL_ABI_KNOWN,
-                     (unsigned long long)attr.handled_access_fs,
-                     abi >= 4 ? "net tcp bind+connect" : "net NOT restricted (ABI < 4)",
-                     abi >= 6 ? "scope signal+abstract-unix" : "scope NOT restricted (ABI < 6)",
-                     errbuf, newer);
-
-  /* Only the calling thread is restricted (ABI 7 has no thread sync flag):
-  ** the caller must still be single-threaded. Children inherit the domain. */
-  if (syscall(__NR_landlock_restrict_self, (int)fd, 0) != 0) {
-    int e = errno;
-    close((int)fd);
-    airlock_layer_set_(out, "landlock", AIRLOCK_LAYER_FAILED, e,
-                       "landlock_restrict_self: %s", airlock_strerror(e));
-    return -e;
-  }
-  close((int)fd);
   return 0;
 }
 

@@ -24,6 +24,31 @@ const char *airlock_layer_status_name(int status);
 /* Landlock ABI of the running kernel (>= 1), or -errno (-ENOSYS, -EOPNOTSUPP when disabled). */
 int airlock_landlock_abi(void);
 
+/* The rules of a Landlock ruleset. Lists are NULL-terminated and may be NULL;
+** zeroed = no rule at all (nothing may be opened, no TCP). */
+typedef struct airlock_landlock_rules {
+  const char *const *read;      /* read_file + read_dir beneath each path */
+  const char *const *write;     /* write_file, remove_*, make_{reg,dir,sock,fifo,sym},
+                                   refer (ABI 2), truncate (ABI 3), ioctl_dev (ABI 5) */
+  const char *const *exec;      /* execute + read_file + read_dir */
+  const uint16_t *bind;         /* ABI >= 4: TCP ports that may be bound */
+  size_t n_bind;
+  const uint16_t *connect;      /* ABI >= 4: TCP ports that may be connected to */
+  size_t n_connect;
+  int no_scope;                 /* 1: signals and abstract unix sockets not scoped (ABI >= 6) */
+} airlock_landlock_rules;
+
+/* A ruleset handling every right the running ABI knows, with rules r (NULL:
+** none), each listed path opened O_PATH (a missing one is an error naming it).
+** Fills *out with what it will enforce (APPLIED), or why not (SKIPPED: no
+** Landlock here; FAILED). Returns the ruleset fd (O_CLOEXEC) or -errno;
+** *handled_fs (may be NULL) gets the filesystem rights handled. */
+int airlock_landlock_ruleset(const airlock_landlock_rules *r, uint64_t *handled_fs, airlock_layer *out);
+/* Sets no_new_privs and restricts the calling thread (and its future children)
+** with the ruleset. Only the calling thread: call it before any other thread
+** exists. Returns 0, or -errno with *out set FAILED. */
+int airlock_landlock_enforce(int ruleset_fd, airlock_layer *out);
+
 /* Restricts the calling thread (and its future children) with a ruleset that
 ** handles every filesystem right the ABI knows, TCP bind/connect on ABI >= 4, and
 ** scopes signals + abstract unix sockets on ABI >= 6, with NO rules: no file can

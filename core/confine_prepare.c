@@ -42,23 +42,6 @@
 #define CLONE_NEWCGROUP 0x02000000
 #endif
 
-/* ------------------------------------------------------------------ landlock */
-
-#define LL_READ (LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR)
-/* Everything that changes the tree or a file's content. Not make_char and
-** make_block: device nodes are never a tool's business (and need CAP_MKNOD). */
-#define LL_WRITE (LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR |          \
-                  LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_DIR |            \
-                  LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_MAKE_SOCK |              \
-                  LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_SYM |              \
-                  LANDLOCK_ACCESS_FS_REFER | LANDLOCK_ACCESS_FS_TRUNCATE |                  \
-                  LANDLOCK_ACCESS_FS_IOCTL_DEV)
-#define LL_EXEC (LANDLOCK_ACCESS_FS_EXECUTE | LL_READ)
-/* The rights Landlock accepts on a rule for a file (the others are directory rights). */
-#define LL_FILE_RIGHTS (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE |         \
-                        LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_TRUNCATE |         \
-                        LANDLOCK_ACCESS_FS_IOCTL_DEV)
-
 static size_t list_len(const char *const *l)
 {
   size_t n = 0;
@@ -67,112 +50,23 @@ static size_t list_len(const char *const *l)
   return n;
 }
 
-/* Adds one path rule per entry of paths. Returns 0 or -errno with err set. */
-static int ll_add_paths(int rfd, const char *const *paths, uint64_t rights, uint64_t handled,
-                        char *err, size_t errlen)
-{
-  for (size_t i = 0; paths != NULL && paths[i] != NULL; i++) {
-    int fd = open(paths[i], O_PATH | O_CLOEXEC);
-    if (fd < 0) {
-      int e = errno;
-      snprintf(err, errlen, "landlock: %s: %s", paths[i], airlock_strerror(e));
-      return -e;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-      int e = errno;
-      close(fd);
-      snprintf(err, errlen, "landlock: fstat %s: %s", paths[i], airlock_strerror(e));
-      return -e;
-    }
-    struct ll_path_beneath_attr a = { .allowed_access = rights & handled, .parent_fd = fd };
-    if (!S_ISDIR(st.st_mode))
-      a.allowed_access &= LL_FILE_RIGHTS;
-    if (a.allowed_access != 0 &&
-        syscall(__NR_landlock_add_rule, rfd, LL_RULE_PATH_BENEATH, &a, 0) != 0) {
-      int e = errno;
-      close(fd);
-      snprintf(err, errlen, "landlock: landlock_add_rule %s: %s", paths[i], airlock_strerror(e));
-      return -e;
-    }
-    close(fd);
-  }
-  return 0;
-}
+/* ------------------------------------------------------------------ landlock */
 
-static int ll_add_ports(int rfd, const uint16_t *ports, size_t n, uint64_t right, char *err,
-                        size_t errlen)
-{
-  for (size_t i = 0; i < n; i++) {
-    struct ll_net_port_attr a = { .allowed_access = right, .port = ports[i] };
-    if (syscall(__NR_landlock_add_rule, rfd, LL_RULE_NET_PORT, &a, 0) != 0) {
-      int e = errno;
-      snprintf(err, errlen, "landlock: landlock_add_rule port %u: %s", (unsigned)ports[i],
-               airlock_strerror(e));
-      return -e;
-    }
-  }
-  return 0;
-}
-
-/* "none", "all (ABI < 4)", or "80,443" into buf. */
-static const char *ports_text(char *buf, size_t len, const uint16_t *ports, size_t n)
-{
-  if (n == 0)
-    return "none";
-  size_t used = 0;
-  buf[0] = '\0';
-  for (size_t i = 0; i < n && used + 8 < len; i++)
-    used += (size_t)snprintf(buf + used, len - used, "%s%u", i ? "," : "", (unsigned)ports[i]);
-  return buf;
-}
-
+/* The spec's ruleset (confine_landlock.c), kept open for the apply step. */
 static int prepare_landlock(const airlock_confine_spec *s, airlock_confine_prepared *p, char *err,
                             size_t errlen)
 {
-  int abi = airlock_landlock_abi();
-  if (abi < 0) {
-    snprintf(err, errlen, "landlock: %s (%s)", ll_missing(abi), airlock_strerror(-abi));
-    return abi;
-  }
-  struct ll_ruleset_attr attr;
-  size_t attr_size = ll_handled_rights(abi, s->no_scope, &attr);
-  long fd = syscall(__NR_landlock_create_ruleset, &attr, attr_size, 0);
+  airlock_landlock_rules r = {
+    .read = s->fs_read, .write = s->fs_write, .exec = s->fs_exec,
+    .bind = s->tcp_bind, .n_bind = s->n_tcp_bind,
+    .connect = s->tcp_connect, .n_connect = s->n_tcp_connect, .no_scope = s->no_scope,
+  };
+  int fd = airlock_landlock_ruleset(&r, &p->handled_fs, &p->landlock);
   if (fd < 0) {
-    int e = errno;
-    snprintf(err, errlen, "landlock: landlock_create_ruleset (ABI %d): %s", abi, airlock_strerror(e));
-    return -e;
+    snprintf(err, errlen, "landlock: %s", p->landlock.detail);
+    return fd;
   }
-  int rfd = (int)fd;
-  uint64_t fs = attr.handled_access_fs;
-  int rc;
-  if ((rc = ll_add_paths(rfd, s->fs_read, LL_READ, fs, err, errlen)) != 0 ||
-      (rc = ll_add_paths(rfd, s->fs_write, LL_WRITE, fs, err, errlen)) != 0 ||
-      (rc = ll_add_paths(rfd, s->fs_exec, LL_EXEC, fs, err, errlen)) != 0 ||
-      (abi >= 4 &&
-       ((rc = ll_add_ports(rfd, s->tcp_bind, s->n_tcp_bind, LANDLOCK_ACCESS_NET_BIND_TCP, err,
-                           errlen)) != 0 ||
-        (rc = ll_add_ports(rfd, s->tcp_connect, s->n_tcp_connect,
-                           LANDLOCK_ACCESS_NET_CONNECT_TCP, err, errlen)) != 0))) {
-    close(rfd);
-    return rc;
-  }
-  p->ruleset_fd = rfd;
-  p->handled_fs = fs;
-
-  char bind[48], conn[48];
-  airlock_layer_set_(&p->landlock, "landlock", AIRLOCK_LAYER_APPLIED, 0,
-                     "ABI %d: fs rights 0x%llx handled; paths: %zu read, %zu write, %zu exec; "
-                     "tcp %s%s%s%s; scope %s",
-                     abi < LL_ABI_KNOWN ? abi : LL_ABI_KNOWN,
-                     (unsigned long long)attr.handled_access_fs, list_len(s->fs_read),
-                     list_len(s->fs_write), list_len(s->fs_exec),
-                     abi >= 4 ? "bind " : "NOT restricted (ABI < 4)",
-                     abi >= 4 ? ports_text(bind, sizeof bind, s->tcp_bind, s->n_tcp_bind) : "",
-                     abi >= 4 ? ", connect " : "",
-                     abi >= 4 ? ports_text(conn, sizeof conn, s->tcp_connect, s->n_tcp_connect) : "",
-                     s->no_scope ? "off (asked)"
-                                 : abi >= 6 ? "signal+abstract-unix" : "NOT restricted (ABI < 6)");
+  p->ruleset_fd = fd;
   return 0;
 }
 
@@ -940,31 +834,6 @@ void airlock_confine_prepared_free(airlock_confine_prepared *p)
   free(p->notify_prog.filter);
   memset(p, 0, sizeof *p);
   p->ruleset_fd = -1;
-}
-
-/* Runs in the spawner's child: system calls only, no allocation, no stdio.
-** Not instrumented, like the rest of that child (see spawn.c). */
-__attribute__((no_sanitize("address", "undefined")))
-int airlock_confine_prepared_grant_rw(const airlock_confine_prepared *p, int ruleset_fd, int dirfd)
-{
-  struct ll_path_beneath_attr a = { .allowed_access = (LL_READ | LL_WRITE) & p->handled_fs,
-                                    .parent_fd = dirfd };
-  if (ruleset_fd < 0 || a.allowed_access == 0)
-    return 0;
-  if (syscall(__NR_landlock_add_rule, ruleset_fd, LL_RULE_PATH_BENEATH, &a, 0) != 0)
-    return -errno;
-  return 0;
-}
-
-__attribute__((no_sanitize("address", "undefined")))
-int airlock_confine_prepared_grant_read(const airlock_confine_prepared *p, int ruleset_fd, int dirfd)
-{
-  struct ll_path_beneath_attr a = { .allowed_access = LL_READ & p->handled_fs, .parent_fd = dirfd };
-  if (ruleset_fd < 0 || a.allowed_access == 0)
-    return 0;
-  if (syscall(__NR_landlock_add_rule, ruleset_fd, LL_RULE_PATH_BENEATH, &a, 0) != 0)
-    return -errno;
-  return 0;
 }
 
 int airlock_confine_apply_prepared_fds(const airlock_confine_prepared *p, int ruleset_fd,

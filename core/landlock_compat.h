@@ -61,10 +61,6 @@ struct ll_ruleset_attr {
   uint64_t scoped;               /* ABI 6 */
 };
 
-/* Fills *attr with every right the running ABI knows (filesystem; TCP bind and
-** connect from ABI 4; signal and abstract-socket scoping from ABI 6 unless
-** no_scope) and returns the struct size that ABI expects (confine.c). */
-size_t ll_handled_rights(int abi, int no_scope, struct ll_ruleset_attr *attr);
 /* Why Landlock is missing, for airlock_landlock_abi's -EOPNOTSUPP or other
 ** -errno, with what to do about it. */
 const char *ll_missing(int abi);
