@@ -138,6 +138,8 @@ local LOOSER = {
   ["limits.max_frame"] = upper { unset = 16 * 1024 * 1024, zero = 16 * 1024 * 1024 },
   ["limits.capture"] = upper { unset = 65536, zero = 65536 },
   ["limits.ledger"] = upper { unset = 64 * 1024 * 1024, zero = INF },
+  ["limits.nest.depth"] = upper { unset = 4 },   -- 0: no nested runs at all
+  ["limits.nest.runs"] = upper { unset = 64 },
   ["effects.*"] = grant,
   ["confine.namespaces"] = superset,
   ["confine.shared_net"] = flag_inverted,
@@ -282,6 +284,26 @@ function M.same(a, b)
   for k, v in pairs(raw(a)) do if not M.same(v, b[k]) then return false end end
   for k in pairs(raw(b)) do if a[k] == nil then return false end end
   return true
+end
+
+-- The fields a nested run's policy is compared on: everything but the
+-- names, the description and the locks (which only say what extend checks).
+local NEST_FIELDS = {}
+for k in pairs(SCHEMA) do
+  if k ~= "name" and k ~= "description" and k ~= "locked" then NEST_FIELDS[#NEST_FIELDS + 1] = k end
+end
+table.sort(NEST_FIELDS)
+
+--- tighter(parent, child) -> nil when child loosens nothing of parent, else
+--- "path: old -> new" naming the first field it loosens (by the rules locks
+--- use: a larger limit, a granted effect, a lost layer; a field without a
+--- rule loosens when it changes). Used for ctx:nest's policies, where every
+--- field counts as locked.
+function M.tighter(parent, child)
+  local base = setmetatable({ locked = NEST_FIELDS }, { __index = parent })
+  local p, _, o, n = loosening(base, child)
+  if p then return string.format("%s: %s -> %s", p, brief(o), brief(n)) end
+  return nil
 end
 
 M.loosening = loosening

@@ -101,6 +101,7 @@ M.SCHEMA = {
     max_frame = size,
     capture = size,
     ledger = size,
+    nest = { depth = count, runs = count },   -- ctx:nest: how deep nested runs go (4), how many one run's tree starts (64)
   },
   effects = { ["*"] = effect_handler },
   confine = {
