@@ -421,7 +421,7 @@ local function start_run(b, opts, internal)
   handlers = served_handlers(st, handlers, collect_log, internal.serve)
   -- Outermost: each call's handler in a coroutine of its own, so ctx:nest can wait.
   for k, h in pairs(handlers) do handlers[k] = nest.runner(h, k) end
-  st.pol, st.broker, st.ledger_run = rp.policy, b, st.recorder and st.recorder.run or nil
+  st.pol, st.broker, st.serial, st.ledger_run = rp.policy, b, serial, st.recorder and st.recorder.run or nil
   st.nest = nest.state(internal, rp.limits, internal.next_run or (st.ledger_run or serial) + 1)
   local run
   run, err, code = spawn(b, spawn_options(st, handlers, opts, internal, rp, what, serial, seed), what, parked)

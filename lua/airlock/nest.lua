@@ -156,7 +156,7 @@ local function bounds(st, own_deadline)
   if n.depth >= depth_max then
     refuse("depth", "run %d is at depth %d and its policy's limits.nest.depth is %d, so it cannot start " ..
       "another nested run (a guest recursing through nested runs stops here; raise limits.nest.depth in the " ..
-      "top-level policy if the nesting is meant)", st.ledger_run or 0, n.depth, depth_max)
+      "top-level policy if the nesting is meant)", st.ledger_run or st.serial or 0, n.depth, depth_max)
   end
   local runs_max = limit(pol, "runs", M.RUNS_DEFAULT)
   if n.tree.count >= runs_max then
