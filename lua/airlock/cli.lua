@@ -210,12 +210,14 @@ function M.replay(args)
   local res = rep.result
   if opts.json then
     io.stdout:write(json.encode { identical = rep.identical, served = rep.served, calls = rep.calls,
-      live_effects = rep.live_effects, cause = res.cause, message = res.message, value = res.value,
-      recorded = rep.recorded and { kind = rep.recorded.kind, cause = rep.recorded.cause,
+      live_effects = rep.live_effects, nested = rep.nested, cause = res.cause, message = res.message,
+      value = res.value, recorded = rep.recorded and { kind = rep.recorded.kind, cause = rep.recorded.cause,
                                    value = rep.recorded.value or rep.recorded.prompt } }, "\n")
   elseif rep.identical then
-    io.stdout:write(string.format("replay %s: identical (%d calls answered from the journal, %d live effects)\n",
-      pos[1], rep.served, rep.live_effects))
+    local nested = (rep.nested or 0) > 0
+      and string.format(", %d nested run%s replayed", rep.nested, rep.nested == 1 and "" or "s") or ""
+    io.stdout:write(string.format("replay %s: identical (%d calls answered from the journal%s, %d live effects)\n",
+      pos[1], rep.served, nested, rep.live_effects))
   else
     local what = res.ok and ("returned " .. show_value(res.value)) or cause_text(res)
     io.stdout:write(string.format("replay %s: differs: %s (%d of %d calls answered, %d live effects)\n",

@@ -7,6 +7,7 @@ local confine = require "airlock.confine"
 local session = require "airlock.session"
 local secrets = require "airlock.secrets"
 local program = require "airlock.program"
+local nest = require "airlock.nest"
 
 local M = {
   policy = policy,
@@ -187,10 +188,27 @@ local function record_run(st, handlers, opts, internal, rp, what, serial, seed)
   local ledger, owned, lerr = open_ledger(opts.ledger, opts.durability)
   if lerr then return nil, lerr, "ledger" end
   if not ledger then return true end
-  local resume_of = internal.resume_of
-  local rec = session.recorder(ledger, resume_of and resume_of.run or serial, rp.redact, rp.limits.ledger)
+  local resume_of, nested = internal.resume_of, internal.nested
+  local rec = session.recorder(ledger, nested and nested.ledger_run or resume_of and resume_of.run or serial,
+    rp.redact, nested and nested.max_bytes or rp.limits.ledger)
   st.recorder, st.ledger, st.owned = rec, ledger, owned
-  if resume_of then
+  if nested then
+    -- A nested run (ctx:nest): its init is a nest record, under its parent's call.
+    local pctx, limits = nested.ctx, rp.limits
+    local fields = {
+      parent = { run = nested.parent.recorder.run, id = pctx.seq, seq = pctx.ledger_seq },
+      depth = nested.parent.nest.depth + 1,
+      guest = { name = what.name, source = what.source },
+      input = opts.input, seed = seed,
+      effects = effect_list(handlers),
+      policy = { name = rp.policy.name, digest = st.digest },
+      limits = { instructions = limits.instructions or 0, memory = limits.memory or 0,
+                 output = limits.output or 65536, deadline_ms = nested.deadline_ms or 0 },
+    }
+    if not rec:append("nest", fields) then
+      return nil, "ledger: cannot record the nested run's start: " .. rec.failed, "ledger"
+    end
+  elseif resume_of then
     -- Resuming: the init is already in the journal; this records the answer.
     if not rec:append("resume", { input = resume_of.input }) then
       if owned then ledger:close() end
@@ -240,7 +258,7 @@ end
 -- record, handlers, ... -> b:_start's options.
 local function spawn_options(st, handlers, opts, internal, rp, what, serial, seed)
   local limits = rp.limits
-  local ctx = { policy = rp.policy.name, secrets = secrets.readonly(rp.secrets),
+  local ctx = { policy = rp.policy.name, secrets = secrets.readonly(rp.secrets), nest = nest.method,
                 on_denied = st.recorder and not internal.serve and function(effect, id) st.recorder:denied(id, effect) end
                   or nil }
   local start
@@ -265,7 +283,7 @@ local function spawn_options(st, handlers, opts, internal, rp, what, serial, see
         effects = effect_list(handlers),
         confine = what.plan.init,
       },
-      deadline_ms = limits.deadline_ms,
+      deadline_ms = internal.nested and internal.nested.deadline_ms or limits.deadline_ms,
       max_frame = limits.max_frame,
       capture_max = limits.capture,
       handlers = handlers,
@@ -386,6 +404,10 @@ local function start_run(b, opts, internal)
   if not what then return nil, err, code end
   local st = new_record(opts, rp, what)
   local handlers, collect_log = run_handlers(st, rp)
+  local grant = internal.nested and internal.nested.grant
+  if grant then   -- a replayed nested run has the effects it was recorded with, at most
+    for k in pairs(handlers) do if not grant[k] then handlers[k] = nil end end
+  end
   -- A warm worker (b:warm) has its id already; a new one gets the next. A
   -- recorded or replayed run spawns its own (fixed addresses, see no_aslr).
   local parked = not opts.ledger and not internal.serve and pool_take(b, what) or nil
@@ -399,9 +421,18 @@ local function start_run(b, opts, internal)
     return nil, err, code
   end
   handlers = served_handlers(st, handlers, collect_log, internal.serve)
+  -- Outermost: each call's handler in a coroutine of its own, so ctx:nest can wait.
+  for k, h in pairs(handlers) do handlers[k] = nest.runner(h, k) end
+  st.pol, st.broker, st.serial, st.ledger_run = rp.policy, b, serial, st.recorder and st.recorder.run or nil
+  st.nest = nest.state(internal, rp.limits, internal.next_run or (st.ledger_run or serial) + 1)
   local run
   run, err, code = spawn(b, spawn_options(st, handlers, opts, internal, rp, what, serial, seed), what, parked)
   if not run then
+    if st.recorder and internal.nested then
+      -- The nest record is in; its end says the run never started (replay skips it).
+      st.recorder:append("done", { cause = code == "confinement" and code or "exit", ok = false,
+                                   message = tostring(err), started = false })
+    end
     if st.owned then st.ledger:close() end
     return nil, err, code
   end
@@ -428,6 +459,7 @@ end
 -- Not API: for this package's own modules (airlock.exec starts its programs
 -- with start_run and internal.program). Nothing outside lua/airlock uses it.
 M._internal = { start_run = start_run }
+nest.bind { record_of = function(run) return runs[run] end, start_run = start_run }
 
 --- b:step(timeout_ms) -> list of results of the runs that finished; handlers
 --- for calls that arrived are run inside. timeout -1 waits, 0 polls.
@@ -469,7 +501,17 @@ function broker_methods:step(timeout)
     end
     done = kept
   end
-  for _, res in ipairs(done) do
+  local nested_done = {}   -- result -> record, for the nested runs among them
+  -- Nested runs first, deepest first: a run's end is recorded before its
+  -- parent's, which may close the ledger they share (nest.ended).
+  local order = {}
+  for i, res in ipairs(done) do
+    local st = per and per[res.run]
+    order[i] = { res = res, depth = st and st.nest and st.nest.depth or 0, i = i }
+  end
+  table.sort(order, function(x, y) if x.depth ~= y.depth then return x.depth > y.depth end return x.i < y.i end)
+  for _, o in ipairs(order) do
+    local res = o.res
     local st = per and per[res.run]
     if st then
       res.log = table.concat(st.log)
@@ -482,9 +524,12 @@ function broker_methods:step(timeout)
         res.live_effects = st.server.live_calls
       end
       if st.redact then secrets.redact_result(res, st.redact, st.log_bytes >= st.log_max) end
-      if st.recorder then
+      nest.ended(st, res.cause)
+      if st.nest and st.nest.parent then nested_done[res] = st end
+      if st.nest and st.nest.tree.count > 0 and st.nest.depth == 0 then res.nested = st.nest.tree.count end
+      if st.recorder and not st.nest.recorded_end then
         local rec = st.recorder
-        if res.cause == "paused" then
+        if res.cause == "paused" and not st.nest.parent then
           rec:append("pause", { prompt = res.value })
         else
           rec:append("done", { cause = res.cause, ok = res.ok, value = res.value, message = res.message })
@@ -499,7 +544,20 @@ function broker_methods:step(timeout)
       per[res.run] = nil
     end
   end
-  return done
+  -- A nested run's end is its parent's call's answer, not a result of the
+  -- broker's: its handler goes on (nest.finished), and the host never sees it.
+  local kept, resumed = {}, nil
+  for _, res in ipairs(done) do
+    local st = nested_done[res]
+    if st then
+      resumed = resumed or {}
+      resumed[#resumed + 1] = { st, res }
+    else
+      kept[#kept + 1] = res
+    end
+  end
+  for _, r in ipairs(resumed or {}) do nest.finished(r[1], r[2]) end
+  return kept
 end
 
 -- Deferred answers of a recorded run are recorded as they are given.
@@ -621,6 +679,12 @@ local function recorded_policy(s, want, changed_ok)
   return pol, nil, note
 end
 
+-- A served call with nested runs under it replays each of them from the
+-- journal first (airlock.nest.replay_child), their own nested runs likewise.
+local function replay_nested(ctx, child)
+  return nest.replay_child(ctx, child, function(c) return session.server(c, nil, replay_nested) end)
+end
+
 -- Runs a recorded session again in a fresh worker, served by srv. extra: b:start
 -- options over the recorded ones; resume_of: the resume to record (start_run's).
 local function rerun(s, pol, srv, extra, resume_of)
@@ -636,7 +700,8 @@ local function rerun(s, pol, srv, extra, resume_of)
   }
   for k, v in pairs(extra or {}) do opts[k] = v end
   local run, err, code = start_run(b, opts, {
-    serve = srv, resume_inputs = #s.inputs > 0 and s.inputs or nil, resume_of = resume_of })
+    serve = srv, resume_inputs = #s.inputs > 0 and s.inputs or nil, resume_of = resume_of,
+    next_run = s.max_run + 1 })
   if not run then return nil, err, code end
   return run:wait(b)
 end
@@ -657,7 +722,7 @@ function M.replay(dir, opts)
   if not s then return nil, err end
   local pol, perr, note = recorded_policy(s, opts.policy, opts.policy_changed)
   if not pol then return nil, perr, "policy" end
-  local srv = session.server(s, nil)
+  local srv = session.server(s, nil, replay_nested)
   local res, rerr = rerun(s, pol, srv, { guest = opts.guest })
   if not res then return nil, rerr end
   local rec = s.final
@@ -667,7 +732,7 @@ function M.replay(dir, opts)
     identical = session.same(res.value, want) and srv.next == #s.calls + 1
   end
   return { identical = identical, result = res, recorded = rec, served = srv.served,
-           live_effects = srv.live_calls, calls = #s.calls, note = note }
+           live_effects = srv.live_calls, calls = #s.calls, note = note, nested = res.nested or 0 }
 end
 
 --- airlock.resume(dir, input, {policy = ..., policy_changed = bool, durability = ...}) -> result, or nil,
@@ -685,7 +750,7 @@ function M.resume(dir, input, opts)
   local pol, perr, note = recorded_policy(s, opts.policy, opts.policy_changed)
   if not pol then return nil, perr, "policy" end
   s.inputs[#s.inputs + 1] = input
-  local srv = session.server(s, true)
+  local srv = session.server(s, true, replay_nested)
   local res, rerr, code = rerun(s, pol, srv, { ledger = dir, durability = opts.durability },
     { input = input, run = s.run })
   if not res then return nil, rerr, code end

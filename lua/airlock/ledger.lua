@@ -103,6 +103,8 @@ end
 
 -- ------------------------------------------------------------ show
 
+M.DEPTHS_MAX = 4096
+
 local OWN = { seq = true, kind = true, run = true, t = true, hash = true, offset = true }
 local STRING_MAX = 120
 
@@ -147,18 +149,26 @@ local function time_text(t)
   return os.date("!%Y-%m-%d %H:%M:%S", s) .. string.format(".%03dZ", ms)
 end
 
---- line(rec) -> one human-readable line for a record:
+--- line(rec, depth) -> one human-readable line for a record:
 --   #12    2025-05-01 10:00:00.123Z  call     run 1  fs.read {path="a.txt"}  decision="allow"
 -- The fields effect (bare) and args (as Lua) come first, then the rest sorted,
--- key=value; strings over 120 bytes are cut.
-function M.line(rec)
-  local parts = { string.format("%-6s %s  %-8s run %-3s", "#" .. tostring(rec.seq), time_text(rec.t),
-                                tostring(rec.kind), tostring(rec.run)) }
+-- key=value; strings over 120 bytes are cut. depth (a nested run's, from its
+-- nest record) indents the kind by two spaces a level; a nest record says
+-- first where it runs: "under run 1 call 3 (#7)".
+function M.line(rec, depth)
+  local indent = string.rep("  ", math.min(math.type(depth) == "integer" and depth > 0 and depth or 0, 16))
+  local parts = { string.format("%-6s %s  %s%-8s run %-3s", "#" .. tostring(rec.seq), time_text(rec.t),
+                                indent, tostring(rec.kind), tostring(rec.run)) }
+  local p = rec.kind == "nest" and type(rec.parent) == "table" and rec.parent or nil
+  if p then
+    parts[#parts + 1] = string.format("under run %s call %s (#%s)", lua_text(p.run), lua_text(p.id), lua_text(p.seq))
+  end
   if type(rec.effect) == "string" then parts[#parts + 1] = rec.effect end
   if rec.args ~= nil then parts[#parts + 1] = lua_text(rec.args) end
   local keys = {}
   for k in pairs(rec) do
-    if not OWN[k] and not (k == "effect" and type(rec.effect) == "string") and k ~= "args" then
+    if not OWN[k] and not (k == "effect" and type(rec.effect) == "string") and k ~= "args"
+       and not (p and k == "parent") then
       keys[#keys + 1] = k
     end
   end
@@ -174,10 +184,17 @@ end
 function M.show(dir, opts)
   local as_json = opts and opts.json
   local it, reader, ctl, close = M.records(dir)
+  -- The depth of each nested run, from its nest record (at most DEPTHS_MAX
+  -- runs remembered, so a journal of a million nest records stays bounded).
+  local depth, known = {}, 0
   local function next_line(r)
     local rec = it(r, ctl)
     if rec == nil then return nil end
-    return as_json and json.encode(rec) or M.line(rec)
+    if as_json then return json.encode(rec) end
+    if rec.kind == "nest" and math.type(rec.depth) == "integer" and known < M.DEPTHS_MAX and depth[rec.run] == nil then
+      depth[rec.run], known = rec.depth, known + 1
+    end
+    return M.line(rec, depth[rec.run])
   end
   return next_line, reader, nil, close
 end

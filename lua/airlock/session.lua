@@ -3,8 +3,11 @@
 -- replay (a fresh worker answered only from the journal), resume after a
 -- pause (the prefix replayed, then live), and divergence detection.
 --
--- One run per session: a session's first init record is the run. Records:
+-- One run per session: a session's first init record is the run; the runs
+-- its handlers nest (airlock.nest) are in the same session. Records:
 --   init   {guest = {name, source}, input, seed, effects, policy = {name, ref, digest}}
+--   nest   {parent = {run, id, seq}, depth, guest, input, seed, effects, policy, limits}
+--          (a nested run's init: it ran under call id of run parent.run)
 --   call   {id, effect, args, decision = "allow"}   (written before the handler runs)
 --   reply  {id, effect, status = "ok" | "err", value | error}
 --   pause  {prompt}          resume {input}
@@ -118,6 +121,7 @@ function recorder:wrap(effect, handler)
   return function(args, ctx)
     local ok, err = self:append("call", { id = ctx.seq, effect = effect, args = args,
                                           decision = decision, reason = reason })
+    ctx.ledger_seq = ok   -- the call record's seq: a nested run started here names it
     if not ok then
       ctx.handle:abort("ledger", "ledger: the call could not be recorded, so it was not performed: " .. err:gsub("^ledger: ", ""))
       error("ledger: " .. err, 0)
@@ -141,31 +145,60 @@ end
 
 --- load(dir) -> the session as tables, or nil, message:
 --- { session, init, run, calls = {call records with .reply}, inputs = {resume inputs},
----   final = last pause or done record, records = count }
+---   final = last pause or done record, records = count, max_run = the largest run id,
+---   children = { [call id] = {nested run tables, in order} },
+---   runs = { [run id] = a nested run: { init = its nest record, calls, final, children, depth } } }
+--- A nest record must name a run of the session and a call of that run
+--- already recorded, at the depth below it, and a run id not used before;
+--- anything else is a malformed journal (nothing in it is trusted).
 function M.load(dir)
   local ledger = require "airlock.ledger"
-  local s = { calls = {}, inputs = {}, records = 0 }
-  local byid = {}
+  local s = { calls = {}, inputs = {}, records = 0, children = {}, runs = {}, max_run = 0, depth = 0 }
+  local byid = {}   -- run id -> { [call id] = call awaiting its reply }
+  local calls_of = {}   -- run id -> { [call id] = true } (every call recorded, for nest records)
+  local function malformed(rec, why)
+    error(string.format("ledger %s: malformed: the nest record at seq %d %s", dir, rec.seq, why), 0)
+  end
   local ok, err = pcall(function()
     for rec in ledger.records(dir) do
       s.records = s.records + 1
+      if math.type(rec.run) == "integer" and rec.run > s.max_run then s.max_run = rec.run end
       if rec.kind == "session" then
         s.session = s.session or rec
       elseif rec.kind == "init" then
-        if not s.init then s.init, s.run = rec, rec.run end
-      elseif rec.run == s.run then
+        if not s.init then
+          s.init, s.run = rec, rec.run
+          s.runs[rec.run] = s
+          byid[rec.run], calls_of[rec.run] = {}, {}
+        end
+      elseif rec.kind == "nest" and s.init then
+        local p = type(rec.parent) == "table" and rec.parent or {}
+        local parent = s.runs[p.run]
+        if math.type(rec.run) ~= "integer" or s.runs[rec.run] then malformed(rec, "reuses or lacks a run id") end
+        if not parent then malformed(rec, "names a parent run the session does not hold") end
+        if not calls_of[p.run][p.id] then malformed(rec, "names a call its parent run has not made") end
+        if rec.depth ~= parent.depth + 1 then malformed(rec, "gives a depth that is not its parent's plus one") end
+        local child = { init = rec, run = rec.run, calls = {}, children = {}, depth = rec.depth, parent = parent }
+        s.runs[rec.run] = child
+        byid[rec.run], calls_of[rec.run] = {}, {}
+        local list = parent.children[p.id] or {}
+        list[#list + 1] = child
+        parent.children[p.id] = list
+      elseif s.runs[rec.run] then
+        local r = s.runs[rec.run]
         if rec.kind == "call" and rec.granted == false then
-          s.denied = (s.denied or 0) + 1   -- refused again in a replay, with no handler
+          r.denied = (r.denied or 0) + 1   -- refused again in a replay, with no handler
         elseif rec.kind == "call" then
-          s.calls[#s.calls + 1] = rec
-          byid[rec.id] = rec
+          r.calls[#r.calls + 1] = rec
+          byid[rec.run][rec.id] = rec
+          calls_of[rec.run][rec.id] = true
         elseif rec.kind == "reply" then
-          local call = byid[rec.id]
-          if call then call.reply = rec; byid[rec.id] = nil end
-        elseif rec.kind == "resume" then
+          local call = byid[rec.run][rec.id]
+          if call then call.reply = rec; byid[rec.run][rec.id] = nil end
+        elseif rec.kind == "resume" and r == s then
           s.inputs[#s.inputs + 1] = rec.input
         elseif rec.kind == "pause" or rec.kind == "done" then
-          s.final = rec
+          r.final = rec
         end
       end
     end
@@ -183,8 +216,11 @@ server.__index = server
 --- server(session, live) -> answers calls from the session's recorded calls in
 --- order; past the end, live (a function(effect) -> handler or nil) answers,
 --- or the run diverges when there is none (replay).
-function M.server(s, live)
-  return setmetatable({ s = s, next = 1, live = live, served = 0, live_calls = 0 }, server)
+--- nested (a function(ctx, child)), when given, replays each nested run the
+--- journal holds under a served call (s.children[call id]) before the call's
+--- recorded answer is given (airlock.nest.replay_child).
+function M.server(s, live, nested)
+  return setmetatable({ s = s, next = 1, live = live, served = 0, live_calls = 0, nested = nested }, server)
 end
 
 function server:handler(effect)
@@ -209,6 +245,16 @@ function server:handler(effect)
     end
     self.next = self.next + 1
     self.served = self.served + 1
+    local kids = self.s.children and self.s.children[rec.id]
+    if kids then
+      if not self.nested then
+        local msg = string.format("diverged at seq %d: the journal has nested runs under '%s', and this " ..
+          "replay cannot run them", rec.seq, effect)
+        ctx.handle:abort("diverged", msg)
+        error(msg, 0)
+      end
+      for _, child in ipairs(kids) do self.nested(ctx, child) end
+    end
     local reply = rec.reply
     if reply == nil then
       -- The call was recorded but never answered (the run ended first).

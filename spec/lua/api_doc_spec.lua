@@ -65,7 +65,7 @@ describe("docs/API.md", function()
       "airlock.probe", "airlock.replay", "airlock.resume", "airlock.branch", "ledger.open",
       "ledger.records", "ledger.verify", "ledger.head", "ledger.show", "ledger.branch",
       "handlers.workspace", "handlers.kv", "handlers.clock", "handlers.random", "handlers.log",
-      "handlers.modules", "handlers.http", "handlers.deny", "handlers.merge", "airlock.causes",
+      "handlers.modules", "handlers.http", "handlers.deny", "handlers.merge", "airlock.causes", ":nest",
     } do
       -- (examples may name the handlers table h)
       local alias = name:match("^handlers(%..*)") and "h" .. name:match("^handlers(%..*)")

@@ -183,6 +183,26 @@ function M.same(a, b)
   return true
 end
 
+-- The fields a nested run's policy is compared on: everything but the
+-- names, the description and the locks (which only say what extend checks).
+local NEST_FIELDS = {}
+for k in pairs(SCHEMA) do
+  if type(k) == "string" and k ~= "name" and k ~= "description" and k ~= "locked" then NEST_FIELDS[#NEST_FIELDS + 1] = k end
+end
+table.sort(NEST_FIELDS)
+
+--- tighter(parent, child) -> nil when child loosens nothing of parent, else
+--- "path: old -> new" naming the first field it loosens (by the rules locks
+--- use: a larger limit, a granted effect, a lost layer; a field without a
+--- rule loosens when it changes). Used for ctx:nest's policies, where every
+--- field counts as locked.
+function M.tighter(parent, child)
+  local base = setmetatable({ locked = NEST_FIELDS }, { __index = parent })
+  local p, _, o, n = loosening(base, child)
+  if p then return string.format("%s: %s -> %s", p, brief(o), brief(n)) end
+  return nil
+end
+
 M.loosening = loosening
 M.brief = brief
 

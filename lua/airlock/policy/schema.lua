@@ -211,6 +211,12 @@ M.SCHEMA = section({
       looser = upper { zero = "default" } }),
     ledger = field(size, { doc = "bytes one run may record (then cause ledger; 0: unbounded)",
       default = 64 * 1024 * 1024, looser = UNLIMITED }),
+    nest = section({
+      depth = field(count, { doc = "how deep nested runs go (0: a handler cannot nest one)", default = 4,
+        looser = upper() }),
+      runs = field(count, { doc = "how many nested runs one run's tree may start", default = 64,
+        looser = upper() }),
+    }, { doc = "nested runs a handler starts with ctx:nest (docs/API.md)" }),
   }, { doc = "a guest run's limits" }),
   effects = section({ ["*"] = field(effect_handler, { doc = "the handler(args, ctx) of an effect, " ..
     "or false to refuse it", looser = looser.grant }) }, { doc = "effect name -> handler" }),
