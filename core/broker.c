@@ -326,20 +326,20 @@ static void run_free(airlock_run *r);
 
 /* The child has exited (reaped): collect what is left and deliver DONE. */
 static void finish(airlock_run *r) {
-  if (r->finished) return;
+  if (run_finished(r)) return;
   broker_read_init_status(r);
   if (r->c.chan >= 0) read_channel(r);
   drain_capture(r, W_OUT);
   drain_capture(r, W_ERR);
-  r->finished = 1;
-  if (!r->parked) r->b->live--;
+  if (r->phase != RUN_PARKED) r->b->live--;
+  r->phase = RUN_FINISHED;
   held_drop(&r->call);     /* an unanswered call dies with its run */
   close_child(r);
   cgroup_done(r);
   broker_classify(r);
   queue_forget(r->b, r);
   if (r->released) return;   /* freed by the sweep at the end of the step */
-  if (queue_push(r->b, r) < 0) r->delivered = 1;   /* cannot queue: leave it pollable */
+  if (queue_push(r->b, r) < 0) r->phase = RUN_DELIVERED;   /* cannot queue: leave it pollable */
 }
 
 static void on_exit_ready(airlock_run *r) {
@@ -355,7 +355,7 @@ static void on_exit_ready(airlock_run *r) {
 }
 
 static void check_deadline(airlock_run *r, double now) {
-  if (r->finished || r->deadline_at == 0 || now < r->deadline_at) return;
+  if (run_finished(r) || r->deadline_at == 0 || now < r->deadline_at) return;
   r->deadline_at = 0;
   broker_end_with(r, AIRLOCK_CAUSE_DEADLINE, "deadline of %llu ms passed", (unsigned long long)r->deadline_ms);
 }
@@ -428,8 +428,8 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
     set_error(b, "epoll_ctl: %s", airlock_strerror(-rc));
     goto undo;
   }
-  r->parked = o->parked && !o->program;
-  if (o->deadline_ms && !r->parked) r->deadline_at = r->t_start + (double)o->deadline_ms;
+  r->phase = o->parked && !o->program ? RUN_PARKED : RUN_LIVE;
+  if (o->deadline_ms && r->phase == RUN_LIVE) r->deadline_at = r->t_start + (double)o->deadline_ms;
   char why[256];
   int ns_ok = !r->namespaces || broker_verify_namespaces(r, why, sizeof why) == 0;
   if (ns_ok && o->spawn.confine && o->spawn.confine->prog.filter && broker_verify_program_filter(r, why, sizeof why) < 0)
@@ -438,10 +438,10 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
   r->next = b->runs;
   if (b->runs) b->runs->prev = r;
   b->runs = r;
-  if (!r->parked) b->live++;
+  if (r->phase == RUN_LIVE) b->live++;
   if (!ns_ok) {
     broker_end_with(r, AIRLOCK_CAUSE_CONFINEMENT, "confinement: %s", why);
-  } else if (o->init && o->init_len && !r->program && !r->parked) {
+  } else if (o->init && o->init_len && !r->program && r->phase != RUN_PARKED) {
     rc = queue_out(r, o->init, o->init_len);
     if (rc == -ENOMEM) broker_end_with(r, AIRLOCK_CAUSE_PROTOCOL, "out of memory sending init");
     /* -EPIPE: the child already died; its exit explains why. */
@@ -459,9 +459,9 @@ undo:
 }
 
 int airlock_run_unpark(airlock_run *r, const airlock_run_opts *o) {
-  if (!r->parked) return -EINVAL;
-  if (r->finished || r->pending != AIRLOCK_CAUSE_OK) return -EPIPE;
-  r->parked = 0;
+  if (r->phase != RUN_PARKED) return run_finished(r) ? -EPIPE : -EINVAL;
+  if (r->pending != AIRLOCK_CAUSE_OK) return -EPIPE;
+  r->phase = RUN_LIVE;
   r->b->live++;
   r->udata = o->udata;
   r->capture_max = o->capture_max ? o->capture_max : AIRLOCK_CAPTURE_DEFAULT;
@@ -480,7 +480,7 @@ int airlock_run_unpark(airlock_run *r, const airlock_run_opts *o) {
 static double nearest_deadline(airlock_broker *b) {
   double best = 0;
   for (airlock_run *r = b->runs; r; r = r->next)
-    if (!r->finished && r->deadline_at > 0 && (best == 0 || r->deadline_at < best)) best = r->deadline_at;
+    if (!run_finished(r) && r->deadline_at > 0 && (best == 0 || r->deadline_at < best)) best = r->deadline_at;
   return best;
 }
 
@@ -505,7 +505,7 @@ int airlock_broker_step(airlock_broker *b, int timeout_ms) {
   for (int i = 0; i < n; i++) {
     struct watch *w = evs[i].data.ptr;
     airlock_run *r = w->run;
-    if (r->finished) continue;
+    if (run_finished(r)) continue;
     switch (w->which) {
     case W_CHAN:
       if (evs[i].events & EPOLLOUT) flush_out(r);
@@ -530,7 +530,7 @@ int airlock_broker_step(airlock_broker *b, int timeout_ms) {
   for (airlock_run *r = b->runs, *next; r; r = next) {
     next = r->next;
     check_deadline(r, now);
-    if (r->finished && r->released) run_free(r);   /* no event of this batch can name it now */
+    if (run_finished(r) && r->released) run_free(r);   /* no event of this batch can name it now */
   }
   return (int)b->qlen;
 }
@@ -542,9 +542,9 @@ int airlock_broker_next(airlock_broker *b, airlock_event *ev) {
     if (b->qlen == 0) b->qhead = 0;
     memset(ev, 0, sizeof *ev);
     ev->run = r;
-    if (r->finished) {
-      if (r->delivered) continue;
-      r->delivered = 1;
+    if (run_finished(r)) {
+      if (r->phase == RUN_DELIVERED) continue;
+      r->phase = RUN_DELIVERED;
       ev->kind = AIRLOCK_EV_DONE;
       return 1;
     }
@@ -565,7 +565,7 @@ static int reply_frame(airlock_run *r, uint64_t id, const void *raw, size_t rawl
                        const char *msg, size_t msglen, const char *code) {
   msgpack_sbuffer sb;
   msgpack_packer pk;
-  if (r->finished || !r->call.live) return r->finished ? -EPIPE : -EINVAL;
+  if (run_finished(r) || !r->call.live) return run_finished(r) ? -EPIPE : -EINVAL;
   if (r->call.m.id != id) return -EINVAL;
   msgpack_sbuffer_init(&sb);
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
@@ -602,19 +602,19 @@ int airlock_run_cancel(airlock_run *r) {
 }
 
 int airlock_run_abort(airlock_run *r, airlock_cause cause, const char *message) {
-  if (r->finished) return 0;
+  if (run_finished(r)) return 0;
   broker_end_with(r, cause, "%s", message);
   return 0;
 }
 
 const airlock_result *airlock_run_result(const airlock_run *r) {
-  return r->finished && r->delivered ? &r->res : NULL;
+  return r->phase == RUN_DELIVERED ? &r->res : NULL;
 }
 
 pid_t airlock_run_pid(const airlock_run *r) { return r->c.pid; }
 uint64_t airlock_run_serial(const airlock_run *r) { return r->serial; }
 void *airlock_run_udata(const airlock_run *r) { return r->udata; }
-int airlock_run_live(const airlock_run *r) { return !r->finished; }
+int airlock_run_live(const airlock_run *r) { return !run_finished(r); }
 
 size_t airlock_run_output(const airlock_run *r, int which, const char **data) {
   const struct capture_buf *cb = &r->cap[which == 2 ? 1 : 0];
@@ -637,7 +637,7 @@ static void run_free(airlock_run *r) {
 
 void airlock_run_release(airlock_run *r) {
   if (!r) return;
-  if (r->finished) { run_free(r); return; }
+  if (run_finished(r)) { run_free(r); return; }
   r->released = 1;
   queue_forget(r->b, r);
   airlock_run_cancel(r);
@@ -647,7 +647,7 @@ void airlock_broker_free(airlock_broker *b) {
   if (!b) return;
   while (b->runs) {
     airlock_run *r = b->runs;
-    if (!r->finished) {
+    if (!run_finished(r)) {
       broker_kill_group(r);
       if (!r->exited && wait4(r->c.pid, &r->status, 0, &r->ru) >= 0) r->exited = 1;
       r->released = 1;

@@ -27,6 +27,13 @@ struct held {
 
 struct capture_buf { char *data; size_t len, cap; int truncated; };
 
+/* A run's life, in order: parked (a warm worker, spawned and confined, not yet
+** given a run: airlock_run_unpark), live (its events are delivered), finished
+** (the child is gone and the result made; DONE is queued), delivered (DONE was
+** handed out: airlock_run_result answers). A run only moves forward; a parked
+** worker that dies goes straight to finished. */
+enum run_phase { RUN_PARKED, RUN_LIVE, RUN_FINISHED, RUN_DELIVERED };
+
 struct airlock_run {
   airlock_broker *b;
   airlock_run *prev, *next;     /* the broker's list of all runs */
@@ -41,7 +48,14 @@ struct airlock_run {
   size_t capture_max;
   double t_start, deadline_at;  /* ms, monotonic; deadline_at 0 = none */
   uint64_t deadline_ms;
-  int expect_ready, ready_seen, eof, exited, killed, finished, delivered, released, want_out;
+  enum run_phase phase;         /* where the run is in its life (above) */
+  /* Facts of the run, independent of its phase. */
+  int expect_ready, ready_seen; /* a guest's worker owes a ready frame; it has sent it */
+  int eof;                      /* the channel is closed */
+  int exited;                   /* the child is reaped (status, ru hold its end) */
+  int killed;                   /* the parent signalled its process group */
+  int released;                 /* the caller gave up its handle: freed once finished */
+  int want_out;                 /* queued output is waiting for EPOLLOUT */
   int denied_noted, verify_seccomp, drop_caps, verify_failed, program, program_channel;
   airlock_cgroup cgroup;        /* with pids_max, memory_max or cpu_millis; paths "" otherwise */
   uint64_t memory_max;
@@ -50,7 +64,6 @@ struct airlock_run {
   struct held call, ready, final;
   uint64_t last_id;
   int refuse_chosen;            /* refused calls are answered with an errno */
-  int parked;                   /* a warm worker waiting for airlock_run_unpark */
   int init_status, init_seen;   /* airlock-init's report of the program's wait status */
   int exec_errno;               /* airlock-init could not run the program: why */
   airlock_refusal refused[AIRLOCK_REFUSALS_MAX];
@@ -73,6 +86,8 @@ struct airlock_broker {
 
 /* The parent decides how the run ends (first decision wins) and kills its
 ** process group. */
+static inline int run_finished(const airlock_run *r) { return r->phase >= RUN_FINISHED; }
+
 void broker_end_with(airlock_run *r, airlock_cause cause, const char *fmt, ...)
   __attribute__((format(printf, 3, 4)));
 void broker_kill_group(airlock_run *r);
