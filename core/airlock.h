@@ -273,6 +273,13 @@ typedef struct airlock_spawn_opts {
                                across exec): a recorded guest's worker, so that the
                                addresses Lua hashes and prints are a function of its
                                inputs and a replay sees the same ones */
+  int mdwe;                 /* 1: memory-deny-write-execute (PR_SET_MDWE, refuse exec
+                               gain) before exec: no mapping of the child or of
+                               anything it runs may be writable and executable, or
+                               become executable; kept across fork and exec, and it
+                               cannot be undone (airlock_mdwe_available first). The
+                               child then gets a copy of the address space, not
+                               the caller's (CLONE_VM), which it would mark */
   const char *init;         /* with CLONE_NEWPID: the path of airlock-init, which the
                                child becomes (PID 1): it runs the program as PID 2,
                                reaps every process, forwards signals, and reports the
@@ -326,6 +333,7 @@ enum { AIRLOCK_INIT_WAIT_STATUS = 1,   /* value: the program's wait status */
 /* Starts a child. Returns 0 and fills c (all fds CLOEXEC), or -errno with a
 ** message in err naming the step that failed ("exec /x: No such file ..."). */
 int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size_t errlen);
+
 /* Makes an empty net namespace (only a loopback device, down) and returns an
 ** O_CLOEXEC fd to it, for many children to join through netns_fd. Needs
 ** CAP_SYS_ADMIN. Returns the fd, or -errno with a message in err. */

@@ -76,6 +76,29 @@ int airlock_confine_no_new_privs(airlock_layer *out)
   return 0;
 }
 
+/* ------------------------------------------------------------------ mdwe */
+
+int airlock_mdwe_available(void) { return prctl(PR_GET_MDWE, 0, 0, 0, 0) >= 0; }
+
+int airlock_confine_mdwe(airlock_layer *out)
+{
+  if (prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN, 0, 0, 0) != 0) {
+    int e = errno;
+    airlock_layer_set_(out, "mdwe", e == EINVAL ? AIRLOCK_LAYER_SKIPPED : AIRLOCK_LAYER_FAILED, e,
+                       e == EINVAL ? "this kernel has no PR_SET_MDWE (it needs Linux 6.3+)"
+                                   : "prctl(PR_SET_MDWE): %s", airlock_strerror(e));
+    return -e;
+  }
+  int got = prctl(PR_GET_MDWE, 0, 0, 0, 0);
+  if (got < 0 || !(got & PR_MDWE_REFUSE_EXEC_GAIN)) {
+    airlock_layer_set_(out, "mdwe", AIRLOCK_LAYER_FAILED, EIO, "PR_GET_MDWE does not confirm it (%d)", got);
+    return -EIO;
+  }
+  airlock_layer_set_(out, "mdwe", AIRLOCK_LAYER_APPLIED, 0,
+                     "no mapping writable and executable, none may gain exec (PR_SET_MDWE)");
+  return 0;
+}
+
 /* ------------------------------------------------------------------ rlimits */
 
 const airlock_rlimit_kind airlock_rlimit_kinds[] = {

@@ -59,6 +59,22 @@ int airlock_landlock_enforce(int ruleset_fd, airlock_layer *out);
 ** Landlock, failed otherwise). */
 int airlock_confine_landlock_deny_all(airlock_layer *out);
 
+/* Memory-deny-write-execute (PR_SET_MDWE, Linux 6.3+) for the calling process's
+** address space: no mapping may be writable and executable, or gain exec; kept
+** across fork and exec, never undone. Skipped (-EINVAL) on older kernels.
+** Fills *out (may be NULL). Returns 0 or -errno. */
+int airlock_confine_mdwe(airlock_layer *out);
+/* 1 when this kernel has PR_SET_MDWE, else 0. */
+int airlock_mdwe_available(void);
+
+#ifndef PR_SET_MDWE
+#define PR_SET_MDWE 65                         /* newer than Debian 12's headers */
+#define PR_GET_MDWE 66
+#endif
+#ifndef PR_MDWE_REFUSE_EXEC_GAIN
+#define PR_MDWE_REFUSE_EXEC_GAIN (1UL << 0)
+#endif
+
 /* PR_SET_NO_NEW_PRIVS, checked with PR_GET_NO_NEW_PRIVS. Fills *out (may be NULL). */
 int airlock_confine_no_new_privs(airlock_layer *out);
 

@@ -5,6 +5,7 @@
 */
 #define _GNU_SOURCE
 #include "airlock.h"
+
 #include "ns_holder.h"
 
 #include <errno.h>
@@ -451,6 +452,7 @@ __attribute__((no_sanitize("address", "undefined"))) static int child_main(void 
     if (persona < 0 || syscall(SYS_personality, (unsigned long)persona | ADDR_NO_RANDOMIZE) < 0)
       fail(x, "personality(ADDR_NO_RANDOMIZE)");
   }
+  if (o->mdwe && prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN, 0, 0, 0) < 0) fail(x, "prctl(PR_SET_MDWE)");   /* not CLONE_VM: see airlock_spawn */
   if (chdir(o->workdir ? o->workdir : "/") < 0) fail(x, "chdir");
   if (o->drop_caps && drop_capabilities() < 0) fail(x, "drop capabilities");
   /* Last: RLIMIT_NOFILE may be below the fd numbers used above. */
@@ -822,8 +824,10 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   /* Block signals so no parent handler runs in the child on shared memory. */
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  c->pid = clone(child_main, (char *)stack + CHILD_STACK_SIZE,
-                 SPAWN_FLAGS | (int)clone_flags(o, x.root), &x);
+  /* Memory-deny-write-execute is a property of the address space: set in a
+  ** CLONE_VM child it would mark the caller's. That child gets a copy. */
+  int flags = o->mdwe ? (SPAWN_FLAGS & ~CLONE_VM) : SPAWN_FLAGS;
+  c->pid = clone(child_main, (char *)stack + CHILD_STACK_SIZE, flags | (int)clone_flags(o, x.root), &x);
   int clone_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (c->pid < 0) { errno = clone_errno; step = "clone"; goto fail; }

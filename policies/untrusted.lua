@@ -34,6 +34,8 @@ return {
     no_new_privs = true,
     landlock = true,
     seccomp = true,
+    mdwe = true,                   -- no writable+executable memory (Linux 6.3+; skipped, and
+                                   -- said so, on older kernels: not required)
     require = { "namespaces", "rlimits", "capabilities", "no_new_privs", "landlock", "seccomp" },
   },
 }

@@ -89,21 +89,22 @@ static void pack_layer(msgpack_packer *pk, const airlock_layer *l)
   airlock_pack_str(pk, text, n > 0 && (size_t)n < sizeof text ? (size_t)n : strlen(text));
 }
 
-/* Applies Landlock, then seccomp (which forbids the Landlock calls), and packs
+/* Applies mdwe, Landlock, then seccomp (which forbids the calls of both), and packs
 ** {layer = "applied: what" | "skipped: why" | "failed: why"} into report.
 ** Returns -1 with the first missing layer in why when a layer the spec
 ** requires was not applied: the caller must then not run the guest (fail
 ** closed), 0 otherwise. */
 int worker_confine(const msgpack_object *spec, msgpack_packer *report, char *why, size_t len)
 {
-  airlock_layer layers[2];
-  apply(spec, "landlock", airlock_confine_landlock_deny_all, &layers[0]);
+  airlock_layer layers[3];
+  apply(spec, "mdwe", airlock_confine_mdwe, &layers[0]);
+  apply(spec, "landlock", airlock_confine_landlock_deny_all, &layers[1]);
   seccomp_spec = spec;
-  apply(spec, "seccomp", seccomp_layer, &layers[1]);
+  apply(spec, "seccomp", seccomp_layer, &layers[2]);
 
   int missing = 0;
-  msgpack_pack_map(report, 2);
-  for (size_t i = 0; i < 2; i++) {
+  msgpack_pack_map(report, 3);
+  for (size_t i = 0; i < 3; i++) {
     pack_layer(report, &layers[i]);
     if (layers[i].status != AIRLOCK_LAYER_APPLIED && listed(spec, "require", layers[i].name) &&
         !missing) {

@@ -121,7 +121,7 @@ M.percentile, M.bindir, M.json_lines, M.which = percentile, bindir, json_lines, 
 -- Every layer off. Not expressed as policy.extend(untrusted, {confine = {rlimits =
 -- {}}}): an empty table merges as an empty map, so untrusted's rlimits would stay.
 local OFF = { namespaces = {}, shared_net = false, rlimits = nil, capabilities = "keep",
-              no_new_privs = false, landlock = false, seccomp = false, require = {} }
+              no_new_privs = false, landlock = false, seccomp = false, mdwe = false, require = {} }
 
 -- untrusted with its confine section replaced by OFF plus `on`.
 local function variant_policy(name, on)
@@ -204,6 +204,7 @@ local function variants(bwrap)
   v[#v + 1] = { name = "layer-no_new_privs", count = "layer", on = { no_new_privs = true } }
   v[#v + 1] = { name = "layer-landlock", count = "layer", on = { landlock = true } }
   v[#v + 1] = { name = "layer-seccomp", count = "layer", on = { seccomp = true } }
+  v[#v + 1] = { name = "layer-mdwe", count = "layer", on = { mdwe = true } }
   -- In a pid namespace the worker is pid 1 and loads a filter the parent
   -- compiled once, as confined runs do; alone, it compiles its own every run.
   v[#v + 1] = { name = "layer-seccomp+pidns", count = "layer",

@@ -10,6 +10,7 @@
 --   namespaces, rlimits, capabilities, no_new_privs   the spawner, before exec
 --   landlock, seccomp     a guest: the worker, before the guest's first
 --                         instruction; a program: the spawner, before exec
+--   mdwe                  a guest: the worker, first; a program: the spawner
 --   cgroup                a program: its run's pids, memory and cpu cgroups;
 --                         a guest: none (skipped, the worker caps itself)
 --   tmp                   a program: a private tmpfs on /tmp
@@ -190,6 +191,24 @@ function layer.seccomp(p, c)
     r == "kill" and "kill the run" or ("fail with " .. tostring(r))) .. " (Seccomp: 2 checked after spawn)")
 end
 
+-- Memory-deny-write-execute: nothing the process maps may be writable and
+-- executable at once, or gain exec later. It belongs to an address space:
+-- a guest's worker sets it on itself first thing (before Landlock and
+-- seccomp, in its ready report); for a program the spawner's child sets it
+-- before exec, in a copy of the address space. Kept across fork and exec,
+-- never undone. A program with a JIT needs it off.
+function layer.mdwe(p, c)
+  if not p.program then
+    p.init.mdwe = c.mdwe == true
+    if p.pretend.mdwe then p.init.pretend_absent[#p.init.pretend_absent + 1] = "mdwe" end
+    return
+  end
+  if not p.section.mdwe then return p:skip("mdwe", "the policy does not ask for it") end
+  if not core.mdwe then return p:skip("mdwe", "this kernel has no PR_SET_MDWE (it needs Linux 6.3+)") end
+  p.start.mdwe = true
+  p:applied("mdwe", ": no mapping writable and executable, none may gain exec (PR_SET_MDWE before exec)")
+end
+
 -- A program's cgroups: pids, memory and cpu for the whole run. Without one, a
 -- caller who is not root is bounded per process (RLIMIT_NPROC counts per user
 -- namespace); root is exempt from RLIMIT_NPROC, so for root no cgroup means
@@ -270,7 +289,8 @@ function layer.tmp(p)
 end
 
 -- Report order; M.LAYERS (the words `require` takes) is a subset.
-local ORDER = { "namespaces", "rlimits", "capabilities", "no_new_privs", "landlock", "seccomp", "cgroup", "tmp" }
+local ORDER = { "namespaces", "rlimits", "capabilities", "no_new_privs", "landlock", "seccomp", "mdwe",
+                "cgroup", "tmp" }
 for _, name in ipairs(M.LAYERS) do assert(layer[name], "confine: no planner for the layer " .. name) end
 
 -- ------------------------------------------------------------ the plan

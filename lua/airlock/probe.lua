@@ -19,7 +19,7 @@ local read_file, wrap = util.read_file, util.wrap
 local M = {}
 
 -- Display order of the layers.
-M.LAYERS = { "landlock", "seccomp", "seccomp_kill_process", "user_ns", "pid_ns", "net_ns",
+M.LAYERS = { "landlock", "seccomp", "seccomp_kill_process", "mdwe", "user_ns", "pid_ns", "net_ns",
              "ipc_ns", "uts_ns", "mount_ns", "cgroup_ns", "pidfd", "cgroup2_delegated", "pids_cgroup",
              "memory_cgroup", "cpu_cgroup" }
 
@@ -235,6 +235,11 @@ local function seccomp_consequence(r)
 end
 
 local CONSEQUENCE = {
+  mdwe = function(r)
+    if r.mdwe.ok then return "no worker or program under mdwe can map memory writable and executable" end
+    return "the mdwe layer is skipped (untrusted does not require it); the worker's seccomp filter " ..
+      "still refuses executable mappings and mprotect"
+  end,
   landlock = landlock_consequence,
   seccomp = seccomp_consequence,
   seccomp_kill_process = function(r)

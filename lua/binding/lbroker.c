@@ -370,6 +370,7 @@ static const start_opt START_OPTS[] = {
   RUN_OPT("cpu_millis", OPT_U32, cpu_millis, 1 << 20, NULL),
   RUN_OPT("park", OPT_BOOL, parked, 0, NULL),
   RUN_OPT("no_aslr", OPT_BOOL, spawn.no_aslr, 0, NULL),
+  RUN_OPT("mdwe", OPT_BOOL, spawn.mdwe, 0, NULL),
 };
 #undef RUN_OPT
 #define NSTART_OPTS (sizeof START_OPTS / sizeof *START_OPTS)

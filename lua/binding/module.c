@@ -193,6 +193,7 @@ int luaopen_airlock(lua_State *L) {
   lua_pushcfunction(L, l_isatty); lua_setfield(L, -2, "isatty");
   lua_pushcfunction(L, airlock_l_channel_call); lua_setfield(L, -2, "channel_call");
   l_causes(L); lua_setfield(L, -2, "causes");
+  lua_pushboolean(L, airlock_mdwe_available()); lua_setfield(L, -2, "mdwe");
   l_names(L);
   lua_pushinteger(L, AIRLOCK_PROTOCOL_VERSION); lua_setfield(L, -2, "protocol_version");
   lua_pushinteger(L, AIRLOCK_FRAME_MAX_DEFAULT); lua_setfield(L, -2, "frame_max_default");

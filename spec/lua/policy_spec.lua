@@ -120,7 +120,7 @@ describe("policy validation", function()
 
   it("catches a misspelt word in a list, with its closest word", function()
     assert.equal("policy: confine.require must be a list of layers (namespaces, rlimits, capabilities, " ..
-      "no_new_privs, landlock, seccomp, cgroup), or \"all\"; 'landlok' is not one (did you mean 'landlock'?)",
+      "no_new_privs, landlock, seccomp, mdwe, cgroup), or \"all\"; 'landlok' is not one (did you mean 'landlock'?)",
       errmsg(policy.new, { confine = { require = { "landlok" } } }))
     assert.matches("'rpth' is not one %(did you mean 'rpath'%?%)",
       errmsg(policy.new, { tool = { confine = { seccomp = { promises = "stdio rpth" } } } }))

@@ -198,7 +198,7 @@ function M.unconfined(p)
   if not c then return true end
   local function any(t) return t ~= nil and next(raw(t)) ~= nil end
   return not (any(c.namespaces) or any(c.rlimits) or c.capabilities == "drop" or c.no_new_privs
-              or c.landlock or c.seccomp)
+              or c.landlock or c.seccomp or c.mdwe)
 end
 
 return M

@@ -27,7 +27,7 @@ local KEYS = setmetatable({}, { __name = "keys" })       -- check of the keys a 
 
 local core = require "airlock.core"
 M.NAMESPACES = core.namespaces   -- C's table (the spawner's), in its order
-M.LAYERS = { "namespaces", "rlimits", "capabilities", "no_new_privs", "landlock", "seccomp", "cgroup" }
+M.LAYERS = { "namespaces", "rlimits", "capabilities", "no_new_privs", "landlock", "seccomp", "mdwe", "cgroup" }
 M.PROMISES = core.promises       -- the seccomp promise words of core/confine_promises.c, in its order
 local ERRNOS = core.refuse_errnos   -- what refuse may name, from C
 
@@ -167,6 +167,9 @@ local function confine_node(role)
         { doc = "true: the worker's fixed allowlist (anything else is SIGSYS)", default = false,
           looser = looser.seccomp })
       or SECCOMP,
+    mdwe = field(boolean_, { doc = "memory-deny-write-execute (PR_SET_MDWE, Linux 6.3+): no mapping may be " ..
+      "writable and executable, or become executable; set before exec, kept by every child" ..
+      (guest and "" or " (programs with a JIT need it off)"), default = false, looser = flag }),
     require = field(word_list(M.LAYERS, "layers"), { doc = "layers that must apply, or the run ends " ..
       "with cause confinement before it starts", looser = superset }),
   }
