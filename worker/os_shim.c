@@ -1,7 +1,8 @@
 /*
 ** os_shim.c -- the guest's os table: time, clock, date and difftime only.
-** The current time is the clock.now effect, so replay sees the same clock;
-** calendar math is done here in UTC, because libc's would read zone files.
+** The current time is the clock.now effect and the CPU clock the clock.cpu
+** effect, so replay sees the same clocks; calendar math is done here in UTC,
+** because libc's would read zone files.
 */
 #include <limits.h>
 #include <math.h>
@@ -178,9 +179,18 @@ static int os_time(lua_State *L)
   return 1;
 }
 
+/* os.clock: the worker's CPU time, answered by the clock.cpu effect. The
+** parent reads it from the kernel (clock_gettime on the worker's CPU clock),
+** and the ledger records it, so a replay returns the same seconds. */
 static int os_clock(lua_State *L)
 {
-  lua_pushnumber(L, clock_now(L, "clock"));
+  worker *w = worker_of(L);
+  msgpack_packer *pk = worker_call_begin(w, "clock.cpu", 9);
+  msgpack_pack_nil(pk);
+  worker_call_finish(L, w);
+  if (lua_type(L, -1) != LUA_TNUMBER)
+    return luaL_error(L, "clock.cpu: the reply is not a number");
+  lua_pushnumber(L, lua_tonumber(L, -1));
   return 1;
 }
 

@@ -274,4 +274,31 @@ describe("the guest's world, next to lua5.4", function()
       assert.equal(("gc\n"):rep(300), res.log)
     end)
   end)
+  describe("os.clock", function()
+    it("is the guest's own CPU time: a busy loop of 0.3 s shows 0.3 s, as in lua5.4", function()
+      local out = same [[
+        local t0 = os.clock()
+        while os.clock() - t0 < 0.3 do end
+        local d = os.clock() - t0
+        print(t0 >= 0, d >= 0.3, d < 0.6)]]
+      assert.equal("true\ttrue\ttrue\n", out)
+    end)
+
+    it("does not count the host's time: a handler that spins 0.3 s adds nothing", function()
+      local res = assert(airlock.run { policy = { effects = { spin = function()
+          local t = os.clock() while os.clock() - t < 0.3 do end return true end } },
+        guest = [[local t0 = os.clock() host.call("spin") return os.clock() - t0]] })
+      assert.equal("ok", res.cause, res.message)
+      assert.is_true(res.value >= 0 and res.value < 0.1, tostring(res.value))
+    end)
+
+    it("is the clock.cpu effect, which a policy may withhold (os.time still works)", function()
+      local res = assert(airlock.run { policy = { effects = { ["clock.cpu"] = false } },
+        guest = [[local ok, err = pcall(os.clock) return { ok = ok, err = err, time = os.time() > 0 }]] })
+      assert.equal("ok", res.cause, res.message)
+      assert.is_false(res.value.ok)
+      assert.matches("effect 'clock.cpu' is not granted", res.value.err)
+      assert.is_true(res.value.time)
+    end)
+  end)
 end)
