@@ -505,6 +505,11 @@ const airlock_result *airlock_run_result(const airlock_run *r);
 ** cancelled, and the broker reaps and frees it without an event. */
 void airlock_run_release(airlock_run *r);
 pid_t airlock_run_pid(const airlock_run *r);
+/* The CPU time (user and system, all threads) the run's process has used so
+** far, in nanoseconds, as the kernel counts it: measured from outside, never a
+** number from the child. Returns 0, -ESRCH once the process is gone (reaped,
+** or never started), or the -errno of clock_getcpuclockid/clock_gettime. */
+int airlock_run_cpu_ns(const airlock_run *r, uint64_t *ns);
 uint64_t airlock_run_serial(const airlock_run *r);   /* 1, 2, ... per broker */
 void *airlock_run_udata(const airlock_run *r);
 int airlock_run_live(const airlock_run *r);

@@ -612,6 +612,21 @@ const airlock_result *airlock_run_result(const airlock_run *r) {
 }
 
 pid_t airlock_run_pid(const airlock_run *r) { return r->c.pid; }
+
+/* The kernel keeps the CPU clock of every process; clock_gettime on its
+** clockid reads it without any permission on the process. The broker reaps the
+** child itself (on_exit_ready), so until r->exited the pid cannot name
+** another process. */
+int airlock_run_cpu_ns(const airlock_run *r, uint64_t *ns) {
+  if (r->exited || r->c.pid <= 0) return -ESRCH;
+  clockid_t id;
+  int rc = clock_getcpuclockid(r->c.pid, &id);
+  if (rc != 0) return -rc;
+  struct timespec ts;
+  if (clock_gettime(id, &ts) != 0) return -errno;
+  *ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  return 0;
+}
 uint64_t airlock_run_serial(const airlock_run *r) { return r->serial; }
 void *airlock_run_udata(const airlock_run *r) { return r->udata; }
 int airlock_run_live(const airlock_run *r) { return !run_finished(r); }

@@ -1,7 +1,8 @@
 /*
 ** os_shim.c -- the guest's os table: time, clock, date and difftime only.
-** The current time is the clock.now effect, so replay sees the same clock;
-** calendar math is done here in UTC, because libc's would read zone files.
+** The current time is the clock.now effect and the CPU clock the clock.cpu
+** effect, so replay sees the same clocks; calendar math is done here in UTC,
+** because libc's would read zone files.
 */
 #include <limits.h>
 #include <math.h>
@@ -79,7 +80,9 @@ static void date_from_days(int64_t days, int64_t *y, int *m, int *d)
 /* gmtime without libc: fails when the year does not fit struct tm. */
 static int utc_tm(int64_t t, struct tm *tm)
 {
-  int64_t days = floor_div(t, SECS_PER_DAY), secs = t - days * SECS_PER_DAY, y;
+  int64_t days = floor_div(t, SECS_PER_DAY), secs = t % SECS_PER_DAY, y;
+  if (secs < 0)   /* (not t - days * 86400, which overflows near INT64_MIN) */
+    secs += SECS_PER_DAY;
   int m, d;
   date_from_days(days, &y, &m, &d);
   if (y - 1900 < INT_MIN || y - 1900 > INT_MAX)
@@ -98,19 +101,17 @@ static int utc_tm(int64_t t, struct tm *tm)
   return 0;
 }
 
-/* A time argument (seconds since the epoch) that calendar math can take:
-** beyond about +-2^55 the day count times 86400 would overflow. */
+/* A time argument: any integer, as time_t is 64 bits here. Calendar math
+** takes them all (the day count of the largest is about 2^47); a date whose
+** year does not fit struct tm is refused by utc_tm. */
 static int64_t check_time(lua_State *L, int arg)
 {
-  lua_Integer t = luaL_checkinteger(L, arg);
-  luaL_argcheck(L, t > -(INT64_C(1) << 55) && t < (INT64_C(1) << 55), arg,
-                "time out-of-bounds");
-  return (int64_t)t;
+  return (int64_t)luaL_checkinteger(L, arg);
 }
 
 /* ---------------------------------------------------------------- os.time */
 
-static void set_field(lua_State *L, const char *key, int value)
+static void set_field(lua_State *L, const char *key, lua_Integer value)
 {
   lua_pushinteger(L, value);
   lua_setfield(L, -2, key);
@@ -118,7 +119,7 @@ static void set_field(lua_State *L, const char *key, int value)
 
 static void set_all_fields(lua_State *L, const struct tm *tm)
 {
-  set_field(L, "year", tm->tm_year + 1900);
+  set_field(L, "year", (lua_Integer)tm->tm_year + 1900);   /* past INT_MAX near the end */
   set_field(L, "month", tm->tm_mon + 1);
   set_field(L, "day", tm->tm_mday);
   set_field(L, "hour", tm->tm_hour);
@@ -131,9 +132,10 @@ static void set_all_fields(lua_State *L, const struct tm *tm)
 }
 
 /* Reads an int field of the date table at index 1; dflt < 0 means required.
-** Values are held to int, as in Lua's os.time, which keeps the sums below
-** far from overflow. */
-static int64_t get_field(lua_State *L, const char *key, int dflt)
+** As in Lua's os.time, what struct tm would hold (the value less delta: the
+** year counts from 1900, the month from 1) must fit an int, which also keeps
+** the sums below far from overflow; the result still counts as given. */
+static int64_t get_field(lua_State *L, const char *key, int dflt, int delta)
 {
   int type = lua_getfield(L, 1, key);
   int isnum;
@@ -146,22 +148,28 @@ static int64_t get_field(lua_State *L, const char *key, int dflt)
       return luaL_error(L, "field '%s' missing in date table", key);
     return dflt;
   }
-  if (v < INT_MIN || v > INT_MAX)
+  if (v < (lua_Integer)INT_MIN + delta || v > (lua_Integer)INT_MAX + delta)
     return luaL_error(L, "field '%s' is out-of-bound", key);
   return v;
 }
 
-/* os.time(t): t's fields read as UTC, normalised like mktime, written back. */
+/* os.time(t): t's fields read as UTC, normalised like mktime, written back.
+** UTC has no daylight time, but a table that says isdst = true is read as
+** the daylight time of a zone one hour ahead, as mktime does under TZ=UTC
+** (lua5.4 there gives one hour less); isdst absent or false is plain UTC. */
 static int time_of_table(lua_State *L)
 {
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_settop(L, 1);
-  int64_t year = get_field(L, "year", -1), month = get_field(L, "month", -1);
-  int64_t day = get_field(L, "day", -1), hour = get_field(L, "hour", 12);
-  int64_t min = get_field(L, "min", 0), sec = get_field(L, "sec", 0);
+  int64_t year = get_field(L, "year", -1, 1900), month = get_field(L, "month", -1, 1);
+  int64_t day = get_field(L, "day", -1, 0), hour = get_field(L, "hour", 12, 0);
+  int64_t min = get_field(L, "min", 0, 0), sec = get_field(L, "sec", 0, 0);
+  lua_getfield(L, 1, "isdst");
+  int dst = lua_toboolean(L, -1);
+  lua_pop(L, 1);
   int64_t m0 = month - 1;
   int64_t days = days_from_date(year + floor_div(m0, 12), m0 - floor_div(m0, 12) * 12 + 1, 1);
-  int64_t t = (days + day - 1) * SECS_PER_DAY + hour * 3600 + min * 60 + sec;
+  int64_t t = (days + day - 1) * SECS_PER_DAY + hour * 3600 + min * 60 + sec - (dst ? 3600 : 0);
   struct tm tm;
   if (utc_tm(t, &tm) != 0)
     return luaL_error(L, "time result cannot be represented in this installation");
@@ -178,16 +186,25 @@ static int os_time(lua_State *L)
   return 1;
 }
 
+/* os.clock: the worker's CPU time, answered by the clock.cpu effect. The
+** parent reads it from the kernel (clock_gettime on the worker's CPU clock),
+** and the ledger records it, so a replay returns the same seconds. */
 static int os_clock(lua_State *L)
 {
-  lua_pushnumber(L, clock_now(L, "clock"));
+  worker *w = worker_of(L);
+  msgpack_packer *pk = worker_call_begin(w, "clock.cpu", 9);
+  msgpack_pack_nil(pk);
+  worker_call_finish(L, w);
+  if (lua_type(L, -1) != LUA_TNUMBER)
+    return luaL_error(L, "clock.cpu: the reply is not a number");
+  lua_pushnumber(L, lua_tonumber(L, -1));
   return 1;
 }
 
 static int os_difftime(lua_State *L)
 {
   int64_t a = check_time(L, 1), b = check_time(L, 2);
-  lua_pushnumber(L, (lua_Number)(a - b));
+  lua_pushnumber(L, (lua_Number)a - (lua_Number)b);   /* as difftime: no overflow */
   return 1;
 }
 
@@ -206,12 +223,14 @@ static size_t conversion_len(const char *spec)
   return 0;
 }
 
-/* strftime one conversion at a time, so each result is bounded. */
-static void format_date(lua_State *L, const char *fmt, const struct tm *tm)
+/* strftime one conversion at a time, so each result is bounded. The format
+** is len bytes: a '\0' in it is a character like any other, as in Lua's. */
+static void format_date(lua_State *L, const char *fmt, size_t len, const struct tm *tm)
 {
+  const char *end = fmt + len;
   luaL_Buffer b;
   luaL_buffinit(L, &b);
-  while (*fmt != '\0') {
+  while (fmt < end) {
     if (*fmt != '%') {
       luaL_addchar(&b, *fmt++);
       continue;
@@ -232,18 +251,21 @@ static void format_date(lua_State *L, const char *fmt, const struct tm *tm)
 /* os.date([fmt [, t]]): always UTC, so "!" is accepted and changes nothing. */
 static int os_date(lua_State *L)
 {
-  const char *fmt = luaL_optstring(L, 1, "%c");
+  size_t len;
+  const char *fmt = luaL_optlstring(L, 1, "%c", &len);
   int64_t t = lua_isnoneornil(L, 2) ? now_seconds(L) : check_time(L, 2);
   struct tm tm;
   if (utc_tm(t, &tm) != 0)
     return luaL_error(L, "date result cannot be represented in this installation");
-  if (*fmt == '!')
+  if (*fmt == '!') {
     fmt++;
+    len--;
+  }
   if (strcmp(fmt, "*t") == 0) {
     lua_createtable(L, 0, 9);
     set_all_fields(L, &tm);
   } else {
-    format_date(L, fmt, &tm);
+    format_date(L, fmt, len, &tm);
   }
   return 1;
 }

@@ -106,14 +106,14 @@ static int load_chunk(lua_State *L)
 static int guest_load(lua_State *L)
 {
   int env = !lua_isnone(L, 4) ? 4 : 0;
-  lua_settop(L, 4);
   const char *s = lua_tostring(L, 1);   /* a number is a string chunk too */
   if (s != NULL) {
     luaL_optstring(L, 2, s);
   } else {
     luaL_optstring(L, 2, "=(load)");
-    luaL_checktype(L, 1, LUA_TFUNCTION);
+    luaL_checktype(L, 1, LUA_TFUNCTION);   /* before settop: "got no value" */
   }
+  lua_settop(L, 4);
   if (lua_isnoneornil(L, 2)) {
     lua_pushstring(L, s != NULL ? s : "=(load)");
     lua_replace(L, 2);
@@ -140,23 +140,38 @@ static int guest_load(lua_State *L)
   return 1;
 }
 
+/* Calls the original function (upvalue 1) with this call's arguments and
+** returns what it returns. The wrappers below check every argument first,
+** so that an error names the function and the guest's line: raised from
+** the original, called from C, it would read "bad argument #1 to '?'". */
+static int call_original(lua_State *L)
+{
+  int n = lua_gettop(L);
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, n, LUA_MULTRET);
+  return lua_gettop(L);
+}
+
 /* Only collecting and observing are left to the guest: the other options
 ** stop or retune the collector, and a guest that stopped it would run into
-** the memory cap carrying garbage it never freed. */
+** the memory cap carrying garbage it never freed. Lua 5.4's whole list is
+** checked first, so an option Lua does not know gets Lua's own message. */
 static int collectgarbage_limited(lua_State *L)
 {
-  static const char *const allowed[] = { "collect", "count", "step", "isrunning" };
-  const char *opt = luaL_optstring(L, 1, "collect");
-  for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++) {
-    if (strcmp(opt, allowed[i]) == 0) {
-      int n = lua_gettop(L);
-      lua_pushvalue(L, lua_upvalueindex(1));
-      lua_insert(L, 1);
-      lua_call(L, n, LUA_MULTRET);
-      return lua_gettop(L);
-    }
-  }
-  return luaL_error(L, "collectgarbage option '%s' is not allowed", opt);
+  static const char *const options[] = {
+    "stop", "restart", "collect", "count", "step", "setpause", "setstepmul",
+    "isrunning", "generational", "incremental", NULL,
+  };
+  static const char allowed[] = { 0, 0, 1, 1, 1, 0, 0, 1, 0, 0 };
+  int opt = luaL_checkoption(L, 1, "collect", options);
+  if (!allowed[opt])
+    return luaL_argerror(L, 1, lua_pushfstring(L,
+      "option '%s' is withheld in the sandbox; allowed: collect, count, step, isrunning",
+      options[opt]));
+  if (strcmp(options[opt], "step") == 0)
+    luaL_optinteger(L, 2, 0);
+  return call_original(L);
 }
 
 /* Replaces t[name] by a C closure over its original value. */
@@ -195,13 +210,13 @@ static void restrict_string(lua_State *L)
 ** address; it reseeds from the run's seed instead, so replay stays exact. */
 static int randomseed_replayable(lua_State *L)
 {
-  if (lua_isnone(L, 1))
+  if (lua_isnone(L, 1)) {
     lua_pushinteger(L, (lua_Integer)worker_of(L)->init.seed);
-  int n = lua_gettop(L);
-  lua_pushvalue(L, lua_upvalueindex(1));
-  lua_insert(L, 1);
-  lua_call(L, n, LUA_MULTRET);
-  return lua_gettop(L);
+  } else {
+    luaL_checkinteger(L, 1);
+    luaL_optinteger(L, 2, 0);
+  }
+  return call_original(L);
 }
 
 /* Seeds through math.randomseed itself, so the generator's state is exactly

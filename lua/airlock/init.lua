@@ -98,6 +98,14 @@ local function builtin_handlers(st, limits)
     ["clock.now"] = function()
       return { time = os.time(), clock = os.clock() }
     end,
+    -- os.clock: the worker's own CPU time, which the kernel counts and the
+    -- parent reads from outside (never a number the child reports). Recorded
+    -- like every answer, so a replay sees the same clock.
+    ["clock.cpu"] = function(_, ctx)
+      local s, err = ctx.handle:cpu_time()
+      if not s then error(err, 0) end
+      return s
+    end,
   }
 end
 

@@ -781,6 +781,19 @@ static int l_run_pid(lua_State *L) {
   return 1;
 }
 
+/* run:cpu_time() -> the seconds of CPU (user and system) the run's process has
+** used, read by the kernel from outside the child; nil, message, errno once the
+** process is gone. */
+static int l_run_cpu_time(lua_State *L) {
+  lrun *lr = check_run(L, 1);
+  uint64_t ns = 0;
+  int rc = lr->finished ? -ESRCH : airlock_run_cpu_ns(lr->r, &ns);
+  if (rc < 0)
+    return airlock_l_fail(L, "cpu_time", rc == -ESRCH ? "the run's process has ended" : airlock_strerror(-rc), -rc);
+  lua_pushnumber(L, (lua_Number)ns / 1e9);
+  return 1;
+}
+
 /* run:output(which, from) -> the bytes stdout ("stdout") or stderr ("stderr") has
 ** captured past offset from (0-based), while the run goes on (for streaming);
 ** nil once the run has finished (its result then holds everything). */
@@ -833,7 +846,7 @@ void airlock_l_open_broker(lua_State *L) {
     { "close", l_broker_close }, { NULL, NULL } };
   static const luaL_Reg rm[] = {
     { "reply", l_run_reply }, { "fail", l_run_fail }, { "cancel", l_run_cancel },
-    { "abort", l_run_abort }, { "id", l_run_id }, { "pid", l_run_pid }, { "live", l_run_live },
+    { "abort", l_run_abort }, { "id", l_run_id }, { "pid", l_run_pid }, { "cpu_time", l_run_cpu_time }, { "live", l_run_live },
     { "result", l_run_result }, { "output", l_run_output }, { "_unpark", l_run_unpark }, { NULL, NULL } };
 
   luaL_newmetatable(L, AIRLOCK_BROKER_MT);

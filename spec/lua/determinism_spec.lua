@@ -39,6 +39,9 @@ local CORPUS = {
   coroutines = [[local function w(n) return coroutine.wrap(function() for i = 1, 3 do print(n, i) coroutine.yield() end end) end
     local a, b = w("a"), w("b") for _ = 1, 3 do a() b() end]],
   os_clock = [[print(os.clock() >= 0)]],
+  os_clock_busy = [[local t0 = os.clock() local x = 0 for i = 1, 3e6 do x = x + i end
+    local t1 = os.clock() print(t0, t1, t1 - t0, x)]],
+  os_clock_loop = [[local t0, n = os.clock(), 0 while os.clock() - t0 < 0.05 do n = n + 1 end print(n, os.clock())]],
   os_time = [[print(os.time())]],
   os_date = [[print(os.date("%Y-%m-%d %H:%M:%S"))]],
   random_unseeded = [[print(math.random(), math.random(1, 100), math.random(0))]],

@@ -61,6 +61,32 @@ describe("the worker of this build (" .. WORKER .. ")", function()
     assert.matches("at close\n", res.log)
   end)
 
+  it("takes the calendar's and load's extremes without undefined behaviour, as lua5.4 does", function()
+    local src = [[
+      local n = 0
+      local function try(f, ...) if pcall(f, ...) then n = n + 1 end end
+      local I = 2 ^ 31
+      for _, y in ipairs { I + 1899, I + 1900, -I + 1900, -I + 1899 } do
+        for _, m in ipairs { -I + 1, 1, 12, I } do
+          try(os.time, { year = y, month = m, day = I - 1, hour = -I, min = I - 1, sec = -I, isdst = true })
+        end
+      end
+      for _, t in ipairs { math.mininteger, math.maxinteger, -1, 0, 67767976233532799, -67768040609740800 } do
+        try(os.date, "!*t", t) try(os.date, "!%c%Y%j\0%G", t) try(os.difftime, t, -t)
+      end
+      try(load, "return " .. ("("):rep(300) .. "1" .. (")"):rep(300))
+      try(load, function() error({}) end)
+      print(n)]]
+    local dir = H.tmpdir()
+    H.write(dir .. "/x.lua", src)
+    local want = H.sh("TZ=UTC lua5.4 " .. dir .. "/x.lua")
+    os.execute("rm -rf " .. dir)
+    local res = assert(airlock.run { policy = policy(false), guest = src })
+    assert.equal("ok", res.cause, res.message .. res.stderr)
+    assert.not_matches("runtime error", res.stderr)
+    assert.equal(want, res.log)
+  end)
+
   if H.sanitized then
     it("refuses a policy that requires seccomp: the sanitizer worker cannot apply it", function()
       local res = assert(airlock.run { policy = policy(true), guest = "return 1" })
