@@ -1,7 +1,9 @@
 /*
 ** spawn.c -- start a disposable child: channel on fd 3, capture pipes, nothing else.
 ** Uses clone(CLONE_VM|CLONE_VFORK) like posix_spawn, so the cost does not grow with
-** the parent's memory; the child only makes raw system calls before exec.
+** the parent's memory; the child only makes raw system calls before exec. A
+** child that sets mdwe (a property of the address space it would share) gets a
+** copy instead, as the sanitizer build's children do.
 */
 #define _GNU_SOURCE
 #include "airlock.h"

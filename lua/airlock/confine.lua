@@ -66,6 +66,13 @@ function M.shared_netns()
   return netns_ok, netns_why
 end
 
+local mdwe_cache
+--- Whether this kernel has PR_SET_MDWE (asked once per process).
+function M.mdwe_available()
+  if mdwe_cache == nil then mdwe_cache = core.mdwe_available() end
+  return mdwe_cache
+end
+
 local program_cache
 --- The worker's seccomp filter for pid 1, as BPF bytes (built on first use),
 --- or nil when it cannot be built here (the worker then builds its own).
@@ -204,7 +211,7 @@ function layer.mdwe(p, c)
     return
   end
   if not p.section.mdwe then return p:skip("mdwe", "the policy does not ask for it") end
-  if not core.mdwe then return p:skip("mdwe", "this kernel has no PR_SET_MDWE (it needs Linux 6.3+)") end
+  if not M.mdwe_available() then return p:skip("mdwe", "this kernel has no PR_SET_MDWE (it needs Linux 6.3+)") end
   p.start.mdwe = true
   p:applied("mdwe", ": no mapping writable and executable, none may gain exec (PR_SET_MDWE before exec)")
 end

@@ -113,6 +113,14 @@ static int l_now_ms(lua_State *L) {
 }
 
 /* core.isatty(fd) -> whether fd (0, 1, 2, ...) is a terminal. */
+/* core.mdwe_available() -> whether this kernel has PR_SET_MDWE. A function, not
+** a value read when the module loads: a process confined by airlock.confine may
+** load the module, and its filter need not allow prctl. */
+static int l_mdwe_available(lua_State *L) {
+  lua_pushboolean(L, airlock_mdwe_available());
+  return 1;
+}
+
 static int l_isatty(lua_State *L) {
   lua_Integer fd = luaL_checkinteger(L, 1);
   luaL_argcheck(L, fd >= 0 && fd <= 1 << 20, 1, "not a file descriptor");
@@ -191,9 +199,9 @@ int luaopen_airlock(lua_State *L) {
   lua_pushcfunction(L, airlock_l_seccomp_worker_program); lua_setfield(L, -2, "seccomp_worker_program");
   lua_pushcfunction(L, l_now_ms); lua_setfield(L, -2, "now_ms");
   lua_pushcfunction(L, l_isatty); lua_setfield(L, -2, "isatty");
+  lua_pushcfunction(L, l_mdwe_available); lua_setfield(L, -2, "mdwe_available");
   lua_pushcfunction(L, airlock_l_channel_call); lua_setfield(L, -2, "channel_call");
   l_causes(L); lua_setfield(L, -2, "causes");
-  lua_pushboolean(L, airlock_mdwe_available()); lua_setfield(L, -2, "mdwe");
   l_names(L);
   lua_pushinteger(L, AIRLOCK_PROTOCOL_VERSION); lua_setfield(L, -2, "protocol_version");
   lua_pushinteger(L, AIRLOCK_FRAME_MAX_DEFAULT); lua_setfield(L, -2, "frame_max_default");

@@ -25,7 +25,7 @@ int main(void) {
 local NOBODY = "setpriv --reuid 65534 --regid 65534 --clear-groups "
 
 describe("the mdwe layer", function()
-  if not core.mdwe then
+  if not core.mdwe_available() then
     it("is reported skipped on a kernel without PR_SET_MDWE", function()
       print("\nnote: this kernel has no PR_SET_MDWE (Linux 6.3+): only the skipped report is checked")
       local res = assert(airlock.run { guest = "return 1" })
