@@ -11,7 +11,7 @@ DEBS = gcc make pkg-config lua5.4 liblua5.4-dev libseccomp-dev libmsgpack-dev \
 LUA_SRC = $(wildcard lua/airlock/*.lua) $(wildcard lua/airlock/*/*.lua) $(wildcard policies/*.lua)
 # The command's own Lua (its command line, REPL, demo and benchmark) is built
 # into the airlock command alone; airlock.so and other hosts get the library.
-LUA_CLI = $(addprefix lua/airlock/,cli.lua cli_exec.lua cli_usage.lua repl.lua demo.lua bench.lua bench_exec.lua)
+LUA_CLI = $(wildcard lua/airlock/cli/*.lua)
 LUA_LIB = $(filter-out $(LUA_CLI),$(LUA_SRC))
 EMBEDDED = build/gen/embedded.c build/gen/embedded_cli.c
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)

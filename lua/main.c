@@ -1,6 +1,6 @@
 /*
 ** main.c -- the airlock command: a Lua 5.4 host with the module built in.
-** All behaviour lives in the embedded airlock.cli module; this file only sets
+** All behaviour lives in the embedded airlock.cli.main module; this file only sets
 ** up the state, readline for the REPL, and maps errors to exit status 2.
 */
 #include <lua.h>
@@ -218,7 +218,7 @@ static int pmain(lua_State *L) {
   for (int i = 0; i < argc; i++) { lua_pushstring(L, argv[i]); lua_rawseti(L, -2, i); }
   lua_setglobal(L, "arg");
   lua_getglobal(L, "require");
-  lua_pushliteral(L, "airlock.cli");
+  lua_pushliteral(L, "airlock.cli.main");
   lua_call(L, 1, 1);
   lua_getfield(L, -1, "main");
   lua_getglobal(L, "arg");

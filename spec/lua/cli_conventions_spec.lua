@@ -7,7 +7,7 @@ require "airlock"
 local core = require "airlock.core"
 -- The command's own modules are built into the command, not into airlock.so:
 -- the usage table is read from its source, which the command embeds.
-local usage = dofile("lua/airlock/cli_usage.lua")
+local usage = dofile("lua/airlock/cli/usage.lua")
 
 local AIRLOCK = core.fs_realpath(H.bin .. "/airlock")
 
@@ -62,7 +62,7 @@ end)
 
 describe("the module and the command", function()
   it("airlock.so holds the library; the command line, REPL, demo and bench are the command's", function()
-    for _, m in ipairs { "cli", "cli_exec", "cli_usage", "repl", "demo", "bench", "bench_exec" } do
+    for _, m in ipairs { "cli.main", "cli.exec", "cli.usage", "cli.repl", "cli.demo", "cli.bench", "cli.bench_exec" } do
       assert.is_nil(package.preload["airlock." .. m], m)
       assert.is_false((pcall(require, "airlock." .. m)), m)
     end
@@ -169,7 +169,7 @@ describe("airlock repl", function()
     assert.matches("airlock> airlock%.policy%.load\n", out)
     assert.matches("airlock> b:close%(%)\n", out)
     -- And the completer itself, on a plain environment.
-    local repl = dofile("lua/airlock/repl.lua")   -- the command's module, from its source
+    local repl = dofile("lua/airlock/cli/repl.lua")   -- the command's module, from its source
     local env = setmetatable({ airlock = require "airlock", mine = { alpha = 1, beta = 2 } }, { __index = _G })
     assert.are.same({ "mine.alpha" }, repl.complete(env, "mine.al"))
     assert.are.same({ "airlock.policy" }, repl.complete(env, "airlock.poli"))

@@ -1,4 +1,4 @@
--- airlock.cli_exec -- `airlock exec [options] -- PROGRAM [ARGS...]`: one
+-- airlock.cli.exec -- `airlock exec [options] -- PROGRAM [ARGS...]`: one
 -- program run confined under a policy's tool authority (airlock.exec).
 --
 -- Like the program it runs: stdin, stdout and stderr are ours, passed
@@ -16,7 +16,7 @@ local json = require "airlock.json"
 
 local M = {}
 
-M.USAGE = require("airlock.cli_usage").command("exec")
+M.USAGE = require("airlock.cli.usage").command("exec")
 
 local SIGNALS = { SIGHUP = 1, SIGINT = 2, SIGQUIT = 3, SIGILL = 4, SIGTRAP = 5, SIGABRT = 6, SIGBUS = 7,
                   SIGFPE = 8, SIGKILL = 9, SIGUSR1 = 10, SIGSEGV = 11, SIGUSR2 = 12, SIGPIPE = 13,
@@ -25,7 +25,7 @@ local SIGNALS = { SIGHUP = 1, SIGINT = 2, SIGQUIT = 3, SIGILL = 4, SIGTRAP = 5, 
 -- A usage error, exit 125; one JSON object on stdout when --json is among
 -- the command's own options (those before the program).
 local TAKES_VALUE = {}   -- from the usage table, the one list of exec's options
-for _, o in ipairs(require("airlock.cli_usage").find("exec").options) do TAKES_VALUE[o[1]] = o[2] ~= nil end
+for _, o in ipairs(require("airlock.cli.usage").find("exec").options) do TAKES_VALUE[o[1]] = o[2] ~= nil end
 local function usage_error(msg, args)
   local k = 1
   while args and args[k] and args[k] ~= "--" and args[k]:sub(1, 2) == "--" do

@@ -1,4 +1,4 @@
--- airlock.bench_exec -- `airlock bench exec`: the tool tier's start-up cost.
+-- airlock.cli.bench_exec -- `airlock bench exec`: the tool tier's start-up cost.
 -- `airlock exec -- /bin/true` under the stock tool policy (every layer: seven
 -- namespaces, a private /tmp, a pids cgroup, rlimits, the capability drop,
 -- no_new_privs, Landlock and a seccomp filter), timed two ways:
@@ -20,7 +20,7 @@
 local airlock = require "airlock"
 local core = require "airlock.core"
 local json = require "airlock.json"
-local bench = require "airlock.bench"
+local bench = require "airlock.cli.bench"
 local shell_quote = require("airlock.util").shell_quote
 
 local M = {}

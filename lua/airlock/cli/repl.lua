@@ -1,4 +1,4 @@
--- airlock.repl -- interactive Lua with the airlock module loaded.
+-- airlock.cli.repl -- interactive Lua with the airlock module loaded.
 -- Expressions print their values (tables pretty-printed, run results
 -- summarised); an incomplete chunk continues on the next line. Commands start
 -- with ':' (:help lists them). At a terminal: readline editing, a history file

@@ -1,4 +1,4 @@
--- airlock.demo -- a 30-second tour: one broker, several guests, each ending
+-- airlock.cli.demo -- a 30-second tour: one broker, several guests, each ending
 -- with its own cause, under the default (untrusted) policy.
 local airlock = require "airlock"
 

@@ -1,4 +1,4 @@
--- airlock.cli_usage -- what each command of `airlock` takes and does, written
+-- airlock.cli.usage -- what each command of `airlock` takes and does, written
 -- once: the global usage, each command's --help, the man pages (airlock(1)
 -- and airlock-run(1), airlock-exec(1), ...) and the bash completion are all
 -- made from this table (`airlock help --man [COMMAND]`, `airlock help

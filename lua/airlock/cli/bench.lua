@@ -1,4 +1,4 @@
--- airlock.bench -- `airlock bench`: measures airlock against baselines taken in
+-- airlock.cli.bench -- `airlock bench`: measures airlock against baselines taken in
 -- the same run (plain fork+exec, raw socketpair ping-pong, bubblewrap when
 -- installed) and prints ratios. A measurement, never a pass/fail test: targets
 -- are reported as met or missed, never asserted.

@@ -1,4 +1,4 @@
--- airlock.cli -- the airlock command: run, exec, call, probe, repl, bench, demo, ledger.
+-- airlock.cli.main -- the airlock command: run, exec, call, probe, repl, bench, demo, ledger.
 -- Exit status: 0 success, 1 the guest failed (any cause but ok) or probe found
 -- that the untrusted policy cannot run here, 2 bad usage.
 local airlock = require "airlock"
@@ -7,7 +7,7 @@ local util = require "airlock.util"
 
 local M = {}
 
-local usage = require "airlock.cli_usage"
+local usage = require "airlock.cli.usage"
 local USAGE = usage.global()
 
 -- Set by main when the command line asks for --json: then even a usage
@@ -275,7 +275,7 @@ function M.probe(args)
 end
 
 function M.repl(args)
-  return require("airlock.repl").main(args)
+  return require("airlock.cli.repl").main(args)
 end
 
 function M.bench(args)
@@ -297,16 +297,16 @@ function M.bench(args)
     local ok, _, code = os.execute(prog .. " " .. table.concat(quoted, " "))
     return ok and 0 or (code or 1)
   end
-  if args[1] == "exec" then return require("airlock.bench_exec").main({ table.unpack(args, 2) }) end
-  return require("airlock.bench").main(args)
+  if args[1] == "exec" then return require("airlock.cli.bench_exec").main({ table.unpack(args, 2) }) end
+  return require("airlock.cli.bench").main(args)
 end
 
 function M.exec(args)
-  return require("airlock.cli_exec").main(args)
+  return require("airlock.cli.exec").main(args)
 end
 
 function M.demo(args)
-  return require("airlock.demo").main(args)
+  return require("airlock.cli.demo").main(args)
 end
 
 -- airlock ledger verify|show|head DIR: exit 0 intact, 1 damaged or unreadable
