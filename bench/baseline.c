@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -352,6 +353,127 @@ static int cmd_pingpong(uint64_t n, size_t target)
   return 0;
 }
 
+/* ------------------------------------------------------------------ frames */
+
+/* The floor under `airlock bench scale`: n children, each waiting for its
+** tick (a call the parent answers only when the frame starts), then making k
+** calls the parent answers at once, then asking for the next tick; the parent
+** answers every child through one epoll loop. Frames are protocol-shaped
+** (a call of 64 bytes, a reply of 128), read and written whole, never decoded:
+** the cost of the system calls and the scheduling, nothing else. */
+typedef struct frame_child {
+  int fd;
+  unsigned calls;   /* calls made this frame (the (k+1)th asks for the next tick) */
+} frame_child;
+
+static void frames_child(int fd, size_t call_len, size_t reply_len, const char *call, unsigned k)
+{
+  char *buf = malloc(reply_len);
+  if (buf == NULL)
+    _exit(1);
+  for (;;) {
+    if (write_all(fd, call, call_len) < 0)       /* the tick */
+      _exit(1);
+    if (read_full(fd, buf, reply_len) != 1)      /* EOF: the parent is done */
+      _exit(0);
+    for (unsigned i = 0; i < k; i++)
+      if (write_all(fd, call, call_len) < 0 || read_full(fd, buf, reply_len) != 1)
+        _exit(1);
+  }
+}
+
+static int cmd_frames(uint64_t n, uint64_t k, uint64_t frames)
+{
+  signal(SIGPIPE, SIG_IGN);
+  msgpack_sbuffer call, reply;
+  msgpack_sbuffer_init(&call);
+  msgpack_sbuffer_init(&reply);
+  size_t cpad = pad_for(SHAPE_CALL, 64), rpad = pad_for(SHAPE_REPLY, 128);
+  char *zeros = calloc(1, rpad + cpad + 1);
+  if (zeros == NULL)
+    die("calloc");
+  pack_frame(&call, SHAPE_CALL, 1, zeros, cpad);
+  pack_frame(&reply, SHAPE_REPLY, 1, zeros, rpad);
+  frame_child *cs = calloc(n, sizeof *cs);
+  pid_t *pids = calloc(n, sizeof *pids);
+  double *us = malloc(frames * sizeof *us);
+  char *in = malloc(call.size);
+  if (cs == NULL || pids == NULL || us == NULL || in == NULL)
+    die("malloc");
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  if (ep < 0)
+    die("epoll_create1");
+  for (uint64_t i = 0; i < n; i++) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+      die("socketpair");
+    pids[i] = fork();
+    if (pids[i] < 0)
+      die("fork");
+    if (pids[i] == 0) {
+      close(sv[0]);
+      frames_child(sv[1], call.size, reply.size, call.data, (unsigned)k);
+    }
+    close(sv[1]);
+    cs[i].fd = sv[0];
+    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &cs[i] };
+    if (epoll_ctl(ep, EPOLL_CTL_ADD, sv[0], &ev) < 0)
+      die("epoll_ctl");
+    if (read_full(sv[0], in, call.size) != 1)   /* its first tick request */
+      die("read");
+  }
+  struct epoll_event evs[64];
+  double start = 0;
+  for (uint64_t f = 0; f < frames + WARMUP_MAX / 10; f++) {
+    int timed = f >= WARMUP_MAX / 10;
+    double t0 = now_us();
+    if (timed && start == 0)
+      start = t0;
+    for (uint64_t i = 0; i < n; i++) {
+      cs[i].calls = 0;
+      if (write_all(cs[i].fd, reply.data, reply.size) < 0)
+        die("write");
+    }
+    uint64_t waiting = n;   /* children that have not asked for the next tick */
+    while (waiting > 0) {
+      int m = epoll_wait(ep, evs, 64, -1);
+      if (m < 0 && errno == EINTR)
+        continue;
+      if (m < 0)
+        die("epoll_wait");
+      for (int e = 0; e < m; e++) {
+        frame_child *c = evs[e].data.ptr;
+        if (read_full(c->fd, in, call.size) != 1)
+          die("read");
+        if (++c->calls > k)
+          waiting--;   /* the next tick: answered when the next frame starts */
+        else if (write_all(c->fd, reply.data, reply.size) < 0)
+          die("write");
+      }
+    }
+    if (timed)
+      us[f - WARMUP_MAX / 10] = now_us() - t0;
+  }
+  double span = now_us() - start;
+  for (uint64_t i = 0; i < n; i++)
+    close(cs[i].fd);
+  for (uint64_t i = 0; i < n; i++)
+    reap(pids[i]);
+  close(ep);
+  stats st = summarise(us, frames, span);
+  printf("{\"bench\":\"raw-frames\",\"guests\":%" PRIu64 ",\"k\":%" PRIu64 ",\"n\":%" PRIu64
+         ",\"median_us\":%.2f,\"p99_us\":%.2f,\"effects_per_sec\":%.0f}\n",
+         n, k, frames, st.median_us, st.p99_us, span > 0 ? (double)(n * k * frames) * 1e6 / span : 0);
+  free(us);
+  free(cs);
+  free(pids);
+  free(in);
+  free(zeros);
+  msgpack_sbuffer_destroy(&call);
+  msgpack_sbuffer_destroy(&reply);
+  return 0;
+}
+
 /* ------------------------------------------------------------------ forkexec */
 
 /* The child side: stdio to /dev/null so whatever the program prints cannot
@@ -434,6 +556,7 @@ static int cmd_forkexec(uint64_t n, char *const *argv)
 static int usage(void)
 {
   fputs("usage: airlock-baseline pingpong N BYTES\n"
+        "       airlock-baseline frames GUESTS K FRAMES\n"
         "       airlock-baseline forkexec N PATH [ARGS...]\n", stderr);
   return 2;
 }
@@ -443,6 +566,9 @@ int main(int argc, char **argv)
   if (argc == 4 && strcmp(argv[1], "pingpong") == 0)
     return cmd_pingpong(parse_count(argv[2], 1, N_MAX, "N"),
                         (size_t)parse_count(argv[3], 1, FRAME_MAX, "BYTES"));
+  if (argc == 5 && strcmp(argv[1], "frames") == 0)
+    return cmd_frames(parse_count(argv[2], 1, 4096, "GUESTS"), parse_count(argv[3], 0, 1000, "K"),
+                      parse_count(argv[4], 1, 100000, "FRAMES"));
   if (argc >= 4 && strcmp(argv[1], "forkexec") == 0)
     return cmd_forkexec(parse_count(argv[2], 1, N_MAX, "N"), argv + 3);
   return usage();

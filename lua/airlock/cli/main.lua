@@ -298,6 +298,7 @@ function M.bench(args)
     return ok and 0 or (code or 1)
   end
   if args[1] == "exec" then return require("airlock.cli.bench_exec").main({ table.unpack(args, 2) }) end
+  if args[1] == "scale" then return require("airlock.cli.bench_scale").main({ table.unpack(args, 2) }) end
   return require("airlock.cli.bench").main(args)
 end
 

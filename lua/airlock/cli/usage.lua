@@ -82,10 +82,13 @@ M.COMMANDS = {
   { name = "repl", synopsis = "",
     about = "Interactive Lua with the airlock module loaded (:help inside).", options = {},
     exit = "0" },
-  { name = "bench", synopsis = "[exec | ledger] [--json] [--quick]",
+  { name = "bench", synopsis = "[exec | ledger | scale] [--json] [--quick]",
     about = "Measure spawn and effect round trips (exec: airlock exec; ledger: appends and " ..
-      "verify) against baselines taken in the same run, as ratios.",
-    options = { { "--json", nil, "one JSON object per row" }, { "--quick", nil, "fewer rounds" } },
+      "verify; scale: a plugin host's frames, N guests x K effects) against baselines taken " ..
+      "in the same run, as ratios.",
+    options = { { "--json", nil, "one JSON object per row" }, { "--quick", nil, "fewer rounds" },
+                { "--guests", "N", "scale: only N guests (default 10, 50, 200)" },
+                { "--effects", "K", "scale: effects per guest and frame (default 5)" } },
     exit = "0 measured; 2 bad usage" },
   { name = "demo", synopsis = "",
     about = "A short tour: guests that succeed, fail and misbehave, one run per cause.",

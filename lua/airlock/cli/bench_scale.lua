@@ -1,0 +1,150 @@
+-- airlock.cli.bench_scale -- `airlock bench scale`: a plugin host's frame loop.
+-- N long-lived guests (confined by the stock untrusted policy) each wait for a
+-- deferred `tick`, then make K effects, then wait for the next tick; one
+-- broker serves them all. A frame is: answer every tick, then step until
+-- every guest waits again. Reported per N: the host's time per frame (median
+-- and p99), effects per second, the frames per second that leaves, and the
+-- same loop in raw C (airlock-baseline frames: N children, one epoll loop,
+-- frames of the same sizes, nothing decoded), measured in the same run, as
+-- the floor the ratio is taken against. The effects are calls the guest
+-- waits for (host.act): a round trip each.
+local airlock = require "airlock"
+local core = require "airlock.core"
+local json = require "airlock.json"
+local bench = require "airlock.cli.bench"
+
+local M = {}
+
+local percentile, bindir = bench.percentile, bench.bindir
+
+local GUEST = {
+  calls = [[
+local k = ...
+while true do
+  host.tick()
+  for i = 1, k do host.act(i) end
+end]],
+}
+
+-- One scenario: n guests, k effects a frame, f frames. -> row, or nil, why.
+local function scenario(kind, n, k, f)
+  local b <close> = airlock.broker()
+  local pending, effects = {}, 0
+  local pol = airlock.policy.extend("untrusted", {
+    name = "bench-scale",
+    limits = { instructions = 0, deadline_ms = 0, memory = "8M" },
+    effects = {
+      tick = function(_, ctx)
+        pending[#pending + 1] = { ctx.handle, ctx.seq }
+        return airlock.defer()
+      end,
+      act = function(i) effects = effects + 1 return i end,
+    },
+  })
+  local runs = {}
+  for i = 1, n do
+    local run, err = b:start { guest = GUEST[kind], input = k, policy = pol }
+    if not run then return nil, "cannot start guest " .. i .. ": " .. tostring(err) end
+    runs[i] = run
+  end
+  local function settle()
+    while #pending < n do
+      local done, err = b:step(1000)
+      if not done then return nil, err end
+      if #done > 0 then
+        return nil, "a guest ended: " .. tostring(done[1].cause) .. ": " .. tostring(done[1].message)
+      end
+    end
+    return true
+  end
+  local ok, err = settle()
+  if not ok then return nil, err end
+  local times, warm = {}, math.max(3, f // 10)
+  local t_start, e_start
+  for frame = 1, f + warm do
+    if frame == warm + 1 then t_start, e_start = core.now_ms(), effects end
+    local t0 = core.now_ms()
+    local ticks = pending
+    pending = {}
+    for _, t in ipairs(ticks) do t[1]:reply(t[2], frame) end
+    ok, err = settle()
+    if not ok then return nil, err end
+    if frame > warm then times[#times + 1] = (core.now_ms() - t0) * 1000 end
+  end
+  local span_s = (core.now_ms() - t_start) / 1000
+  for _, r in ipairs(runs) do r:cancel() end
+  while b:live() > 0 do b:step(100) end
+  local med = percentile(times, 0.5)
+  return { median_us = med, p99_us = percentile(times, 0.99), n = #times,
+           effects_per_sec = (effects - e_start) / span_s, fps = 1e6 / med }
+end
+
+local function raw(n, k, f)
+  local rows, err = bench.json_lines(bindir() .. "/airlock-baseline frames " .. n .. " " .. k .. " " .. f)
+  local t = rows and rows[1]
+  if not t or not t.median_us then return nil, err or "airlock-baseline frames gave no median" end
+  return t
+end
+
+function M.main(args)
+  local as_json, quick = false, false
+  local guests, k = nil, 5
+  local i = 1
+  while i <= #(args or {}) do
+    local a = args[i]
+    if a == "--json" then as_json = true
+    elseif a == "--quick" then quick = true
+    elseif a == "--guests" or a == "--effects" then
+      local v = math.tointeger(tonumber(args[i + 1] or ""))
+      if not v or v < 1 or v > 2000 then
+        io.stderr:write("airlock bench scale: ", a, " takes a whole number from 1 to 2000\n")
+        return 2
+      end
+      if a == "--guests" then guests = { v } else k = v end
+      i = i + 1
+    else
+      io.stderr:write("airlock bench scale: unknown option ", a, "\n")
+      return 2
+    end
+    i = i + 1
+  end
+  guests = guests or (quick and { 10, 200 } or { 10, 50, 200 })
+  local rows = {}
+  for _, n in ipairs(guests) do
+    local f = quick and math.max(20, 2000 // n) or math.max(60, 12000 // n)
+    local floor, ferr = raw(n, k, f)
+    for _, kind in ipairs { "calls" } do
+      local m, err = scenario(kind, n, k, f)
+      local r = { bench = "scale-" .. kind, guests = n, effects = k, frames = f }
+      if not m then r.skipped = err
+      elseif not floor then r.skipped = "no baseline: " .. tostring(ferr)
+      else
+        r.median_us, r.p99_us, r.effects_per_sec, r.fps = m.median_us, m.p99_us, m.effects_per_sec, m.fps
+        r.baseline = "raw C epoll loop, same frames"
+        r.baseline_median_us, r.baseline_p99_us = floor.median_us, floor.p99_us
+        r.baseline_effects_per_sec = floor.effects_per_sec
+        r.ratio = m.effects_per_sec / floor.effects_per_sec   -- of the floor's throughput: higher is better
+        r.p99_ratio = m.p99_us / floor.p99_us
+      end
+      rows[#rows + 1] = r
+    end
+  end
+  if as_json then
+    for _, r in ipairs(rows) do print(json.encode(r)) end
+    return 0
+  end
+  print(string.format("%-13s %6s %4s %11s %11s %10s %7s %12s %8s", "bench", "guests", "k", "median ms",
+    "p99 ms", "effects/s", "fps", "raw effects/s", "x floor"))
+  for _, r in ipairs(rows) do
+    if r.skipped then
+      print(string.format("%-13s %6d %4d  skipped: %s", r.bench, r.guests, r.effects, r.skipped))
+    else
+      print(string.format("%-13s %6d %4d %11.2f %11.2f %10.0f %7.0f %12.0f %7.2fx", r.bench, r.guests, r.effects,
+        r.median_us / 1000, r.p99_us / 1000, r.effects_per_sec, r.fps, r.baseline_effects_per_sec, r.ratio))
+    end
+  end
+  print("x floor: effects/s over the raw C loop's in the same frames (1.0 = the floor)")
+  return 0
+end
+
+return M
