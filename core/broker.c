@@ -39,6 +39,17 @@ static void held_drop(struct held *h) {
   memset(h, 0, sizeof *h);
 }
 
+/* The same, keeping its zone as the run's spare for the next frame. */
+static void held_recycle(airlock_run *r, struct held *h) {
+  if (!h->live) return;
+  if (r->spare == NULL && h->u.zone != NULL) {
+    msgpack_zone_clear(h->u.zone);
+    r->spare = h->u.zone;
+    h->u.zone = NULL;
+  }
+  held_drop(h);
+}
+
 static int queue_push(airlock_broker *b, airlock_run *r) {
   if (b->qhead + b->qlen == b->qcap) {
     if (b->qhead > 0) {
@@ -158,6 +169,8 @@ static int on_frame(airlock_run *r) {
 
   memset(&h, 0, sizeof h);
   msgpack_unpacked_init(&h.u);
+  h.u.zone = r->spare;   /* NULL: the decoder makes one */
+  r->spare = NULL;
   h.live = 1;
   /* The decoded message lives in its own zone, so the reader can move on. */
   int rc = airlock_msg_decode(r->rd.body, r->rd.len, &h.u, &h.m, why, sizeof why);
@@ -563,26 +576,30 @@ int airlock_broker_next(airlock_broker *b, airlock_event *ev) {
 ** is set, else err = msg and code. */
 static int reply_frame(airlock_run *r, uint64_t id, const void *raw, size_t rawlen,
                        const char *msg, size_t msglen, const char *code) {
-  msgpack_sbuffer sb;
+  msgpack_sbuffer *sbp = &r->b->out;
   msgpack_packer pk;
   if (run_finished(r) || !r->call.live) return run_finished(r) ? -EPIPE : -EINVAL;
   if (r->call.m.id != id) return -EINVAL;
-  msgpack_sbuffer_init(&sb);
-  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  int rc = airlock_frame_begin(&sb);
+  msgpack_sbuffer_clear(sbp);
+  msgpack_packer_init(&pk, sbp, msgpack_sbuffer_write);
+  int rc = airlock_frame_begin(sbp);
   if (raw) {
     airlock_pack_reply_ok(&pk, id);
-    if (msgpack_sbuffer_write(&sb, raw, rawlen) != 0) rc = -ENOMEM;
+    if (msgpack_sbuffer_write(sbp, raw, rawlen) != 0) rc = -ENOMEM;
   } else {
     airlock_pack_reply_err(&pk, id, msg, msglen, code);
   }
-  if (rc == 0) rc = airlock_frame_end(&sb, r->rd.max);
+  if (rc == 0) rc = airlock_frame_end(sbp, r->rd.max);
   if (rc == 0) {
-    held_drop(&r->call);
-    rc = queue_out(r, sb.data, sb.size);
+    held_recycle(r, &r->call);
+    rc = queue_out(r, sbp->data, sbp->size);
     if (rc == -EPIPE) rc = 0;   /* the child died meanwhile: its exit is the story */
   }
-  msgpack_sbuffer_destroy(&sb);
+  /* A large reply's buffer is not kept: the scratch stays small. */
+  if (sbp->alloc > 65536) {
+    msgpack_sbuffer_destroy(sbp);
+    msgpack_sbuffer_init(sbp);
+  }
   return rc;
 }
 
@@ -645,6 +662,7 @@ static void run_free(airlock_run *r) {
   held_drop(&r->call);
   held_drop(&r->ready);
   held_drop(&r->final);
+  if (r->spare) msgpack_zone_free(r->spare);
   free(r->cap[0].data);
   free(r->cap[1].data);
   free(r);
@@ -671,6 +689,7 @@ void airlock_broker_free(airlock_broker *b) {
     run_free(r);
   }
   close(b->epfd);
+  msgpack_sbuffer_destroy(&b->out);
   free(b->queue);
   free(b);
 }

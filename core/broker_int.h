@@ -62,6 +62,7 @@ struct airlock_run {
   airlock_rlimits rlimits;
   unsigned long namespaces;
   struct held call, ready, final;
+  msgpack_zone *spare;          /* a cleared zone for the next frame (no malloc per call) */
   uint64_t last_id;
   int refuse_chosen;            /* refused calls are answered with an errno */
   int init_status, init_seen;   /* airlock-init's report of the program's wait status */
@@ -79,6 +80,7 @@ struct airlock_broker {
   airlock_run *runs;
   size_t live;
   uint64_t serial;
+  msgpack_sbuffer out;          /* scratch for frames out (a reply), kept between them */
   airlock_run **queue;          /* runs with an event to deliver (FIFO) */
   size_t qhead, qlen, qcap;
   char error[512];

@@ -229,8 +229,13 @@ static const char *printable(char *out, size_t cap, const char *s, size_t n)
 static int unpack_copy(const void *body, size_t len, msgpack_unpacked *u,
                        char *err, size_t errlen)
 {
-  msgpack_unpacked_destroy(u);
-  u->zone = msgpack_zone_new(MSGPACK_ZONE_CHUNK_SIZE);
+  /* A zone that held the previous message is cleared and used again (it
+  ** keeps its first chunk): no allocation per frame on the hot path. */
+  if (u->zone != NULL)
+    msgpack_zone_clear(u->zone);
+  else
+    u->zone = msgpack_zone_new(MSGPACK_ZONE_CHUNK_SIZE);
+  memset(&u->data, 0, sizeof u->data);
   char *copy = u->zone ? msgpack_zone_malloc_no_align(u->zone, len) : NULL;
   if (copy == NULL) {
     fail(err, errlen, "out of memory for a %zu-byte message", len);

@@ -157,6 +157,9 @@ describe("1,000 sequential runs", function()
       assert(res.ok, res.message)
     end
     for _ = 1, 100 do one() end   -- warm up allocators and caches
+    -- Two full cycles: what earlier specs left (brokers, processes) is
+    -- finalized now, not during the loop, where its fds would go missing.
+    collectgarbage()
     collectgarbage()
     local fds, rss = H.fd_count(), H.rss_kb()
     for _ = 1, 1000 do one() end
