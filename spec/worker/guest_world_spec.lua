@@ -134,6 +134,14 @@ describe("the guest's world, next to lua5.4", function()
       assert.equal("bom\nmain.lua:2: here\n", same "\239\187\191print('bom')\nprint(select(2, pcall(function() error('here') end)))")
       assert.equal("main.lua:2: there\n", same "\239\187\191#!lua\nprint(select(2, pcall(function() error('there') end)))")
     end)
+
+    it("is called at lua.c's C-call depth: C stack overflow at the same nesting", function()
+      same [[
+        local n = 0
+        local function f() n = n + 1 string.gsub("a", ".", f) end
+        local ok, msg = pcall(f)
+        print(ok, msg:match("stack overflow"), n)]]
+    end)
   end)
 
   describe("warn", function()
