@@ -229,8 +229,13 @@ static int guest_main(lua_State *L)
   const char *src = skip_prefix(w->init.source, &len);
   int status = luaL_loadbufferx(L, src, len, chunkname, "t");
   if (status == LUA_OK) {
-    lua_pushvalue(L, 1);
-    status = lua_pcall(L, 1, 1, 2);
+    /* A run without input is a script without arguments: ... is empty, and
+    ** the chunk's frame sits where lua5.4's does (a vararg chunk's frame is
+    ** placed above its arguments), so "stack overflow" comes at the same depth. */
+    int nargs = w->init.input != NULL;
+    if (nargs)
+      lua_pushvalue(L, 1);
+    status = lua_pcall(L, nargs, 1, 2);
   }
   lua_pushinteger(L, status);   /* no allocation: the stack has room for it */
   return 2;

@@ -135,6 +135,13 @@ describe("the guest's world, next to lua5.4", function()
       assert.equal("main.lua:2: there\n", same "\239\187\191#!lua\nprint(select(2, pcall(function() error('there') end)))")
     end)
 
+    it("has no arguments without an input, as a script run without any", function()
+      assert.equal("0\n", same [[print(select("#", ...))]])
+      files [[print(select("#", ...), (...).x)]]
+      local res = assert(airlock.run { guest = H.read(dir .. "/main.lua"), input = { x = 7 } })
+      assert.equal("1\t7\n", res.log)
+    end)
+
     it("is called at lua.c's C-call depth: C stack overflow at the same nesting", function()
       same [[
         local n = 0
