@@ -207,22 +207,51 @@ static const char *skip_prefix(const char *src, size_t *len)
   return p;
 }
 
-void worker_run_guest(worker *w, int input_idx)
+/* Runs under lua_pcall, as lua.c's pmain runs its script: 1 the input, 2 the
+** worker. Loads the guest's chunk and calls it under the message handler;
+** returns the chunk's value or the error, and the status. The extra C frame
+** is lua.c's too (main -> pmain -> the chunk), so the guest's chunk starts at
+** the same C-call depth as under lua5.4 and meets LUAI_MAXCCALLS ("C stack
+** overflow") at the same nesting. And as pmain does, the collector runs in
+** generational mode from here on: collectgarbage("incremental") returns
+** "generational" to a guest, as to a script under lua5.4. */
+static int guest_main(lua_State *L)
 {
-  lua_State *L = w->L;
+  worker *w = lua_touserdata(L, 2);
+  lua_settop(L, 1);
+  lua_gc(L, LUA_GCGEN, 0, 0);
+  lua_pushcfunction(L, message_handler);
   char chunkname[256] = "=guest";
   if (w->init.name_len > 0)   /* Lua shows at most LUA_IDSIZE bytes of it anyway */
     snprintf(chunkname, sizeof chunkname, "@%.*s",
              (int)(w->init.name_len < 200 ? w->init.name_len : 200), w->init.name);
-  lua_pushcfunction(L, message_handler);
-  int msgh = lua_gettop(L);
   size_t len = w->init.source_len;
   const char *src = skip_prefix(w->init.source, &len);
   int status = luaL_loadbufferx(L, src, len, chunkname, "t");
-  if (status != LUA_OK)
-    report_error(w, status);
+  if (status == LUA_OK) {
+    /* A run without input is a script without arguments: ... is empty, and
+    ** the chunk's frame sits where lua5.4's does (a vararg chunk's frame is
+    ** placed above its arguments), so "stack overflow" comes at the same depth. */
+    int nargs = w->init.input != NULL;
+    if (nargs)
+      lua_pushvalue(L, 1);
+    status = lua_pcall(L, nargs, 1, 2);
+  }
+  lua_pushinteger(L, status);   /* no allocation: the stack has room for it */
+  return 2;
+}
+
+void worker_run_guest(worker *w, int input_idx)
+{
+  lua_State *L = w->L;
+  lua_pushcfunction(L, guest_main);
   lua_pushvalue(L, input_idx);
-  status = lua_pcall(L, 1, 1, msgh);
+  lua_pushlightuserdata(L, w);
+  int status = lua_pcall(L, 2, 2, 0);
+  if (status == LUA_OK) {
+    status = (int)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+  }
   if (status != LUA_OK)
     report_error(w, status);
   report_value(w);
