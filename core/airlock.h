@@ -115,6 +115,9 @@ uint32_t airlock_frame_reader_buffered(const airlock_frame_reader *r);
 ** writes; on a non-blocking fd it waits for room (poll) rather than fail with
 ** EAGAIN. Returns 0, -EMSGSIZE for len 0 or over UINT32_MAX, or -errno. */
 int airlock_frame_write_fd(int fd, const void *body, size_t len);
+/* Writes bytes that already hold whole frames, each with its header (a batch),
+** the same way. Returns 0 or -errno. */
+int airlock_frames_write_fd(int fd, const void *frames, size_t len);
 
 /* Builds frames in a msgpack_sbuffer: begin reserves the 4-byte header, the
 ** caller packs exactly one map, end writes the length. end returns -EMSGSIZE
@@ -126,8 +129,10 @@ int airlock_frame_end(msgpack_sbuffer *sb, uint32_t max);
 
 typedef enum airlock_msg_kind {
   AIRLOCK_MSG_INIT = 1, AIRLOCK_MSG_READY, AIRLOCK_MSG_CALL,
-  AIRLOCK_MSG_REPLY, AIRLOCK_MSG_PAUSE, AIRLOCK_MSG_DONE
+  AIRLOCK_MSG_REPLY, AIRLOCK_MSG_PAUSE, AIRLOCK_MSG_DONE,
+  AIRLOCK_MSG_NOTE              /* an effect the policy declared a notification: no reply */
 } airlock_msg_kind;
+#define AIRLOCK_MSG_LAST AIRLOCK_MSG_NOTE
 
 /* One decoded protocol message. Pointers borrow from the msgpack_unpacked given
 ** to airlock_msg_decode and live as long as it does. */
@@ -178,6 +183,8 @@ const msgpack_object *airlock_msg_field(const msgpack_object *o, const char *key
 void airlock_pack_head(msgpack_packer *pk, airlock_msg_kind kind, uint32_t nfields);
 /* {t = "call", id, effect, args = <the caller packs the value next>} */
 void airlock_pack_call(msgpack_packer *pk, uint64_t id, const char *effect, size_t len);
+/* The same head for a note {t = "note", id, effect, args}: the caller packs args. */
+void airlock_pack_note(msgpack_packer *pk, uint64_t id, const char *effect, size_t len);
 /* {t = "reply", id, ok = <the caller packs the value next>} */
 void airlock_pack_reply_ok(msgpack_packer *pk, uint64_t id);
 /* {t = "reply", id, err = msg, code = code (when not NULL)}: complete. */
@@ -349,7 +356,8 @@ typedef struct airlock_run airlock_run;
 typedef struct airlock_usage {
   double wall_ms, user_ms, sys_ms;
   long max_rss_kb;
-  uint64_t effects;               /* call frames received */
+  uint64_t effects;               /* call and note frames received */
+  uint64_t notes;                 /* of which notes */
   uint64_t bytes_in, bytes_out;   /* channel bytes child->parent, parent->child */
   uint64_t pids_peak;             /* with pids_max: most processes at once (0: unknown) */
   uint64_t pids_refused;          /* with pids_max: forks the limit refused */
@@ -443,11 +451,14 @@ typedef struct airlock_run_opts {
                                      its DONE event says so, as for any run */
 } airlock_run_opts;
 
-typedef enum airlock_event_kind { AIRLOCK_EV_CALL = 1, AIRLOCK_EV_DONE } airlock_event_kind;
+typedef enum airlock_event_kind { AIRLOCK_EV_CALL = 1, AIRLOCK_EV_DONE, AIRLOCK_EV_NOTE } airlock_event_kind;
 
 /* An event popped from the broker. For CALL, effect and args borrow from the
-** run and stay valid until the call is answered or the run ends. For DONE, the
-** run is finished: read airlock_run_result, then airlock_run_release. */
+** run and stay valid until the call is answered or the run ends. A NOTE is the
+** same with no answer: the host calls airlock_run_note_done when it has taken
+** it, and only then does the broker read the run's next frame (one effect at
+** a time still). For DONE, the run is finished: read airlock_run_result, then
+** airlock_run_release. */
 typedef struct airlock_event {
   airlock_event_kind kind;
   airlock_run *run;
@@ -491,6 +502,9 @@ int airlock_run_unpark(airlock_run *r, const airlock_run_opts *o);
 int airlock_run_reply(airlock_run *r, uint64_t id, const void *value, size_t len);
 /* Answers call id with an error message; code is an optional word ("denied"). */
 int airlock_run_fail(airlock_run *r, uint64_t id, const char *msg, size_t len, const char *code);
+/* Done with note id (its args are gone): the broker goes on with the frames the
+** run sent after it. Returns 0, -EINVAL when id is not the note held. */
+int airlock_run_note_done(airlock_run *r, uint64_t id);
 /* Marks that an effect of this run was refused by policy (so a guest's uncaught
 ** "denied" error is believed). */
 void airlock_run_note_denied(airlock_run *r);

@@ -215,6 +215,7 @@ static int on_frame(airlock_run *r) {
       return 1;
     }
     return 0;
+  case AIRLOCK_MSG_NOTE:
   case AIRLOCK_MSG_CALL:
     /* A program's processes share one channel, each counting from 1. */
     if (h.m.id <= r->last_id && !r->program) {
@@ -226,12 +227,16 @@ static int on_frame(airlock_run *r) {
     }
     r->last_id = h.m.id;
     r->res.usage.effects++;
+    if (h.m.kind == AIRLOCK_MSG_NOTE) r->res.usage.notes++;
+    int note = h.m.kind == AIRLOCK_MSG_NOTE;
     r->call = h;
     if (queue_push(r->b, r) < 0) {
       broker_end_with(r, AIRLOCK_CAUSE_PROTOCOL, "out of memory queueing a call");
       return 1;
     }
-    return 0;
+    /* After a note, the next frame waits until the host has taken it
+    ** (airlock_run_note_done): held frames stay one at a time. */
+    return note;
   case AIRLOCK_MSG_PAUSE:
   case AIRLOCK_MSG_DONE:
     accept_final(r, &h);
@@ -244,9 +249,26 @@ static int on_frame(airlock_run *r) {
   return 1;
 }
 
-static void read_channel(airlock_run *r) {
-  while (!r->eof && !r->final.live && r->pending == AIRLOCK_CAUSE_OK) {
-    int rc = airlock_frame_read_fd(&r->rd, r->c.chan);
+/* A source that has nothing: the reader then gives only what it holds. */
+static ssize_t nothing_more(void *ctx, void *buf, size_t n) {
+  (void)ctx; (void)buf; (void)n;
+  return -EAGAIN;
+}
+
+/* Reads and handles the run's frames; with buffered_only, only those the
+** reader already holds (after a note: the rest waits for the next wake-up,
+** so a run that floods notes takes its turn with the others). */
+/* A note the host has not taken yet (airlock_run_note_done). */
+static int note_held(const airlock_run *r) {
+  return r->call.live && r->call.m.kind == AIRLOCK_MSG_NOTE;
+}
+
+static void read_frames(airlock_run *r, int buffered_only) {
+  /* While a note is held, what follows it stays where it is (in the reader or
+  ** the socket): one frame at a time, in order. */
+  while (!r->eof && !r->final.live && r->pending == AIRLOCK_CAUSE_OK && !note_held(r)) {
+    int rc = buffered_only ? airlock_frame_reader_pull(&r->rd, nothing_more, NULL)
+                           : airlock_frame_read_fd(&r->rd, r->c.chan);
     if (rc == AIRLOCK_FRAME_READY) {
       r->res.usage.bytes_in += 4u + r->rd.len;
       if (on_frame(r)) return;
@@ -273,6 +295,8 @@ static void read_channel(airlock_run *r) {
     return;
   }
 }
+
+static void read_channel(airlock_run *r) { read_frames(r, 0); }
 
 /* ------------------------------------------------------------ capture */
 
@@ -364,6 +388,10 @@ static void on_exit_ready(airlock_run *r) {
   kill(-r->c.pid, SIGKILL);     /* anything it forked dies with it */
   if (wait4(r->c.pid, &r->status, 0, &r->ru) < 0) return;
   r->exited = 1;
+  /* The notes it sent before it died are still handled, in order; the run
+  ** finishes once the host has taken the last (airlock_run_note_done).
+  ** A run the parent ended drops them. */
+  if (note_held(r) && r->pending == AIRLOCK_CAUSE_OK) return;
   finish(r);
 }
 
@@ -562,7 +590,7 @@ int airlock_broker_next(airlock_broker *b, airlock_event *ev) {
       return 1;
     }
     if (!r->call.live) continue;
-    ev->kind = AIRLOCK_EV_CALL;
+    ev->kind = r->call.m.kind == AIRLOCK_MSG_NOTE ? AIRLOCK_EV_NOTE : AIRLOCK_EV_CALL;
     ev->id = r->call.m.id;
     ev->effect = r->call.m.effect;
     ev->effect_len = r->call.m.effect_len;
@@ -579,7 +607,7 @@ static int reply_frame(airlock_run *r, uint64_t id, const void *raw, size_t rawl
   msgpack_sbuffer *sbp = &r->b->out;
   msgpack_packer pk;
   if (run_finished(r) || !r->call.live) return run_finished(r) ? -EPIPE : -EINVAL;
-  if (r->call.m.id != id) return -EINVAL;
+  if (r->call.m.id != id || r->call.m.kind != AIRLOCK_MSG_CALL) return -EINVAL;
   msgpack_sbuffer_clear(sbp);
   msgpack_packer_init(&pk, sbp, msgpack_sbuffer_write);
   int rc = airlock_frame_begin(sbp);
@@ -601,6 +629,19 @@ static int reply_frame(airlock_run *r, uint64_t id, const void *raw, size_t rawl
     msgpack_sbuffer_init(sbp);
   }
   return rc;
+}
+
+int airlock_run_note_done(airlock_run *r, uint64_t id) {
+  if (run_finished(r)) return 0;
+  if (!r->call.live || r->call.m.kind != AIRLOCK_MSG_NOTE || r->call.m.id != id) return -EINVAL;
+  held_recycle(r, &r->call);
+  /* What came after the note may sit in the reader's buffer already: no
+  ** wake-up would come for it. What is still in the socket waits for one,
+  ** unless the child is gone: then the rest is read now (no more than its
+  ** socket buffer held), and the run finishes after its last note. */
+  if (r->c.chan >= 0) read_frames(r, !r->exited);
+  if (r->exited && !note_held(r)) finish(r);
+  return 0;
 }
 
 int airlock_run_reply(airlock_run *r, uint64_t id, const void *value, size_t len) {

@@ -178,6 +178,7 @@ static const char *const kind_names[] = {
   [AIRLOCK_MSG_INIT] = "init",   [AIRLOCK_MSG_READY] = "ready",
   [AIRLOCK_MSG_CALL] = "call",   [AIRLOCK_MSG_REPLY] = "reply",
   [AIRLOCK_MSG_PAUSE] = "pause", [AIRLOCK_MSG_DONE] = "done",
+  [AIRLOCK_MSG_NOTE] = "note",
 };
 
 /* Top-level fields any kind reads; found in one pass over the map. */
@@ -351,7 +352,7 @@ static int find_kind(const msgpack_object *t, airlock_msg_kind *kind, char *err,
     return fail(err, errlen, "message has no field 't'");
   if (t->type != MSGPACK_OBJECT_STR)
     return fail(err, errlen, "field 't' must be a string (got %s)", type_name(t->type));
-  for (int k = AIRLOCK_MSG_INIT; k <= AIRLOCK_MSG_DONE; k++) {
+  for (int k = AIRLOCK_MSG_INIT; k <= AIRLOCK_MSG_LAST; k++) {
     if (key_is(t, kind_names[k], strlen(kind_names[k]))) {
       *kind = (airlock_msg_kind)k;
       return 0;
@@ -392,6 +393,7 @@ int airlock_msg_decode(const void *body, size_t len, msgpack_unpacked *u,
       return rc;
     return want_type(kind, F_CONFINED, f[F_CONFINED], MSGPACK_OBJECT_MAP, err, errlen);
   case AIRLOCK_MSG_CALL:
+  case AIRLOCK_MSG_NOTE:
     msg->value = f[F_ARGS] != NULL ? f[F_ARGS] : &nil_object;
     if ((rc = want_id(kind, f[F_ID], &msg->id, err, errlen)) < 0)
       return rc;
@@ -441,6 +443,16 @@ void airlock_pack_head(msgpack_packer *pk, airlock_msg_kind kind, uint32_t nfiel
 void airlock_pack_call(msgpack_packer *pk, uint64_t id, const char *effect, size_t len)
 {
   airlock_pack_head(pk, AIRLOCK_MSG_CALL, 4);
+  airlock_pack_cstr(pk, "id");
+  msgpack_pack_uint64(pk, id);
+  airlock_pack_cstr(pk, "effect");
+  airlock_pack_str(pk, effect, len);
+  airlock_pack_cstr(pk, "args");
+}
+
+void airlock_pack_note(msgpack_packer *pk, uint64_t id, const char *effect, size_t len)
+{
+  airlock_pack_head(pk, AIRLOCK_MSG_NOTE, 4);
   airlock_pack_cstr(pk, "id");
   msgpack_pack_uint64(pk, id);
   airlock_pack_cstr(pk, "effect");

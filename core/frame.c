@@ -205,27 +205,18 @@ static int wait_writable(int fd)
   }
 }
 
-int airlock_frame_write_fd(int fd, const void *body, size_t len)
+/* Writes the iovecs whole, retrying on EINTR and short writes; on a
+** non-blocking fd (its flags may be shared with other processes, so they are
+** not changed) it waits for room. */
+static int put_all(int fd, struct iovec *v, int cnt)
 {
-  if (len == 0 || len > UINT32_MAX)
-    return -EMSGSIZE;
-  uint8_t hdr[FRAME_HDR];
-  put_be32(hdr, (uint32_t)len);
-  /* iov_base is not const, but sendmsg and writev only read through it. */
-  struct iovec iov[2] = {
-    { .iov_base = hdr, .iov_len = sizeof hdr },
-    { .iov_base = (void *)body, .iov_len = len },
-  };
-  struct iovec *v = iov;
-  int cnt = 2, is_sock = 1;
+  int is_sock = 1;
   while (cnt > 0) {
     ssize_t n = put(fd, v, cnt, &is_sock);
     if (n < 0) {
       int e = errno;
       if (e == EINTR)
         continue;
-      /* A non-blocking fd (its flags may be shared with other processes, so
-      ** they are not changed): wait for room. */
       if ((e == EAGAIN || e == EWOULDBLOCK) && (e = wait_writable(fd)) == 0)
         continue;
       return -e;
@@ -242,6 +233,28 @@ int airlock_frame_write_fd(int fd, const void *body, size_t len)
     }
   }
   return 0;
+}
+
+int airlock_frame_write_fd(int fd, const void *body, size_t len)
+{
+  if (len == 0 || len > UINT32_MAX)
+    return -EMSGSIZE;
+  uint8_t hdr[FRAME_HDR];
+  put_be32(hdr, (uint32_t)len);
+  /* iov_base is not const, but sendmsg and writev only read through it. */
+  struct iovec iov[2] = {
+    { .iov_base = hdr, .iov_len = sizeof hdr },
+    { .iov_base = (void *)body, .iov_len = len },
+  };
+  return put_all(fd, iov, 2);
+}
+
+int airlock_frames_write_fd(int fd, const void *frames, size_t len)
+{
+  if (len == 0)
+    return 0;
+  struct iovec iov = { .iov_base = (void *)frames, .iov_len = len };
+  return put_all(fd, &iov, 1);
 }
 
 /* The sbuffer holds exactly one frame, so end finds the header at offset 0. */

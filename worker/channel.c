@@ -43,6 +43,7 @@ void worker_channel_open(worker *w)
   msgpack_packer_init(&w->pk, w, capped_write);
   airlock_frame_reader_init(&w->in, AIRLOCK_FRAME_MAX_DEFAULT);
   msgpack_unpacked_init(&w->reply);
+  msgpack_sbuffer_init(&w->notes);
 }
 
 static const char *read_error(int rc)
@@ -91,13 +92,76 @@ msgpack_packer *worker_frame_begin(worker *w, airlock_msg_kind kind, uint32_t nf
   return &w->pk;
 }
 
+/* Notes waiting in w->notes past these go out at once, without the next frame. */
+#define NOTES_BATCH_BYTES (16u << 10)
+#define NOTES_BATCH_COUNT 256u
+
+/* Appends the frame in w->out, with its header, to the notes waiting. */
+static void notes_append(worker *w)
+{
+  uint8_t hdr[4] = { (uint8_t)(w->out.size >> 24), (uint8_t)(w->out.size >> 16),
+                     (uint8_t)(w->out.size >> 8), (uint8_t)w->out.size };
+  if (msgpack_sbuffer_write(&w->notes, (const char *)hdr, sizeof hdr) != 0 ||
+      msgpack_sbuffer_write(&w->notes, w->out.data, w->out.size) != 0)
+    worker_die(WORKER_EXIT_INTERNAL, "out of memory queueing a note");
+  w->notes_n++;
+}
+
+static void notes_write(worker *w)
+{
+  int rc = airlock_frames_write_fd(AIRLOCK_CHANNEL_FD, w->notes.data, w->notes.size);
+  if (rc < 0)
+    worker_die(WORKER_EXIT_CHANNEL, "writing to fd %d: %s", AIRLOCK_CHANNEL_FD, strerror(-rc));
+  msgpack_sbuffer_clear(&w->notes);
+  w->notes_n = 0;
+  /* A burst must not keep a large buffer for the rest of the run. */
+  if (w->notes.alloc > 4 * NOTES_BATCH_BYTES) {
+    msgpack_sbuffer_destroy(&w->notes);
+    msgpack_sbuffer_init(&w->notes);
+  }
+}
+
+void worker_notes_flush(worker *w)
+{
+  if (w->notes.size > 0)
+    notes_write(w);
+}
+
 void worker_frame_send(worker *w)
 {
   if (w->out_refused)
     worker_die(WORKER_EXIT_INTERNAL, "an outgoing frame was cut short");
+  if (w->notes.size > 0) {   /* the notes first, in the same write */
+    notes_append(w);
+    notes_write(w);
+    return;
+  }
   int rc = airlock_frame_write_fd(AIRLOCK_CHANNEL_FD, w->out.data, w->out.size);
   if (rc < 0)
     worker_die(WORKER_EXIT_CHANNEL, "writing to fd %d: %s", AIRLOCK_CHANNEL_FD, strerror(-rc));
+}
+
+msgpack_packer *worker_note_begin(worker *w, const char *effect, size_t len)
+{
+  w->out_refused = 0;
+  msgpack_sbuffer_clear(&w->out);
+  airlock_pack_note(&w->pk, w->last_id + 1, effect, len);
+  return &w->pk;
+}
+
+int worker_note_finish(lua_State *L, worker *w)
+{
+  if (w->out_refused) {   /* without L (a warning), the note is dropped */
+    if (L == NULL)
+      return -1;
+    return luaL_error(L, "note too large to send (frames are limited to %d MiB)",
+                      (int)(AIRLOCK_FRAME_MAX_DEFAULT >> 20));
+  }
+  w->last_id++;
+  notes_append(w);
+  if (w->notes.size >= NOTES_BATCH_BYTES || w->notes_n >= NOTES_BATCH_COUNT)
+    notes_write(w);
+  return 0;
 }
 
 /* The id is taken only when the call is sent, so a call that fails while it

@@ -35,6 +35,32 @@ static int host_call(lua_State *L)
   return call_effect(L, effect, len, 2);
 }
 
+/* host.<ns>.<name>(args) for a notification: queued, returns nothing. */
+static int host_note(lua_State *L)
+{
+  worker *w = worker_of(L);
+  char err[256];
+  size_t len;
+  const char *effect = lua_tolstring(L, lua_upvalueindex(1), &len);
+  lua_settop(L, 1);
+  msgpack_packer *pk = worker_note_begin(w, effect, len);
+  if (airlock_lua_pack(L, 1, pk, "args", err, sizeof err) != 0)
+    return luaL_error(L, "%s", err);
+  return worker_note_finish(L, w);
+}
+
+/* Whether effect is in init.notify. */
+static int is_note(const worker *w, const char *name, size_t len)
+{
+  const msgpack_object *n = w->init.notify;
+  for (uint32_t i = 0; n != NULL && i < n->via.array.size; i++) {
+    const msgpack_object_str *s = &n->via.array.ptr[i].via.str;
+    if (s->size == len && memcmp(s->ptr, name, len) == 0)
+      return 1;
+  }
+  return 0;
+}
+
 /* host.<ns>.<name>(args): the effect's name is the closure's upvalue. */
 static int host_sugar(lua_State *L)
 {
@@ -98,7 +124,7 @@ static int has_empty_segment(const char *name, size_t len)
 ** would overwrite a function or a namespace already there (host.call,
 ** host.input, or "fs" next to "fs.read"), gets no sugar: host.call still
 ** reaches it. */
-static void add_sugar(lua_State *L, int host, const char *name, size_t len)
+static void add_sugar(lua_State *L, int host, const char *name, size_t len, int note)
 {
   if (has_empty_segment(name, len))
     return;
@@ -117,18 +143,19 @@ static void add_sugar(lua_State *L, int host, const char *name, size_t len)
   if (lua_rawget(L, t) == LUA_TNIL) {
     lua_pop(L, 1);
     lua_pushlstring(L, name, len);
-    lua_pushcclosure(L, host_sugar, 1);
+    lua_pushcclosure(L, note ? host_note : host_sugar, 1);
     lua_rawset(L, t);
   }
 done:
   lua_settop(L, base);
 }
 
-static void add_all_sugar(lua_State *L, int host, const msgpack_object *effects)
+static void add_all_sugar(lua_State *L, int host, const worker *w)
 {
+  const msgpack_object *effects = w->init.effects;
   for (uint32_t i = 0; effects != NULL && i < effects->via.array.size; i++) {
     const msgpack_object_str *s = &effects->via.array.ptr[i].via.str;
-    add_sugar(L, host, s->ptr, s->size);
+    add_sugar(L, host, s->ptr, s->size, is_note(w, s->ptr, s->size));
   }
 }
 
@@ -139,12 +166,17 @@ static void add_all_sugar(lua_State *L, int host, const msgpack_object *effects)
 static void send_log(lua_State *L, worker *w, const char *text, size_t len, int cut)
 {
   size_t mark = cut ? sizeof TRUNCATED_MARK - 1 : 0;
-  msgpack_packer *pk = worker_call_begin(w, "log", 3);
+  int note = is_note(w, "log", 3);
+  msgpack_packer *pk = note ? worker_note_begin(w, "log", 3) : worker_call_begin(w, "log", 3);
   msgpack_pack_map(pk, 1);
   airlock_pack_cstr(pk, "text");
   msgpack_pack_str(pk, len + mark);
   msgpack_pack_str_body(pk, text, len);
   msgpack_pack_str_body(pk, TRUNCATED_MARK, mark);
+  if (note) {
+    worker_note_finish(L, w);   /* queued: print does not wait */
+    return;
+  }
   if (L == NULL) {
     worker_call_finish_quiet(w);
     return;
@@ -239,7 +271,7 @@ void worker_host_open(lua_State *L, worker *w)
   lua_setfield(L, host, "call");
   lua_pushcfunction(L, host_input);
   lua_setfield(L, host, "input");
-  add_all_sugar(L, host, w->init.effects);
+  add_all_sugar(L, host, w);
   lua_setglobal(L, "host");
   lua_register(L, "print", guest_print);
 }

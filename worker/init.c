@@ -68,21 +68,27 @@ static void parse_limits(worker_init *in, const msgpack_object *init)
 
 /* Effect names arrive in call frames later; each is held to the same rule the
 ** parent enforces on them, so sugar can never build an unsendable call. */
-static void parse_effects(worker_init *in, const msgpack_object *init)
+static const msgpack_object *name_list(const msgpack_object *init, const char *key)
 {
   /* A Lua parent packs an empty list as an empty map: both mean none. */
-  const msgpack_object *fx = airlock_msg_field(init, "effects");
+  const msgpack_object *fx = airlock_msg_field(init, key);
   if (fx != NULL && fx->type == MSGPACK_OBJECT_MAP && fx->via.map.size == 0)
-    return;
-  fx = field_of(init, "effects", MSGPACK_OBJECT_ARRAY, "");
+    return NULL;
+  fx = field_of(init, key, MSGPACK_OBJECT_ARRAY, "");
   for (uint32_t i = 0; fx != NULL && i < fx->via.array.size; i++) {
     const msgpack_object *e = &fx->via.array.ptr[i];
     if (e->type != MSGPACK_OBJECT_STR || e->via.str.size == 0 ||
         e->via.str.size > AIRLOCK_EFFECT_NAME_MAX)
-      worker_die(WORKER_EXIT_BADINIT, "init: effects[%u] must be a name of 1 to %d bytes",
+      worker_die(WORKER_EXIT_BADINIT, "init: %s[%u] must be a name of 1 to %d bytes", key,
                  (unsigned)i + 1, AIRLOCK_EFFECT_NAME_MAX);
   }
-  in->effects = fx;
+  return fx;
+}
+
+static void parse_effects(worker_init *in, const msgpack_object *init)
+{
+  in->effects = name_list(init, "effects");
+  in->notify = name_list(init, "notify");
 }
 
 void worker_init_parse(worker *w, const msgpack_object *init)

@@ -73,6 +73,9 @@ static void count_hook(lua_State *L, lua_Debug *ar)
   (void)ar;
   worker *w = worker_of(L);
   w->executed += (uint64_t)w->hook_step;
+  /* Notes wait at most one hook step (1000 instructions) for their batch. */
+  if (w->notes.size > 0)
+    worker_notes_flush(w);
   if (w->executed < w->init.instructions)
     return;
   w->mem_exempt++;   /* the run is over; the traceback may need memory */

@@ -29,6 +29,8 @@ typedef struct worker_init {
   uint32_t name_len, source_len;
   const msgpack_object *input;   /* NULL when absent (the guest gets nil) */
   const msgpack_object *effects; /* array of strings, or NULL */
+  const msgpack_object *notify;  /* array of strings: the effects that are notifications
+                                    (sent without waiting, no answer), or NULL */
   const msgpack_object *confine; /* map, or NULL */
   const msgpack_object *resume_inputs; /* array: what host.input returns, in order,
                                           before it pauses again (resume), or NULL */
@@ -65,6 +67,11 @@ typedef struct worker {
   int out_refused;       /* the frame in out is incomplete: never send it */
   airlock_frame_reader in;
   msgpack_unpacked reply;
+
+  /* channel.c: notes not sent yet, whole frames (header and body), sent with
+  ** the next frame, when they pass a size, or from the instruction hook */
+  msgpack_sbuffer notes;
+  uint32_t notes_n;
 } worker;
 
 /* The worker owning L (kept in the state's extra space). */
@@ -96,6 +103,13 @@ int worker_call_finish(lua_State *L, worker *w);
 /* The same without a Lua state (for the warning function, which may run
 ** where raising is not allowed): the reply's value is dropped; -1 on err. */
 int worker_call_finish_quiet(worker *w);
+/* A note (an effect the policy declares a notification): begun like a call,
+** then queued, not sent: notes go out with the next frame, when a batch is
+** full, or from the instruction hook (worker_notes_flush). No answer. L may
+** be NULL (the warning function): a note too large is then dropped. */
+msgpack_packer *worker_note_begin(worker *w, const char *effect, size_t len);
+int worker_note_finish(lua_State *L, worker *w);
+void worker_notes_flush(worker *w);
 /* Registers what worker_call_finish needs in L (under lua_pcall). */
 void worker_channel_lua(lua_State *L);
 

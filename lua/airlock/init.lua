@@ -181,6 +181,13 @@ local function run_handlers(st, rp)
   local handlers = builtin_handlers(st, rp.limits)
   local collect_log = handlers.log
   for k, v in pairs(rp.policy.effects or {}) do handlers[k] = v or nil end
+  -- Notifications: each must be an effect the run has.
+  for _, name in ipairs(rp.policy.notify or {}) do
+    if not handlers[name] then
+      return nil, string.format("policy: notify names '%s', which the policy does not grant " ..
+        "(effects[\"%s\"])", name, name)
+    end
+  end
   -- What a handler answers reaches the guest with every secret redacted.
   if rp.redact then
     for k, h in pairs(handlers) do handlers[k] = secrets.guard(h, rp.redact) end
@@ -269,6 +276,20 @@ local function spawn_options(st, handlers, opts, internal, rp, what, serial, see
   local ctx = { policy = rp.policy.name, secrets = secrets.readonly(rp.secrets), nest = nest.method,
                 on_denied = st.recorder and not internal.serve and function(effect, id) st.recorder:denied(id, effect) end
                   or nil }
+  -- Notifications: the binding takes a note only for these, and tells of a
+  -- handler that failed on one (no answer goes back to say so).
+  local notify
+  for _, name in ipairs(rp.policy.notify or {}) do notify = notify or {}; notify[#notify + 1] = name end
+  if notify then
+    ctx.notify = {}
+    for _, name in ipairs(notify) do ctx.notify[name] = true end
+    ctx.on_note_error = function(effect, msg)
+      st.note_errors = st.note_errors or {}
+      if #st.note_errors < 16 then
+        st.note_errors[#st.note_errors + 1] = string.format("%s: %s", effect, tostring(msg):match("^[^\n]*"))
+      end
+    end
+  end
   local start
   if what.program then
     -- No init, no ready: the program gets fd 3 for calls, and nothing else of a worker's.
@@ -289,6 +310,7 @@ local function spawn_options(st, handlers, opts, internal, rp, what, serial, see
           output = limits.output or OUTPUT_DEFAULT,
         },
         effects = effect_list(handlers),
+        notify = notify,
         confine = what.plan.init,
       },
       deadline_ms = internal.nested and internal.nested.deadline_ms or limits.deadline_ms,
@@ -412,6 +434,7 @@ local function start_run(b, opts, internal)
   if not what then return nil, err, code end
   local st = new_record(opts, rp, what)
   local handlers, collect_log = run_handlers(st, rp)
+  if not handlers then return nil, collect_log, "policy" end
   local grant = internal.nested and internal.nested.grant
   if grant then   -- a replayed nested run has the effects it was recorded with, at most
     for k in pairs(handlers) do if not grant[k] then handlers[k] = nil end end
@@ -527,6 +550,7 @@ function broker_methods:step(timeout)
       res.policy = st.policy
       res.digest = st.digest
       res.confinement = confine.report(st.plan, res.confinement)
+      res.note_errors = st.note_errors
       if st.server then
         res.served = st.server.served
         res.live_effects = st.server.live_calls

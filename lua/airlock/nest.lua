@@ -91,6 +91,7 @@ end
 --- not nest answers as before: the same value, the same error.
 function M.runner(h, effect)
   return function(args, ctx)
+    if ctx.note then return h(args, ctx) end   -- a note has no answer to wait for
     local co = coroutine.create(h)
     calls[co] = ctx
     return settle(co, ctx, effect, true, coroutine.resume(co, args, ctx))

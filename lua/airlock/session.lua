@@ -119,6 +119,16 @@ function recorder:wrap(effect, handler)
     if d then decision, reason = d, why end
   end
   return function(args, ctx)
+    if ctx.note then
+      -- A note: recorded before its handler runs, and nothing after (no answer).
+      local ok, err = self:append("note", { id = ctx.seq, effect = effect, args = args })
+      if not ok then
+        ctx.handle:abort("ledger", "ledger: the note could not be recorded, so it was not performed: " ..
+          err:gsub("^ledger: ", ""))
+        error("ledger: " .. err, 0)
+      end
+      return handler(args, ctx)
+    end
     local ok, err = self:append("call", { id = ctx.seq, effect = effect, args = args,
                                           decision = decision, reason = reason })
     ctx.ledger_seq = ok   -- the call record's seq: a nested run started here names it
@@ -188,8 +198,8 @@ function M.load(dir)
         local r = s.runs[rec.run]
         if rec.kind == "call" and rec.granted == false then
           r.denied = (r.denied or 0) + 1   -- refused again in a replay, with no handler
-        elseif rec.kind == "call" then
-          r.calls[#r.calls + 1] = rec
+        elseif rec.kind == "call" or rec.kind == "note" then
+          r.calls[#r.calls + 1] = rec   -- notes in order among the calls: served the same way
           byid[rec.run][rec.id] = rec
           calls_of[rec.run][rec.id] = true
         elseif rec.kind == "reply" then
@@ -237,6 +247,12 @@ function server:handler(effect)
       ctx.handle:abort("diverged", msg)
       error(msg, 0)
     end
+    if (rec.kind == "note") ~= (ctx.note == true) then
+      local msg = string.format("diverged at seq %d: the journal has a %s of '%s', the guest sent a %s of '%s'",
+        rec.seq, rec.kind, rec.effect, ctx.note and "note" or "call", effect)
+      ctx.handle:abort("diverged", msg)
+      error(msg, 0)
+    end
     if rec.effect ~= effect or not same(rec.args, args) then
       local msg = string.format("diverged at seq %d: the journal has '%s' %s, the guest asked for '%s' %s",
         rec.seq, rec.effect, show(rec.args), effect, show(args))
@@ -245,6 +261,7 @@ function server:handler(effect)
     end
     self.next = self.next + 1
     self.served = self.served + 1
+    if ctx.note then return nil end   -- a note has no answer to give
     local kids = self.s.children and self.s.children[rec.id]
     if kids then
       if not self.nested then

@@ -166,6 +166,67 @@ static void dispatch(lua_State *L, int runud, const airlock_event *ev) {
   lua_settop(L, top);
 }
 
+/* Runs the handler for one note: no answer goes back. A note for an effect
+** the policy does not declare a notification (ctx.notify) is a breach of the
+** protocol: the worker sends notes only for those. A handler's error cannot
+** reach the guest; ctx.on_note_error(message) hears of it. Stack-neutral. */
+static void dispatch_note(lua_State *L, int runud, const airlock_event *ev) {
+  lrun *lr = lua_touserdata(L, runud);
+  int top = lua_gettop(L);
+  char effect[AIRLOCK_EFFECT_NAME_MAX + 1], err[256];
+  memcpy(effect, ev->effect, ev->effect_len);
+  effect[ev->effect_len] = 0;
+  lua_getiuservalue(L, runud, RUV_CTX);
+  int ctxt = lua_gettop(L);
+  int declared = lua_getfield(L, ctxt, "notify") == LUA_TTABLE &&
+                 lua_getfield(L, -1, effect) == LUA_TBOOLEAN && lua_toboolean(L, -1);
+  lua_settop(L, ctxt);
+  if (!declared) {
+    char msg[640];
+    snprintf(msg, sizeof msg, "protocol: note %llu for '%s', which the policy does not declare a "
+             "notification (notify)", (unsigned long long)ev->id, effect);
+    airlock_run_abort(lr->r, AIRLOCK_CAUSE_PROTOCOL, msg);
+    lua_settop(L, top);
+    return;
+  }
+  lua_getiuservalue(L, runud, RUV_HANDLERS);
+  lua_pushlstring(L, ev->effect, ev->effect_len);
+  lua_rawget(L, -2);
+  if (!lua_isfunction(L, -1) && !(lua_istable(L, -1) || lua_isuserdata(L, -1))) {
+    airlock_run_note_denied(lr->r);   /* declared but not granted: dropped, said so */
+    lua_settop(L, top);
+    airlock_run_note_done(lr->r, ev->id);
+    return;
+  }
+  lua_pushcfunction(L, traceback);
+  lua_insert(L, -2);
+  int msgh = lua_gettop(L) - 1;
+  if (airlock_lua_push(L, ev->args, err, sizeof err) < 0) {
+    char msg[640];
+    snprintf(msg, sizeof msg, "protocol: note %llu ('%s') args: %s", (unsigned long long)ev->id, effect, err);
+    airlock_run_abort(lr->r, AIRLOCK_CAUSE_PROTOCOL, msg);
+    lua_settop(L, top);
+    return;
+  }
+  lua_createtable(L, 0, 7);
+  lua_pushnil(L);
+  while (lua_next(L, ctxt)) { lua_pushvalue(L, -2); lua_insert(L, -2); lua_rawset(L, -4); }
+  lua_pushinteger(L, lr->serial); lua_setfield(L, -2, "run");
+  lua_pushinteger(L, (lua_Integer)ev->id); lua_setfield(L, -2, "seq");
+  lua_pushstring(L, effect); lua_setfield(L, -2, "effect");
+  lua_pushvalue(L, runud); lua_setfield(L, -2, "handle");
+  lua_pushboolean(L, 1); lua_setfield(L, -2, "note");
+  if (lua_pcall(L, 2, 0, msgh) != LUA_OK) {
+    if (lua_getfield(L, ctxt, "on_note_error") == LUA_TFUNCTION) {
+      lua_pushstring(L, effect);
+      lua_pushvalue(L, -3);
+      lua_pcall(L, 2, 0, 0);
+    }
+  }
+  lua_settop(L, top);
+  airlock_run_note_done(lr->r, ev->id);   /* the next frame may follow now */
+}
+
 /* ------------------------------------------------------------ results */
 
 static void set_num(lua_State *L, const char *k, double v) { lua_pushnumber(L, v); lua_setfield(L, -2, k); }
@@ -240,6 +301,7 @@ static void push_result(lua_State *L, lrun *lr, const airlock_result *res) {
   set_num(L, "sys_ms", res->usage.sys_ms);
   set_int(L, "max_rss_kb", res->usage.max_rss_kb);
   set_int(L, "effects", (lua_Integer)res->usage.effects);
+  set_int(L, "notes", (lua_Integer)res->usage.notes);
   set_int(L, "bytes_in", (lua_Integer)res->usage.bytes_in);
   set_int(L, "bytes_out", (lua_Integer)res->usage.bytes_out);
   if (res->usage.pids_peak) set_int(L, "pids_peak", (lua_Integer)res->usage.pids_peak);
@@ -645,6 +707,8 @@ static int l_broker_step(lua_State *L) {
     lrun *lr = lua_touserdata(L, runud);
     if (ev.kind == AIRLOCK_EV_CALL) {
       dispatch(L, runud, &ev);
+    } else if (ev.kind == AIRLOCK_EV_NOTE) {
+      dispatch_note(L, runud, &ev);
     } else {
       lr->finished = 1;
       push_result(L, lr, airlock_run_result(ev.run));

@@ -556,6 +556,28 @@ static void test_kinds(void)
   CHECK(m.kind == AIRLOCK_MSG_CALL && m.id == 2 && m.value != NULL);
   CHECK(m.value->type == MSGPACK_OBJECT_NIL);   /* absent args read as nil */
 
+  /* A note is a call without an answer: the same fields, the same rules. */
+  start(4);
+  kv_str("t", "note");
+  kv_int("id", 3);
+  kv_str("effect", "move");
+  key("args");
+  msgpack_pack_int(&pk, 9);
+  CHECK(decode() == 0);
+  CHECK(m.kind == AIRLOCK_MSG_NOTE && m.id == 3 && m.effect_len == 4);
+  CHECK(m.value != NULL && m.value->type == MSGPACK_OBJECT_POSITIVE_INTEGER && m.value->via.u64 == 9);
+  CHECK(strcmp(airlock_msg_kind_name(AIRLOCK_MSG_NOTE), "note") == 0);
+  start(2);   /* no id: refused, as for a call */
+  kv_str("t", "note");
+  kv_str("effect", "move");
+  CHECK(decode() < 0);
+  start(3);   /* no effect */
+  kv_str("t", "note");
+  kv_int("id", 4);
+  key("args");
+  msgpack_pack_nil(&pk);
+  CHECK(decode() < 0);
+
   start(3);
   kv_str("t", "reply");
   kv_int("id", 5);
@@ -1069,7 +1091,7 @@ static void test_fuzz(void)
       nonsense += m.id == 0 || m.effect_len == 0 || m.effect_len > AIRLOCK_EFFECT_NAME_MAX ||
                   m.value == NULL;
     else if (rc == 0)
-      nonsense += m.kind < AIRLOCK_MSG_INIT || m.kind > AIRLOCK_MSG_DONE;
+      nonsense += m.kind < AIRLOCK_MSG_INIT || m.kind > AIRLOCK_MSG_LAST;
     else
       nonsense += rc != -EPROTO || err[0] == '\0';
   }

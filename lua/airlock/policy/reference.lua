@@ -33,7 +33,7 @@ local function cell(s) return (tostring(s or ""):gsub("|", "\\|"):gsub("\n", " "
 -- The top level in the order a policy is usually written (tool before
 -- ledger: the two share their confine fields, listed under the first).
 local TOP = { name = 1, description = 2, worker = 3, unconfined = 4, locked = 5, limits = 6, effects = 7,
-              confine = 8, secrets = 9, tool = 10, ledger = 11 }
+              notify = 8, confine = 9, secrets = 10, tool = 11, ledger = 12 }
 
 local function sorted_keys(node)
   if node == schema.SCHEMA then

@@ -223,6 +223,11 @@ M.SCHEMA = section({
   }, { doc = "a guest run's limits" }),
   effects = section({ ["*"] = field(effect_handler, { doc = "the handler(args, ctx) of an effect, " ..
     "or false to refuse it", looser = looser.grant }) }, { doc = "effect name -> handler" }),
+  notify = field(list_of(function(v)
+      if type(v) == "string" and #v >= 1 and #v <= 256 then return v end
+    end, "effect names"), { doc = "effects that are notifications: the guest sends them without " ..
+      "waiting and gets no answer (host.NAME returns nothing; print, with \"log\"), batched; each " ..
+      "must be granted", looser = looser.more }),
   confine = confine_node("guest"),
   secrets = section({
     [KEYS] = secret_name,
