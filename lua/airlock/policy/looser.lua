@@ -46,6 +46,8 @@ function M.flag(old, new) return old == true and new ~= true end
 function M.flag_inverted(old, new) return old ~= true and new == true end
 --- A list where each item restricts: removing one loosens (namespaces).
 function M.superset(old, new) return missing(old, new) end
+--- A list where each item grants: adding one loosens (tool.network.allow).
+function M.more(old, new) return missing(new, old) end
 --- Granting an effect or a secret, or changing its handler, loosens; refusing tightens.
 function M.grant(old, new)
   if new == nil or new == false then return false end
@@ -95,6 +97,7 @@ end
 M.WORDS[M.flag] = "turning it off"
 M.WORDS[M.flag_inverted] = "turning it on"
 M.WORDS[M.superset] = "removing an item"
+M.WORDS[M.more] = "adding an item"
 M.WORDS[M.grant] = "granting it, or changing its handler"
 M.WORDS[M.landlock] = "turning it off, a path or port more, scope off"
 M.WORDS[M.seccomp] = "turning it off, a promise or call more, deny mode, a refusal that does not kill"
