@@ -74,13 +74,13 @@ describe("tool.network: the egress proxy", function()
   end)
 
   it("lets curl reach an allowed host, as curl does directly: same body, same status", function()
-    local direct = H.sh("curl -sS " .. url .. "/ ; echo rc=$?")
+    local direct = H.sh("env -u LD_PRELOAD curl -sS " .. url .. "/ ; echo rc=$?")
     local res = exec({ "curl", "-sS", url .. "/" }, pol)
     assert.are.equal("ok", res.cause, res.message .. res.stderr)
     assert.are.equal(direct, res.stdout .. "rc=0\n")
     assert.are.equal("hello from upstream\n", res.stdout)
     -- the same failure too: a 404 under -f is curl's 22 both ways
-    local d404 = H.sh("curl -sSf " .. url .. "/missing >/dev/null 2>&1; echo $?")
+    local d404 = H.sh("env -u LD_PRELOAD curl -sSf " .. url .. "/missing >/dev/null 2>&1; echo $?")
     local r404 = exec({ "curl", "-sSf", url .. "/missing" }, pol)
     assert.are.equal(tonumber(d404), r404.exit_code)
     -- and through a CONNECT tunnel (curl -p), as https would go
