@@ -88,6 +88,14 @@ project "airlock-init"
   linkoptions { "-static" }
   outdirs(true)
 
+-- airlock-egress: one run's egress proxy (egress/main.c), a confined program
+-- of its own that asks the parent's policy about every connection.
+project "airlock-egress"
+  kind "ConsoleApp"
+  files { "egress/*.c" }
+  links { "airlock-core", "msgpackc", "crypto", "seccomp" }
+  outdirs(true)
+
 -- Test and benchmark programs.
 local function tool(name, srcs, libs)
   project(name)

@@ -292,6 +292,12 @@ typedef struct airlock_spawn_opts {
                                reaps every process, forwards signals, and reports the
                                program's wait status on airlock_child.status. Its
                                filter must allow execveat. NULL: the program is PID 1 */
+  unsigned egress_port;     /* > 0: with a net namespace of the child's own (not
+                               netns_fd), the child brings its loopback up and listens
+                               on 127.0.0.1:egress_port there before exec; the parent
+                               gets the listener (airlock_child.egress) and the child
+                               keeps none: a proxy outside accepts the program's
+                               connections on it (airlock exec's egress proxy) */
 } airlock_spawn_opts;
 
 /* ------------------------------------------------------------------ identity */
@@ -331,6 +337,8 @@ typedef struct airlock_child {
                      calls (see airlock_spawn_opts.confine), or -1 */
   int status;     /* with airlock_spawn_opts.init: the read end of the status pipe,
                      non-blocking (AIRLOCK_INIT_* records), or -1 */
+  int egress;     /* with airlock_spawn_opts.egress_port: the listening TCP socket
+                     in the child's net namespace (blocking), or -1 */
 } airlock_child;
 
 /* airlock-init's status records: two native uint32, kind then value. */
@@ -525,6 +533,12 @@ pid_t airlock_run_pid(const airlock_run *r);
 ** or never started), or the -errno of clock_getcpuclockid/clock_gettime. */
 int airlock_run_cpu_ns(const airlock_run *r, uint64_t *ns);
 uint64_t airlock_run_serial(const airlock_run *r);   /* 1, 2, ... per broker */
+/* The run's egress listener (airlock_spawn_opts.egress_port), still owned by
+** the run, or -1. airlock_run_egress_close closes the run's copy (once the
+** proxy holds its own, so that a proxy gone makes the program's connections
+** fail at once instead of waiting in the backlog). */
+int airlock_run_egress_fd(const airlock_run *r);
+void airlock_run_egress_close(airlock_run *r);
 void *airlock_run_udata(const airlock_run *r);
 int airlock_run_live(const airlock_run *r);
 /* Captured output so far (which: 1 stdout, 2 stderr), for streaming it while

@@ -27,6 +27,9 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <linux/capability.h>
 #include <linux/openat2.h>
 #include <unistd.h>
@@ -73,6 +76,8 @@ struct spawn_ctx {
   int init_fd;           /* with o->init: airlock-init, opened by the parent, or -1 */
   int status_w;          /* with o->init: the write end of the status pipe, or -1 */
   const char **init_argv;/* with o->init: "airlock-init", PATH or "", the program's argv */
+  int egress_w;          /* with o->egress_port: the child's end of the listener's
+                            hand-over socket, or -1 */
   struct spawn_report *rep;
 };
 
@@ -342,6 +347,44 @@ __attribute__((no_sanitize("address", "undefined"))) static void mount_all(struc
   }
 }
 
+/* With egress_port: in the child's own net namespace, while it still holds
+** CAP_NET_ADMIN there, brings the loopback up and listens on
+** 127.0.0.1:egress_port, then hands the listener to the parent (SCM_RIGHTS)
+** and closes its own copy. The run's egress proxy accepts on it from outside:
+** the program reaches the proxy at that address and nothing else (its net
+** namespace has no other device). Returns, or fails. */
+__attribute__((no_sanitize("address", "undefined"))) static void egress_listen(struct spawn_ctx *x) {
+  struct ifreq ifr;
+  memset(&ifr, 0, sizeof ifr);
+  memcpy(ifr.ifr_name, "lo", 3);
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) < 0) fail(x, "egress: SIOCGIFFLAGS(lo)");
+  ifr.ifr_flags |= IFF_UP;
+  if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0) fail(x, "egress: bring the loopback up (SIOCSIFFLAGS)");
+  close(s);
+  int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_port = htons((uint16_t)x->o->egress_port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 128) < 0)
+    fail(x, "egress: listen on 127.0.0.1 in the run's net namespace");
+  union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } cm;
+  memset(&cm, 0, sizeof cm);
+  char byte = 'L';
+  struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+  struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf };
+  struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(c), &l, sizeof l);
+  if (sendmsg(x->egress_w, &mh, MSG_NOSIGNAL) != 1) fail(x, "egress: hand the listener to the parent");
+  close(l);
+  close(x->egress_w);
+}
+
 /* Becomes host uid/gid AIRLOCK_RUN_UID/GID with no supplementary groups, in the
 ** run namespace when one is given: the parent is root, and a child must not be
 ** the owner of the host's files. The bounding set goes first, while the
@@ -385,6 +428,7 @@ __attribute__((no_sanitize("address", "undefined"))) static int child_main(void 
     ** was born in is owned by the initial one: mount while we still hold its
     ** privilege, then become the run's identity, which holds none there. */
     if (o->tmpfs || x->ntrees) mount_all(x);
+    if (x->egress_w >= 0) egress_listen(x);
     become_run_identity(x);
   } else {
     if (o->namespaces & CLONE_NEWUSER) {
@@ -398,6 +442,7 @@ __attribute__((no_sanitize("address", "undefined"))) static int child_main(void 
       n = id_map_line(map, x->gid);
       if (write_proc("/proc/self/gid_map", map, n) < 0) fail(x, "write /proc/self/gid_map");
     }
+    if (x->egress_w >= 0) egress_listen(x);
     if (o->tmpfs || x->ntrees) mount_all(x);
   }
   /* A session of its own (so a process group too, for the kill at the end): a
@@ -654,6 +699,7 @@ static int open_program(const char *rootfs, const char *path) {
 }
 
 void airlock_child_close(airlock_child *c) {
+  close_fd(&c->egress);
   close_fd(&c->pidfd);
   close_fd(&c->status);
   close_fd(&c->notify);
@@ -686,7 +732,8 @@ static int receive_listener(int sock) {
 }
 
 int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size_t errlen) {
-  int sv[2] = { -1, -1 }, po[2] = { -1, -1 }, pe[2] = { -1, -1 }, nt[2] = { -1, -1 }, devnull = -1;
+  int sv[2] = { -1, -1 }, po[2] = { -1, -1 }, pe[2] = { -1, -1 }, nt[2] = { -1, -1 }, eg[2] = { -1, -1 };
+  int devnull = -1;
   struct spawn_ctx x;
   sigset_t all, old;
   void *stack = MAP_FAILED;
@@ -696,9 +743,14 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   int rc = 0;
 
   int st[2] = { -1, -1 };
-  c->pid = -1; c->pidfd = c->chan = c->out = c->err = c->notify = c->status = -1;
+  c->pid = -1; c->pidfd = c->chan = c->out = c->err = c->notify = c->status = c->egress = -1;
   memset(&x, 0, sizeof x);
-  x.exec_fd = x.init_fd = x.status_w = -1;
+  x.exec_fd = x.init_fd = x.status_w = x.egress_w = -1;
+  if (o && o->egress_port && (o->egress_port > 65535 || !(o->namespaces & CLONE_NEWNET) || o->netns_fd > 0)) {
+    snprintf(err, errlen, "spawn: an egress listener needs a port (1-65535) and a net namespace of the "
+             "child's own (not the shared one)");
+    return -EINVAL;
+  }
   if (o && o->netns_fd > 0 && !(o->namespaces & CLONE_NEWNET)) {
     snprintf(err, errlen, "spawn: netns_fd is set but the net namespace is not asked for");
     return -EINVAL;
@@ -745,6 +797,7 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   if (o->stdin_fd < 0 && (devnull = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) { step = "open /dev/null"; goto fail; }
   if (o->confine && o->confine->notify_prog.filter &&
       socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, nt) < 0) { step = "socketpair"; goto fail; }
+  if (o->egress_port && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, eg) < 0) { step = "socketpair"; goto fail; }
   stack = mmap(NULL, CHILD_STACK_SIZE, PROT_READ | PROT_WRITE,
                MAP_SHARED | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (stack == MAP_FAILED) { step = "mmap(stack)"; goto fail; }
@@ -764,6 +817,7 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   x.src[3] = o->channel ? sv[1] : -1;
   x.ruleset = o->confine && o->confine->ruleset_fd >= 0 ? o->confine->ruleset_fd : -1;
   x.notify = nt[1];
+  x.egress_w = eg[1];
   x.userns_fd = x.idmap_fd = -1;
   x.root = x.uid == 0;
   if (o->workspace && (!o->workdir || !(o->namespaces & CLONE_NEWNS))) {
@@ -835,8 +889,10 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   if (c->pid < 0) { errno = clone_errno; step = "clone"; goto fail; }
 
   if (nt[0] >= 0) c->notify = receive_listener(nt[0]);
+  if (eg[0] >= 0) c->egress = receive_listener(eg[0]);
   if (rep->step) {   /* the child failed before exec and has exited */
     close_fd(&c->notify);
+    close_fd(&c->egress);
     waitpid(c->pid, NULL, 0);
     c->pid = -1;
     errno = rep->err;
@@ -849,6 +905,15 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
     goto fail;
   }
 
+  if (eg[0] >= 0 && c->egress < 0) {   /* the child said nothing failed: it cannot be */
+    kill(c->pid, SIGKILL);
+    waitpid(c->pid, NULL, 0);
+    close_fd(&c->notify);
+    c->pid = -1;
+    errno = EPROTO;
+    step = "egress: the listener did not arrive from the child";
+    goto fail;
+  }
   c->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);   /* CLOEXEC by definition */
   c->chan = o->channel ? sv[0] : -1;
   c->out = po[0];
@@ -878,6 +943,7 @@ cleanup:
   close_fd(&po[0]); close_fd(&po[1]);
   close_fd(&pe[0]); close_fd(&pe[1]);
   close_fd(&nt[0]); close_fd(&nt[1]);
+  close_fd(&eg[0]); close_fd(&eg[1]);
   close_fd(&devnull);
   close_fd(&x.exec_fd);
   close_fd(&x.init_fd);

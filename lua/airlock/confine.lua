@@ -295,9 +295,38 @@ function layer.tmp(p)
     p.start.tmpfs_size or "64m", p.start.tmpfs_inodes))
 end
 
+-- A program's network (tool.network, airlock.egress): a net namespace of its
+-- own whose loopback the spawner brings up and listens on for the run's
+-- egress proxy; the program may make IPv4/IPv6 sockets (promise inet) and,
+-- where Landlock has TCP rules, connect to the proxy's port alone.
+function layer.network(p, c)
+  if not p.program then return end
+  local net, egress = p.context.network, require("airlock.egress")
+  if not egress.configured(net) then return p:skip("network", "none (no tool.network): the net namespace is empty") end
+  if not set_of(c.namespaces).net then
+    return p:refuse("confinement: tool.network needs the program's net namespace (tool.confine.namespaces), " ..
+      "where its proxy listens; without it the program would have the host's network")
+  end
+  local port = egress.PORT
+  p.start.shared_net, p.start.egress_port = nil, port
+  p.layers.namespaces = p.layers.namespaces and
+    p.layers.namespaces:gsub("; net is the one empty namespace all runs share", "; net is the run's own")
+  local sc, ll = c.confine.seccomp, c.confine.landlock
+  if type(sc) == "table" and sc.mode ~= "deny" then
+    local words = tostring(sc.promises or "")
+    if not (" " .. words .. " "):find(" inet ", 1, true) then sc.promises = words .. " inet" end
+  end
+  if type(ll) == "table" then ll.connect, ll.bind = { port }, {} end
+  p:applied("network", string.format(": through the run's egress proxy at 127.0.0.1:%d (HTTP CONNECT and " ..
+    "http:// URLs), allow %s%s%s; nothing else is reachable (promise inet%s)", port,
+    table.concat(net.allow or {}, " "), net.deny and #net.deny > 0 and ("; deny " .. table.concat(net.deny, " ")) or "",
+    net.connect and "; tool.network.connect decides the rest" or "",
+    type(ll) == "table" and ("; Landlock TCP connect " .. port .. " only") or ""))
+end
+
 -- Report order; M.LAYERS (the words `require` takes) is a subset.
 local ORDER = { "namespaces", "rlimits", "capabilities", "no_new_privs", "landlock", "seccomp", "mdwe",
-                "cgroup", "tmp" }
+                "cgroup", "tmp", "network" }
 for _, name in ipairs(M.LAYERS) do assert(layer[name], "confine: no planner for the layer " .. name) end
 
 -- ------------------------------------------------------------ the plan

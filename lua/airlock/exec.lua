@@ -55,9 +55,11 @@ end
 -- The run's environment: nothing of the host's. tool.env (the allowlist with
 -- values), HOME = the workspace, TMPDIR with a private /tmp, the caller's env,
 -- then each declared secret under its variable.
-local function environment(auth, opts, workspace, secret_values)
+local function environment(auth, opts, workspace, secret_values, net)
   local env = {}
   for k, v in pairs(auth.env or {}) do env[k] = v end
+  -- With tool.network, the run's egress proxy (airlock.egress), in every spelling.
+  if net then for k, v in pairs(require("airlock.egress").env()) do env[k] = v end end
   env.HOME = workspace
   env.PWD = workspace
   if auth.tmp == "private" then env.TMPDIR = "/tmp" end
@@ -207,7 +209,9 @@ function M.exec(opts, broker)
     return nil, "exec: the policy hands the program secrets (tool.secrets), which are redacted from what " ..
       "it prints; with output = \"inherit\" nothing could be redacted, so capture its output instead", "policy"
   end
-  local env, eerr = environment(auth, opts, workspace, values)
+  local egress = require "airlock.egress"
+  local net = egress.configured(tool.network) and tool.network or nil
+  local env, eerr = environment(auth, opts, workspace, values, net)
   if not env then return nil, eerr, "policy" end
 
   -- timeout and capture may only tighten the policy's limits.
@@ -351,7 +355,7 @@ function M.exec(opts, broker)
   -- Everything else about its confinement: the one planner (airlock.confine).
   local plan, perr = require("airlock.confine").plan(auth, "program", {
     section = tool.confine, limits = tool.limits, tmp = auth.tmp, workspace = workspace, rootfs = rootfs,
-    keep = cmd_dir and { cmd_dir } or nil, effects = cmd, root = program.is_root(),
+    keep = cmd_dir and { cmd_dir } or nil, effects = cmd, root = program.is_root(), network = net,
   })
   if not plan then return nil, perr, "confinement" end
   local start = plan.start
@@ -378,7 +382,19 @@ function M.exec(opts, broker)
   local b = broker or core.broker()
   -- Closed on every way out, a stream callback's error included: the program dies with it.
   local owned <close> = broker == nil and b or nil
-  local run, err, code = start_run(b, { policy = pol, ledger = opts.ledger, durability = opts.durability }, {
+  -- With a proxy, the ledger stays open past the program's end, for the
+  -- records of connections that end after it (net.end).
+  local ledger = opts.ledger
+  local ledger_owned
+  if net and type(ledger) == "string" then
+    local lerr
+    ledger, lerr = require("airlock.ledger").open(ledger, { create = true, durability = opts.durability or "batch" })
+    if not ledger then return nil, lerr, "ledger" end
+    ledger_owned = setmetatable({}, { __close = function() ledger:close() end })
+  end
+  local _ <close> = ledger_owned
+  local t0 = core.now_ms()
+  local run, err, code = start_run(b, { policy = pol, ledger = ledger, durability = opts.durability }, {
     program = { name = argv[1], argv = full, plan = plan,
                 deadline_ms = deadline and deadline > 0 and deadline or nil, capture = capture },
   })
@@ -394,16 +410,36 @@ function M.exec(opts, broker)
     if type(code) ~= "string" then code = tostring(err):match("^(%a+):") or "spawn" end
     return nil, err, code, code == "spawn" and 126 or 125
   end
+  local proxy
+  if plan.start.egress_port then
+    local rec = require("airlock")._internal.record_of(run)
+    local perr2, pcode
+    proxy, perr2, pcode = egress.start(b, run, { policy = pol, t0 = t0, secrets = values,
+                                                 recorder = rec and rec.recorder })
+    if not proxy then
+      run:cancel()
+      while run:live() do b:step(-1) end
+      return nil, perr2, pcode, 125
+    end
+  end
   local stream = opts.stream and streamer(opts.stream, secrets.redactor(values))
   local res
   while true do
     local done, serr2, scode = b:step(-1)
     if not done then return nil, serr2, scode end
-    for _, r in ipairs(done) do if r.run == run:id() then res = r end end
+    for _, r in ipairs(done) do
+      if r.run == run:id() then res = r end
+      if proxy and r.run == proxy.run:id() then proxy.result = r end
+    end
     if res then break end
     if stream then stream.poll(run) end
   end
   if stream then stream.finish(res) end
+  if proxy then
+    egress.finish(proxy, b)
+    egress.report(proxy, res)
+  end
+  require("airlock.violations").add(res)
   if pty then pty:wait(500) end
   res.argv = full
   res.program = found

@@ -489,7 +489,7 @@ end
 
 -- Not API: for this package's own modules (airlock.exec starts its programs
 -- with start_run and internal.program). Nothing outside lua/airlock uses it.
-M._internal = { start_run = start_run }
+M._internal = { start_run = start_run, record_of = function(run) return runs[run] end }
 nest.bind { record_of = function(run) return runs[run] end, start_run = start_run }
 
 --- b:step(timeout_ms) -> list of results of the runs that finished; handlers

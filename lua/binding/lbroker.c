@@ -433,6 +433,7 @@ static const start_opt START_OPTS[] = {
   RUN_OPT("park", OPT_BOOL, parked, 0, NULL),
   RUN_OPT("no_aslr", OPT_BOOL, spawn.no_aslr, 0, NULL),
   RUN_OPT("mdwe", OPT_BOOL, spawn.mdwe, 0, NULL),
+  RUN_OPT("egress_port", OPT_U32, spawn.egress_port, 65535, NULL),
 };
 #undef RUN_OPT
 #define NSTART_OPTS (sizeof START_OPTS / sizeof *START_OPTS)
@@ -858,6 +859,23 @@ static int l_run_cpu_time(lua_State *L) {
   return 1;
 }
 
+/* run:_egress_fd() -> the run's egress listener (b:_start{egress_port =}), a
+** descriptor the run still owns (pass it as another run's stdin_fd, which dups
+** it), or nil; run:_egress_close() closes the run's copy. */
+static int l_run_egress_fd(lua_State *L) {
+  lrun *lr = check_run(L, 1);
+  int fd = lr->finished || !lr->r ? -1 : airlock_run_egress_fd(lr->r);
+  if (fd < 0) return 0;
+  lua_pushinteger(L, fd);
+  return 1;
+}
+
+static int l_run_egress_close(lua_State *L) {
+  lrun *lr = check_run(L, 1);
+  if (!lr->finished && lr->r) airlock_run_egress_close(lr->r);
+  return 0;
+}
+
 /* run:output(which, from) -> the bytes stdout ("stdout") or stderr ("stderr") has
 ** captured past offset from (0-based), while the run goes on (for streaming);
 ** nil once the run has finished (its result then holds everything). */
@@ -910,8 +928,10 @@ void airlock_l_open_broker(lua_State *L) {
     { "close", l_broker_close }, { NULL, NULL } };
   static const luaL_Reg rm[] = {
     { "reply", l_run_reply }, { "fail", l_run_fail }, { "cancel", l_run_cancel },
-    { "abort", l_run_abort }, { "id", l_run_id }, { "pid", l_run_pid }, { "cpu_time", l_run_cpu_time }, { "live", l_run_live },
-    { "result", l_run_result }, { "output", l_run_output }, { "_unpark", l_run_unpark }, { NULL, NULL } };
+    { "abort", l_run_abort }, { "id", l_run_id }, { "pid", l_run_pid }, { "cpu_time", l_run_cpu_time },
+    { "live", l_run_live }, { "result", l_run_result }, { "output", l_run_output },
+    { "_unpark", l_run_unpark }, { "_egress_fd", l_run_egress_fd }, { "_egress_close", l_run_egress_close },
+    { NULL, NULL } };
 
   luaL_newmetatable(L, AIRLOCK_BROKER_MT);
   luaL_newlib(L, bm);

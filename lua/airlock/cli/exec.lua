@@ -176,6 +176,17 @@ function M.main(args)
     elseif res.cause == "exit" and res.message:match("^the program could not be started") then
       io.stderr:write("airlock exec: ", res.message, "\n")
     end
+    -- Each connection the policy refused, with the field that would allow it
+    -- (the program may have handled it; it is said anyway, since a program
+    -- seldom says why a connection failed).
+    local shown = 0
+    for _, v in ipairs(res.violations or {}) do
+      if v.kind == "network" then
+        shown = shown + 1
+        if shown <= 5 then io.stderr:write("airlock exec: ", require("airlock.violations").line(v), "\n") end
+      end
+    end
+    if shown > 5 then io.stderr:write(string.format("airlock exec: and %d more refused connections (--json lists them)\n", shown - 5)) end
     -- Refused calls a program handled are its business; when it failed, they may be why.
     if res.refused and M.exit_status(res) ~= 0 then
       local parts = {}

@@ -46,7 +46,7 @@ function M.flag(old, new) return old == true and new ~= true end
 function M.flag_inverted(old, new) return old ~= true and new == true end
 --- A list where each item restricts: removing one loosens (namespaces).
 function M.superset(old, new) return missing(old, new) end
---- A list where each item grants: adding one loosens (notify).
+--- A list where each item grants: adding one loosens (notify, tool.network.allow).
 function M.more(old, new) return missing(new, old) end
 --- Granting an effect or a secret, or changing its handler, loosens; refusing tightens.
 function M.grant(old, new)

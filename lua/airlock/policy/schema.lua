@@ -17,6 +17,7 @@ local effect_handler, is_sequence = values.effect_handler, values.is_sequence
 local word_list, list_of, one_of, port = values.word_list, values.list_of, values.one_of, values.port
 local cpu_seconds, env_name, secret_name = values.cpu_seconds, values.env_name, values.secret_name
 local looser = require "airlock.policy.looser"
+local network = require "airlock.policy.network"
 
 local M = {}
 
@@ -272,6 +273,35 @@ M.SCHEMA = section({
       write = field(list_of(path_, "paths"), { doc = "more paths to change" }),
       exec = field(list_of(path_, "paths"), { doc = "more paths to run programs from" }),
     }, { doc = "paths granted on top of tool.confine (which stays locked)" }),
+    -- Network through the run's egress proxy (airlock.egress): the program's
+    -- net namespace stays empty but for the proxy's address on its loopback.
+    network = section({
+      allow = field(network.patterns, { doc = "host patterns a program may connect to through the proxy: " ..
+        "\"pypi.org\", \"*.pythonhosted.org:443\", \"127.0.0.1:8080\" (no port: 80 and 443)",
+        looser = looser.more }),
+      deny = field(network.patterns, { doc = "host patterns refused even when allow or connect would allow them " ..
+        "(deny wins)", looser = superset }),
+      connect = field(effect_handler, { doc = "handler(args, ctx) for a connection no pattern names: " ..
+        "true allows it, false or an error (the reason) refuses it" }),
+      inject = section({ [KEYS] = network.pattern,
+        ["*"] = section({
+          header = field(function(v)
+            if type(v) == "string" and v:match("^[%w!#$%%&'*+.^_`|~-]+$") and #v <= 64 then return v end
+            return nil, "an HTTP header name (letters, digits, -)"
+          end, { doc = "the header the proxy sets" }),
+          secret = field(function(v) if secret_name(v) then return v end return secret_name(v) end,
+            { doc = "the declared secret that is its value" }),
+          prefix = field(function(v)
+            if type(v) == "string" and #v <= 64 and not v:find("[%c]") then return v end
+            return nil, "a short string without control characters (\"Bearer \")"
+          end, { doc = "written before the secret", default = "" }),
+          [POST] = function(t)
+            if t.header == nil or t.secret == nil then return "needs header and secret" end
+          end,
+        }, { doc = "a header added to the host's requests", looser = looser.grant }),
+      }, { doc = "host pattern -> a header with a secret, added by the proxy to plain-HTTP requests " ..
+        "(never inside the sandbox; a CONNECT to such a host is refused)" }),
+    }, { doc = "network for programs through the run's egress proxy (docs/TOOLS.md, \"Network\")" }),
   }, { doc = "programs run by airlock exec (docs/TOOLS.md)" }),
   ledger = section({
     confine = PROCESS_CONFINE,

@@ -1,0 +1,358 @@
+-- spec/lua/egress_spec.lua -- tool.network: a program reaches named hosts
+-- through its run's egress proxy, and nothing else. Every upstream is a local
+-- server of this spec (python3, on 127.0.0.1), which the policies name by
+-- address, since loopback is refused unless named. Each hostile case is a
+-- real attempt with a control that succeeds.
+local H = require "helper"
+local airlock = require "airlock"
+local policy = require "airlock.policy"
+local json = require "dkjson"
+
+local SERVER = [[
+import http.server, socketserver, sys, time, json
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.0"
+    def log_message(self, *a): pass
+    def do_GET(self):
+        if self.path == "/headers":
+            body = json.dumps({k.lower(): v for k, v in self.headers.items()}).encode()
+        elif self.path == "/stream":
+            self.send_response(200); self.end_headers()
+            try:
+                for i in range(400):
+                    self.wfile.write(b"x" * 65536); self.wfile.flush(); time.sleep(0.005)
+            except Exception:
+                pass
+            return
+        elif self.path == "/missing":
+            self.send_response(404); self.end_headers(); self.wfile.write(b"no such thing\n"); return
+        else:
+            body = b"hello from upstream\n"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    request_queue_size = 256
+s = S(("127.0.0.1", 0), H)
+open(sys.argv[1], "w").write(str(s.server_address[1]))
+s.serve_forever()
+]]
+
+local function exec(argv, pol, extra)
+  local opts = { argv = argv, workspace = H.ws, timeout = "10s", policy = pol }
+  for k, v in pairs(extra or {}) do opts[k] = v end
+  local res, err, code = airlock.exec(opts)
+  assert(res, "exec refused: " .. tostring(err) .. " (" .. tostring(code) .. ")")
+  return res
+end
+
+local function py(code, pol, extra) return exec({ "python3", "-c", code }, pol, extra) end
+
+describe("tool.network: the egress proxy", function()
+  local port, url, pol
+  setup(function()
+    H.root = H.tmpdir()
+    H.ws = H.root .. "/ws"
+    assert(os.execute("mkdir -p " .. H.ws))
+    H.write(H.root .. "/server.py", SERVER)
+    os.execute("python3 " .. H.root .. "/server.py " .. H.root .. "/port >/dev/null 2>&1 & echo $! > " ..
+      H.root .. "/server.pid")
+    for _ = 1, 100 do
+      port = tonumber(H.slurp(H.root .. "/port") or "")
+      if port then break end
+      os.execute("sleep 0.05")
+    end
+    assert(port, "the spec's upstream server did not start")
+    url = "http://127.0.0.1:" .. port
+    pol = { tool = { network = { allow = { "127.0.0.1:" .. port } } } }
+  end)
+  teardown(function()
+    os.execute("kill $(cat " .. H.root .. "/server.pid) 2>/dev/null")
+    os.execute("rm -rf " .. H.root)
+  end)
+
+  it("lets curl reach an allowed host, as curl does directly: same body, same status", function()
+    local direct = H.sh("env -u LD_PRELOAD curl -sS " .. url .. "/ ; echo rc=$?")
+    local res = exec({ "curl", "-sS", url .. "/" }, pol)
+    assert.are.equal("ok", res.cause, res.message .. res.stderr)
+    assert.are.equal(direct, res.stdout .. "rc=0\n")
+    assert.are.equal("hello from upstream\n", res.stdout)
+    -- the same failure too: a 404 under -f is curl's 22 both ways
+    local d404 = H.sh("env -u LD_PRELOAD curl -sSf " .. url .. "/missing >/dev/null 2>&1; echo $?")
+    local r404 = exec({ "curl", "-sSf", url .. "/missing" }, pol)
+    assert.are.equal(tonumber(d404), r404.exit_code)
+    -- and through a CONNECT tunnel (curl -p), as https would go
+    res = exec({ "curl", "-sS", "-p", url .. "/" }, pol)
+    assert.are.equal("hello from upstream\n", res.stdout, res.stderr)
+    local c = res.network[1]
+    assert.are.equal("connect", c.kind)
+    assert.are.equal("allow", c.decision)
+    assert.are.equal("127.0.0.1", c.address)
+    assert.is_true(c.bytes_down > #"hello from upstream\n" and c.bytes_up > 0)
+    assert.is_number(c.ms)
+    assert.are.equal('tool.network.allow[1] ("127.0.0.1:' .. port .. '")', c.rule)
+    assert.is_nil(res.sandbox)
+    assert.matches("^applied: through the run's egress proxy", res.confinement.network)
+  end)
+
+  it("gives the program the proxy in every spelling, and no network without tool.network", function()
+    local res = exec({ "env" }, pol)
+    for _, k in ipairs { "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy" } do
+      assert.matches("\n" .. k .. "=http://127.0.0.1:3128\n", "\n" .. res.stdout)
+    end
+    res = exec({ "curl", "-sS", url .. "/" })
+    assert.are_not.equal(0, res.exit_code)
+    assert.matches("^skipped: none", res.confinement.network)
+  end)
+
+  it("makes a program that ignores the proxy variables fail at once, never hang", function()
+    local t0 = require("airlock.core").now_ms()
+    local res = py([[
+import socket, errno
+for addr in [("127.0.0.1", ]] .. port .. [[), ("203.0.113.7", 80), ("8.8.8.8", 53)]:
+    s = socket.socket()
+    try:
+        s.connect(addr); print("connected", addr)
+    except OSError as e:
+        print(addr[0], errno.errorcode[e.errno])
+]], pol, { timeout = "5s" })
+    local wall = require("airlock.core").now_ms() - t0
+    assert.are.equal("ok", res.cause, res.message .. res.stderr)
+    assert.is_nil(res.stdout:find("connected", 1, true))
+    -- its own loopback holds the proxy alone, beyond it there is no route, and
+    -- where Landlock has TCP rules a connect to any port but the proxy's is EACCES
+    for _, a in ipairs { "127.0.0.1", "203.0.113.7", "8.8.8.8" } do
+      local e = res.stdout:match(a:gsub("%.", "%%.") .. " (%u+)")
+      assert.truthy(e == "EACCES" or e == "ENETUNREACH" or e == "ECONNREFUSED", res.stdout)
+    end
+    assert.is_true(wall < 3000, "took " .. wall .. " ms")
+    -- curl told not to use the proxy fails just as fast, with its own words
+    res = exec({ "curl", "-sS", "--noproxy", "*", url .. "/" }, pol, { timeout = "5s" })
+    assert.are.equal(7, res.exit_code)
+  end)
+
+  it("refuses a host no pattern names, and a denied one even when allowed: 403 with the field to change", function()
+    local p = { tool = { network = { allow = { "*.example.org", "127.0.0.1:" .. port }, deny = { "bad.example.org" } } } }
+    local res = exec({ "curl", "-sS", "-p", "https://bad.example.org/" }, p)
+    assert.are.equal(56, res.exit_code, res.stderr)   -- curl: the CONNECT was answered 403
+    local v = res.violations[1]
+    assert.are.equal("network", v.kind)
+    assert.are.equal("CONNECT bad.example.org:443", v.what)
+    assert.are.equal("tool.network.deny", v.rule)
+    assert.matches('deny%[1%] %("bad.example.org"%)', v.reason)
+    assert.is_number(v.at)
+    assert.are.equal("refused", res.sandbox)
+    res = exec({ "curl", "-sS", "-f", "http://other.example.net/" }, p)
+    assert.are.equal(22, res.exit_code)
+    assert.are.equal("tool.network.allow", res.violations[1].rule)
+    assert.matches('add "other.example.net:80" to tool.network.allow', res.violations[1].reason)
+    -- a port the pattern does not name is another host, for the policy
+    res = exec({ "curl", "-sS", "-f", "http://127.0.0.1:" .. (port == 1 and 2 or port - 1) .. "/" }, p)
+    assert.are.equal(22, res.exit_code)
+    -- an address literal needs a pattern naming it: a wildcard never matches one
+    res = exec({ "curl", "-sS", "-f", "http://10.1.2.3/" }, p)
+    assert.matches("an address is allowed only when a pattern names it", res.violations[1].reason)
+  end)
+
+  it("refuses a name that resolves to loopback unless the address is named", function()
+    -- localhost is allowed by name; it resolves to 127.0.0.1 (and ::1), which is not named
+    local p = { tool = { network = { allow = { "localhost:" .. port } } } }
+    local res = exec({ "curl", "-sS", "-f", "http://localhost:" .. port .. "/" }, p)
+    assert.are.equal(22, res.exit_code)
+    local v = res.violations[1]
+    assert.matches("localhost resolves to .* %(loopback%)", v.reason)
+    assert.matches('add "127.0.0.1:' .. port .. '"', v.reason)
+    assert.are.equal("deny", res.network[1].decision)
+    -- the control: with the address named as well, the same name works
+    p.tool.network.allow[2] = "127.0.0.1:" .. port
+    res = exec({ "curl", "-sS", "-f", "http://localhost:" .. port .. "/" }, p)
+    assert.are.equal("hello from upstream\n", res.stdout, res.stderr)
+  end)
+
+  it("stays up under a flood of connections: each is served or refused at once", function()
+    -- 150 connections open at once, each with its request sent, then read
+    local res = py([[
+import socket
+ok = refused = other = 0
+socks = []
+for i in range(150):
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=8)
+    s.sendall(b"GET ]] .. url .. [[/ HTTP/1.1\r\nHost: x\r\n\r\n")
+    socks.append(s)
+for s in socks:
+    data = b""
+    while True:
+        d = s.recv(65536)
+        if not d: break
+        data += d
+    if b"hello from upstream" in data: ok += 1
+    elif b" 503 " in data: refused += 1
+    else: other += 1
+print(ok, refused, other)
+]], pol, { timeout = "20s" })
+    assert.are.equal("ok", res.cause, res.message .. res.stderr)
+    local ok, refused, other = res.stdout:match("(%d+) (%d+) (%d+)")
+    assert.are.equal(150, tonumber(ok) + tonumber(refused), res.stdout)
+    assert.are.equal("0", other)
+    assert.is_true(tonumber(ok) >= 64, res.stdout)
+    assert.is_true(res.network_total >= tonumber(ok))
+    assert.is_true(#res.network <= 256)
+  end)
+
+  it("bounds a request head before storing it, and goes on serving", function()
+    local res = py([[
+import socket
+s = socket.create_connection(("127.0.0.1", 3128), timeout=5)
+try:
+    s.sendall(b"GET ]] .. url .. [[/ HTTP/1.1\r\nX-Big: " + b"a" * 200000 + b"\r\n\r\n")
+except OSError as e:
+    pass
+print(s.recv(200).split(b"\r\n")[0].decode())
+s = socket.create_connection(("127.0.0.1", 3128), timeout=5)
+s.sendall(b"GET ]] .. url .. [[/ HTTP/1.1\r\nHost: x\r\n\r\n")
+print(b"hello from upstream" in s.recv(65536) + s.recv(65536))
+]], pol)
+    assert.are.equal("ok", res.cause, res.message .. res.stderr)
+    assert.are.equal("HTTP/1.1 431 Request Header Fields Too Large\nTrue\n", res.stdout)
+    assert.are.equal("network", res.violations[1].kind)
+    assert.matches("^the egress proxy's bounds", res.violations[1].rule)
+    assert.matches("request head over 16384 bytes", res.violations[1].reason)
+  end)
+
+  it("survives a client that disconnects mid-stream", function()
+    local res = py([[
+import socket
+s = socket.create_connection(("127.0.0.1", 3128), timeout=5)
+s.sendall(b"GET ]] .. url .. [[/stream HTTP/1.1\r\nHost: x\r\n\r\n")
+got = 0
+while got < 300000:
+    got += len(s.recv(65536))
+s.close()
+s = socket.create_connection(("127.0.0.1", 3128), timeout=5)
+s.sendall(b"GET ]] .. url .. [[/ HTTP/1.1\r\nHost: x\r\n\r\n")
+data = b""
+while True:
+    d = s.recv(65536)
+    if not d: break
+    data += d
+print(b"hello from upstream" in data)
+]], pol)
+    assert.are.equal("ok", res.cause, res.message .. res.stderr)
+    assert.are.equal("True\n", res.stdout)
+    local first = res.network[1]
+    assert.are.equal("allow", first.decision)
+    assert.is_true(first.bytes_down >= 300000 and first.bytes_down < 400 * 65536, tostring(first.bytes_down))
+    assert.is_nil(res.egress)   -- the proxy itself ended only when the run did
+  end)
+
+  it("adds a credential at the proxy to plain-HTTP requests; the program never holds it", function()
+    local token = "s3cret-" .. H.pid()
+    H.write(H.root .. "/token", token)
+    local dir = H.root .. "/ledger-inject"
+    local p = policy.extend("tool", {
+      secrets = { api = { file = H.root .. "/token" } },
+      tool = { network = { allow = { "127.0.0.1:" .. port },
+                           inject = { ["127.0.0.1:" .. port] = { header = "Authorization", secret = "api",
+                                                                prefix = "Bearer " } } } },
+    })
+    local res = exec({ "sh", "-c", "curl -sS -H 'Authorization: forged' " .. url .. "/headers; echo; env; " ..
+                                   "cat /proc/self/environ | tr '\\0' '\\n'" }, p, { ledger = dir })
+    assert.are.equal("ok", res.cause, res.message .. res.stderr)
+    -- the upstream saw it (the program's own header was dropped), redacted on the way back
+    local seen = json.decode(res.stdout:match("^(.-)\n"))
+    assert.are.equal("Bearer [redacted:api]", seen.authorization)
+    assert.is_nil(res.stdout:find(token, 1, true))
+    assert.are.same({ "Authorization" }, res.network[1].injected)
+    -- the ledger holds the connection, never the secret
+    local all = H.sh("cat " .. dir .. "/* 2>/dev/null")
+    assert.is_nil(all:find(token, 1, true))
+    local kinds = {}
+    for rec in require("airlock.ledger").records(dir) do kinds[rec.kind] = (kinds[rec.kind] or 0) + 1 end
+    assert.are.equal(1, kinds.net)
+    assert.are.equal(1, kinds["net.end"])
+    -- https to that host would carry requests without it: the tunnel is refused
+    res = exec({ "curl", "-sS", "-p", url .. "/" }, p)
+    assert.are.equal(56, res.exit_code)
+    assert.are.equal("tool.network.inject", res.violations[1].rule)
+  end)
+
+  it("records every attempt in the ledger: allowed ones and refusals", function()
+    local dir = H.root .. "/ledger-net"
+    local res = exec({ "sh", "-c", "curl -sS " .. url .. "/ >/dev/null; curl -sS -f http://nope.example.com/" },
+      pol, { ledger = dir })
+    assert.are.equal(22, res.exit_code)
+    local net, viol = {}, {}
+    for rec in require("airlock.ledger").records(dir) do
+      if rec.kind == "net" then net[#net + 1] = rec end
+      if rec.kind == "violation" then viol[#viol + 1] = rec end
+    end
+    assert.are.equal(1, #net)
+    assert.are.equal("127.0.0.1", net[1].address)
+    assert.are.equal(port, net[1].port)
+    assert.are.equal(1, #viol)
+    assert.are.equal("nope.example.com", viol[1].host)
+    assert.are.equal("tool.network.allow", viol[1].rule)
+    assert.truthy(H.sh(H.bin .. "/airlock ledger verify " .. dir .. " 2>&1; echo rc=$?"):match("rc=0"))
+  end)
+
+  it("says on the command's stderr which field would allow a refused connection", function()
+    local pf = H.root .. "/pol.lua"
+    H.write(pf, "return { tool = { network = { allow = { '127.0.0.1:" .. port .. "' } } } }")
+    local out = H.sh(H.bin .. "/airlock exec --policy " .. pf .. " --workspace " .. H.ws ..
+      " -- curl -sS -p https://pypi.org/ 2>&1; echo rc=$?")
+    assert.matches("airlock exec: refused CONNECT pypi.org:443: no pattern of tool.network.allow names " ..
+      "pypi.org:443; add \"pypi.org:443\" to tool.network.allow", out)
+    assert.matches("rc=56", out)
+  end)
+
+  it("works for a caller who is not root, in a net namespace of the run's own", function()
+    local nobody = "setpriv --reuid 65534 --regid 65534 --clear-groups "
+    local cmd = require("airlock.core").fs_realpath(H.bin .. "/airlock")
+    local probe = H.sh(nobody .. cmd .. " version 2>&1; echo rc=$?")
+    if not probe:match("rc=0") then
+      pending("skipped: uid 65534 cannot run " .. cmd .. " here: " .. probe)
+      return
+    end
+    local ws = H.tmpdir()
+    assert(os.execute("chmod 777 " .. ws))
+    local pf = ws .. "/../egress-pol-" .. H.pid() .. ".lua"
+    H.write(pf, "return { tool = { limits = { pids = 0, memory = 0, cpu = 0 }, " ..
+      "network = { allow = { '127.0.0.1:" .. port .. "' } } } }")
+    local out = H.sh("cd " .. ws .. " && " .. nobody .. cmd .. " exec --json --timeout 5s --policy " .. pf ..
+      " --workspace " .. ws .. " -- curl -sS " .. url .. "/")
+    os.execute("rm -rf " .. ws .. " " .. pf)
+    local res = assert(json.decode(out), out)
+    assert.are.equal("ok", res.cause, res.message)
+    assert.are.equal("hello from upstream\n", res.stdout)
+    assert.are.equal("allow", res.network[1].decision)
+  end)
+
+  it("validates patterns: no bare TLD wildcards, ports in range; allowing more loosens", function()
+    for _, bad in ipairs { "*.com", "*", "a.*.org", "host:0", "host:70000", "::1", "exa mple.org" } do
+      local ok, err = pcall(policy.extend, "tool", { tool = { network = { allow = { bad } } } })
+      assert.is_false(ok, bad)
+      assert.matches("tool.network.allow", err)
+    end
+    local base = policy.extend("tool", { locked = policy.append { "tool.network" },
+                                         tool = { network = { allow = { "pypi.org" } } } })
+    local ok, err = pcall(policy.extend, base, { tool = { network = { allow = { "pypi.org", "evil.example" } } } })
+    assert.is_false(ok)
+    assert.matches("tool.network.allow", err)
+    assert.is_true((pcall(policy.extend, base, { tool = { network = { allow = {}, deny = { "x.org" } } } })))
+  end)
+
+  it("asks tool.network.connect about what no pattern names", function()
+    local asked = {}
+    local p = policy.extend("tool", { tool = { network = {
+      allow = { "127.0.0.1:" .. port },
+      connect = function(args) asked[#asked + 1] = args.host .. ":" .. args.port; return false, "not today" end,
+    } } })
+    local res = exec({ "curl", "-sS", "-f", "http://mirror.example.com:8080/" }, p)
+    assert.are.equal(22, res.exit_code)
+    assert.are.same({ "mirror.example.com:8080" }, asked)
+    assert.are.equal("tool.network.connect", res.violations[1].rule)
+    assert.matches("not today", res.violations[1].reason)
+  end)
+end)
