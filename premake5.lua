@@ -75,6 +75,14 @@ project "airlock-worker"
   links { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "crypto", "seccomp", "m" }
   outdirs(true)
 
+-- airlock-ledgerd: one session's ledger in a confined process of its own
+-- (ledger/main.c); hosts start it through core/ledger_proc.c.
+project "airlock-ledgerd"
+  kind "ConsoleApp"
+  files { "ledger/*.c" }
+  links { "airlock-core", "msgpackc", "crypto", "seccomp" }
+  outdirs(true)
+
 -- airlock-init: PID 1 of a program's pid namespace (init/main.c). Static, so
 -- it runs in any root file system; never sanitized (a static link cannot
 -- carry the sanitizer runtime, and it makes a handful of system calls).
