@@ -297,6 +297,19 @@ static int lost(airlock_ledger_proc *p, int rc, const char *why)
   if (p->sticky)
     return p->sticky;
   char st[96] = "";
+  if (rc == -EPIPE || rc == 0) {
+    /* a process that ended on purpose said why before it did: read that */
+    const msgpack_object *m;
+    char why2[200];
+    while (recv_msg(&p->c, mono_ms() + 100, &m, why2, sizeof why2) == 1) {
+      if (ledger_proto_is(m, "refuse")) {
+        char text[900];
+        msg_text(m, "message", text, sizeof text);
+        child_reap(&p->c, 200);
+        return set_sticky(p, msg_errno(m), "%s", text);
+      }
+    }
+  }
   if (rc == -ETIMEDOUT || rc == -EPROTO)
     kill(p->c.pid, SIGKILL);
   child_reap(&p->c, 200);
@@ -641,6 +654,14 @@ int airlock_ledger_proc_tick(airlock_ledger_proc *p)
     return rc;
   /* the process has committed the window by now: ask, so durable_seq is exact */
   return airlock_ledger_proc_flush(p);
+}
+
+int airlock_ledger_proc_raw_send(airlock_ledger_proc *p, const void *bytes, size_t len)
+{
+  if (p->sticky)
+    return p->sticky;
+  int rc = send_all(&p->c, bytes, len, mono_ms() + p->admit_ms);
+  return rc == -ETIMEDOUT ? rc : rc < 0 ? lost(p, rc, "") : 0;
 }
 
 void airlock_ledger_proc_head(const airlock_ledger_proc *p, uint64_t *seq,

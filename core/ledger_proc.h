@@ -74,6 +74,9 @@ int airlock_ledger_proc_sync_due_ms(const airlock_ledger_proc *p);
 /* airlock_ledger_proc_poll, then, once a batch window is due, a flush (the
 ** process has committed by then; this learns durable_seq). 0 or -errno. */
 int airlock_ledger_proc_tick(airlock_ledger_proc *p);
+/* For specs, a hostile producer: writes bytes to the process as they are,
+** within the admission deadline (-ETIMEDOUT past it). 0 or -errno. */
+int airlock_ledger_proc_raw_send(airlock_ledger_proc *p, const void *bytes, size_t len);
 /* The last accepted record: seq and chain hash (either may be NULL). */
 void airlock_ledger_proc_head(const airlock_ledger_proc *p, uint64_t *seq,
                               uint8_t hash[AIRLOCK_LEDGER_HASH_LEN]);

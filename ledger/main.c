@@ -38,7 +38,7 @@
 static const char *const allowed[] = {
   "read", "write", "readv", "writev", "pread64", "pwrite64", "lseek", "close",
   "fstat", "newfstatat", "fcntl", "openat", "ftruncate", "fdatasync", "fsync", "flock",
-  "fadvise64", "unlinkat", "mkdir", "sendmsg", "recvfrom", "poll", "ppoll",
+  "fadvise64", "unlink", "unlinkat", "mkdir", "sendmsg", "recvfrom", "poll", "ppoll",
   "mmap", "munmap", "mremap", "brk", "madvise", "futex",
   "clock_gettime", "getrandom", "getpid", "gettid", "geteuid",
   "rt_sigprocmask", "exit", "exit_group",

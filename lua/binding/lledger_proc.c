@@ -243,6 +243,19 @@ static int l_tick(lua_State *L) {
   return done_or_fail(L, lp, airlock_ledger_proc_tick(lp->p));
 }
 
+/* L:raw_send(bytes) -> true, or nil, message, errno: for specs (a hostile
+** producer), bytes written to the ledger process as they are. */
+static int l_raw_send(lua_State *L) {
+  lproc *lp = check_proc(L, 1);
+  size_t n;
+  const char *s = luaL_checklstring(L, 2, &n);
+  int rc = airlock_ledger_proc_raw_send(lp->p, s, n);
+  if (rc < 0) return fail(L, rc == -ETIMEDOUT ? "ledger: the ledger process took no more bytes" :
+                          airlock_ledger_proc_error(lp->p), -rc);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 static int l_report(lua_State *L) {
   lproc *lp = luaL_checkudata(L, 1, PROC_MT);
   airlock_l_push_ledger_report(L, &lp->rep, -1);
@@ -438,7 +451,7 @@ void airlock_l_open_ledger_proc(lua_State *L) {
     { "session_id", l_session_id }, { "durable_seq", l_durable_seq }, { "flush", l_flush },
     { "sync", l_sync }, { "tick", l_tick }, { "sync_due_ms", l_sync_due_ms },
     { "durability", l_durability }, { "report", l_report }, { "close", l_close }, { "dir", l_dir },
-    { "pid", l_pid }, { "grant", l_grant }, { NULL, NULL } };
+    { "pid", l_pid }, { "grant", l_grant }, { "raw_send", l_raw_send }, { NULL, NULL } };
   static const luaL_Reg rm[] = {
     { "report", l_reader_report }, { "close", l_reader_close }, { NULL, NULL } };
 
