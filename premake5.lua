@@ -114,7 +114,7 @@ tool("hostile-worker", { "spec/fixtures/hostile_worker.c" }, { "airlock-core", "
 tool("airlock-baseline", { "bench/baseline.c" }, { "msgpackc" })
 tool("airlock-netns", { "bench/netns.c" })
 tool("test-ledger", { "spec/c/test_ledger.c" }, { "airlock-core", "msgpackc", "crypto" })
-tool("airlock-ledger-bench", { "bench/ledger_bench.c" }, { "airlock-core", "msgpackc", "crypto", "sqlite3" })
+tool("airlock-ledger-bench", { "bench/ledger_bench.c" }, { "airlock-core", "msgpackc", "crypto", "seccomp", "sqlite3" })
 
 -- Examples (examples/): plugin-host, a game-style C host embedding Lua 5.4 and
 -- the binding the way the airlock command does (its Lua part, host.lua, is read
