@@ -406,7 +406,7 @@ static int serve_write(int argc, char **argv)
       if (max_bytes > 0 && before >= max_bytes) {
         msgpack_zone_destroy(&zone);
         snprintf(err, sizeof err, "ledger: the session's journal has reached %" PRIu64 " bytes, "
-                 "its bound of %" PRIu64 " (the policy's limits.ledger_session); nothing more is "
+                 "its bound of %" PRIu64 " (the open's max_bytes); nothing more is "
                  "recorded, so nothing more is performed", before, max_bytes);
         refuse(-EDQUOT, err, 0);
         continue;
