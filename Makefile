@@ -60,7 +60,7 @@ build/gen/embedded_cli.c: tools/embed.lua $(LUA_CLI)
 	@mkdir -p build/gen
 	lua5.4 tools/embed.lua $@ airlock_embedded_cli $(LUA_CLI)
 
-build/Makefile: premake5.lua $(wildcard core/*.c init/*.c egress/*.c lua/*.c lua/binding/*.c worker/*.c spec/c/*.c spec/fixtures/*.c bench/*.c)
+build/Makefile: premake5.lua $(wildcard core/*.c init/*.c egress/*.c ledger/*.c lua/*.c lua/binding/*.c worker/*.c spec/c/*.c spec/fixtures/*.c bench/*.c)
 	premake4 --file=premake5.lua gmake >/dev/null
 	@# ar only adds members: a renamed or removed source would stay in the archives.
 	rm -f build/lib/*.a build/san/lib/*.a
@@ -117,7 +117,7 @@ TIDY_CHECKS = -*,bugprone-*,-bugprone-easily-swappable-parameters,-bugprone-rese
 -bugprone-narrowing-conversions,-bugprone-assignment-in-if-condition,\
 -bugprone-implicit-widening-of-multiplication-result,-bugprone-sizeof-expression,\
 -bugprone-not-null-terminated-result,misc-redundant-expression,cert-err34-c
-LINT_SRC = core/*.c init/*.c egress/*.c worker/*.c lua/*.c lua/binding/*.c
+LINT_SRC = core/*.c init/*.c egress/*.c ledger/*.c worker/*.c lua/*.c lua/binding/*.c
 lint: $(EMBEDDED)
 	@missing=""; for p in $(LINT_DEBS); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
@@ -149,6 +149,7 @@ install: build
 	$(INSTALL) -m 755 build/bin/airlock-worker $(DESTDIR)$(LIBEXECDIR)/airlock/airlock-worker
 	$(INSTALL) -m 755 build/bin/airlock-init $(DESTDIR)$(LIBEXECDIR)/airlock/airlock-init
 	$(INSTALL) -m 755 build/bin/airlock-egress $(DESTDIR)$(LIBEXECDIR)/airlock/airlock-egress
+	$(INSTALL) -m 755 build/bin/airlock-ledgerd $(DESTDIR)$(LIBEXECDIR)/airlock/airlock-ledgerd
 	$(INSTALL) -m 755 build/bin/airlock $(DESTDIR)$(BINDIR)/airlock
 	$(INSTALL) -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(BASHCOMPDIR)
 	build/bin/airlock help --man > $(DESTDIR)$(MANDIR)/man1/airlock.1
@@ -162,7 +163,7 @@ install: build
 # the module looks first, and the command.
 install-rock: build
 	$(INSTALL) -d $(ROCK_LIBDIR) $(ROCK_BINDIR)
-	$(INSTALL) -m 755 build/lib/airlock.so build/bin/airlock-worker build/bin/airlock-init build/bin/airlock-egress $(ROCK_LIBDIR)/
+	$(INSTALL) -m 755 build/lib/airlock.so build/bin/airlock-worker build/bin/airlock-init build/bin/airlock-egress build/bin/airlock-ledgerd $(ROCK_LIBDIR)/
 	$(INSTALL) -m 755 build/bin/airlock $(ROCK_BINDIR)/airlock
 
 # make uninstall [PREFIX=...] [DESTDIR=]: removes what make install wrote.
@@ -171,6 +172,7 @@ uninstall:
 	  $(DESTDIR)$(LUA_CMOD_DIR)/airlock.so $(DESTDIR)$(BINDIR)/airlock \
 	  $(DESTDIR)$(LIBEXECDIR)/airlock/airlock-worker $(DESTDIR)$(LIBEXECDIR)/airlock/airlock-init \
 	  $(DESTDIR)$(LIBEXECDIR)/airlock/airlock-egress \
+	  $(DESTDIR)$(LIBEXECDIR)/airlock/airlock-ledgerd \
 	  $(DESTDIR)$(INCLUDEDIR)/airlock/airlock.h $(DESTDIR)$(INCLUDEDIR)/airlock/confine.h \
 	  $(DESTDIR)$(INCLUDEDIR)/airlock/ledger.h $(DESTDIR)$(MANDIR)/man1/airlock.1 \
 	  $(DESTDIR)$(BASHCOMPDIR)/airlock

@@ -75,6 +75,14 @@ project "airlock-worker"
   links { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "crypto", "seccomp", "m" }
   outdirs(true)
 
+-- airlock-ledgerd: one session's ledger in a confined process of its own
+-- (ledger/main.c); hosts start it through core/ledger_proc.c.
+project "airlock-ledgerd"
+  kind "ConsoleApp"
+  files { "ledger/*.c" }
+  links { "airlock-core", "msgpackc", "crypto", "seccomp" }
+  outdirs(true)
+
 -- airlock-init: PID 1 of a program's pid namespace (init/main.c). Static, so
 -- it runs in any root file system; never sanitized (a static link cannot
 -- carry the sanitizer runtime, and it makes a handful of system calls).
@@ -114,7 +122,7 @@ tool("hostile-worker", { "spec/fixtures/hostile_worker.c" }, { "airlock-core", "
 tool("airlock-baseline", { "bench/baseline.c" }, { "msgpackc" })
 tool("airlock-netns", { "bench/netns.c" })
 tool("test-ledger", { "spec/c/test_ledger.c" }, { "airlock-core", "msgpackc", "crypto" })
-tool("airlock-ledger-bench", { "bench/ledger_bench.c" }, { "airlock-core", "msgpackc", "crypto", "sqlite3" })
+tool("airlock-ledger-bench", { "bench/ledger_bench.c" }, { "airlock-core", "msgpackc", "crypto", "seccomp", "sqlite3" })
 
 -- Examples (examples/): plugin-host, a game-style C host embedding Lua 5.4 and
 -- the binding the way the airlock command does (its Lua part, host.lua, is read

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <ftw.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 
 #include "airlock.h"
 #include "ledger.h"
+#include "ledger_proc.h"
 
 #define ARG_BYTES 100
 #define BATCH_MS  AIRLOCK_LEDGER_BATCH_MS_DEFAULT
@@ -98,6 +100,32 @@ static struct result run_mode(const char *dir, int mode, double seconds, const s
   if (airlock_ledger_close(l) < 0)
     die("close", "the final flush failed");
   r.syncs += durable != r.count + 1;   /* the flush in close */
+  r.per_s = (double)r.count / (now_s() - t0);
+  return r;
+}
+
+/* The same through a ledger process (airlock-ledgerd): each append waited
+** for (accepted before the next is sent: what a producer does before it
+** performs an effect), or queued (sent in batches over the socket). */
+static struct result run_proc(const char *program, const char *dir, int mode, int wait, double seconds,
+                              const struct fields *f)
+{
+  airlock_ledger_proc *l;
+  char err[512];
+  airlock_ledger_proc_opts o = { .program = program, .create = 1, .durability = mode, .batch_ms = BATCH_MS };
+  if (airlock_ledger_proc_open(dir, &o, &l, NULL, err, sizeof err) < 0)
+    die("open (ledger process)", err);
+  struct result r = { 0, 0, 0 };
+  double t0 = now_s(), end = t0 + seconds;
+  do {
+    for (int i = 0; i < 16; i++) {
+      if (airlock_ledger_proc_append(l, "call", 1, f->sb.data, f->sb.size, wait, NULL, NULL) < 0)
+        die("append (ledger process)", airlock_ledger_proc_error(l));
+      r.count++;
+    }
+  } while (now_s() < end);
+  if (airlock_ledger_proc_close(l) < 0)
+    die("close (ledger process)", "the final commit failed");
   r.per_s = (double)r.count / (now_s() - t0);
   return r;
 }
@@ -226,6 +254,17 @@ int main(int argc, char **argv)
     snprintf(dir, sizeof dir, "%s/%s", base, airlock_ledger_durability_name(modes[m]));
     res[m] = run_mode(dir, modes[m], seconds, &f);
   }
+  /* airlock-ledgerd beside this program */
+  char program[PATH_MAX];
+  ssize_t pn = readlink("/proc/self/exe", program, sizeof program - 32);
+  program[pn > 0 ? pn : 0] = '\0';
+  char *slash = strrchr(program, '/');
+  snprintf(slash ? slash + 1 : program, 32, "airlock-ledgerd");
+  struct result pw, pq;
+  snprintf(dir, sizeof dir, "%s/proc-wait", base);
+  pw = run_proc(program, dir, AIRLOCK_DURABLE_BATCH, 1, seconds, &f);
+  snprintf(dir, sizeof dir, "%s/proc-queued", base);
+  pq = run_proc(program, dir, AIRLOCK_DURABLE_BATCH, 0, seconds, &f);
   snprintf(dir, sizeof dir, "%s/sqlite.db", base);
   sq = run_sqlite(dir, seconds);
   airlock_ledger_report rep;
@@ -239,6 +278,8 @@ int main(int argc, char **argv)
     for (int m = 0; m < 3; m++)
       printf(",\"%s\":{\"records_per_s\":%.0f,\"records\":%" PRIu64 ",\"syncs\":%" PRIu64 "}",
              airlock_ledger_durability_name(modes[m]), res[m].per_s, res[m].count, res[m].syncs);
+    printf(",\"process_batch_waited\":{\"records_per_s\":%.0f,\"records\":%" PRIu64 "}", pw.per_s, pw.count);
+    printf(",\"process_batch_queued\":{\"records_per_s\":%.0f,\"records\":%" PRIu64 "}", pq.per_s, pq.count);
     printf(",\"sqlite\":{\"inserts_per_s\":%.0f,\"inserts\":%" PRIu64 ",\"version\":\"%s\"}",
            sq.per_s, sq.count, sqlite3_libversion());
     printf(",\"verify\":{\"mb_per_s\":%.1f,\"bytes\":%" PRIu64 ",\"records\":%" PRIu64 "}",
@@ -264,6 +305,10 @@ int main(int argc, char **argv)
       snprintf(name, sizeof name, "%s", airlock_ledger_durability_name(modes[m]));
     printf("%-26s %12.0f %9" PRIu64 "  %s\n", name, res[m].per_s, res[m].syncs, notes[m]);
   }
+  printf("%-26s %12.0f %9s  ledger process: each append accepted before the next\n",
+         "batch, process, waited", pw.per_s, "");
+  printf("%-26s %12.0f %9s  ledger process: appends queued, sent in batches\n",
+         "batch, process, queued", pq.per_s, "");
   printf("%-26s %12.0f %9" PRIu64 "  one row per transaction (SQLite %s)\n", "sqlite WAL sync=FULL",
          sq.per_s, sq.syncs, sqlite3_libversion());
   printf("%-26s %9.0f MB/s            %.0f MiB, %" PRIu64 " records (median of 3, warm cache)\n",

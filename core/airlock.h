@@ -287,6 +287,12 @@ typedef struct airlock_spawn_opts {
                                cannot be undone (airlock_mdwe_available first). The
                                child then gets a copy of the address space, not
                                the caller's (CLONE_VM), which it would mark */
+  int keep_identity;        /* 1: a parent that is root does not make the child host
+                               uid/gid 65534: it keeps uid and gid 0, with no
+                               supplementary group, and (with drop_caps) no
+                               capability, so it still owns what root owns. For the
+                               ledger process, which must own its session
+                               directory; it confines itself before it reads */
   const char *init;         /* with CLONE_NEWPID: the path of airlock-init, which the
                                child becomes (PID 1): it runs the program as PID 2,
                                reaps every process, forwards signals, and reports the

@@ -423,7 +423,10 @@ __attribute__((no_sanitize("address", "undefined"))) static int child_main(void 
   /* Joining a shared net namespace takes CAP_SYS_ADMIN over its owner (the
   ** initial user namespace), so it comes first. */
   if (o->netns_fd > 0 && setns(o->netns_fd, CLONE_NEWNET) < 0) fail(x, "setns(shared net namespace)");
-  if (x->root) {
+  if (x->root && o->keep_identity) {
+    /* The ledger process: root's uid, no groups; drop_caps empties its sets below. */
+    if (syscall(SYS_setgroups, 0, NULL) < 0) fail(x, "setgroups(none)");
+  } else if (x->root) {
     /* Born without a user namespace (see clone_flags), so every namespace it
     ** was born in is owned by the initial one: mount while we still hold its
     ** privilege, then become the run's identity, which holds none there. */

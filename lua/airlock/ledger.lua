@@ -20,6 +20,31 @@ local util = require "airlock.util"
 
 local M = {}
 
+-- The ledger runs in a process of its own (airlock-ledgerd, core/ledger_proc.h),
+-- one per session: it alone opens the session directory, confined to it, and
+-- this process is its client. It lives beside the worker (AIRLOCK_LEDGERD
+-- names another; AIRLOCK_WORKER's directory is looked in first).
+local program_path
+local function program()
+  if program_path then return program_path end
+  local p = os.getenv("AIRLOCK_LEDGERD")
+  if p == nil or p == "" then
+    local w = os.getenv("AIRLOCK_WORKER")
+    if w == nil or w == "" then
+      local err, code
+      w, err, code = core.worker_path()
+      if not w then
+        return nil, "ledger: cannot find airlock-ledgerd, which lives beside airlock-worker (" ..
+          tostring(err) .. "); set AIRLOCK_LEDGERD", code
+      end
+    end
+    p = (w:match("^(.*)/[^/]*$") or ".") .. "/airlock-ledgerd"
+  end
+  program_path = p
+  return p
+end
+M.program = program
+
 --- open(dir, opts) -> ledger, or nil, message, errno.
 -- opts: create (bool: make dir, and its missing parents, and start a session when there is no journal),
 -- durability ("none" (default), "batch" (group commit every batch_ms, default
@@ -35,8 +60,20 @@ local M = {}
 -- flush(), tick() -> true (or nil, message, errno; a failed write or sync makes
 -- every later append fail the same way); sync_due_ms() -> ms until tick has
 -- work, -1 if none; report(); dir(); close() (also by <close> and the GC).
+-- The ledger process adds: max_bytes (the session's journal may not grow past
+-- it: appends are refused, errno EDQUOT), admit_ms (the admission deadline:
+-- a ledger process that answers no request within it is killed, and every
+-- later append fails: fail closed), and the methods pid() (the ledger
+-- process), grant() (this start's, never reused), sync() (wait until every
+-- queued append is accepted) and append(kind, run, fields, false) (queued;
+-- a refusal surfaces at the next waiting call). An append returns once its
+-- record is accepted: written whole to the journal by the ledger process. It
+-- is committed (on disk) once durable_seq() reaches it; flush() commits now.
 function M.open(dir, opts)
-  return core.ledger_open(dir, opts)
+  if type(dir) ~= "string" then error("bad argument #1 to 'open' (string expected, got " .. type(dir) .. ")", 2) end
+  local prog, err, code = program()
+  if not prog then return nil, err, code end
+  return core.ledger_proc_open(prog, dir, opts)
 end
 
 --- records(dir) -> iterator over the verified records, in order, streaming:
@@ -48,7 +85,9 @@ end
 -- second value is the reader: reader:report() after the loop has torn_bytes.
 -- A journal that cannot be opened is an error too.
 function M.records(dir)
-  local it, reader, ctl, close = core.ledger_records(dir)
+  local prog, perr = program()
+  if not prog then error(perr, 0) end
+  local it, reader, ctl, close = core.ledger_proc_records(prog, dir)
   if not it then error(reader, 0) end
   return it, reader, ctl, close
 end
@@ -60,13 +99,17 @@ end
 -- which is not damage. checkpoint, "SEQ:HEX" or nil, must be matched by the
 -- record with that seq: this is what catches records removed from the end.
 function M.verify(dir, checkpoint)
-  return core.ledger_verify(dir, checkpoint)
+  local prog, err, code = program()
+  if not prog then return nil, err, code end
+  return core.ledger_proc_verify(prog, dir, checkpoint)
 end
 
 --- branch(src, at, dst) -> true, or nil, message, errno: a new session in dst
 -- starting from src's records 1..at (the new session record says where from).
 function M.branch(src, at, dst)
-  return core.ledger_branch(src, at, dst)
+  local prog, err, code = program()
+  if not prog then return nil, err, code end
+  return core.ledger_proc_branch(prog, src, at, dst)
 end
 
 --- head(dir) -> "SEQ:HEX" of the last verified record, or nil, message, errno

@@ -30,6 +30,12 @@ void airlock_l_open_broker(lua_State *L);
 /* Adds ledger_open, ledger_records, ledger_verify, ledger_branch and sha256 to
 ** the table on top of the stack; registers the ledger metatables (lledger.c). */
 void airlock_l_open_ledger(lua_State *L);
+/* Pushes a ledger report table (lledger.c); ok < 0 leaves the field out. */
+struct airlock_ledger_report;
+void airlock_l_push_ledger_report(lua_State *L, const struct airlock_ledger_report *rep, int ok);
+/* Adds ledger_proc_open, ledger_proc_records, ledger_proc_verify, ledger_proc_branch
+** and ledger_proc_probe: the ledger in a process of its own (lledger_proc.c). */
+void airlock_l_open_ledger_proc(lua_State *L);
 /* airlock.core.probe(): what this kernel can enforce, one {ok, detail} per layer (lprobe.c). */
 int airlock_l_probe(lua_State *L);
 /* core.channel_call: a program's one effect call over fd 3 (lcall.c). */

@@ -58,7 +58,7 @@ static void push_checkpoint(lua_State *L, uint64_t seq, const uint8_t hash[AIRLO
 /* Pushes a report table. ok < 0 leaves the field out (a writer's open report).
 ** first_bad_seq and damage (the reason's first word) only when damaged; reason
 ** when there is one (a torn tail is reported there even when ok). */
-static void push_report(lua_State *L, const airlock_ledger_report *rep, int ok) {
+void airlock_l_push_ledger_report(lua_State *L, const airlock_ledger_report *rep, int ok) {
   lua_createtable(L, 0, 10);
   if (ok >= 0) {
     lua_pushboolean(L, ok);
@@ -299,7 +299,7 @@ static int l_tick(lua_State *L) {
 ** head = "SEQ:HEX", session_id, reason (a torn tail, if one was cut)} */
 static int l_report(lua_State *L) {
   lledger *ll = luaL_checkudata(L, 1, LEDGER_MT);
-  push_report(L, &ll->rep, -1);
+  airlock_l_push_ledger_report(L, &ll->rep, -1);
   return 1;
 }
 
@@ -420,7 +420,7 @@ static int l_reader_report(lua_State *L) {
   airlock_ledger_report rep;
   if (lr->r) airlock_ledger_reader_report(lr->r, &rep);
   else rep = lr->rep;
-  push_report(L, &rep, !lr->failed);
+  airlock_l_push_ledger_report(L, &rep, !lr->failed);
   return 1;
 }
 
@@ -450,7 +450,7 @@ static int l_ledger_verify(lua_State *L) {
     else snprintf(msg, sizeof msg, "ledger: %s: %s", dir, rep.reason);
     return fail(L, msg, -rc);
   }
-  push_report(L, &rep, rc == 0);
+  airlock_l_push_ledger_report(L, &rep, rc == 0);
   return 1;
 }
 

@@ -1,0 +1,639 @@
+/*
+** main.c -- airlock-ledgerd: one session's ledger in a process of its own. It
+** turns untrusted bytes (effect args and results) into journal writes, so it
+** holds nothing but that one directory: the host starts it with its grant on
+** argv (core/ledger_proto.h), it loads its libraries, confines itself
+** (Landlock beneath the session directory, a seccomp allowlist without exec,
+** sockets or signals to others; the spawner gave it an empty environment, a
+** net namespace of its own and no descriptor but 0-3), and only then reads
+** its first byte from a client. Confinement that fails ends it before that.
+** A disposable process: on a client's protocol error it says why and exits.
+*/
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "airlock.h"
+#include "confine.h"
+#include "ledger.h"
+#include "ledger_int.h"
+#include "ledger_proto.h"
+
+#define CHAN 3
+
+/* What the process may call once confined, measured (strace -f on each mode,
+** the specs' workloads) rather than guessed: descriptors it holds, the journal
+** and lock beneath its directory (Landlock decides which paths), memory, time,
+** polling its one socket. No execve, no socket(), no kill, no ptrace. */
+static const char *const allowed[] = {
+  "read", "write", "readv", "writev", "pread64", "pwrite64", "lseek", "close",
+  "fstat", "newfstatat", "fcntl", "openat", "ftruncate", "fdatasync", "fsync", "flock",
+  "fadvise64", "unlink", "unlinkat", "mkdir", "sendmsg", "recvfrom", "poll", "ppoll",
+  "mmap", "munmap", "mremap", "brk", "madvise", "futex",
+  "clock_gettime", "getrandom", "getpid", "gettid", "geteuid",
+  "rt_sigprocmask", "exit", "exit_group",
+#if defined(__SANITIZE_ADDRESS__)
+  "sigaltstack", "prctl", "prlimit64", "getrlimit", "sched_yield", "readlink", "mprotect",
+  "rt_sigaction",
+#endif
+  NULL
+};
+
+static msgpack_sbuffer out;
+static msgpack_packer pk;
+static char grant[LEDGER_PROTO_GRANT_HEX + 1];
+
+/* ------------------------------------------------------------------ sending */
+
+static void begin(const char *t, uint32_t nfields)
+{
+  airlock_frame_begin(&out);
+  msgpack_pack_map(&pk, nfields);
+  airlock_pack_cstr(&pk, "t");
+  airlock_pack_cstr(&pk, t);
+}
+
+/* Sends the frame in out; a client that is gone ends the process quietly. */
+static void send_frame(void)
+{
+  if (airlock_frame_end(&out, LEDGER_PROTO_FRAME_MAX) < 0 ||
+      airlock_frame_write_fd(CHAN, out.data + 4, out.size - 4) < 0)
+    _exit(LEDGER_EXIT_OK);
+}
+
+static void kv_str(const char *k, const char *v)
+{
+  airlock_pack_cstr(&pk, k);
+  airlock_pack_cstr(&pk, v);
+}
+
+static void kv_u64(const char *k, uint64_t v)
+{
+  airlock_pack_cstr(&pk, k);
+  msgpack_pack_uint64(&pk, v);
+}
+
+static void kv_bin(const char *k, const void *p, size_t n)
+{
+  airlock_pack_cstr(&pk, k);
+  msgpack_pack_bin(&pk, n);
+  msgpack_pack_bin_body(&pk, p, n);
+}
+
+/* refuse {errno, message, fatal} */
+static void refuse(int e, const char *message, int fatal)
+{
+  begin("refuse", 4);
+  kv_u64("errno", (uint64_t)(e < 0 ? -e : e));
+  kv_str("message", message);
+  airlock_pack_cstr(&pk, "fatal");
+  if (fatal) msgpack_pack_true(&pk); else msgpack_pack_false(&pk);
+  send_frame();
+}
+
+__attribute__((noreturn, format(printf, 3, 4)))
+static void die(int status, int e, const char *fmt, ...)
+{
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  refuse(e, msg, 1);
+  _exit(status);
+}
+
+/* ------------------------------------------------------------------ start */
+
+static int hex_word(const char *s, size_t n)
+{
+  if (strlen(s) != n)
+    return 0;
+  return strspn(s, "0123456789abcdef") == n;
+}
+
+static int parse_u64(const char *s, uint64_t *v)
+{
+  char *end;
+  errno = 0;
+  unsigned long long x = strtoull(s, &end, 10);
+  if (errno || end == s || *end || s[0] == '-')
+    return -1;
+  *v = x;
+  return 0;
+}
+
+/* mkdir -p dir (each new one 0700), before confinement: the host's grant names it. */
+static int make_dirs(const char *dir)
+{
+  char *p = strdup(dir);
+  if (p == NULL)
+    return -ENOMEM;
+  for (char *s = p + 1;; s++) {
+    if (*s != '/' && *s != '\0')
+      continue;
+    char c = *s;
+    *s = '\0';
+    if (mkdir(p, 0700) != 0 && errno != EEXIST) {
+      int e = -errno;
+      free(p);
+      return e;
+    }
+    *s = c;
+    if (c == '\0')
+      break;
+  }
+  free(p);
+  return 0;
+}
+
+static struct {
+  const char *read[3], *write[2];
+  airlock_layer layers[2];
+} conf;
+
+/* Confines the process: read (and, with rw, write) beneath the directories
+** given, nothing else; the allowlist. Dies (status LEDGER_EXIT_CONFINE) when a
+** layer cannot be applied: the ledger never runs half-confined. */
+static void confine(const char *rd, const char *rd2, const char *rw)
+{
+  size_t n = 0;
+  if (rd) conf.read[n++] = rd;
+  if (rd2) conf.read[n++] = rd2;
+  if (rw) conf.write[0] = rw;
+  airlock_confine_spec s = {
+    .landlock = 1, .fs_read = conf.read, .fs_write = rw ? conf.write : NULL,
+    .seccomp = 1, .syscalls = allowed, .no_new_privs = 1,
+  };
+  if (airlock_confine_apply(&s, conf.layers) < 0) {
+    const airlock_layer *l = conf.layers[0].status == AIRLOCK_LAYER_FAILED ? &conf.layers[0]
+                           : &conf.layers[1];
+    die(LEDGER_EXIT_CONFINE, -EPERM, "confinement: the ledger process could not apply %s (%s); "
+        "it read nothing and recorded nothing", l->name ? l->name : "a layer", l->detail);
+  }
+  for (int i = 0; i < 2; i++)
+    if (conf.layers[i].status != AIRLOCK_LAYER_APPLIED)
+      die(LEDGER_EXIT_CONFINE, -EPERM, "confinement: the ledger process requires %s, which was "
+          "%s (%s); it read nothing and recorded nothing", conf.layers[i].name,
+          airlock_layer_status_name(conf.layers[i].status), conf.layers[i].detail);
+}
+
+static void pack_confined(void)
+{
+  airlock_pack_cstr(&pk, "confined");
+  msgpack_pack_map(&pk, 2);
+  for (int i = 0; i < 2; i++)
+    kv_str(conf.layers[i].name ? conf.layers[i].name : "?",
+           airlock_layer_status_name(conf.layers[i].status));
+}
+
+/* Everything before the first byte from a client: a socket on fd 3, no other
+** descriptor above it, no environment, SIGPIPE and SIGXFSZ ignored (a gone
+** client is EPIPE, RLIMIT_FSIZE is -EFBIG), the libraries loaded. */
+static void prepare(void)
+{
+  struct stat st;
+  if (fstat(CHAN, &st) < 0 || !S_ISSOCK(st.st_mode))
+    _exit(LEDGER_EXIT_USAGE);
+  syscall(SYS_close_range, CHAN + 1, ~0u, 0);
+  clearenv();
+  signal(SIGPIPE, SIG_IGN);
+  signal(SIGXFSZ, SIG_IGN);
+  msgpack_sbuffer_init(&out);
+  msgpack_packer_init(&pk, &out, msgpack_sbuffer_write);
+  char err[256];
+  if (ledger_crypto_init(err, sizeof err) < 0)
+    die(LEDGER_EXIT_CONFINE, -EIO, "%s", err);
+}
+
+/* ------------------------------------------------------------------ frames in */
+
+static airlock_frame_reader rd;
+static msgpack_unpacked msg;
+
+/* The next frame from the client, decoded, or NULL at EOF. poll_ms: wait at
+** most this long (-1: forever); *timed_out is set when it passed. */
+static const msgpack_object *next_frame(int poll_ms, int *timed_out)
+{
+  *timed_out = 0;
+  airlock_frame_reader_reset(&rd);
+  for (;;) {
+    int rc = airlock_frame_read_fd(&rd, CHAN);
+    if (rc == AIRLOCK_FRAME_READY)
+      break;
+    if (rc == AIRLOCK_FRAME_EOF)
+      return NULL;
+    if (rc == AIRLOCK_FRAME_AGAIN) {
+      struct pollfd p = { .fd = CHAN, .events = POLLIN };
+      int n = poll(&p, 1, poll_ms);
+      if (n == 0) {
+        *timed_out = 1;
+        return NULL;
+      }
+      continue;
+    }
+    /* SECURITY: a length over the limit is refused before any allocation. */
+    if (rc == -EMSGSIZE)
+      die(LEDGER_EXIT_PROTOCOL, rc, "ledger: protocol: the producer sent a frame of %" PRIu32
+          " bytes, over the limit of %u; the ledger process refuses it and ends", rd.len,
+          LEDGER_PROTO_FRAME_MAX);
+    die(LEDGER_EXIT_PROTOCOL, rc, "ledger: protocol: reading a frame failed: %s",
+        airlock_strerror(-rc));
+  }
+  char why[200];
+  if (airlock_msg_check(rd.body, rd.len, why, sizeof why) < 0)
+    die(LEDGER_EXIT_PROTOCOL, -EPROTO, "ledger: protocol: the producer sent bytes that are not "
+        "one message (%s)", why);
+  msgpack_unpacked_destroy(&msg);
+  msgpack_unpacked_init(&msg);
+  size_t off = 0;
+  if (msgpack_unpack_next(&msg, (const char *)rd.body, rd.len, &off) != MSGPACK_UNPACK_SUCCESS ||
+      msg.data.type != MSGPACK_OBJECT_MAP)
+    die(LEDGER_EXIT_PROTOCOL, -EPROTO, "ledger: protocol: a message must be a map");
+  return &msg.data;
+}
+
+/* A packed map carried as bin (fields, session), checked as untrusted bytes
+** and decoded into zone. NULL when absent. */
+static const msgpack_object *blob_map(const msgpack_object *m, const char *key, msgpack_zone *zone,
+                                      msgpack_object *obj)
+{
+  const char *p;
+  uint32_t n;
+  if (airlock_msg_field(m, key) == NULL)
+    return NULL;
+  if (!ledger_proto_bin(m, key, &p, &n))
+    die(LEDGER_EXIT_PROTOCOL, -EPROTO, "ledger: protocol: field '%s' must be a packed map (bin)", key);
+  char why[200];
+  if (airlock_msg_check(p, n, why, sizeof why) < 0)
+    die(LEDGER_EXIT_PROTOCOL, -EPROTO, "ledger: protocol: field '%s' is not one message (%s)", key, why);
+  size_t off = 0;
+  if (msgpack_unpack(p, n, &off, zone, obj) != MSGPACK_UNPACK_SUCCESS)
+    die(LEDGER_EXIT_PROTOCOL, -ENOMEM, "ledger: out of memory decoding field '%s'", key);
+  return obj;
+}
+
+/* A producer never names the session, a seq or a grant: what it is writing
+** to is this process's grant. A message that tries is a lie, and ends it. */
+static void no_identity(const msgpack_object *m)
+{
+  static const char *const own[] = { "session_id", "grant", "dir", "seq", "id", NULL };
+  for (const char *const *k = own; *k; k++)
+    if (airlock_msg_field(m, *k) != NULL)
+      die(LEDGER_EXIT_PROTOCOL, -EPERM, "ledger: protocol: the producer named '%s' in its "
+          "message; the session, its seqs and the grant are the ledger process's own, never a "
+          "producer's; the ledger process ends the connection", *k);
+}
+
+/* ------------------------------------------------------------------ write mode */
+
+static void hello(airlock_ledger *l, const airlock_ledger_report *rep)
+{
+  uint64_t seq;
+  uint8_t h[AIRLOCK_LEDGER_HASH_LEN];
+  airlock_ledger_head(l, &seq, h);
+  begin("hello", 13);
+  kv_u64("v", LEDGER_PROTO_VERSION);
+  kv_str("grant", grant);
+  kv_u64("pid", (uint64_t)getpid());
+  kv_str("session_id", airlock_ledger_session_id(l));
+  kv_u64("seq", seq);
+  kv_bin("head", h, sizeof h);
+  kv_u64("durable", airlock_ledger_durable_seq(l));
+  kv_u64("bytes", airlock_ledger_size(l));
+  airlock_pack_cstr(&pk, "report");
+  ledger_proto_pack_report(&pk, rep);
+  pack_confined();
+  kv_u64("records", rep->records);
+  kv_u64("torn_bytes", rep->torn_bytes);
+  send_frame();
+}
+
+static int serve_write(int argc, char **argv)
+{
+  /* write DIR GRANT DURABILITY BATCH_MS CREATE MAX_BYTES */
+  if (argc != 8)
+    _exit(LEDGER_EXIT_USAGE);
+  const char *dir = argv[2];
+  int durability = airlock_ledger_durability_from_name(argv[4]);
+  uint64_t batch_ms, create, max_bytes;
+  if (durability < 0 || parse_u64(argv[5], &batch_ms) < 0 || batch_ms > 3600000 ||
+      parse_u64(argv[6], &create) < 0 || create > 1 || parse_u64(argv[7], &max_bytes) < 0)
+    _exit(LEDGER_EXIT_USAGE);
+  if (create) {
+    int rc = make_dirs(dir);
+    if (rc < 0)
+      die(LEDGER_EXIT_OPEN, rc, "ledger: cannot create %s: %s", dir, airlock_strerror(-rc));
+  } else if (access(dir, F_OK) != 0) {
+    die(LEDGER_EXIT_OPEN, -ENOENT, "ledger: %s does not exist (open with create to start a "
+        "session)", dir);
+  }
+  confine(dir, NULL, dir);
+
+  /* The first message: the new session's fields, if any. */
+  int timed_out;
+  const msgpack_object *m = next_frame(-1, &timed_out);
+  if (m == NULL)
+    return LEDGER_EXIT_OK;
+  if (!ledger_proto_is(m, "open"))
+    die(LEDGER_EXIT_PROTOCOL, -EPROTO, "ledger: protocol: the first message must be 'open'");
+  no_identity(m);
+  msgpack_zone zone;
+  msgpack_zone_init(&zone, 4096);
+  msgpack_object sfields;
+  airlock_ledger_opts o = { .create = (int)create, .durability = durability,
+                            .batch_ms = (unsigned)batch_ms };
+  o.session_fields = blob_map(m, "session", &zone, &sfields);
+  airlock_ledger *l;
+  airlock_ledger_report rep;
+  char err[1024];
+  int rc = airlock_ledger_open(dir, &o, &l, &rep, err, sizeof err);
+  msgpack_zone_destroy(&zone);
+  if (rc < 0) {
+    /* the report tells a damaged journal's first bad seq */
+    begin("refuse", 5);
+    kv_u64("errno", (uint64_t)-rc);
+    kv_str("message", err);
+    airlock_pack_cstr(&pk, "fatal");
+    msgpack_pack_true(&pk);
+    airlock_pack_cstr(&pk, "report");
+    ledger_proto_pack_report(&pk, &rep);
+    send_frame();
+    return LEDGER_EXIT_OPEN;
+  }
+  hello(l, &rep);
+
+  for (;;) {
+    int due = airlock_ledger_sync_due_ms(l);
+    m = next_frame(due, &timed_out);
+    if (timed_out) {
+      airlock_ledger_tick(l);   /* a failure is sticky: the next append is refused */
+      continue;
+    }
+    if (m == NULL)
+      break;
+    airlock_ledger_tick(l);
+    no_identity(m);
+    if (ledger_proto_is(m, "append")) {
+      const char *kind;
+      uint32_t kn;
+      uint64_t run;
+      char kbuf[AIRLOCK_LEDGER_KIND_MAX + 2];
+      if (!ledger_proto_str(m, "kind", &kind, &kn) || !ledger_proto_u64(m, "run", &run))
+        die(LEDGER_EXIT_PROTOCOL, -EPROTO, "ledger: protocol: append needs kind (a string) and "
+            "run (an unsigned integer)");
+      /* a kind too long for a word is the ledger's own refusal, with its message */
+      if (kn > AIRLOCK_LEDGER_KIND_MAX)
+        kn = AIRLOCK_LEDGER_KIND_MAX + 1;
+      memcpy(kbuf, kind, kn);
+      kbuf[kn] = '\0';
+      if (memchr(kind, '\0', kn) != NULL)
+        kbuf[0] = '\0';
+      msgpack_zone_init(&zone, 4096);
+      msgpack_object fobj;
+      const msgpack_object *fields = blob_map(m, "fields", &zone, &fobj);
+      uint64_t before = airlock_ledger_size(l), seq = 0;
+      if (max_bytes > 0 && before >= max_bytes) {
+        msgpack_zone_destroy(&zone);
+        snprintf(err, sizeof err, "ledger: the session's journal has reached %" PRIu64 " bytes, "
+                 "its bound of %" PRIu64 " (the open's max_bytes); nothing more is "
+                 "recorded, so nothing more is performed", before, max_bytes);
+        refuse(-EDQUOT, err, 0);
+        continue;
+      }
+      rc = airlock_ledger_append(l, kbuf, run, fields, &seq);
+      msgpack_zone_destroy(&zone);
+      if (rc < 0) {
+        refuse(rc, airlock_ledger_error(l), 0);
+        continue;
+      }
+      uint8_t h[AIRLOCK_LEDGER_HASH_LEN];
+      airlock_ledger_head(l, NULL, h);
+      begin("ack", 6);
+      kv_u64("seq", seq);
+      kv_u64("bytes", airlock_ledger_size(l) - before);
+      kv_bin("hash", h, sizeof h);
+      kv_u64("durable", airlock_ledger_durable_seq(l));
+      airlock_pack_cstr(&pk, "due");   /* ms until this process commits on its own; -1: none due */
+      msgpack_pack_int64(&pk, airlock_ledger_sync_due_ms(l));
+      send_frame();
+    } else if (ledger_proto_is(m, "flush")) {
+      rc = airlock_ledger_flush(l);
+      if (rc < 0) {
+        refuse(rc, airlock_ledger_error(l), 0);
+        continue;
+      }
+      begin("synced", 2);
+      kv_u64("durable", airlock_ledger_durable_seq(l));
+      send_frame();
+    } else if (ledger_proto_is(m, "close")) {
+      break;
+    } else {
+      const char *t = "?";
+      uint32_t tn = 1;
+      ledger_proto_str(m, "t", &t, &tn);
+      die(LEDGER_EXIT_PROTOCOL, -EPROTO, "ledger: protocol: unexpected message '%.*s' (append, "
+          "flush or close)", (int)(tn > 32 ? 32 : tn), t);
+    }
+  }
+  /* durability none promised no sync, and gets none at the end either */
+  rc = durability == AIRLOCK_DURABLE_NONE ? 0 : airlock_ledger_flush(l);
+  snprintf(err, sizeof err, "%s", rc < 0 ? airlock_ledger_error(l) : "");
+  uint64_t durable = airlock_ledger_durable_seq(l);
+  airlock_ledger_close(l);
+  begin("closed", 4);
+  kv_u64("durable", durable);
+  kv_u64("errno", (uint64_t)(rc < 0 ? -rc : 0));
+  kv_str("message", rc < 0 ? err : "");
+  send_frame();
+  return LEDGER_EXIT_OK;
+}
+
+/* ------------------------------------------------------------------ read-only modes */
+
+static void end_frame(int rc, const airlock_ledger_report *rep, const char *message)
+{
+  begin("end", 4);
+  airlock_pack_cstr(&pk, "rc");
+  msgpack_pack_int64(&pk, rc);
+  airlock_pack_cstr(&pk, "report");
+  ledger_proto_pack_report(&pk, rep);
+  kv_str("message", message ? message : "");
+  send_frame();
+}
+
+static int serve_read(int argc, char **argv)
+{
+  if (argc != 4)
+    _exit(LEDGER_EXIT_USAGE);
+  const char *dir = argv[2];
+  airlock_ledger_report rep;
+  memset(&rep, 0, sizeof rep);
+  char err[512];
+  if (access(dir, F_OK) != 0) {
+    int e = errno;
+    char *j = ledger_join(dir, "journal");
+    snprintf(err, sizeof err, "ledger: cannot open %s: %s", j ? j : dir, airlock_strerror(e));
+    free(j);
+    end_frame(-e, &rep, err);
+    return LEDGER_EXIT_OPEN;
+  }
+  confine(dir, NULL, NULL);
+  airlock_ledger_reader *r;
+  char *journal = ledger_join(dir, "journal");
+  int rc = journal ? ledger_reader_open_path(journal, 0, &r, err, sizeof err) : -ENOMEM;
+  free(journal);
+  if (rc < 0) {
+    end_frame(rc, &rep, err);
+    return LEDGER_EXIT_OPEN;
+  }
+  airlock_ledger_record rec;
+  while ((rc = airlock_ledger_reader_next(r, &rec)) == 1) {
+    begin("rec", 5);
+    kv_u64("seq", rec.seq);
+    kv_u64("offset", rec.offset);
+    kv_bin("hash", rec.hash, sizeof rec.hash);
+    kv_bin("body", rec.raw, rec.raw_len);
+    send_frame();
+    if (out.alloc > (1u << 20)) {   /* one big record does not pin its buffer */
+      msgpack_sbuffer_destroy(&out);
+      msgpack_sbuffer_init(&out);
+    }
+  }
+  airlock_ledger_reader_report(r, &rep);
+  end_frame(rc, &rep, rc < 0 ? airlock_ledger_reader_error(r) : "");
+  airlock_ledger_reader_close(r);
+  return LEDGER_EXIT_OK;
+}
+
+static int serve_verify(int argc, char **argv)
+{
+  if (argc != 4 && argc != 5)
+    _exit(LEDGER_EXIT_USAGE);
+  const char *dir = argv[2];
+  uint64_t cseq = 0;
+  uint8_t chash[AIRLOCK_LEDGER_HASH_LEN];
+  if (argc == 5 && airlock_ledger_parse_checkpoint(argv[4], &cseq, chash) < 0)
+    _exit(LEDGER_EXIT_USAGE);
+  airlock_ledger_report rep;
+  memset(&rep, 0, sizeof rep);
+  if (access(dir, F_OK) != 0) {
+    int e = errno;
+    char *j = ledger_join(dir, "journal");
+    snprintf(rep.reason, sizeof rep.reason, "io: ledger: cannot open %s: %s", j ? j : dir,
+             airlock_strerror(e));
+    free(j);
+    end_frame(-e, &rep, "");
+    return LEDGER_EXIT_OPEN;
+  }
+  confine(dir, NULL, NULL);
+  int rc = airlock_ledger_verify(dir, argc == 5 ? &cseq : NULL, argc == 5 ? chash : NULL, &rep);
+  end_frame(rc, &rep, "");
+  return LEDGER_EXIT_OK;
+}
+
+static int serve_branch(int argc, char **argv)
+{
+  /* branch SRC AT DST GRANT */
+  if (argc != 6)
+    _exit(LEDGER_EXIT_USAGE);
+  const char *src = argv[2], *dst = argv[4];
+  uint64_t at;
+  airlock_ledger_report rep;
+  memset(&rep, 0, sizeof rep);
+  char err[1024];
+  if (parse_u64(argv[3], &at) < 0)
+    _exit(LEDGER_EXIT_USAGE);
+  if (access(src, F_OK) != 0) {
+    int e = errno;
+    char *j = ledger_join(src, "journal");
+    snprintf(err, sizeof err, "ledger: cannot open %s: %s", j ? j : src, airlock_strerror(e));
+    free(j);
+    end_frame(-e, &rep, err);
+    return LEDGER_EXIT_OPEN;
+  }
+  int rc = make_dirs(dst);
+  if (rc < 0) {
+    snprintf(err, sizeof err, "ledger: cannot create %s: %s", dst, airlock_strerror(-rc));
+    end_frame(rc, &rep, err);
+    return LEDGER_EXIT_OPEN;
+  }
+  confine(src, dst, dst);
+  rc = airlock_ledger_branch(src, at, dst, err, sizeof err);
+  end_frame(rc, &rep, rc < 0 ? err : "");
+  return LEDGER_EXIT_OK;
+}
+
+/* probe DIR GRANT: confined as a writer of DIR, it tries to leave. Each
+** attempt is a real one; the last, execve, is expected to end the process. */
+static void probe_result(const char *name, int64_t rc)
+{
+  begin("probe", 3);
+  kv_str("name", name);
+  airlock_pack_cstr(&pk, "rc");
+  msgpack_pack_int64(&pk, rc);
+  send_frame();
+}
+
+static int serve_probe(int argc, char **argv)
+{
+  if (argc != 4)
+    _exit(LEDGER_EXIT_USAGE);
+  const char *dir = argv[2];
+  char inside[4096];
+  snprintf(inside, sizeof inside, "%s/probe-inside", dir);
+  confine(dir, NULL, dir);
+  int fd = open(inside, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);   /* the control */
+  probe_result("write inside", fd < 0 ? -errno : 0);
+  if (fd >= 0) close(fd);
+  unlink(inside);
+  fd = open("/etc/passwd", O_RDONLY | O_CLOEXEC);
+  probe_result("read /etc/passwd", fd < 0 ? -errno : 0);
+  if (fd >= 0) close(fd);
+  fd = open("/tmp/airlock-ledgerd-escape", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  probe_result("write /tmp", fd < 0 ? -errno : 0);
+  if (fd >= 0) close(fd);
+  /* the parent of the session directory: beneath is all Landlock grants */
+  char parent[4096];
+  snprintf(parent, sizeof parent, "%s/../probe-outside", dir);
+  fd = open(parent, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  probe_result("write beside the session", fd < 0 ? -errno : 0);
+  if (fd >= 0) close(fd);
+  probe_result("environment", environ != NULL && environ[0] != NULL ? 1 : 0);
+  /* socket() and execve are not in the allowlist: the process dies by SIGSYS */
+  static char *const args[] = { "/bin/true", NULL };
+  probe_result("execve", 1);
+  execve(args[0], args, environ);
+  probe_result("execve returned", -errno);
+  return LEDGER_EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+  prepare();
+  if (argc < 4)
+    _exit(LEDGER_EXIT_USAGE);
+  const char *mode = argv[1];
+  const char *g = strcmp(mode, "branch") == 0 ? (argc == 6 ? argv[5] : "") : argv[3];
+  if (!hex_word(g, LEDGER_PROTO_GRANT_HEX))
+    _exit(LEDGER_EXIT_USAGE);
+  memcpy(grant, g, sizeof grant);
+  airlock_frame_reader_init(&rd, LEDGER_PROTO_FRAME_MAX);
+  msgpack_unpacked_init(&msg);
+  if (strcmp(mode, "write") == 0) return serve_write(argc, argv);
+  if (strcmp(mode, "read") == 0) return serve_read(argc, argv);
+  if (strcmp(mode, "verify") == 0) return serve_verify(argc, argv);
+  if (strcmp(mode, "branch") == 0) return serve_branch(argc, argv);
+  if (strcmp(mode, "probe") == 0) return serve_probe(argc, argv);
+  return LEDGER_EXIT_USAGE;
+}
