@@ -18,8 +18,9 @@
 **                   the headers to add (credentials, plain HTTP only)
 **   egress.close    {conn, up, down, ms, error}: bytes each way, duration
 **
-** An err answer is a refusal: the client gets 403 with the reason. HTTP
-** CONNECT makes a tunnel; an absolute-URI request (http://host/path) is
+** An err answer is a refusal: the client gets 403 with the reason (a SOCKS5
+** client: reply 0x02, not allowed by ruleset). HTTP CONNECT and SOCKS5 CONNECT
+** (no authentication; told apart by the first byte, 0x05) make a tunnel; an absolute-URI request (http://host/path) is
 ** forwarded with the request line in origin form, Proxy-* headers dropped,
 ** the policy's headers added and "Connection: close". Everything the client
 ** sends is bounded before it is stored: a request head over HEAD_MAX is 431,
@@ -75,6 +76,7 @@ struct conn {
   uint64_t bytes_up, bytes_down;
   double t0, due;             /* ms; due: the head or connect timeout */
   int tunnel, opened;         /* CONNECT; the parent knows of it (close is reported) */
+  int socks, socks_greeted;   /* a SOCKS5 client; its greeting is answered */
   char host[256];
   unsigned port;
 };
@@ -244,8 +246,22 @@ static void conn_free(struct conn *c, const char *error) {
   c->cfd = c->ufd = -1;
 }
 
+/* SOCKS5 replies (RFC 1928): success, then the failures the proxy gives. */
+enum { S5_OK = 0, S5_FAIL = 1, S5_RULESET = 2, S5_HOST = 4, S5_CMD = 7, S5_ATYP = 8 };
+
+static void socks_reply(struct conn *c, int code) {
+  const unsigned char r[10] = { 5, (unsigned char)code, 0, 1, 0, 0, 0, 0, 0, 0 };
+  ssize_t w = send(c->cfd, r, sizeof r, MSG_NOSIGNAL | MSG_DONTWAIT);
+  (void)w;
+}
+
 /* Best effort: a short answer to the client, then the connection is closed. */
 static void respond(struct conn *c, int status, const char *reason, const char *text) {
+  if (c->socks) {   /* a SOCKS5 client gets the code; the reason goes to the parent */
+    if (c->socks_greeted)
+      socks_reply(c, status == 403 ? S5_RULESET : status == 502 ? S5_HOST : S5_FAIL);
+    return;
+  }
   char msg[1024];
   int n = snprintf(msg, sizeof msg,
                    "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nConnection: close\r\n"
@@ -343,7 +359,10 @@ static int buf_put(struct buf *b, const void *p, size_t n) {
   return 0;
 }
 
-/* Asks the parent, resolves, asks again, and starts the upstream connect.
+static void open_upstream(struct conn *c, const char *method, const char *path, const char *hdrs,
+                          size_t hdrs_len, const char *rest, size_t rest_len);
+
+/* Reads an HTTP proxy request and opens its upstream.
 ** line: the request line (NUL-terminated, without CRLF); hdrs: the header
 ** lines after it, up to the blank line; rest: bytes after the head. */
 static void decide(struct conn *c, char *line, const char *hdrs, size_t hdrs_len, const char *rest, size_t rest_len) {
@@ -376,10 +395,16 @@ static void decide(struct conn *c, char *line, const char *hdrs, size_t hdrs_len
            : "airlock egress: this is a proxy: send an absolute http:// URL or CONNECT");
     return;
   }
-  c->bytes_up = c->hlen;   /* the request as the client sent it */
   for (const char *p = method; *p; p++)
     if (!isupper((unsigned char)*p)) { refuse(c, 400, "Bad Request", "airlock egress: bad method"); return; }
+  open_upstream(c, method, path, hdrs, hdrs_len, rest, rest_len);
+}
 
+/* The request is read (host, port, tunnel or not): asks the parent, resolves,
+** asks again, and starts the upstream connect. */
+static void open_upstream(struct conn *c, const char *method, const char *path, const char *hdrs,
+                          size_t hdrs_len, const char *rest, size_t rest_len) {
+  c->bytes_up = c->hlen;   /* the request as the client sent it */
   struct answer a;
   struct open_args oa = { c, c->tunnel ? "connect" : "http", method, NULL };
   call("egress.open", pack_open, &oa, &a);
@@ -429,7 +454,10 @@ static void decide(struct conn *c, char *line, const char *hdrs, size_t hdrs_len
   c->up.data = malloc(BUF_MAX);
   c->down.data = malloc(BUF_MAX);
   if (!c->up.data || !c->down.data) { answer_done(&a); refuse(c, 503, "Service Unavailable", "out of memory"); return; }
-  if (c->tunnel) {
+  if (c->tunnel && c->socks) {
+    static const unsigned char ok[10] = { 5, S5_OK, 0, 1, 0, 0, 0, 0, 0, 0 };
+    buf_put(&c->down, ok, sizeof ok);
+  } else if (c->tunnel) {
     static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
     buf_put(&c->down, ok, sizeof ok - 1);
   } else {
@@ -502,11 +530,78 @@ static void decide(struct conn *c, char *line, const char *hdrs, size_t hdrs_len
   c->due = now_ms() + CONNECT_MS;
 }
 
+/* A SOCKS5 client (RFC 1928): the greeting (no authentication is the one
+** method offered back), then CONNECT to a name or an address, which the
+** policy decides as an HTTP CONNECT. Every length is checked against what
+** was read before it is used. */
+static void on_socks(struct conn *c) {
+  const unsigned char *h = (const unsigned char *)c->head;
+  c->socks = 1;
+  if (!c->socks_greeted) {
+    if (c->hlen < 2) return;
+    size_t need = 2u + h[1];
+    if (c->hlen < need) return;
+    int noauth = 0;
+    for (size_t i = 2; i < need; i++) noauth |= h[i] == 0;
+    const unsigned char rep[2] = { 5, noauth ? 0 : 0xFF };
+    ssize_t w = send(c->cfd, rep, sizeof rep, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)w;
+    if (!noauth) { refuse(c, 400, "Bad Request", "airlock egress: SOCKS5 without the no-authentication method"); return; }
+    memmove(c->head, c->head + need, c->hlen - need);
+    c->hlen -= need;
+    c->socks_greeted = 1;
+  }
+  if (c->hlen < 5) return;
+  if (h[0] != 5 || h[2] != 0) { refuse(c, 400, "Bad Request", "airlock egress: not a SOCKS5 request"); return; }
+  if (h[1] != 1) {
+    socks_reply(c, S5_CMD);
+    refuse(c, 400, "Bad Request", "airlock egress: SOCKS5 commands other than CONNECT are refused");
+    return;
+  }
+  char name[INET6_ADDRSTRLEN + 2];
+  size_t alen;
+  const unsigned char *a = h + 4;
+  if (h[3] == 3) {
+    alen = 1u + h[4];
+  } else if (h[3] == 1 || h[3] == 4) {
+    alen = h[3] == 1 ? 4 : 16;
+  } else {
+    socks_reply(c, S5_ATYP);
+    refuse(c, 400, "Bad Request", "airlock egress: an unknown SOCKS5 address type");
+    return;
+  }
+  if (c->hlen < 4 + alen + 2) return;
+  int bad;
+  if (h[3] == 3) {
+    bad = set_host(c, (const char *)a + 1, a[0]);
+  } else {
+    char txt[INET6_ADDRSTRLEN];
+    bad = !inet_ntop(h[3] == 1 ? AF_INET : AF_INET6, a, txt, sizeof txt);
+    if (!bad) {
+      int n = snprintf(name, sizeof name, h[3] == 1 ? "%s" : "[%s]", txt);
+      bad = n < 0 || set_host(c, name, (size_t)n) < 0;
+    }
+  }
+  c->port = (unsigned)a[alen] << 8 | a[alen + 1];
+  if (bad || c->port == 0) {
+    refuse(c, 400, "Bad Request", "airlock egress: the SOCKS5 request names no host or port");
+    return;
+  }
+  c->tunnel = 1;
+  size_t used = 4 + alen + 2;
+  open_upstream(c, "CONNECT", "/", NULL, 0, c->head + used, c->hlen - used);
+}
+
 /* Reads more of the head; once it is complete, decides. */
 static void on_head(struct conn *c) {
   ssize_t n = recv(c->cfd, c->head + c->hlen, HEAD_MAX - c->hlen, 0);
   if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) { conn_free(c, NULL); return; }
   if (n < 0) return;
+  if (c->socks || (c->hlen == 0 && (unsigned char)c->head[0] == 5)) {
+    c->hlen += (size_t)n;
+    on_socks(c);
+    return;
+  }
   size_t from = c->hlen > 3 ? c->hlen - 3 : 0;
   c->hlen += (size_t)n;
   char *end = memmem(c->head + from, c->hlen - from, "\r\n\r\n", 4);

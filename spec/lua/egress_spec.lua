@@ -97,6 +97,24 @@ describe("tool.network: the egress proxy", function()
     assert.matches("^applied: through the run's egress proxy", res.confinement.network)
   end)
 
+  it("speaks SOCKS5 on the same port: CONNECT to an allowed host tunnels, another is refused by the ruleset", function()
+    local proxy = "127.0.0.1:" .. require("airlock.egress").PORT
+    local res = exec({ "curl", "-sS", "--socks5-hostname", proxy, url .. "/" }, pol)
+    assert.are.equal("ok", res.cause, res.message .. res.stderr)
+    assert.are.equal("hello from upstream\n", res.stdout)
+    assert.are.equal("connect", res.network[1].kind)
+    assert.are.equal("allow", res.network[1].decision)
+    -- by address (ATYP 1) as well as by name (ATYP 3)
+    res = exec({ "curl", "-sS", "--socks5", proxy, url .. "/" }, pol)
+    assert.are.equal("hello from upstream\n", res.stdout, res.stderr)
+    -- a host the policy does not name: SOCKS5 reply 2, which curl reports (97), and a violation
+    res = exec({ "curl", "-sS", "--socks5-hostname", proxy, "http://other.example.net/" }, pol)
+    assert.are.equal(97, res.exit_code, res.stderr)
+    assert.matches("SOCKS5 connection to other.example.net%. %(2%)", res.stderr)   -- 2: not allowed by ruleset
+    assert.are.equal("tool.network.allow", res.violations[1].rule)
+    assert.are.equal("CONNECT other.example.net:80", res.violations[1].what)
+  end)
+
   it("gives the program the proxy in every spelling, and no network without tool.network", function()
     local res = exec({ "env" }, pol)
     for _, k in ipairs { "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy" } do
