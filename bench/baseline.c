@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -474,6 +476,59 @@ static int cmd_frames(uint64_t n, uint64_t k, uint64_t frames)
   return 0;
 }
 
+/* ------------------------------------------------------------------ httpd */
+
+/* The upstream of `airlock bench net`: a plain HTTP/1.1 server on 127.0.0.1
+** (a port the kernel picks, written to portfile), one connection at a time,
+** every request answered "hello" and closed, until it is killed or has
+** answered max requests (0: no end). Only the loopback address, ever. */
+static int cmd_httpd(const char *portfile, uint64_t max)
+{
+  signal(SIGPIPE, SIG_IGN);
+  int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0)
+    die("socket");
+  int one = 1;
+  setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0 };
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t al = sizeof a;
+  if (bind(s, (struct sockaddr *)&a, sizeof a) < 0 || listen(s, 64) < 0 ||
+      getsockname(s, (struct sockaddr *)&a, &al) < 0)
+    die("bind 127.0.0.1");
+  char tmp[4096];
+  int n = snprintf(tmp, sizeof tmp, "%s.tmp", portfile);
+  FILE *f = n > 0 && (size_t)n < sizeof tmp ? fopen(tmp, "w") : NULL;
+  if (f == NULL || fprintf(f, "%u\n", (unsigned)ntohs(a.sin_port)) < 0 || fclose(f) != 0 || rename(tmp, portfile) != 0)
+    die(portfile);
+  static const char reply[] = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 6\r\n"
+                              "Connection: close\r\n\r\nhello\n";
+  for (uint64_t done = 0; max == 0 || done < max; done++) {
+    int c = accept4(s, NULL, NULL, SOCK_CLOEXEC);
+    if (c < 0) {
+      if (errno == EINTR)
+        continue;
+      die("accept");
+    }
+    char buf[8192];
+    size_t have = 0;
+    while (have < sizeof buf) {   /* the head, at most 8 KiB: then the answer regardless */
+      ssize_t k = read(c, buf + have, sizeof buf - have);
+      if (k <= 0)
+        break;
+      have += (size_t)k;
+      if (memmem(buf, have, "\r\n\r\n", 4) != NULL)
+        break;
+    }
+    if (write_all(c, reply, sizeof reply - 1) < 0) {
+      /* the client went away: the next one */
+    }
+    close(c);
+  }
+  close(s);
+  return 0;
+}
+
 /* ------------------------------------------------------------------ forkexec */
 
 /* The child side: stdio to /dev/null so whatever the program prints cannot
@@ -557,6 +612,7 @@ static int usage(void)
 {
   fputs("usage: airlock-baseline pingpong N BYTES\n"
         "       airlock-baseline frames GUESTS K FRAMES\n"
+        "       airlock-baseline httpd PORTFILE [MAX]\n"
         "       airlock-baseline forkexec N PATH [ARGS...]\n", stderr);
   return 2;
 }
@@ -569,6 +625,8 @@ int main(int argc, char **argv)
   if (argc == 5 && strcmp(argv[1], "frames") == 0)
     return cmd_frames(parse_count(argv[2], 1, 4096, "GUESTS"), parse_count(argv[3], 0, 1000, "K"),
                       parse_count(argv[4], 1, 100000, "FRAMES"));
+  if ((argc == 3 || argc == 4) && strcmp(argv[1], "httpd") == 0)
+    return cmd_httpd(argv[2], argc == 4 ? parse_count(argv[3], 0, N_MAX, "MAX") : 0);
   if (argc >= 4 && strcmp(argv[1], "forkexec") == 0)
     return cmd_forkexec(parse_count(argv[2], 1, N_MAX, "N"), argv + 3);
   return usage();
