@@ -24,6 +24,9 @@ class H(http.server.BaseHTTPRequestHandler):
             except Exception:
                 pass
             return
+        elif self.path == "/redirect":
+            self.send_response(302); self.send_header("Location", "http://denied.example.net/next")
+            self.send_header("Content-Length", "0"); self.end_headers(); return
         elif self.path == "/missing":
             self.send_response(404); self.end_headers(); self.wfile.write(b"no such thing\n"); return
         else:
@@ -113,6 +116,21 @@ describe("tool.network: the egress proxy", function()
     assert.matches("SOCKS5 connection to other.example.net%. %(2%)", res.stderr)   -- 2: not allowed by ruleset
     assert.are.equal("tool.network.allow", res.violations[1].rule)
     assert.are.equal("CONNECT other.example.net:80", res.violations[1].what)
+  end)
+
+  it("re-decides a redirect: the next hop to a host the policy does not name is refused", function()
+    -- control: the allowed host's own answer, followed by curl -L, ends at the redirect's target
+    local res = exec({ "curl", "-sS", "-f", "-L", url .. "/redirect" }, pol)
+    assert.are.equal(22, res.exit_code, res.stderr)   -- curl: the second hop was answered 403
+    assert.are.equal(2, #res.network)
+    assert.are.equal("allow", res.network[1].decision)
+    assert.are.equal("denied.example.net", res.network[2].host)
+    assert.are.equal("deny", res.network[2].decision)
+    assert.are.equal("GET http://denied.example.net:80/", res.violations[1].what)   -- the host and port decided
+    -- without -L the redirect itself is the answer: no second connection
+    res = exec({ "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", url .. "/redirect" }, pol)
+    assert.are.equal("302", res.stdout)
+    assert.are.equal(1, #res.network)
   end)
 
   it("gives the program the proxy in every spelling, and no network without tool.network", function()
