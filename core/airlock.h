@@ -266,6 +266,11 @@ typedef struct airlock_spawn_opts {
                                /proc of its own, each at its path (pivot_root); what
                                they do not name is not there. Needs CLONE_NEWNS */
   const char *const *view_rw;
+  const char *const *protect; /* NULL-terminated absolute paths (at most 32) beneath the
+                               workspace, each made read-only in place (a read-only
+                               bind of itself) once the workspace is: a program may
+                               not change, remove or add to them. A path that does not
+                               exist when the child starts is skipped (see docs) */
   int workspace;            /* 1: workdir is the run's workspace: it is bound onto
                                itself nosuid and nodev (needs CLONE_NEWNS), and when
                                the parent is root the bind is idmapped so that files

@@ -337,6 +337,21 @@ __attribute__((no_sanitize("address", "undefined"))) static void mount_all(struc
       fail(x, x->trees[i].rw ? "move_mount(workspace)" : "move_mount(kept directory)");
     close(fds[i]);
   }
+  /* Protected paths inside the workspace, now it is in place: each a
+  ** read-only clone of itself, so the program can neither change them nor
+  ** add to them, remove or rename them (a mount point is busy). The last
+  ** component is not followed: the parent resolved each beneath the workspace. */
+  for (size_t i = 0; o->protect && o->protect[i]; i++) {
+    under(a_buf, pre, o->protect[i]);
+    int fd = (int)syscall(SYS_open_tree, AT_FDCWD, a_buf, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
+    if (fd < 0 && errno == ENOENT) continue;   /* gone since the parent looked: nothing to protect */
+    if (fd < 0) fail(x, "open_tree(a protected path)");
+    struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV };
+    if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &ro, sizeof ro) < 0 ||
+        syscall(SYS_move_mount, fd, "", AT_FDCWD, a_buf, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+      fail(x, "make a protected path read-only (mount_setattr, move_mount)");
+    close(fd);
+  }
   if (x->nview) {
     /* The view becomes the root; the old one is let go, then the new root's
     ** own tmpfs made read-only (the program makes nothing at the top). */
@@ -823,6 +838,17 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   x.egress_w = eg[1];
   x.userns_fd = x.idmap_fd = -1;
   x.root = x.uid == 0;
+  size_t nprotect = 0;
+  for (; o->protect && o->protect[nprotect]; nprotect++) {
+    const char *p = o->protect[nprotect];
+    size_t wl = o->workdir ? strlen(o->workdir) : 0;
+    if (!o->workspace || p[0] != '/' || strlen(p) >= 4096 || strncmp(p, o->workdir, wl) != 0 || p[wl] != '/' ||
+        nprotect >= 32) {
+      snprintf(err, errlen, "spawn: protected paths must be at most 32 absolute paths beneath the workspace (%s)", p);
+      rc = -EINVAL;
+      goto cleanup;
+    }
+  }
   if (o->workspace && (!o->workdir || !(o->namespaces & CLONE_NEWNS))) {
     errno = EINVAL;
     step = "a workspace needs a workdir and the mount namespace";

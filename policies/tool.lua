@@ -25,7 +25,7 @@ local SYSTEM = { "/usr", "/lib", "/lib64", "/bin", "/etc" }
 return policy.extend("untrusted", {
   name = "tool",
   description = "tools: read-only system, one writable workspace, private /tmp, no network",
-  locked = { "tool.confine" },
+  locked = { "tool.confine", "tool.protect" },
   tool = {
     limits = { deadline_ms = "5m", capture = "1M", pids = 128, tmp_size = "64M", memory = "4G", cpu = 2 },
     confine = {
@@ -39,6 +39,9 @@ return policy.extend("untrusted", {
     },
     env = { PATH = "/usr/local/bin:/usr/bin:/bin", LANG = "C.UTF-8" },
     workspace = ".",
+    -- A repository's hooks and config: what git runs and trusts later, outside
+    -- the sandbox. The rest of .git stays writable, so commits work.
+    protect = { ".git/hooks", ".git/config" },
     workspace_exec = true,   -- build, then run what was built (it gains no more than sh has)
     tmp = "private",
   },

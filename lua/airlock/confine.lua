@@ -14,6 +14,7 @@
 --   cgroup                a program: its run's pids, memory and cpu cgroups;
 --                         a guest: none (skipped, the worker caps itself)
 --   tmp                   a program: a private tmpfs on /tmp
+--   protect               a program: paths of its workspace made read-only
 -- The parent verifies from outside: namespaces right after spawn
 -- (/proc/PID/ns), the Seccomp line of /proc/PID/status, and for a guest the
 -- Cap* lines and NoNewPrivs on ready. A layer listed in `require` that is
@@ -324,9 +325,47 @@ function layer.network(p, c)
     type(ll) == "table" and ("; Landlock TCP connect " .. port .. " only") or ""))
 end
 
+-- Paths of the workspace a program may read but not change (tool.protect):
+-- each that exists is made read-only in place by the spawner, after the
+-- workspace is mounted. One reached through a symbolic link is refused: the
+-- link itself would stay changeable. A path that does not exist when the run
+-- starts cannot be covered (a mount needs something to cover): said so.
+function layer.protect(p, c)
+  if not p.program then return end
+  local ws = p.context.workspace
+  local list = list_copy(p.context.protect)
+  if #list == 0 or not ws then return p:skip("protect", "the policy protects no path (tool.protect)") end
+  local there, missing = {}, {}
+  for _, rel in ipairs(list) do
+    local clean = rel:gsub("/+$", ""):gsub("/+", "/")
+    local st = core.fs_realpath_in(ws, clean)
+    if not st then
+      missing[#missing + 1] = clean
+    elseif st.real ~= ws .. "/" .. clean then
+      return p:refuse(string.format("workspace: tool.protect names %s, which is reached through a symbolic " ..
+        "link (it leads to %s); a protected path must be the file or directory itself", clean, st.real))
+    else
+      there[#there + 1] = st.real
+    end
+  end
+  if #there == 0 then
+    return p:skip("protect", "none of tool.protect is in the workspace yet (" .. table.concat(missing, " ") ..
+      "); a path made during the run is not protected")
+  end
+  if not set_of(c.namespaces).mount then
+    return p:refuse("confinement: tool.protect needs the mount namespace (tool.confine.namespaces), where " ..
+      "each protected path is made read-only")
+  end
+  p.start.protect = there
+  local rel = {}
+  for _, path in ipairs(there) do rel[#rel + 1] = path:sub(#ws + 2) end
+  p:applied("protect", ": read-only in the workspace: " .. table.concat(rel, " ") ..
+    (#missing > 0 and ("; not there, so not protected: " .. table.concat(missing, " ")) or ""))
+end
+
 -- Report order; M.LAYERS (the words `require` takes) is a subset.
 local ORDER = { "namespaces", "rlimits", "capabilities", "no_new_privs", "landlock", "seccomp", "mdwe",
-                "cgroup", "tmp", "network" }
+                "cgroup", "tmp", "protect", "network" }
 for _, name in ipairs(M.LAYERS) do assert(layer[name], "confine: no planner for the layer " .. name) end
 
 -- ------------------------------------------------------------ the plan

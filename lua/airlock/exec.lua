@@ -355,6 +355,7 @@ function M.exec(opts, broker)
   -- Everything else about its confinement: the one planner (airlock.confine).
   local plan, perr = require("airlock.confine").plan(auth, "program", {
     section = tool.confine, limits = tool.limits, tmp = auth.tmp, workspace = workspace, rootfs = rootfs,
+    protect = tool.protect,
     keep = cmd_dir and { cmd_dir } or nil, effects = cmd, root = program.is_root(), network = net,
   })
   if not plan then return nil, perr, "confinement" end

@@ -417,6 +417,7 @@ static const start_opt START_OPTS[] = {
   RUN_OPT("keep", OPT_STRS, spawn.keep, 0, NULL),
   RUN_OPT("view_ro", OPT_STRS, spawn.view_ro, 0, NULL),
   RUN_OPT("view_rw", OPT_STRS, spawn.view_rw, 0, NULL),
+  RUN_OPT("protect", OPT_STRS, spawn.protect, 0, NULL),
   RUN_OPT("no_new_privs", OPT_BOOL, spawn.no_new_privs, 0, NULL),
   RUN_OPT("drop_caps", OPT_BOOL, spawn.drop_caps, 0, NULL),
   RUN_OPT("workspace", OPT_BOOL, spawn.workspace, 0, NULL),

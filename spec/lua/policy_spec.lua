@@ -342,7 +342,7 @@ describe("policy.extend", function()
       assert.same({ "stdio", "rpath" }, copy(p.tool.confine.seccomp.promises))
       -- the worker's confine stays locked too (untrusted's lock is inherited)
       assert.matches("confine.seccomp is locked", errmsg(policy.extend, t, { confine = { seccomp = false } }))
-      assert.same({ "confine", "tool.confine" }, copy(t.locked))
+      assert.same({ "confine", "tool.confine", "tool.protect" }, copy(t.locked))
     end)
 
     it("locks accumulate and cannot be removed; a lock path must name a field", function()

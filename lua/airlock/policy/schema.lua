@@ -261,6 +261,12 @@ M.SCHEMA = section({
         { doc = "the declared secret handed to the program in this variable", looser = looser.grant }) },
       { doc = "variable -> secret name" }),
     workspace = field(path_, { doc = "the one writable directory (its working directory and HOME)" }),
+    protect = field(list_of(function(v)
+        if type(v) == "string" and v ~= "" and v:sub(1, 1) ~= "/" and not v:find("\0", 1, true)
+           and not ("/" .. v .. "/"):find("/%.%./") then return v end
+      end, "paths relative to the workspace (no \"..\")"), { doc = "paths in the workspace the program " ..
+        "may read but not change, remove or add to (a read-only mount over each that exists when it starts)",
+        looser = superset }),
     workspace_exec = field(boolean_, { doc = "programs may run what they build in the workspace",
       default = false, looser = flag_inverted }),
     tmp = field(one_of { "private", "none" }, { doc = "private: a fresh tmpfs on /tmp in its own mount " ..
