@@ -336,10 +336,10 @@ end
 -- A pool is keyed by what the spawner gave its workers (argv and
 -- confine.plan's start options), so a run takes a worker only when a fresh one
 -- would have been spawned exactly alike; Landlock and seccomp the worker
--- applies itself from init, as always. Nothing refills behind the host's
--- back (a spawn costs milliseconds of the host's own time): b:warm again tops
--- the pool up, when the host has the time (a game between frames, a test
--- farm between batches).
+-- applies itself from init, as always. A spawn costs milliseconds of the
+-- host's own time, so a pool refills only when asked: b:warm again, or
+-- {refill = true}, where b:step spawns one worker in a step that had nothing
+-- to deliver (a game between frames, a test farm between batches).
 
 -- The pool key of a worker argv and the plan's spawn options.
 local function pool_key(argv, plan_start)
@@ -367,14 +367,27 @@ local function pool_take(b, what)
   return run
 end
 
---- b:warm(n, policy) -> true, or nil, message, code: tops the pool of workers
---- for runs under policy (a policy, a table, a name; nil: the broker's or
---- untrusted) up to n, spawned and parked, so b:start under it skips the
---- spawn; fewer than n are cancelled, n = 0 empties it.
-function broker_methods:warm(n, pol)
+--- b:warm(n, policy, {refill = bool}) -> true, or nil, message, code: tops the
+--- pool of workers for runs under policy (a policy, a table, a name; nil: the
+--- broker's or untrusted) up to n, spawned and parked, so b:start under it
+--- skips the spawn; fewer than n are cancelled, n = 0 empties it. n is bounded
+--- by the policy's limits.pool. With refill, b:step tops it up again, one
+--- worker in a step that had nothing to deliver. A pool one of whose workers
+--- failed its checks from outside is refused: nil, "confinement: ...".
+function broker_methods:warm(n, pol, opts)
   if math.type(n) ~= "integer" or n < 0 or n > 256 then error("warm: n must be a whole number from 0 to 256", 2) end
+  if opts ~= nil then
+    if type(opts) ~= "table" then error("warm: options must be a table { refill = true | false }", 2) end
+    for k in pairs(opts) do
+      if k ~= "refill" then error(string.format("warm: unknown option '%s' (refill)", tostring(k)), 2) end
+    end
+  end
   local rp, err, code = run_policy(self, { policy = pol }, {})
   if not rp then return nil, err, code end
+  local most = rp.limits.pool or policy.default("limits.pool")
+  if n > most then
+    return nil, string.format("warm: %d workers is over the policy's limits.pool (%d)", n, most), "policy"
+  end
   local what
   what, err, code = run_what({ guest = "" }, rp.policy, {})
   if not what then return nil, err, code end
@@ -388,11 +401,26 @@ function broker_methods:warm(n, pol)
     p = { parked = {}, start = start }
     bs.pool[key] = p
   end
+  if p.failed then
+    return nil, "confinement: the pool's worker failed its checks from outside, so the pool is refused: " ..
+      tostring(p.failed):gsub("^confinement: ", ""), "confinement"
+  end
   p.want = n
+  p.refill = opts ~= nil and opts.refill == true
   while #p.parked > n do
     table.remove(p.parked):cancel()   -- its end, in a later b:step, is the pool's (bs.parked)
   end
   return pool_fill(self, p)
+end
+
+--- b:pooled(policy) -> how many workers are parked for runs under policy.
+function broker_methods:pooled(pol)
+  local rp, err, code = run_policy(self, { policy = pol }, {})
+  if not rp then return nil, err, code end
+  local what = run_what({ guest = "" }, rp.policy, {})
+  local bs = brokers[self]
+  local p = what and bs and bs.pool and bs.pool[pool_key(what.argv, what.plan.start)]
+  return p and #p.parked or 0
 end
 
 -- broker, b:_start's options, what runs, a parked worker or nil -> the run,
@@ -526,11 +554,31 @@ function broker_methods:step(timeout)
       if p then
         bs.parked[res.run] = nil
         for i, r in ipairs(p.parked) do if r:id() == res.run then table.remove(p.parked, i) break end end
+        -- One that failed its checks from outside: the pool is refused (b:warm
+        -- says why) and never refilled; runs spawn their own, checked as ever.
+        if res.cause == "confinement" then p.failed = p.failed or res.message end
       else
         kept[#kept + 1] = res
       end
     end
     done = kept
+  end
+  -- Refilling pools (b:warm(n, policy, {refill = true})): one worker a step,
+  -- and only in a step that had nothing to deliver, so the host's loop is
+  -- never held for more than one spawn when it has work.
+  if bs and bs.pool and #done == 0 then
+    for _, p in pairs(bs.pool) do
+      if p.refill and not p.failed and #p.parked < p.want then
+        local run = self:_start(p.start)
+        if run then
+          p.parked[#p.parked + 1] = run
+          bs.parked[run:id()] = p
+        else
+          p.refill = false   -- cannot spawn now: b:warm again says why
+        end
+        break
+      end
+    end
   end
   local nested_done = {}   -- result -> record, for the nested runs among them
   -- Nested runs first, deepest first: a run's end is recorded before its

@@ -215,6 +215,8 @@ M.SCHEMA = section({
       looser = upper { zero = "default" } }),
     ledger = field(size, { doc = "bytes one run may record (then cause ledger; 0: unbounded)",
       default = 64 * 1024 * 1024, looser = UNLIMITED }),
+    pool = field(count, { doc = "workers b:warm may keep parked, spawned ahead, for runs under this policy",
+      default = 32, looser = upper() }),
     nest = section({
       depth = field(count, { doc = "how deep nested runs go (0: a handler cannot nest one)", default = 4,
         looser = upper() }),
