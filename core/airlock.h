@@ -146,6 +146,8 @@ typedef struct airlock_msg {
                                     ready: confined; init: the whole map */
   const msgpack_object *err;     /* reply: err (string); done: err (map) */
   const msgpack_object *code;    /* reply: optional err code (string) */
+  int turn;                      /* reply: field turn is true (the answer to a deferred
+                                    call: the guest's turn ends) */
 } airlock_msg;
 
 /* Checks that body is a well-formed message before anything is allocated for
@@ -185,11 +187,12 @@ void airlock_pack_head(msgpack_packer *pk, airlock_msg_kind kind, uint32_t nfiel
 void airlock_pack_call(msgpack_packer *pk, uint64_t id, const char *effect, size_t len);
 /* The same head for a note {t = "note", id, effect, args}: the caller packs args. */
 void airlock_pack_note(msgpack_packer *pk, uint64_t id, const char *effect, size_t len);
-/* {t = "reply", id, ok = <the caller packs the value next>} */
-void airlock_pack_reply_ok(msgpack_packer *pk, uint64_t id);
-/* {t = "reply", id, err = msg, code = code (when not NULL)}: complete. */
+/* {t = "reply", id, turn = true (when turn), ok = <the caller packs the value next>} */
+void airlock_pack_reply_ok(msgpack_packer *pk, uint64_t id, int turn);
+/* {t = "reply", id, turn = true (when turn), err = msg, code = code (when not NULL)}:
+** complete. */
 void airlock_pack_reply_err(msgpack_packer *pk, uint64_t id, const char *msg, size_t len,
-                            const char *code);
+                            const char *code, int turn);
 
 /* What a C host puts in a worker's init frame (the Lua host builds it from a
 ** policy). NULL and 0 fields are left out; confine_* ask the worker to apply
@@ -521,6 +524,13 @@ int airlock_run_unpark(airlock_run *r, const airlock_run_opts *o);
 int airlock_run_reply(airlock_run *r, uint64_t id, const void *value, size_t len);
 /* Answers call id with an error message; code is an optional word ("denied"). */
 int airlock_run_fail(airlock_run *r, uint64_t id, const char *msg, size_t len, const char *code);
+/* Marks the answer to call id, whenever it is given, as the end of the guest's
+** turn: its reply frame carries turn = true, and the worker starts counting
+** the per-turn budget (limits.turn_instructions) afresh. For a call the host
+** answers later (deferred), so that turns are the host's decision and a replay
+** can give the same ones. Returns 0, -EINVAL when id is not the outstanding
+** call, -EPIPE when the run has ended. */
+int airlock_run_turn(airlock_run *r, uint64_t id);
 /* Done with note id (its args are gone): the broker goes on with the frames the
 ** run sent after it. Returns 0, -EINVAL when id is not the note held. */
 int airlock_run_note_done(airlock_run *r, uint64_t id);

@@ -611,11 +611,13 @@ static int reply_frame(airlock_run *r, uint64_t id, const void *raw, size_t rawl
   msgpack_sbuffer_clear(sbp);
   msgpack_packer_init(&pk, sbp, msgpack_sbuffer_write);
   int rc = airlock_frame_begin(sbp);
+  int turn = r->turn_id == id;
+  r->turn_id = 0;
   if (raw) {
-    airlock_pack_reply_ok(&pk, id);
+    airlock_pack_reply_ok(&pk, id, turn);
     if (msgpack_sbuffer_write(sbp, raw, rawlen) != 0) rc = -ENOMEM;
   } else {
-    airlock_pack_reply_err(&pk, id, msg, msglen, code);
+    airlock_pack_reply_err(&pk, id, msg, msglen, code, turn);
   }
   if (rc == 0) rc = airlock_frame_end(sbp, r->rd.max);
   if (rc == 0) {
@@ -651,6 +653,13 @@ int airlock_run_reply(airlock_run *r, uint64_t id, const void *value, size_t len
 
 int airlock_run_fail(airlock_run *r, uint64_t id, const char *msg, size_t len, const char *code) {
   return reply_frame(r, id, NULL, 0, msg, len, code);
+}
+
+int airlock_run_turn(airlock_run *r, uint64_t id) {
+  if (run_finished(r)) return -EPIPE;
+  if (!r->call.live || r->call.m.kind != AIRLOCK_MSG_CALL || r->call.m.id != id) return -EINVAL;
+  r->turn_id = id;
+  return 0;
 }
 
 void airlock_run_note_denied(airlock_run *r) { r->denied_noted = 1; }

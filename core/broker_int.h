@@ -62,6 +62,7 @@ struct airlock_run {
   airlock_rlimits rlimits;
   unsigned long namespaces;
   struct held call, ready, final;
+  uint64_t turn_id;             /* the call whose answer ends the guest's turn (0: none) */
   msgpack_zone *spare;          /* a cleared zone for the next frame (no malloc per call) */
   uint64_t last_id;
   int refuse_chosen;            /* refused calls are answered with an errno */

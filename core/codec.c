@@ -182,9 +182,10 @@ static const char *const kind_names[] = {
 };
 
 /* Top-level fields any kind reads; found in one pass over the map. */
-enum field { F_T, F_V, F_ID, F_EFFECT, F_ARGS, F_OK, F_ERR, F_CODE, F_PROMPT, F_CONFINED, F_COUNT };
+enum field { F_T, F_V, F_ID, F_EFFECT, F_ARGS, F_OK, F_ERR, F_CODE, F_PROMPT, F_CONFINED, F_TURN,
+             F_COUNT };
 static const char *const field_names[F_COUNT] = {
-  "t", "v", "id", "effect", "args", "ok", "err", "code", "prompt", "confined",
+  "t", "v", "id", "effect", "args", "ok", "err", "code", "prompt", "confined", "turn",
 };
 
 static const msgpack_object nil_object = { .type = MSGPACK_OBJECT_NIL };
@@ -401,8 +402,10 @@ int airlock_msg_decode(const void *body, size_t len, msgpack_unpacked *u,
   case AIRLOCK_MSG_REPLY:
     msg->code = f[F_CODE];
     if ((rc = want_id(kind, f[F_ID], &msg->id, err, errlen)) < 0 ||
-        (rc = want_outcome(kind, f, MSGPACK_OBJECT_STR, msg, err, errlen)) < 0)
+        (rc = want_outcome(kind, f, MSGPACK_OBJECT_STR, msg, err, errlen)) < 0 ||
+        (rc = want_type(kind, F_TURN, f[F_TURN], MSGPACK_OBJECT_BOOLEAN, err, errlen)) < 0)
       return rc;
+    msg->turn = f[F_TURN] != NULL && f[F_TURN]->via.boolean;
     return want_type(kind, F_CODE, f[F_CODE], MSGPACK_OBJECT_STR, err, errlen);
   case AIRLOCK_MSG_PAUSE:
     msg->value = f[F_PROMPT];
@@ -460,20 +463,28 @@ void airlock_pack_note(msgpack_packer *pk, uint64_t id, const char *effect, size
   airlock_pack_cstr(pk, "args");
 }
 
-void airlock_pack_reply_ok(msgpack_packer *pk, uint64_t id)
+/* turn comes before ok, whose value the caller packs after the head. */
+static void pack_reply_head(msgpack_packer *pk, uint64_t id, int turn, uint32_t nfields)
 {
-  airlock_pack_head(pk, AIRLOCK_MSG_REPLY, 3);
+  airlock_pack_head(pk, AIRLOCK_MSG_REPLY, nfields + (turn != 0));
   airlock_pack_cstr(pk, "id");
   msgpack_pack_uint64(pk, id);
+  if (turn) {
+    airlock_pack_cstr(pk, "turn");
+    msgpack_pack_true(pk);
+  }
+}
+
+void airlock_pack_reply_ok(msgpack_packer *pk, uint64_t id, int turn)
+{
+  pack_reply_head(pk, id, turn, 3);
   airlock_pack_cstr(pk, "ok");
 }
 
 void airlock_pack_reply_err(msgpack_packer *pk, uint64_t id, const char *msg, size_t len,
-                            const char *code)
+                            const char *code, int turn)
 {
-  airlock_pack_head(pk, AIRLOCK_MSG_REPLY, code != NULL ? 4 : 3);
-  airlock_pack_cstr(pk, "id");
-  msgpack_pack_uint64(pk, id);
+  pack_reply_head(pk, id, turn, code != NULL ? 4 : 3);
   airlock_pack_cstr(pk, "err");
   airlock_pack_str(pk, msg, len);
   if (code != NULL) {

@@ -194,6 +194,10 @@ static void await_reply(worker *w, uint64_t id, airlock_msg *msg)
     worker_die(WORKER_EXIT_CHANNEL,
                "waiting for the reply to call %" PRIu64 ", got the reply to call %" PRIu64, id,
                msg->id);
+  /* The host answered a call it deferred: the guest's turn ends here, and the
+  ** next one starts with a whole limits.turn_instructions (see limits.c). */
+  if (msg->turn)
+    w->turn_start = w->executed;
 }
 
 /* Registry key of the guard worker_call_finish holds while a call is out. */

@@ -62,6 +62,7 @@ static void parse_limits(worker_init *in, const msgpack_object *init)
   in->instructions = count_of(limits, "instructions", "limits.");
   in->memory = count_of(limits, "memory", "limits.");
   in->output = count_of(limits, "output", "limits.");
+  in->turn_instructions = count_of(limits, "turn_instructions", "limits.");
   if (in->memory > SIZE_MAX)
     worker_die(WORKER_EXIT_BADINIT, "init: limits.memory is larger than the address space");
 }

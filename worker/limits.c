@@ -66,8 +66,22 @@ lua_State *worker_newstate(worker *w)
   return L;
 }
 
-/* Reports the exhausted budget itself and exits: returning or raising would
-** let a guest pcall swallow the error and run on. */
+/* Ends the run from within: returning or raising would let a guest pcall
+** swallow the error and run on. */
+__attribute__((noreturn))
+static void budget_exhausted(lua_State *L, worker *w, const char *msg, int n)
+{
+  w->mem_exempt++;   /* the run is over; the traceback may need memory */
+  luaL_traceback(L, L, NULL, 0);
+  size_t tlen;
+  const char *tb = lua_tolstring(L, -1, &tlen);
+  worker_send_error(w, msg, (size_t)n, tb, tlen, "instructions");
+}
+
+/* Counts in hook steps: the instructions between the last step and a turn's
+** end count toward the next turn. Both counts are functions of the guest's
+** code and the replies alone (which replies end a turn is the host's word,
+** recorded in the journal), so a replay stops at the same instruction. */
 static void count_hook(lua_State *L, lua_Debug *ar)
 {
   (void)ar;
@@ -76,26 +90,36 @@ static void count_hook(lua_State *L, lua_Debug *ar)
   /* Notes wait at most one hook step (1000 instructions) for their batch. */
   if (w->notes.size > 0)
     worker_notes_flush(w);
-  if (w->executed < w->init.instructions)
-    return;
-  w->mem_exempt++;   /* the run is over; the traceback may need memory */
-  char msg[80];
-  int n = snprintf(msg, sizeof msg, "instruction budget of %" PRIu64 " exhausted",
-                   w->init.instructions);
-  luaL_traceback(L, L, NULL, 0);
-  size_t tlen;
-  const char *tb = lua_tolstring(L, -1, &tlen);
-  worker_send_error(w, msg, (size_t)n, tb, tlen, "instructions");
+  char msg[160];
+  if (w->init.instructions != 0 && w->executed >= w->init.instructions)
+    budget_exhausted(L, w, msg, snprintf(msg, sizeof msg, "instruction budget of %" PRIu64
+                                         " exhausted", w->init.instructions));
+  uint64_t turn = w->init.turn_instructions;
+  if (turn != 0 && w->executed - w->turn_start >= turn)
+    budget_exhausted(L, w, msg, snprintf(msg, sizeof msg, "turn instruction budget of %" PRIu64
+                                         " exhausted (limits.turn_instructions: a turn ends when "
+                                         "the host answers a deferred call)", turn));
+}
+
+/* The smaller of the budgets in force, as the hook's step, at most HOOK_STEP. */
+static int hook_step_of(const worker_init *in)
+{
+  uint64_t step = HOOK_STEP;
+  if (in->instructions != 0 && in->instructions < step)
+    step = in->instructions;
+  if (in->turn_instructions != 0 && in->turn_instructions < step)
+    step = in->turn_instructions;
+  return (int)step;
 }
 
 /* Called once, just before the guest's chunk is loaded: from here on every
-** allocation counts against the cap and every instruction against the budget.
+** allocation counts against the cap and every instruction against the budgets.
 ** Coroutines created later inherit the hook from the main thread. */
 void worker_limits_start(worker *w)
 {
   w->mem_exempt = 0;
-  if (w->init.instructions == 0)
+  if (w->init.instructions == 0 && w->init.turn_instructions == 0)
     return;
-  w->hook_step = w->init.instructions < HOOK_STEP ? (int)w->init.instructions : HOOK_STEP;
+  w->hook_step = hook_step_of(&w->init);
   lua_sethook(w->L, count_hook, LUA_MASKCOUNT, w->hook_step);
 }

@@ -36,6 +36,8 @@ typedef struct worker_init {
                                           before it pauses again (resume), or NULL */
   int64_t seed;
   uint64_t instructions, memory, output;   /* limits; 0 = unlimited */
+  uint64_t turn_instructions;   /* limits.turn: instructions between two turns (replies
+                                   marked turn); 0 = unlimited */
 } worker_init;
 
 typedef struct worker {
@@ -46,6 +48,7 @@ typedef struct worker {
   size_t mem_used;
   int mem_exempt;        /* >0: the cap is lifted (runtime setup, reports) */
   uint64_t executed;     /* instructions counted by the hook so far */
+  uint64_t turn_start;   /* executed when the last turn ended (a reply marked turn) */
   int hook_step;
 
   /* host_api.c: how many resume inputs host.input has handed out */

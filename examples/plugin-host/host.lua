@@ -2,7 +2,8 @@
 -- bots' turns, and the rendering. main.c loads this file with `sys` (the
 -- command line and a few C helpers) and drives it:
 --
---   start()              every bot in bots/*.lua started in its own worker
+--   start()              every bot in bots/*.lua (or sys.bots generated ones) started
+--                        in its own worker
 --   pump()               one broker:step(0); called every millisecond or so
 --   frame(tick, ms)      ends the previous tick, renders, starts this one
 --   finish(tick, ms)     ends the last tick; waiting bots hear the game is over
@@ -38,7 +39,7 @@ local STALL = math.max(10, sys.fps)   -- ticks in a row without a turn: the host
 local JOIN_MS, GRACE_MS = 5000, 2000  -- as in main.c
 local LOG_LINES = 12      -- tick-log lines shown under the grid on a terminal
 
-local MAP = {
+local MAP = sys.bots > 0 and {} or {
   "################################",
   "#..............#...............#",
   "#..............#...............#",
@@ -50,6 +51,12 @@ local MAP = {
   "#..............#...............#",
   "################################",
 }
+-- --bots N: an open field with room for four times as many bots.
+if sys.bots > 0 then
+  local w = 64
+  local h = math.max(10, math.ceil(sys.bots * 4 / (w - 2)) + 2)
+  for y = 1, h do MAP[y] = (y == 1 or y == h) and ("#"):rep(w) or "#" .. ("."):rep(w - 2) .. "#" end
+end
 local W, HEIGHT = #MAP[1], #MAP
 local STARTS = { { 3, 2 }, { 29, 8 }, { 3, 8 }, { 29, 2 }, { 12, 5 }, { 20, 4 }, { 17, 8 }, { 12, 2 }, { 21, 2 } }
 local DIRS = { n = { 0, -1 }, e = { 1, 0 }, s = { 0, 1 }, w = { -1, 0 } }
@@ -59,6 +66,7 @@ local DIR_ORDER = { "n", "e", "s", "w" }
 
 local bots, by_run = {}, {}          -- in name order; run id -> bot
 local gems = {}                      -- "x,y" -> true
+local occ = {}                       -- y * 1024 + x -> the bot there (alive or not)
 local T = { tick = 0, over = false, events = {}, log = {} }
 local B                              -- the broker
 
@@ -74,9 +82,14 @@ local function wall(x, y)
 end
 
 local function bot_at(x, y)
-  for _, b in ipairs(bots) do
-    if b.alive and b.x == x and b.y == y then return b end
-  end
+  local b = occ[y * 1024 + x]
+  if b and b.alive then return b end
+end
+
+local function place(bot, x, y)
+  if bot.x and occ[bot.y * 1024 + bot.x] == bot then occ[bot.y * 1024 + bot.x] = nil end
+  bot.x, bot.y = x, y
+  occ[y * 1024 + x] = bot
 end
 
 local function free(x, y) return not wall(x, y) and not bot_at(x, y) end
@@ -211,6 +224,7 @@ local function grid()
 end
 
 local function header()
+  if sys.bots > 0 then return "tick  played  skipped  stopped  effects  host ms" end
   local h = { "tick  " }
   for _, b in ipairs(bots) do h[#h + 1] = string.format("%-7s", b.name) end
   h[#h + 1] = "host ms"
@@ -218,8 +232,8 @@ local function header()
 end
 
 local function title()
-  return string.format("plugin-host: %d bots, %d ticks at %d fps (a turn's budget: %.0f ms), policy mods, ledgers in %s",
-    #bots, sys.ticks, sys.fps, 1000 / sys.fps, sys.ledgers)
+  return string.format("plugin-host: %d bots%s, %d ticks at %d fps (a turn's budget: %.0f ms), policy mods, ledgers in %s",
+    #bots, sys.bots > 0 and " (generated)" or "", sys.ticks, sys.fps, 1000 / sys.fps, sys.ledgers)
 end
 
 local function out(line)
@@ -244,9 +258,34 @@ end
 
 -- ------------------------------------------------------------ the game
 
+-- A generated bot (--bots N): six effects a tick, two calls (world.tick,
+-- world.look) and four notifications (a move, two says, a print), which the
+-- policy declares in notify: the guest sends them without waiting.
+local GENERATED = [[
+local me = host.world.tick()
+while me do
+  local view = host.world.look { radius = 1 }
+  local open = {}
+  for _, d in ipairs { "n", "e", "s", "w" } do
+    if view.free[d] then open[#open + 1] = d end
+  end
+  host.world.move { dir = #open > 0 and open[math.random(#open)] or "n" }
+  host.world.say { text = "at " .. me.x .. "," .. me.y }
+  host.world.say { text = "gems " .. me.gems }
+  print("tick", me.tick)
+  me = host.world.tick()
+end
+return "bye"
+]]
+
 --- start(): one run per bot, recorded in its own ledger.
 function H.start()
-  local files = assert(sys.listdir(sys.dir .. "/bots"))
+  local files = {}
+  if sys.bots > 0 then
+    for i = 1, sys.bots do files[i] = string.format("g%03d.lua", i) end
+  else
+    files = assert(sys.listdir(sys.dir .. "/bots"))
+  end
   local used = {}
   local game = { ticks = sys.ticks, fps = sys.fps }
   local pol = policy_for(game)
@@ -255,7 +294,8 @@ function H.start()
     local name = f:match("^([%w_%-]+)%.lua$")
     if name then
       local letter
-      for c in name:upper():gmatch("%a") do if not used[c] then letter = c break end end
+      if sys.bots > 0 then letter = "o" end
+      for c in name:upper():gmatch("%a") do if not used[c] and not letter then letter = c break end end
       letter = letter or "?"
       used[letter] = true
       local bot = { name = name, letter = letter, gems = 0, turns = 0, skips = 0, stall = 0,
@@ -266,7 +306,7 @@ function H.start()
   for i, bot in ipairs(bots) do   -- bots placed so far are the only ones with a position
     local x, y = table.unpack(STARTS[i] or { 1, 1 })
     while wall(x, y) or bot_at(x, y) do x, y = rng(W), rng(HEIGHT) end
-    bot.x, bot.y = x, y
+    place(bot, x, y)
   end
   for _ = 1, GEMS do spawn_gem() end
   for _, bot in ipairs(bots) do
@@ -279,7 +319,8 @@ function H.start()
     local seed = 7
     for c in bot.name:gmatch(".") do seed = (seed * 31 + c:byte()) % 2147483647 end
     local run, err, code = B:start {
-      guest = sys.dir .. "/bots/" .. bot.name .. ".lua", name = bot.name, policy = pol, seed = seed,
+      guest = sys.bots > 0 and GENERATED or sys.dir .. "/bots/" .. bot.name .. ".lua", name = bot.name,
+      policy = pol, seed = seed,
       input = { name = bot.name, ticks = game.ticks, fps = game.fps, width = W, height = HEIGHT },
       -- durability "none": the kernel writes the records out; a game loop must
       -- not wait for fdatasync (a crash can lose the last records, never corrupt them).
@@ -327,7 +368,7 @@ local function apply(bot)
   if not d then return "." end
   local nx, ny = bot.x + DIRS[d][1], bot.y + DIRS[d][2]
   if not free(nx, ny) then bot.bumped = true return d .. "!" end
-  bot.x, bot.y = nx, ny
+  place(bot, nx, ny)
   local key = nx .. "," .. ny
   if gems[key] then
     gems[key] = nil
@@ -342,6 +383,7 @@ end
 -- the others, the tick's row and events in the log.
 local function end_tick(work_ms)
   local row = { string.format("%4d  ", T.tick) }
+  local played, skipped, stopped, effects = 0, 0, 0, 0
   for _, bot in ipairs(bots) do
     local action
     if not bot.alive then
@@ -359,7 +401,17 @@ local function end_tick(work_ms)
         bot.run:abort("deadline", string.format("stalled: no turn ended in %d ticks", STALL))
       end
     end
+    effects = effects + bot.effects
+    if action == "skip" then skipped = skipped + 1
+    elseif action == "stop" or action == "x" then stopped = stopped + 1
+    elseif action ~= "-" then played = played + 1 end
     row[#row + 1] = string.format("%-7s", action)
+  end
+  if sys.bots > 0 then   -- generated bots: one count per column, not one column per bot
+    out(string.format("%4d  %6d  %7d  %7d  %7d  %7.2f", T.tick, played, skipped, stopped, effects, work_ms))
+    for _, bot in ipairs(bots) do bot.said = nil end
+    flush_events()
+    return
   end
   row[#row + 1] = string.format("%6.2f", work_ms)
   out(table.concat(row))
@@ -422,17 +474,36 @@ function H.close(stats)
   flush_events()
   B:close()
   print("")
-  print(string.format("%-7s %-13s %5s %7s %5s %7s  %s", "bot", "cause", "turns", "skipped", "gems", "effects", "message"))
-  for _, b in ipairs(bots) do
-    local r = b.result or { cause = "?", message = "", usage = {} }
-    print((string.format("%-7s %-13s %5d %7d %5d %7d  %s", b.name, r.cause, b.turns, b.skips, b.gems,
-      r.usage and r.usage.effects or 0, r.ok and "" or short(r.message)):gsub("%s+$", "")))
+  if sys.bots > 0 then   -- generated bots: one line per way they ended
+    local by, order = {}, {}
+    for _, b in ipairs(bots) do
+      local r = b.result or { cause = "?", usage = {} }
+      local c = by[r.cause]
+      if not c then c = { bots = 0, turns = 0, skips = 0, effects = 0 } by[r.cause] = c order[#order + 1] = r.cause end
+      c.bots, c.turns, c.skips = c.bots + 1, c.turns + b.turns, c.skips + b.skips
+      c.effects = c.effects + (r.usage and r.usage.effects or 0)   -- notes included
+    end
+    table.sort(order)
+    print(string.format("%-13s %5s %7s %7s %8s", "cause", "bots", "turns", "skipped", "effects"))
+    for _, cause in ipairs(order) do
+      local c = by[cause]
+      print(string.format("%-13s %5d %7d %7d %8d", cause, c.bots, c.turns, c.skips, c.effects))
+    end
+  else
+    print(string.format("%-7s %-13s %5s %7s %5s %7s  %s", "bot", "cause", "turns", "skipped", "gems", "effects", "message"))
+    for _, b in ipairs(bots) do
+      local r = b.result or { cause = "?", message = "", usage = {} }
+      print((string.format("%-7s %-13s %5d %7d %5d %7d  %s", b.name, r.cause, b.turns, b.skips, b.gems,
+        r.usage and r.usage.effects or 0, r.ok and "" or short(r.message)):gsub("%s+$", "")))
+    end
   end
   print("")
   local secs = stats.elapsed_ms / 1000
   print(string.format("%d ticks in %.2f s: %.1f fps (target %d)%s; host work per tick: avg %.2f ms, max %.2f ms; late frames: %d",
     stats.ticks, secs, secs > 0 and stats.ticks / secs or 0, sys.fps,
     stats.interrupted and " (interrupted)" or "", stats.work_avg_ms, stats.work_max_ms, stats.late))
+  print(string.format("host ms per tick: median %.2f, p99 %.2f, max %.2f (target <= %.2f: a tick is %.2f ms)",
+    stats.work_med_ms, stats.work_p99_ms, stats.work_max_ms, 8.0, 1000 / sys.fps))
   print(string.format("ledgers: %s (one per bot; replay one: %s --replay %s --ledgers %s)",
     sys.ledgers, sys.program, bots[1] and bots[1].name or "BOT", sys.ledgers))
   return 0

@@ -8,7 +8,7 @@
 ** (luaL_requiref), and the main loop, which never blocks on a bot. The world,
 ** the effects and the rendering are in host.lua beside this file.
 **
-**   plugin-host [--ticks N] [--fps N] [--ledgers DIR] [--plain]
+**   plugin-host [--ticks N] [--fps N] [--bots N] [--ledgers DIR] [--plain]
 **   plugin-host --replay BOT [--ledgers DIR]
 **
 ** The main loop, per tick: host.frame(tick) ends the previous tick (moves of
@@ -16,7 +16,9 @@
 ** and answers every bot waiting in world.tick. Then, until the frame's end,
 ** host.pump() every POLL_MS: one broker:step(0) (poll: effects are answered,
 ** finished bots collected), then a short sleep. A bot's budget for a turn is
-** one frame.
+** one frame, and limits.turn_instructions of its policy (mods.lua).
+** The host's work per tick (frame and pumps, not the sleeps) is kept for each
+** tick: the summary gives its median and 99th percentile, and the late frames.
 */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -108,10 +110,11 @@ static int l_listdir(lua_State *L) {
 static int l_now_ms(lua_State *L) { lua_pushnumber(L, airlock_now_ms()); return 1; }
 
 static void usage(FILE *f) {
-  fputs("usage: plugin-host [--ticks N] [--fps N] [--ledgers DIR] [--plain]\n"
+  fputs("usage: plugin-host [--ticks N] [--fps N] [--bots N] [--ledgers DIR] [--plain]\n"
         "       plugin-host --replay BOT [--ledgers DIR]\n"
         "  --ticks N      ticks to simulate (default 100)\n"
         "  --fps N        ticks per second (default 20); a bot's budget for a turn is one tick\n"
+        "  --bots N       N generated bots (six effects a tick each) instead of bots/*.lua\n"
         "  --ledgers DIR  one ledger per bot in DIR/BOT (default: a new temporary directory)\n"
         "  --plain        print the tick log line by line even on a terminal\n"
         "  --replay BOT   replay BOT's recorded session from its ledger; exit 0 when it matches\n"
@@ -129,19 +132,32 @@ static long number(const char *opt, const char *s, long lo, long hi) {
   return v;
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The p-th percentile of the n sorted values (nearest rank), 0 when n is 0. */
+static double percentile(const double *v, long n, int p) {
+  if (n <= 0) return 0;
+  long rank = (long)((p * n + 99) / 100);   /* ceil(p/100 * n) */
+  return v[(rank < 1 ? 1 : rank) - 1];
+}
+
 static const char *tmpdir(void) {
   const char *t = getenv("TMPDIR");
   return t && *t ? t : "/tmp";
 }
 
 int main(int argc, char **argv) {
-  long ticks = 100, fps = 20;
+  long ticks = 100, fps = 20, nbots = 0;
   const char *ledgers = NULL, *replay = NULL;
   int plain = !isatty(STDOUT_FILENO);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--ticks")) ticks = number(a, i + 1 < argc ? argv[++i] : NULL, 1, 1000000);
     else if (!strcmp(a, "--fps")) fps = number(a, i + 1 < argc ? argv[++i] : NULL, 1, 1000);
+    else if (!strcmp(a, "--bots")) nbots = number(a, i + 1 < argc ? argv[++i] : NULL, 1, 1000);
     else if (!strcmp(a, "--ledgers") && i + 1 < argc) ledgers = argv[++i];
     else if (!strcmp(a, "--replay") && i + 1 < argc) replay = argv[++i];
     else if (!strcmp(a, "--plain")) plain = 1;
@@ -196,6 +212,7 @@ int main(int argc, char **argv) {
   lua_pushstring(L, argv[0]); lua_setfield(L, -2, "program");
   lua_pushinteger(L, ticks); lua_setfield(L, -2, "ticks");
   lua_pushinteger(L, fps); lua_setfield(L, -2, "fps");
+  lua_pushinteger(L, nbots); lua_setfield(L, -2, "bots");
   lua_pushboolean(L, plain); lua_setfield(L, -2, "plain");
   lua_pushcfunction(L, l_listdir); lua_setfield(L, -2, "listdir");
   lua_pushcfunction(L, l_now_ms); lua_setfield(L, -2, "now_ms");
@@ -225,6 +242,8 @@ int main(int argc, char **argv) {
   const double period = 1000.0 / (double)fps;
   double start = airlock_now_ms(), next = start, work_sum = 0, work_max = 0, prev_work = 0;
   long tick = 0, late = 0;
+  double *works = malloc((size_t)ticks * sizeof *works);   /* host ms of each tick */
+  if (!works) { fputs("plugin-host: out of memory\n", stderr); return 2; }
   while (tick < ticks && !interrupted) {
     tick++;
     double w = airlock_now_ms();
@@ -239,6 +258,7 @@ int main(int argc, char **argv) {
       work += after - now;
       sleep_ms(frame_end - after < POLL_MS ? frame_end - after : POLL_MS);
     }
+    works[tick - 1] = work;
     work_sum += work;
     if (work > work_max) work_max = work;
     prev_work = work;
@@ -261,6 +281,10 @@ int main(int argc, char **argv) {
   lua_pushnumber(L, elapsed); lua_setfield(L, -2, "elapsed_ms");
   lua_pushnumber(L, tick ? work_sum / (double)tick : 0); lua_setfield(L, -2, "work_avg_ms");
   lua_pushnumber(L, work_max); lua_setfield(L, -2, "work_max_ms");
+  qsort(works, (size_t)tick, sizeof *works, cmp_double);
+  lua_pushnumber(L, percentile(works, tick, 50)); lua_setfield(L, -2, "work_med_ms");
+  lua_pushnumber(L, percentile(works, tick, 99)); lua_setfield(L, -2, "work_p99_ms");
+  free(works);
   lua_pushinteger(L, late); lua_setfield(L, -2, "late");
   lua_pushboolean(L, interrupted); lua_setfield(L, -2, "interrupted");
   call(L, host, "close", 1, 1);   /* stragglers cancelled, the summary printed */

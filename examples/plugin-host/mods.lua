@@ -5,9 +5,13 @@
 -- at call time, so the policy holds no game state: its digest, recorded in
 -- each bot's ledger, is the same when the game is replayed).
 --
--- A bot is one guest that lives for the whole game, so these limits are for
--- its whole session, not for one tick. The per-tick budget is the host's: a
--- bot that has not ended its turn within a tick skips it (host.lua).
+-- A bot is one guest that lives for the whole game, so most limits are for
+-- its whole session; turn_instructions is for one tick: a turn ends when the
+-- host answers world.tick (a deferred call), and a bot that computes past it
+-- within one turn is stopped. The wall-clock budget of a tick is the host's: a
+-- bot that has not ended its turn within a tick skips it (host.lua). Moves,
+-- says and prints need no answer: they are notifications (notify), sent by the
+-- guest without waiting.
 local airlock = require "airlock"
 
 local function to(name)
@@ -22,10 +26,13 @@ return airlock.policy.extend(airlock.policy.load("untrusted"), {
     memory = "8M",           -- a bot's Lua heap
     instructions = 2e7,      -- for the whole game: ~10,000 turns of a simple bot,
                              -- or ~60 ms of a `while true do end`
+    turn_instructions = 2e6, -- for one tick: ~1,000 times a simple bot's turn,
+                             -- or ~6 ms of a `while true do end`
     output = "4K",
     max_frame = "64K",       -- no effect call or answer is larger
     capture = "4K",
   },
+  notify = { "world.move", "world.say", "log" },
   effects = {
     ["world.tick"] = to("tick"),   -- ends the turn; answered (deferred) at the next tick
     ["world.look"] = to("look"),   -- what is around: gems, bots, free directions

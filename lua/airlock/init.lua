@@ -218,7 +218,8 @@ local function record_run(st, handlers, opts, internal, rp, what, serial, seed)
       effects = effect_list(handlers),
       policy = { name = rp.policy.name, digest = st.digest },
       limits = { instructions = limits.instructions or 0, memory = limits.memory or 0,
-                 output = limits.output or 65536, deadline_ms = nested.deadline_ms or 0 },
+                 output = limits.output or 65536, deadline_ms = nested.deadline_ms or 0,
+                 turn_instructions = limits.turn_instructions or 0 },
     }
     if not rec:append("nest", fields) then
       return nil, "ledger: cannot record the nested run's start: " .. rec.failed, "ledger"
@@ -306,6 +307,7 @@ local function spawn_options(st, handlers, opts, internal, rp, what, serial, see
         resume = internal.resume_inputs and { inputs = internal.resume_inputs } or nil,
         limits = {
           instructions = limits.instructions or 0,
+          turn_instructions = limits.turn_instructions or 0,
           memory = limits.memory or 0,
           output = limits.output or OUTPUT_DEFAULT,
         },
@@ -654,7 +656,7 @@ function run_methods:reply(seq, value)
   local effect = rec and rec.deferred[seq]
   if effect then
     rec.deferred[seq] = nil
-    if not rec:reply(seq, effect, true, value) then
+    if not rec:reply(seq, effect, true, value, true) then
       self:abort("ledger", "ledger: the answer could not be recorded: " .. rec.failed:gsub("^ledger: ", ""))
       return nil, rec.failed
     end
@@ -668,7 +670,7 @@ function run_methods:fail(seq, message, code)
   local effect = rec and rec.deferred[seq]
   if effect then
     rec.deferred[seq] = nil
-    if not rec:reply(seq, effect, false, message) then
+    if not rec:reply(seq, effect, false, message, true) then
       self:abort("ledger", "ledger: the answer could not be recorded: " .. rec.failed:gsub("^ledger: ", ""))
       return nil, rec.failed
     end

@@ -94,8 +94,11 @@ function recorder:append(kind, fields)
   return seq
 end
 
-function recorder:reply(id, effect, ok, v)
-  local fields = { id = id, effect = effect, status = ok and "ok" or "err" }
+--- reply(id, effect, ok, v, deferred): deferred when the host answered later
+--- (run:reply, run:fail): that answer ended the guest's turn, and a replay
+--- gives it as one too (limits.turn_instructions).
+function recorder:reply(id, effect, ok, v, deferred)
+  local fields = { id = id, effect = effect, status = ok and "ok" or "err", deferred = deferred or nil }
   if ok then fields.value = v else fields.error = tostring(v) end
   return self:append("reply", fields)
 end
@@ -279,6 +282,8 @@ function server:handler(effect)
       ctx.handle:abort("diverged", msg)
       error(msg, 0)
     end
+    -- An answer the host deferred ended the guest's turn: this one does too.
+    if reply.deferred == true then ctx.handle:_turn(ctx.seq) end
     if reply.status == "err" then error(reply.error, 0) end
     return reply.value
   end

@@ -798,6 +798,8 @@ static int l_run_reply(lua_State *L) {
   luaL_checkany(L, 3);
   lua_settop(L, 3);
   if (lr->finished) return airlock_l_fail(L, "ended", "the run has ended; the answer was dropped", EPIPE);
+  /* A deferred answer ends the guest's turn (limits.turn_instructions). */
+  if (airlock_run_turn(lr->r, (uint64_t)id) == -EINVAL) return luaL_argerror(L, 2, "no such outstanding call");
   int rc = reply_value(L, lr->r, (uint64_t)id, 3, "deferred");
   if (rc == -EINVAL) return luaL_argerror(L, 2, "no such outstanding call");
   if (rc < 0) return airlock_l_fail(L, "reply", "cannot send the reply", -rc);
@@ -813,10 +815,23 @@ static int l_run_fail(lua_State *L) {
   const char *code = luaL_optstring(L, 4, NULL);
   if (code && strcmp(code, "denied") != 0) return luaL_argerror(L, 4, "code must be 'denied' or nil");
   if (lr->finished) return airlock_l_fail(L, "ended", "the run has ended; the answer was dropped", EPIPE);
+  if (airlock_run_turn(lr->r, (uint64_t)id) == -EINVAL) return luaL_argerror(L, 2, "no such outstanding call");
   if (code) airlock_run_note_denied(lr->r);
   int rc = airlock_run_fail(lr->r, (uint64_t)id, msg, len, code);
   if (rc == -EINVAL) return luaL_argerror(L, 2, "no such outstanding call");
   if (rc < 0) return airlock_l_fail(L, "reply", "cannot send the reply", -rc);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* run:_turn(seq): the answer to call seq, even one its handler returns, ends
+** the guest's turn. A replay's server marks so the answers the journal holds
+** as deferred (run:reply and run:fail mark their own). */
+static int l_run_turn(lua_State *L) {
+  lrun *lr = check_run(L, 1);
+  lua_Integer id = luaL_checkinteger(L, 2);
+  if (lr->finished) return airlock_l_fail(L, "ended", "the run has ended", EPIPE);
+  if (airlock_run_turn(lr->r, (uint64_t)id) == -EINVAL) return luaL_argerror(L, 2, "no such outstanding call");
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -932,7 +947,7 @@ void airlock_l_open_broker(lua_State *L) {
     { "abort", l_run_abort }, { "id", l_run_id }, { "pid", l_run_pid }, { "cpu_time", l_run_cpu_time },
     { "live", l_run_live }, { "result", l_run_result }, { "output", l_run_output },
     { "_unpark", l_run_unpark }, { "_egress_fd", l_run_egress_fd }, { "_egress_close", l_run_egress_close },
-    { NULL, NULL } };
+    { "_turn", l_run_turn }, { NULL, NULL } };
 
   luaL_newmetatable(L, AIRLOCK_BROKER_MT);
   luaL_newlib(L, bm);

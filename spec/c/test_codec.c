@@ -1001,20 +1001,43 @@ static void test_encoders(void)
   CHECK(m.kind == AIRLOCK_MSG_CALL && m.id == 9 && m.effect_len == 7 && memcmp(m.effect, "fs.read", 7) == 0);
 
   msgpack_sbuffer_clear(&fb);
-  airlock_pack_reply_ok(&fp, 9);
+  airlock_pack_reply_ok(&fp, 9, 0);
   msgpack_pack_uint64(&fp, 42);
   CHECK(airlock_msg_decode(fb.data, fb.size, &u, &m, err, sizeof err) == 0);
   CHECK(m.kind == AIRLOCK_MSG_REPLY && m.id == 9 && m.err == NULL && m.value != NULL &&
         m.value->via.u64 == 42);
 
   msgpack_sbuffer_clear(&fb);
-  airlock_pack_reply_err(&fp, 9, "no such file", 12, "denied");
+  airlock_pack_reply_err(&fp, 9, "no such file", 12, "denied", 0);
   CHECK(airlock_msg_decode(fb.data, fb.size, &u, &m, err, sizeof err) == 0);
   CHECK(m.kind == AIRLOCK_MSG_REPLY && m.err != NULL && m.code != NULL &&
         m.code->via.str.size == 6 && memcmp(m.code->via.str.ptr, "denied", 6) == 0);
   msgpack_sbuffer_clear(&fb);
-  airlock_pack_reply_err(&fp, 9, "x", 1, NULL);   /* no code: three fields */
+  airlock_pack_reply_err(&fp, 9, "x", 1, NULL, 0);   /* no code: three fields */
   CHECK(airlock_msg_decode(fb.data, fb.size, &u, &m, err, sizeof err) == 0 && m.code == NULL);
+  CHECK(m.turn == 0);
+
+  /* A deferred answer ends the guest's turn: turn = true, with ok or err. */
+  msgpack_sbuffer_clear(&fb);
+  airlock_pack_reply_ok(&fp, 9, 1);
+  msgpack_pack_uint64(&fp, 42);
+  CHECK(airlock_msg_decode(fb.data, fb.size, &u, &m, err, sizeof err) == 0);
+  CHECK(m.kind == AIRLOCK_MSG_REPLY && m.turn == 1 && m.value != NULL && m.value->via.u64 == 42);
+  msgpack_sbuffer_clear(&fb);
+  airlock_pack_reply_err(&fp, 9, "no", 2, "denied", 1);
+  CHECK(airlock_msg_decode(fb.data, fb.size, &u, &m, err, sizeof err) == 0);
+  CHECK(m.turn == 1 && m.err != NULL && m.code != NULL);
+  /* turn must be a boolean */
+  msgpack_sbuffer_clear(&fb);
+  airlock_pack_head(&fp, AIRLOCK_MSG_REPLY, 4);
+  airlock_pack_cstr(&fp, "id");
+  msgpack_pack_uint64(&fp, 9);
+  airlock_pack_cstr(&fp, "turn");
+  msgpack_pack_uint64(&fp, 1);
+  airlock_pack_cstr(&fp, "ok");
+  msgpack_pack_nil(&fp);
+  CHECK(airlock_msg_decode(fb.data, fb.size, &u, &m, err, sizeof err) == -EPROTO);
+  CHECK(strstr(err, "'turn' must be a boolean") != NULL);
 
   /* A C host's init frame: header included, decodes as init of this version. */
   static const char *const fx[] = { "add", "log", NULL };

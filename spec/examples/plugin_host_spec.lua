@@ -69,7 +69,8 @@ describe("plugin-host", function()
   end)
 
   it("stops each hostile bot with its cause in the tick log", function()
-    assert.matches("\n%s+loop stopped: instructions %-%- instruction budget of %d+ exhausted", out)
+    -- loop hogs one tick: stopped by the per-turn budget, long before the whole game's
+    assert.matches("\n%s+loop stopped: instructions %-%- turn instruction budget of 2000000 exhausted", out)
     assert.matches("\n%s+hog stopped: memory %-%- not enough memory", out)
     assert.matches("\n%s+sneak stopped: denied %-%- denied: effect 'fs.read' is not granted", out)
     assert.matches("\n%s+flood stopped: cancelled %-%- flood: 13 effects in tick %d+", out)
@@ -149,5 +150,57 @@ describe("plugin-host", function()
     local none, nrc = sh(HOST .. " --replay nobody --ledgers " .. dir)
     assert.equal(2, nrc)
     assert.matches("nobody", none)
+  end)
+end)
+
+describe("plugin-host --bots N", function()
+  local dir, out, rc
+
+  setup(function()
+    dir = tmpdir()
+    out, rc = sh("timeout 60 " .. HOST .. " --bots 20 --ticks 5 --fps 20 --ledgers " .. dir)
+  end)
+
+  teardown(function()
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+
+  it("plays N generated bots, one row of counts per tick (not one column per bot)", function()
+    assert.equal(0, rc, out)
+    assert.matches("plugin%-host: 20 bots %(generated%), 5 ticks at 20 fps", out)
+    assert.matches("\ntick  played  skipped  stopped  effects  host ms\n", out)
+    local rows = {}
+    for t, played, skipped, stopped, effects, ms in
+        out:gmatch("\n%s*(%d+)%s+(%d+)%s+(%d+)%s+(%d+)%s+(%d+)%s+([%d.]+)") do
+      rows[#rows + 1] = { tick = tonumber(t), n = tonumber(played) + tonumber(skipped) + tonumber(stopped),
+                          effects = tonumber(effects), ms = tonumber(ms) }
+    end
+    assert.equal(5, #rows, out)
+    local full = false
+    for i, row in ipairs(rows) do
+      full = full or row.effects == 20 * 6
+      assert.equal(i, row.tick)
+      if i > 1 then assert.equal(20, row.n, out) end   -- every bot counted once a tick
+      -- six effects a bot that played (tick, look; move, two says, a print as notes)
+      assert.is_true(row.effects <= 20 * 6, out)
+    end
+    assert.is_true(full, "a tick in which every bot made its six effects\n" .. out)
+  end)
+
+  it("ends with a summary by cause and the host's ms per tick: median, p99, late frames", function()
+    assert.matches("\ncause%s+bots%s+turns%s+skipped%s+effects\n", out)
+    assert.matches("\nok%s+20%s+%d+%s+%d+%s+%d+\n", out)
+    assert.matches("5 ticks in [%d.]+ s: [%d.]+ fps %(target 20%); host work per tick: avg [%d.]+ ms, " ..
+      "max [%d.]+ ms; late frames: %d+", out)
+    assert.matches("host ms per tick: median [%d.]+, p99 [%d.]+, max [%d.]+", out)
+    local f = io.open(dir .. "/g001/journal", "rb")
+    assert.is_truthy(f, "one ledger per generated bot")
+    f:close()
+  end)
+
+  it("refuses a bad count, exit 2", function()
+    local bad, brc = sh(HOST .. " --bots 0")
+    assert.equal(2, brc)
+    assert.matches("%-%-bots needs a whole number from 1 to 1000", bad)
   end)
 end)

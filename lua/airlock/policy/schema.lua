@@ -208,6 +208,8 @@ M.SCHEMA = section({
     memory = field(size, { doc = "the guest's Lua heap, enforced by the worker's allocator (0: none)",
       looser = UNLIMITED }),
     instructions = field(count, { doc = "Lua VM instructions of a run (0: unlimited)", looser = UNLIMITED }),
+    turn_instructions = field(count, { doc = "Lua VM instructions of one turn, from one deferred " ..
+      "answer to the next (then cause instructions; 0: unlimited)", looser = UNLIMITED }),
     output = field(size, { doc = "bytes the guest may print (the log)", default = 65536, looser = upper() }),
     max_frame = field(size, { doc = "the largest frame accepted from the child (0: the default)",
       default = 16 * 1024 * 1024, looser = upper { zero = "default" } }),
