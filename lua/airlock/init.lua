@@ -670,7 +670,7 @@ function run_methods:fail(seq, message, code)
   local effect = rec and rec.deferred[seq]
   if effect then
     rec.deferred[seq] = nil
-    if not rec:reply(seq, effect, false, message, true) then
+    if not rec:reply(seq, effect, false, message, true, code) then
       self:abort("ledger", "ledger: the answer could not be recorded: " .. rec.failed:gsub("^ledger: ", ""))
       return nil, rec.failed
     end

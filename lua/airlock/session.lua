@@ -97,8 +97,9 @@ end
 --- reply(id, effect, ok, v, deferred): deferred when the host answered later
 --- (run:reply, run:fail): that answer ended the guest's turn, and a replay
 --- gives it as one too (limits.turn_instructions).
-function recorder:reply(id, effect, ok, v, deferred)
-  local fields = { id = id, effect = effect, status = ok and "ok" or "err", deferred = deferred or nil }
+function recorder:reply(id, effect, ok, v, deferred, code)
+  local fields = { id = id, effect = effect, status = ok and "ok" or "err", deferred = deferred or nil,
+                   code = not ok and type(code) == "string" and code or nil }
   if ok then fields.value = v else fields.error = tostring(v) end
   return self:append("reply", fields)
 end
@@ -284,7 +285,15 @@ function server:handler(effect)
     end
     -- An answer the host deferred ended the guest's turn: this one does too.
     if reply.deferred == true then ctx.handle:_turn(ctx.seq) end
-    if reply.status == "err" then error(reply.error, 0) end
+    if reply.status == "err" then
+      -- A deferred failure reached the guest as the host gave it (run:fail:
+      -- its message, its code), not wrapped as a handler's error: so again.
+      if reply.deferred == true and type(reply.error) == "string" then
+        ctx.handle:fail(ctx.seq, reply.error, type(reply.code) == "string" and reply.code or nil)
+        return DEFER
+      end
+      error(reply.error, 0)
+    end
     return reply.value
   end
 end

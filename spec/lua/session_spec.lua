@@ -308,3 +308,35 @@ describe("a policy's explicit refusal", function()
     rm(dir)
   end)
 end)
+
+describe("a deferred failure", function()
+  it("replays as the guest saw it: the host's message and code, not a handler's error", function()
+    local dir = tmpdir()
+    local pending = {}
+    local pol = airlock.policy.extend("untrusted", { effects = {
+      ask = function(_, ctx) pending[#pending + 1] = { ctx.handle, ctx.seq } return airlock.defer() end } })
+    local guest = [[
+      local ok, e = pcall(host.ask, 1)
+      local ok2, e2 = pcall(host.ask, 2)
+      return { e, e2 } ]]
+    local b <close> = airlock.broker()
+    local run = assert(b:start { guest = guest, policy = pol, ledger = dir })
+    local n = 0
+    while run:live() do
+      b:step(20)
+      local p = table.remove(pending, 1)
+      if p then
+        n = n + 1
+        if n == 1 then assert(p[1]:fail(p[2], "no, not now")) else assert(p[1]:fail(p[2], "denied: nope", "denied")) end
+      end
+    end
+    local res = run:result()
+    assert.equal("ok", res.cause, res.message)
+    assert.same({ "no, not now", "denied: nope" }, res.value)
+    local rep = assert(airlock.replay(dir, { policy = pol }))
+    assert.is_true(rep.identical, rep.message)
+    assert.same(res.value, rep.result.value)
+    assert.equal(0, rep.live_effects)
+    rm(dir)
+  end)
+end)
