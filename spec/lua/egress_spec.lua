@@ -24,6 +24,18 @@ class H(http.server.BaseHTTPRequestHandler):
             except Exception:
                 pass
             return
+        elif self.path.startswith("/pypi/"):
+            # a package index of the spec's own (PEP 503 simple pages and files), from argv[2]
+            import os
+            rel = os.path.normpath(self.path[len("/pypi/"):]).lstrip("/")
+            full = os.path.join(sys.argv[2], rel)
+            if os.path.isdir(full): full = os.path.join(full, "index.html")
+            if ".." in rel or not os.path.isfile(full):
+                self.send_response(404); self.end_headers(); return
+            body = open(full, "rb").read()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html" if full.endswith(".html") else "application/octet-stream")
+            self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body); return
         elif self.path == "/redirect":
             self.send_response(302); self.send_header("Location", "http://denied.example.net/next")
             self.send_header("Content-Length", "0"); self.end_headers(); return
@@ -60,7 +72,23 @@ describe("tool.network: the egress proxy", function()
     H.ws = H.root .. "/ws"
     assert(os.execute("mkdir -p " .. H.ws))
     H.write(H.root .. "/server.py", SERVER)
-    os.execute("python3 " .. H.root .. "/server.py " .. H.root .. "/port >/dev/null 2>&1 & echo $! > " ..
+    -- A package index: one wheel, made here by hand, and its PEP 503 pages.
+    local idx = H.root .. "/index"
+    assert(os.execute("mkdir -p " .. idx .. "/simple/hello-airlock " .. idx .. "/files"))
+    H.write(H.root .. "/mkwheel.py", table.concat({
+      "import zipfile, hashlib, base64, sys",
+      "files = {'hello_airlock/__init__.py': b'def hi():\\n    return 1\\n',",
+      " 'hello_airlock-1.0.dist-info/METADATA': b'Metadata-Version: 2.1\\nName: hello-airlock\\nVersion: 1.0\\n',",
+      " 'hello_airlock-1.0.dist-info/WHEEL': b'Wheel-Version: 1.0\\nGenerator: hand\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n'}",
+      "rec = [n + ',sha256=' + base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode() + ',' + str(len(d)) for n, d in files.items()]",
+      "files['hello_airlock-1.0.dist-info/RECORD'] = ('\\n'.join(rec + ['hello_airlock-1.0.dist-info/RECORD,,']) + '\\n').encode()",
+      "z = zipfile.ZipFile(sys.argv[1] + '/files/hello_airlock-1.0-py3-none-any.whl', 'w')",
+      "[z.writestr(n, d) for n, d in files.items()]",
+      "z.close()" }, "\n"))
+    assert(os.execute("python3 " .. H.root .. "/mkwheel.py " .. idx))
+    H.write(idx .. "/simple/hello-airlock/index.html",
+      '<html><body><a href="../../files/hello_airlock-1.0-py3-none-any.whl">hello_airlock-1.0-py3-none-any.whl</a></body></html>\n')
+    os.execute("python3 " .. H.root .. "/server.py " .. H.root .. "/port " .. idx .. " >/dev/null 2>&1 & echo $! > " ..
       H.root .. "/server.pid")
     for _ = 1, 100 do
       port = tonumber(H.slurp(H.root .. "/port") or "")
@@ -131,6 +159,24 @@ describe("tool.network: the egress proxy", function()
     res = exec({ "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", url .. "/redirect" }, pol)
     assert.are.equal("302", res.stdout)
     assert.are.equal(1, #res.network)
+  end)
+
+  it("lets pip download from an allowed index, and fails fast against an index the policy does not name", function()
+    local pip = "python3 -m pip download --no-cache-dir --disable-pip-version-check --no-deps --retries 0 " ..
+      "--timeout 5 -d out --index-url "
+    local res = exec({ "sh", "-c", pip .. url .. "/pypi/simple hello-airlock" }, pol, { timeout = "60s" })
+    assert.are.equal("ok", res.cause, res.message .. res.stdout .. res.stderr)
+    assert.truthy(H.slurp(H.ws .. "/out/hello_airlock-1.0-py3-none-any.whl"), "the wheel is in the workspace")
+    for _, c in ipairs(res.network) do assert.are.equal("allow", c.decision) end
+    assert.is_true(#res.network >= 2)   -- the index page, then the wheel
+    os.execute("rm -rf " .. H.ws .. "/out")
+    local t0 = require("airlock.core").now_ms()
+    res = exec({ "sh", "-c", pip .. "http://pypi.example.net/simple --trusted-host pypi.example.net hello-airlock" }, pol,
+      { timeout = "60s" })
+    assert.are.equal(1, res.exit_code, res.stderr)
+    assert.is_true(require("airlock.core").now_ms() - t0 < 20000, "refused fast, never hung")
+    assert.are.equal("tool.network.allow", res.violations[1].rule)
+    assert.is_nil(H.slurp(H.ws .. "/out/hello_airlock-1.0-py3-none-any.whl"))
   end)
 
   it("gives the program the proxy in every spelling, and no network without tool.network", function()
