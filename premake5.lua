@@ -155,3 +155,9 @@ solution "airlock-fuzz"
       files { "fuzz/" .. t .. "_fuzz.c", "core/*.c", "lua/convert.c" }
       links { "msgpackc", "seccomp", "crypto", "lua5.4", "m" }
   end
+  -- the sealed-segment block decoder, with the zstd codec the ledger process uses
+  project "segment_fuzz"
+    kind "ConsoleApp"
+    includedirs { "ledger" }
+    files { "fuzz/segment_fuzz.c", "core/*.c", "ledger/zstd.c" }
+    links { "msgpackc", "seccomp", "crypto", "zstd" }
