@@ -7,7 +7,8 @@ DEBS = gcc make pkg-config lua5.4 liblua5.4-dev libseccomp-dev libmsgpack-dev \
        premake4 lua-busted lua-dkjson libreadline-dev strace \
        libssl-dev libsqlite3-dev bubblewrap libcurl4-openssl-dev \
        tmux python3 python3-msgpack libc6-dev \
-       busybox-static git sqlite3 curl wget xz-utils perl openssl luarocks
+       busybox-static git sqlite3 curl wget xz-utils perl openssl luarocks \
+       libzstd-dev
 LUA_SRC = $(wildcard lua/airlock/*.lua) $(wildcard lua/airlock/*/*.lua) $(wildcard policies/*.lua)
 # The command's own Lua (its command line, REPL, demo and benchmark) is built
 # into the airlock command alone; airlock.so and other hosts get the library.
@@ -130,9 +131,9 @@ lint: $(EMBEDDED)
 	  --error-exitcode=1 --suppress=missingIncludeSystem --suppress=missingInclude \
 	  -Icore -Ilua -Ilua/binding -Ibuild/gen -D__x86_64__ core lua/*.c lua/binding worker
 	clang-tidy --quiet --warnings-as-errors='*' -checks='$(TIDY_CHECKS)' $(LINT_SRC) -- \
-	  -std=gnu11 -D_GNU_SOURCE -Icore -Ilua -Ilua/binding -Ibuild/gen -I/usr/include/lua5.4
+	  -std=gnu11 -D_GNU_SOURCE -Icore -Iledger -Ilua -Ilua/binding -Ibuild/gen -I/usr/include/lua5.4
 	@for f in $(LINT_SRC) spec/c/*.c spec/fixtures/*.c bench/*.c examples/*/*.c; do \
-	  clang -fsyntax-only -std=gnu11 -Wall -Wextra -Werror -Icore -Ilua -Ilua/binding \
+	  clang -fsyntax-only -std=gnu11 -Wall -Wextra -Werror -Icore -Iledger -Ilua -Ilua/binding \
 	    -Ibuild/gen -I/usr/include/lua5.4 '-DPLUGIN_HOST_DIR="/x"' $$f || exit 1; \
 	done
 	@echo "lint: clean (cppcheck, clang-tidy, clang -Werror)"

@@ -10,7 +10,7 @@ solution "airlock"
   configurations { "release", "sanitize" }
   location "build"
   language "C"
-  includedirs { "core", "lua", "lua/binding", "build/gen", LUA_INC }
+  includedirs { "core", "ledger", "lua", "lua/binding", "build/gen", LUA_INC }
   buildoptions(WARN)
 
   configuration "release"
@@ -80,7 +80,7 @@ project "airlock-worker"
 project "airlock-ledgerd"
   kind "ConsoleApp"
   files { "ledger/*.c" }
-  links { "airlock-core", "msgpackc", "crypto", "seccomp" }
+  links { "airlock-core", "msgpackc", "crypto", "seccomp", "zstd" }
   outdirs(true)
 
 -- airlock-init: PID 1 of a program's pid namespace (init/main.c). Static, so
@@ -121,8 +121,8 @@ tool("attack", { "spec/fixtures/attack.c" }, { "airlock-core", "crypto", "seccom
 tool("hostile-worker", { "spec/fixtures/hostile_worker.c" }, { "airlock-core", "msgpackc", "crypto", "seccomp" })
 tool("airlock-baseline", { "bench/baseline.c" }, { "msgpackc" })
 tool("airlock-netns", { "bench/netns.c" })
-tool("test-ledger", { "spec/c/test_ledger.c" }, { "airlock-core", "msgpackc", "crypto" })
-tool("airlock-ledger-bench", { "bench/ledger_bench.c" }, { "airlock-core", "msgpackc", "crypto", "seccomp", "sqlite3" })
+tool("test-ledger", { "spec/c/test_ledger.c", "ledger/zstd.c" }, { "airlock-core", "msgpackc", "crypto", "zstd" })
+tool("airlock-ledger-bench", { "bench/ledger_bench.c", "ledger/zstd.c" }, { "airlock-core", "msgpackc", "crypto", "seccomp", "sqlite3", "zstd" })
 
 -- Examples (examples/): plugin-host, a game-style C host embedding Lua 5.4 and
 -- the binding the way the airlock command does (its Lua part, host.lua, is read
@@ -155,3 +155,9 @@ solution "airlock-fuzz"
       files { "fuzz/" .. t .. "_fuzz.c", "core/*.c", "lua/convert.c" }
       links { "msgpackc", "seccomp", "crypto", "lua5.4", "m" }
   end
+  -- the sealed-segment block decoder, with the zstd codec the ledger process uses
+  project "segment_fuzz"
+    kind "ConsoleApp"
+    includedirs { "ledger" }
+    files { "fuzz/segment_fuzz.c", "core/*.c", "ledger/zstd.c" }
+    links { "msgpackc", "seccomp", "crypto", "zstd" }

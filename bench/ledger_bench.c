@@ -7,6 +7,7 @@
 */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -20,6 +21,7 @@
 
 #include "airlock.h"
 #include "ledger.h"
+#include "ledger_zstd.h"
 #include "ledger_proc.h"
 
 #define ARG_BYTES 100
@@ -191,10 +193,7 @@ static double run_verify(const char *dir, unsigned mb, const struct fields *f,
     for (int i = 0; i < 4096; i++)
       if (airlock_ledger_append(l, "call", 1, &f->u.data, NULL) < 0)
         die("append", airlock_ledger_error(l));
-    struct stat st;
-    char path[700];
-    snprintf(path, sizeof path, "%s/journal", dir);
-    if (stat(path, &st) == 0 && (uint64_t)st.st_size >= (uint64_t)mb << 20)
+    if (airlock_ledger_size(l) >= (uint64_t)mb << 20)   /* plain bytes: segments and journal */
       break;
   }
   airlock_ledger_head(l, &seq, h);
@@ -217,8 +216,57 @@ static void usage(void)
   exit(2);
 }
 
+/* seal DIR...: seals each session's open journal into a segment (as the
+** ledger process does, zstd) and prints each of its segments' plain and
+** stored sizes. For measuring: run it on a copy. */
+static int seal_sessions(int argc, char **argv)
+{
+  airlock_ledger_set_codec(ledger_zstd_codec());
+  uint64_t all_plain = 0, all_stored = 0;
+  for (int i = 2; i < argc; i++) {
+    airlock_ledger *l;
+    airlock_ledger_report rep;
+    char err[1024];
+    if (airlock_ledger_open(argv[i], NULL, &l, &rep, err, sizeof err) < 0) {
+      fprintf(stderr, "%s\n", err);
+      return 1;
+    }
+    if (airlock_ledger_seal(l) < 0) {
+      fprintf(stderr, "%s\n", airlock_ledger_error(l));
+      return 1;
+    }
+    unsigned n = airlock_ledger_segments(l);
+    airlock_ledger_close(l);
+    for (unsigned s = 1; s <= n; s++) {
+      char path[4096];
+      snprintf(path, sizeof path, "%s/segment.%06u", argv[i], s);
+      int fd = open(path, O_RDONLY | O_CLOEXEC);
+      uint8_t h[16];
+      struct stat st;
+      if (fd < 0 || pread(fd, h, sizeof h, 0) != (ssize_t)sizeof h || fstat(fd, &st) < 0) {
+        fprintf(stderr, "cannot read %s\n", path);
+        return 1;
+      }
+      close(fd);
+      uint64_t plain = 0;
+      for (int k = 8; k < 16; k++)
+        plain = plain << 8 | h[k];
+      printf("%s/segment.%06u  %10" PRIu64 " plain  %10lld stored  %5.2fx\n", argv[i], s, plain,
+             (long long)st.st_size, (double)plain / (double)st.st_size);
+      all_plain += plain;
+      all_stored += (uint64_t)st.st_size;
+    }
+  }
+  if (all_stored > 0)
+    printf("all  %" PRIu64 " plain  %" PRIu64 " stored  %.2fx\n", all_plain, all_stored,
+           (double)all_plain / (double)all_stored);
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
+  if (argc >= 2 && strcmp(argv[1], "seal") == 0)
+    return seal_sessions(argc, argv);
   double seconds = 2.0;
   unsigned verify_mb = 256;
   const char *parent = "/tmp";

@@ -31,7 +31,11 @@ struct airlock_ledger {
   unsigned batch_ms;
   uint64_t seq;           /* last record written */
   uint64_t durable_seq;   /* last record known on disk */
-  uint64_t off;           /* journal size: the end of the last whole record */
+  uint64_t off;           /* plain-stream size: the end of the last whole record */
+  uint64_t base;          /* where the journal starts in it (the segments' plain bytes) */
+  unsigned nseg;          /* sealed segments */
+  uint64_t seal_bytes;    /* seal once the journal holds this much */
+  uint64_t seal_at;       /* journal size at which the next seal is tried */
   uint8_t head[LEDGER_HASH];
   char id_hex[2 * AIRLOCK_LEDGER_ID_LEN + 1];
   double pending_since;   /* monotonic ms when the oldest unsynced record was written */
@@ -210,7 +214,7 @@ static int broken(airlock_ledger *l, int e, const char *what, uint64_t seq, size
     snprintf(tail, sizeof tail, "nothing of it was written: the journal still ends whole at seq %"
              PRIu64, l->seq);
   } else {
-    int cut = ftruncate(l->fd, (off_t)l->off) == 0 ? 0 : -errno;
+    int cut = ftruncate(l->fd, (off_t)(l->off - l->base)) == 0 ? 0 : -errno;
     if (cut == 0)
       snprintf(tail, sizeof tail, "the journal was cut back to seq %" PRIu64, l->seq);
     else
@@ -249,6 +253,8 @@ static int window_passed(const airlock_ledger *l, double now)
 {
   return l->durable_seq != l->seq && now - l->pending_since >= (double)l->batch_ms;
 }
+
+static void maybe_seal(airlock_ledger *l);
 
 /* l->sb holds the header placeholder and a body for seq l->seq + 1: finish the
 ** record, write it whole, and make it as durable as the mode says. */
@@ -295,7 +301,162 @@ static int commit(airlock_ledger *l)
     l->durable_seq = seq;
   else if (l->durable_seq + 1 == seq)
     l->pending_since = now;
+  maybe_seal(l);
   return 0;
+}
+
+/* ------------------------------------------------------------------ sealing */
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+  p[0] = (uint8_t)(v >> 24);
+  p[1] = (uint8_t)(v >> 16);
+  p[2] = (uint8_t)(v >> 8);
+  p[3] = (uint8_t)v;
+}
+
+/* Writes the journal's jlen bytes into the segment file wfd, block by block,
+** each in the codec's form when it is smaller, else plain. */
+static int write_blocks(airlock_ledger *l, int rfd, int wfd, uint64_t jlen)
+{
+  const airlock_ledger_codec *c = airlock_ledger_get_codec();
+  uint8_t *plain = malloc(AIRLOCK_LEDGER_BLOCK_PLAIN);
+  uint8_t *packed = c ? malloc(AIRLOCK_LEDGER_BLOCK_PLAIN) : NULL;
+  int rc = 0;
+  if (plain == NULL || (c != NULL && packed == NULL)) {
+    rc = set_err(l, -ENOMEM, "ledger: out of memory for a segment block");
+    goto out;
+  }
+  uint8_t h[LEDGER_SEG_HDR] = LEDGER_SEG_MAGIC;
+  put_be32(h + 8, (uint32_t)(jlen >> 32));
+  put_be32(h + 12, (uint32_t)jlen);
+  size_t done;
+  if ((rc = write_all(wfd, h, sizeof h, &done)) < 0)
+    goto io;
+  for (uint64_t at = 0; at < jlen;) {
+    size_t n = jlen - at < AIRLOCK_LEDGER_BLOCK_PLAIN ? (size_t)(jlen - at) : AIRLOCK_LEDGER_BLOCK_PLAIN;
+    for (size_t got = 0; got < n;) {
+      ssize_t k = pread(rfd, plain + got, n - got, (off_t)(at + got));
+      if (k < 0 && errno == EINTR)
+        continue;
+      if (k <= 0) {
+        rc = k < 0 ? -errno : -EIO;
+        goto io;
+      }
+      got += (size_t)k;
+    }
+    /* stored only when smaller: so a stored block never exceeds its plain size */
+    size_t z = c ? c->compress(plain, n, packed, n - 1) : 0;
+    uint8_t b[LEDGER_BLK_HDR] = { z ? c->id : AIRLOCK_LEDGER_CODEC_NONE, 0, 0, 0 };
+    put_be32(b + 4, (uint32_t)n);
+    put_be32(b + 8, (uint32_t)(z ? z : n));
+    if ((rc = write_all(wfd, b, sizeof b, &done)) < 0 ||
+        (rc = write_all(wfd, z ? packed : plain, z ? z : n, &done)) < 0)
+      goto io;
+    at += n;
+  }
+  goto out;
+io:
+  set_err(l, rc, "ledger: sealing %s into segment.%06u failed: %s", l->journal, l->nseg + 1,
+          airlock_strerror(-rc));
+out:
+  free(plain);
+  free(packed);
+  return rc;
+}
+
+/* Replaces the journal with an empty one once its records are in segment
+** nseg (already in place). Returns 0, or -errno: then the ledger is sticky, as
+** a journal that still holds the segment's bytes must not grow. */
+static int fresh_journal(airlock_ledger *l)
+{
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp", l->journal);
+  int fd = open(tmp, O_WRONLY | O_APPEND | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd >= 0 && rename(tmp, l->journal) == 0) {
+    close(l->fd);
+    l->fd = fd;
+    int rc = fsync_path(l->dir);
+    if (rc == 0)
+      return 0;
+    l->sticky = rc;
+    return set_err(l, rc, "ledger: after sealing segment.%06u, fsync of %s failed: %s; the "
+                   "ledger refuses further appends", l->nseg, l->dir, airlock_strerror(-rc));
+  }
+  int rc = -errno;
+  if (fd >= 0) {
+    close(fd);
+    unlink(tmp);
+  }
+  /* the lock is ours: emptying the old journal in place does as well */
+  if (ftruncate(l->fd, 0) == 0 && fdatasync(l->fd) == 0)
+    return 0;
+  l->sticky = rc;
+  return set_err(l, rc, "ledger: after sealing segment.%06u, %s could not be replaced or "
+                 "emptied (%s); it is a copy of the segment, which readers skip; the ledger "
+                 "refuses further appends", l->nseg, l->journal, airlock_strerror(-rc));
+}
+
+int airlock_ledger_seal(airlock_ledger *l)
+{
+  if (l->sticky)
+    return l->sticky;
+  uint64_t jlen = l->off - l->base;
+  if (jlen == 0)
+    return 0;
+  if (l->nseg >= LEDGER_SEG_LAST)
+    return set_err(l, -EFBIG, "ledger: %s has %u segments, the most it may have", l->dir, l->nseg);
+  int rc = sync_now(l);
+  if (rc < 0)
+    return rc;
+  char seg[4096], tmp[4096];
+  ledger_seg_name(l->dir, l->nseg + 1, NULL, seg, sizeof seg);
+  ledger_seg_name(l->dir, l->nseg + 1, ".tmp", tmp, sizeof tmp);
+  int rfd = open(l->journal, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  int wfd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (rfd < 0 || wfd < 0) {
+    rc = -errno;
+    set_err(l, rc, "ledger: sealing %s: cannot open %s: %s", l->journal, rfd < 0 ? l->journal : tmp,
+            airlock_strerror(-rc));
+  } else if ((rc = write_blocks(l, rfd, wfd, jlen)) == 0) {
+    /* the segment is on disk, and its name, before the journal is replaced */
+    if (fsync(wfd) < 0 || rename(tmp, seg) < 0)
+      rc = -errno;
+    else
+      rc = fsync_path(l->dir);
+    if (rc < 0)
+      set_err(l, rc, "ledger: sealing %s into %s failed: %s", l->journal, seg, airlock_strerror(-rc));
+  }
+  if (rfd >= 0)
+    close(rfd);
+  if (wfd >= 0)
+    close(wfd);
+  if (rc < 0) {
+    unlink(tmp);
+    return rc;   /* the journal is as it was: the ledger goes on */
+  }
+  l->nseg++;
+  if ((rc = fresh_journal(l)) < 0)
+    return rc;
+  l->base = l->off;
+  l->seal_at = l->seal_bytes;
+  return 0;
+}
+
+unsigned airlock_ledger_segments(const airlock_ledger *l)
+{
+  return l->nseg;
+}
+
+/* After an append: seal once the journal is big enough. A seal that fails
+** before its segment is in place costs nothing but a retry later (the record
+** is in the journal either way); one that fails after is sticky. */
+static void maybe_seal(airlock_ledger *l)
+{
+  if (l->off - l->base < l->seal_at)
+    return;
+  if (airlock_ledger_seal(l) < 0 && !l->sticky)
+    l->seal_at = l->off - l->base + l->seal_bytes / 4 + 1;
 }
 
 /* The journal is generic: what kinds of record there are is its users' (the
@@ -511,13 +672,15 @@ static void free_ledger(airlock_ledger *l)
 static int recover(airlock_ledger *l, airlock_ledger_report *rep, int create)
 {
   airlock_ledger_reader *r;
-  int rc = ledger_reader_open_path(l->journal, 0, &r, l->err, sizeof l->err);
+  int rc = ledger_reader_open_dir(l->dir, 0, &r, l->err, sizeof l->err);
   if (rc < 0)
     return rc;
   airlock_ledger_record rec;
   while ((rc = airlock_ledger_reader_next(r, &rec)) == 1)
     ;
   airlock_ledger_reader_report(r, rep);
+  int stale = 0;
+  ledger_reader_layout(r, &l->base, &l->nseg, &stale);
   if (rc == -EBADMSG)
     set_err(l, rc, "%s; the journal is left as it is and cannot be written",
             airlock_ledger_reader_error(r));
@@ -529,11 +692,23 @@ static int recover(airlock_ledger *l, airlock_ledger_report *rep, int create)
   if (rep->last_seq == 0 && !create)
     return set_err(l, -ENOENT, "ledger: %s holds no records%s (open with create to start a "
                    "session)", l->journal, rep->torn_bytes ? ", only a torn one" : "");
+  /* a seal cut short between its renames left the journal a copy of the last
+  ** segment (the reader skipped it); an unfinished seal left .tmp files */
+  if (stale && (ftruncate(l->fd, 0) < 0 || fdatasync(l->fd) < 0)) {
+    int e = -errno;
+    return set_err(l, e, "ledger: emptying %s, a copy of segment.%06u left by an interrupted "
+                   "seal, failed: %s", l->journal, l->nseg, airlock_strerror(-e));
+  }
+  char tmp[4096];
+  ledger_seg_name(l->dir, l->nseg + 1, ".tmp", tmp, sizeof tmp);
+  unlink(tmp);
+  snprintf(tmp, sizeof tmp, "%s.tmp", l->journal);
+  unlink(tmp);
   if (rep->torn_bytes > 0 &&
-      (ftruncate(l->fd, (off_t)rep->bytes) < 0 || fdatasync(l->fd) < 0)) {
+      (ftruncate(l->fd, (off_t)(rep->bytes - l->base)) < 0 || fdatasync(l->fd) < 0)) {
     int e = -errno;
     return set_err(l, e, "ledger: cutting the torn tail of %s at offset %" PRIu64 " failed: %s",
-                   l->journal, rep->bytes, airlock_strerror(-e));
+                   l->journal, rep->bytes - l->base, airlock_strerror(-e));
   }
   l->seq = rep->last_seq;
   l->off = rep->bytes;
@@ -569,6 +744,7 @@ int airlock_ledger_open(const char *dir, const airlock_ledger_opts *o, airlock_l
   msgpack_packer_init(&l->pk, &l->sb, msgpack_sbuffer_write);
   l->durability = o->durability;
   l->batch_ms = o->batch_ms ? o->batch_ms : AIRLOCK_LEDGER_BATCH_MS_DEFAULT;
+  l->seal_bytes = l->seal_at = o->seal_bytes ? o->seal_bytes : AIRLOCK_LEDGER_SEAL_DEFAULT;
   l->dir = strdup(dir);
   l->journal = ledger_join(dir, LEDGER_JOURNAL);
   if (l->dir == NULL || l->journal == NULL) {
@@ -829,6 +1005,11 @@ out:
     if (j != NULL)
       unlink(j);
     free(j);
+    char seg[4096];
+    for (unsigned i = 1; i <= l->nseg; i++) {
+      ledger_seg_name(dst, i, NULL, seg, sizeof seg);
+      unlink(seg);
+    }
   }
   int crc = airlock_ledger_close(l);
   if (rc == 0 && crc < 0)

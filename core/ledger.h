@@ -5,13 +5,28 @@
 ** -errno on failure, messages into caller buffers or a message accessor;
 ** nothing prints, exits or touches signal dispositions.
 **
-** On disk, a session directory DIR holds two files:
+** On disk, a session directory DIR holds:
 **   DIR/lock     flock(2)ed by the one writer, which writes its pid in it
-**   DIR/journal  records, back to back. Each record is
+**   DIR/segment.000001, DIR/segment.000002, ...  sealed segments (see below), if any
+**   DIR/journal  the open segment: records, back to back, appended. Each record is
 **                  4-byte big-endian length N (1 <= N <= AIRLOCK_LEDGER_BODY_MAX)
 **                  N bytes: the body, one msgpack map
 **                  32 bytes: the chain hash h_n = SHA-256(h_{n-1} || body_n)
 **                where h_0 = SHA-256("airlock-ledger-v1\0" || the 16 session id bytes).
+** The records, in order, are the plain stream: the sealed segments' plain
+** bytes, then the journal's. The writer seals the journal once it holds
+** seal_bytes: its bytes go into the next segment file, in blocks, and the
+** journal starts empty again. A segment file is
+**   16-byte header: "airlseg1", then the u64 (big-endian) count of plain bytes
+**   blocks, each:   codec (1 byte: AIRLOCK_LEDGER_CODEC_*), 3 zero bytes,
+**                   plain length P (u32, 1 <= P <= AIRLOCK_LEDGER_BLOCK_MAX),
+**                   stored length S (u32, S <= AIRLOCK_LEDGER_BLOCK_MAX; S == P
+**                   for codec none), then S bytes: the plain bytes (none) or
+**                   one zstd frame that declares its content size P (zstd)
+** and ends where the blocks' P add up to the header's count. The chain is over
+** the plain bytes, so how a segment is stored changes no hash: a sealed and an
+** unsealed copy of one session have the same head. A journal from before
+** segments existed is a session with no segment: it reads as it always did.
 ** Every body's map holds seq (1, 2, 3, ... consecutive), kind (string), run
 ** (unsigned integer) and t (unix time, float) exactly once -- the writer puts
 ** them first -- and then the caller's fields (string keys). Record 1 is kind "session" and also holds id
@@ -46,6 +61,33 @@
 #define AIRLOCK_LEDGER_ID_LEN    16           /* session id bytes (32 hex digits) */
 #define AIRLOCK_LEDGER_KIND_MAX  32           /* bytes in a kind read from a journal */
 #define AIRLOCK_LEDGER_BATCH_MS_DEFAULT 2
+#define AIRLOCK_LEDGER_CODEC_NONE 0           /* a block stored as it is */
+#define AIRLOCK_LEDGER_CODEC_ZSTD 1           /* a block stored as one zstd frame */
+#define AIRLOCK_LEDGER_BLOCK_PLAIN (1u << 20) /* plain bytes per block the writer makes */
+#define AIRLOCK_LEDGER_BLOCK_MAX  (2u << 20)  /* largest block (plain or stored) a reader takes */
+#define AIRLOCK_LEDGER_SEAL_DEFAULT (8u << 20)/* journal bytes at which the writer seals it */
+
+/* A block codec for sealed segments. The core carries none (libairlock, and
+** so airlock.so, link no compression library): airlock-ledgerd registers
+** zstd's (ledger/zstd.c). Without one, the writer seals blocks as codec none,
+** and the reader refuses a zstd block with a "codec:" reason. */
+typedef struct airlock_ledger_codec {
+  uint8_t id;                 /* AIRLOCK_LEDGER_CODEC_ZSTD */
+  const char *name;           /* "zstd" */
+  /* Compresses n plain bytes into dst (cap bytes). Returns the stored size,
+  ** or 0 when it failed or would not fit (the block is then stored plain). */
+  size_t (*compress)(const void *src, size_t n, void *dst, size_t cap);
+  /* Decompresses src (n bytes, untrusted) into dst, whose cap is exactly the
+  ** plain length the block declares. Returns 0 when that many bytes came
+  ** out, or -1 with a clause in why (a frame that declares another size,
+  ** that would decompress past cap, corrupt data, trailing bytes). */
+  int (*decompress)(const void *src, size_t n, void *dst, size_t cap, char *why, size_t whylen);
+} airlock_ledger_codec;
+
+/* Sets the process's codec (NULL: none). Call before any ledger is opened. */
+void airlock_ledger_set_codec(const airlock_ledger_codec *c);
+/* The codec set, or NULL. */
+const airlock_ledger_codec *airlock_ledger_get_codec(void);
 
 /* How far an append goes before it returns. */
 enum {
@@ -74,6 +116,8 @@ typedef struct airlock_ledger_opts {
                               created), e.g. a policy digest; NULL for none.
                               Used only when this open starts the session;
                               read only during the call */
+  uint64_t seal_bytes;     /* seal the journal into a segment once it holds this
+                              many bytes; 0 means AIRLOCK_LEDGER_SEAL_DEFAULT */
 } airlock_ledger_opts;
 
 /* What a scan found. Filled by open, verify and the reader. */
@@ -81,15 +125,17 @@ typedef struct airlock_ledger_report {
   uint64_t records;        /* complete, verified records */
   uint64_t last_seq;       /* seq of the last of them (0: none) */
   uint8_t head[AIRLOCK_LEDGER_HASH_LEN]; /* its chain hash (h_0 if none) */
-  uint64_t bytes;          /* journal bytes they take */
+  uint64_t bytes;          /* plain-stream bytes they take (sealed segments' and
+                              the journal's) */
   uint64_t torn_bytes;     /* bytes of a partial last record (open: truncated) */
   uint64_t first_bad_seq;  /* 0, or the seq where verification failed */
   char session_id[2 * AIRLOCK_LEDGER_ID_LEN + 1]; /* "" until record 1 is read */
   char reason[256];        /* "" when all is well; otherwise one sentence that
                               starts with the word naming the damage: altered,
                               substituted, deleted, reordered, malformed,
-                              truncated, checkpoint, torn (a torn tail alone is
-                              not a failure), or io */
+                              truncated, checkpoint, codec (a sealed block in a
+                              codec this process cannot decode), torn (a torn
+                              tail alone is not a failure), or io */
 } airlock_ledger_report;
 
 /* ------------------------------------------------------------------ writer */
@@ -135,6 +181,16 @@ int airlock_ledger_open(const char *dir, const airlock_ledger_opts *o, airlock_l
 int airlock_ledger_append(airlock_ledger *l, const char *kind, uint64_t run,
                           const msgpack_object *fields, uint64_t *seq_out);
 
+/* Seals the journal now (if it holds a record): its bytes become the next
+** segment, in blocks of the codec set (or none), the segment is fsynced, and
+** an empty journal replaces the old one; every record is then durable. An
+** append seals on its own once the journal reaches seal_bytes. Returns 0, or
+** -errno: before the segment is in place the journal is left as it was and the
+** ledger stays usable; after, a journal that cannot be replaced is sticky. */
+int airlock_ledger_seal(airlock_ledger *l);
+/* Sealed segments so far. */
+unsigned airlock_ledger_segments(const airlock_ledger *l);
+
 /* Batch mode: fdatasync when the oldest unsynced record is batch_ms old. Cheap
 ** otherwise; call it from the event loop. Returns 0 or -errno (sticky). */
 int airlock_ledger_tick(airlock_ledger *l);
@@ -149,7 +205,8 @@ int airlock_ledger_durability(const airlock_ledger *l);
 uint64_t airlock_ledger_durable_seq(const airlock_ledger *l);
 /* The last record's seq and chain hash (both may be NULL). */
 void airlock_ledger_head(const airlock_ledger *l, uint64_t *seq, uint8_t hash[AIRLOCK_LEDGER_HASH_LEN]);
-/* The journal's size in bytes: the end of its last whole record. */
+/* The session's size in plain bytes (sealed segments and the journal): the
+** end of its last whole record. */
 uint64_t airlock_ledger_size(const airlock_ledger *l);
 /* The session id as 32 hex digits; lives as long as l. */
 const char *airlock_ledger_session_id(const airlock_ledger *l);
@@ -174,7 +231,7 @@ typedef struct airlock_ledger_record {
   const uint8_t *raw;             /* the body's bytes */
   size_t raw_len;
   uint8_t hash[AIRLOCK_LEDGER_HASH_LEN]; /* chain hash after this record */
-  uint64_t offset;                /* of its length header in the journal */
+  uint64_t offset;                /* of its length header in the plain stream */
 } airlock_ledger_record;
 
 /* Opens DIR/journal for reading; needs no lock (a record a writer is still

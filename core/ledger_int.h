@@ -29,9 +29,25 @@ char *ledger_join(const char *dir, const char *name);
 __attribute__((format(printf, 4, 5)))
 int ledger_fail(char *err, size_t errlen, int rc, const char *fmt, ...);
 
-/* Opens a journal file for streaming reads. decode 0 skips msgpack-c (verify
-** needs only the fields it reads itself), and rec->body is then NULL. */
-int ledger_reader_open_path(const char *journal, int decode, airlock_ledger_reader **out,
-                            char *err, size_t errlen);
+#define LEDGER_SEG_MAGIC "airlseg1"                 /* 8 bytes */
+#define LEDGER_SEG_HDR   16                         /* magic, u64 plain bytes */
+#define LEDGER_BLK_HDR   12                         /* codec, 3 zero, u32 plain, u32 stored */
+#define LEDGER_SEG_LAST  999999u                    /* segment.NNNNNN */
+#define LEDGER_SEG_HEAD  64                         /* leading bytes compared for a stale journal */
+
+/* "DIR/segment.NNNNNN" (suffix appended, e.g. ".tmp") into out. */
+void ledger_seg_name(const char *dir, unsigned n, const char *suffix, char *out, size_t outlen);
+
+/* Opens a session directory for streaming reads: the journal is opened first,
+** then segment.000001, ... are read in turn as the stream reaches them, and
+** the journal after the last. decode 0 skips msgpack-c (verify needs only the
+** fields it reads itself), and rec->body is then NULL. */
+int ledger_reader_open_dir(const char *dir, int decode, airlock_ledger_reader **out,
+                           char *err, size_t errlen);
+/* After the end: where the journal starts in the plain stream, the segments
+** read, and whether the journal was a stale copy of the last segment (a seal
+** interrupted between its two renames), which the reader skipped. */
+void ledger_reader_layout(const airlock_ledger_reader *r, uint64_t *base, unsigned *nseg,
+                          int *stale);
 
 #endif

@@ -465,11 +465,12 @@ int airlock_ledger_proc_open(const char *dir, const airlock_ledger_proc_opts *o,
     ledger_fail(err, errlen, rc, "ledger: getrandom for the grant failed");
     goto fail_early;
   }
-  char batch[24], maxb[24];
+  char batch[24], maxb[24], seal[24];
   snprintf(batch, sizeof batch, "%u", o->batch_ms);
   snprintf(maxb, sizeof maxb, "%" PRIu64, o->max_bytes);
+  snprintf(seal, sizeof seal, "%" PRIu64, o->seal_bytes);
   const char *argv[] = { o->program, "write", dir, p->grant, airlock_ledger_durability_name(o->durability),
-                         batch, o->create ? "1" : "0", maxb, NULL };
+                         batch, o->create ? "1" : "0", maxb, seal, NULL };
   if ((rc = child_start(&p->c, argv, err, errlen)) < 0)
     goto fail_early;
 

@@ -43,6 +43,8 @@ typedef struct airlock_ledger_proc_opts {
   uint64_t max_bytes;      /* the session's journal may not grow past this many
                               bytes (appends are refused, -EDQUOT); 0: no bound */
   unsigned admit_ms;       /* admission deadline per request; 0: the default */
+  uint64_t seal_bytes;     /* seal the journal into a compressed segment once it
+                              holds this many bytes; 0: AIRLOCK_LEDGER_SEAL_DEFAULT */
 } airlock_ledger_proc_opts;
 
 /* Starts the ledger process for dir and opens the session in it. Returns 0

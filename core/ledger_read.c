@@ -378,8 +378,21 @@ static int body_fields(const uint8_t *b, size_t len, struct fields *f, char *why
 /* ------------------------------------------------------------------ reader */
 
 struct airlock_ledger_reader {
-  int fd;
+  int fd;                 /* the journal, opened before any segment */
   char *path;             /* the journal, for messages */
+  char *dir;
+  /* the source of the plain stream: segments in turn, then the journal */
+  int in_journal;         /* reading the journal (after the last segment) */
+  int stale;              /* the journal was a stale copy of the last segment */
+  int sfd;                /* the segment being read, or -1 */
+  unsigned seg;           /* its number (0: none yet) */
+  uint64_t seg_off;       /* file offset of its next block header */
+  uint64_t seg_plain, seg_done; /* its plain bytes: declared, delivered */
+  uint64_t base;          /* plain bytes of the segments finished */
+  uint8_t *blk, *cblk;    /* a decoded block [blk_pos, blk_len); stored bytes */
+  size_t blk_pos, blk_len;
+  uint8_t head[LEDGER_SEG_HEAD]; /* the last segment's first plain bytes */
+  size_t head_len;
   int decode;             /* unpack bodies with msgpack-c for rec->body */
   uint8_t *buf;           /* bytes [pos, len) are unread; buf[pos] is at file offset off */
   size_t cap, pos, len;
@@ -409,6 +422,8 @@ static int bad(airlock_ledger_reader *r, uint64_t seq, const char *fmt, ...)
 
 static int io_error(airlock_ledger_reader *r, int e)
 {
+  if (e == -EBADMSG && r->state == -EBADMSG)
+    return e;   /* a sealed segment was damaged: bad() has said where */
   snprintf(r->rep.reason, sizeof r->rep.reason, "io: reading at offset %" PRIu64 ": %s",
            r->off, airlock_strerror(-e));
   snprintf(r->err, sizeof r->err, "ledger: %s: %s", r->path, r->rep.reason);
@@ -419,6 +434,9 @@ static int io_error(airlock_ledger_reader *r, int e)
 /* The end, with bytes of a partial last record after the good ones. */
 static int torn(airlock_ledger_reader *r, uint64_t bytes, const char *what)
 {
+  if (r->off < r->base)   /* only the open journal can be torn: a seal is whole */
+    return bad(r, r->expect, "truncated: the sealed segments end inside a record (seq %"
+               PRIu64 " at offset %" PRIu64 "): a segment was cut or removed", r->expect, r->off);
   r->rep.torn_bytes = bytes;
   snprintf(r->rep.reason, sizeof r->rep.reason,
            "torn: %" PRIu64 " byte%s at offset %" PRIu64 " after seq %" PRIu64
@@ -426,6 +444,218 @@ static int torn(airlock_ledger_reader *r, uint64_t bytes, const char *what)
            r->rep.last_seq, what);
   r->state = 1;
   return 0;
+}
+
+/* ------------------------------------------------------------------ segments */
+
+static const airlock_ledger_codec *codec;
+
+void airlock_ledger_set_codec(const airlock_ledger_codec *c)
+{
+  codec = c;
+}
+
+const airlock_ledger_codec *airlock_ledger_get_codec(void)
+{
+  return codec;
+}
+
+void ledger_seg_name(const char *dir, unsigned n, const char *suffix, char *out, size_t outlen)
+{
+  snprintf(out, outlen, "%s/segment.%06u%s", dir, n, suffix ? suffix : "");
+}
+
+/* Damage in segment r->seg at file offset at: a reason starting with word. */
+__attribute__((format(printf, 4, 5)))
+static int seg_bad(airlock_ledger_reader *r, const char *word, uint64_t at, const char *fmt, ...)
+{
+  char what[200];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  return bad(r, r->expect, "%s: segment.%06u, at offset %" PRIu64 ": %s (seq %" PRIu64
+             " is in it)", word, r->seg, at, what, r->expect);
+}
+
+/* Reads exactly n bytes at off of fd. Returns 0, 1 when the file ends first, or -errno. */
+static int pread_full(int fd, void *p, size_t n, uint64_t off)
+{
+  size_t got = 0;
+  while (got < n) {
+    ssize_t k = pread(fd, (uint8_t *)p + got, n - got, (off_t)(off + got));
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k < 0)
+      return -errno;
+    if (k == 0)
+      return 1;
+    got += (size_t)k;
+  }
+  return 0;
+}
+
+static uint64_t get_be64(const uint8_t *p)
+{
+  return (uint64_t)get_be32(p) << 32 | get_be32(p + 4);
+}
+
+/* The journal follows the last segment. A seal renames the new segment into
+** place before it replaces the journal, so a journal whose first bytes are
+** the last segment's is the copy a seal left behind (or one a reader opened
+** before the seal): the stream ends with the segment. */
+static int start_journal(airlock_ledger_reader *r)
+{
+  r->in_journal = 1;
+  if (r->seg <= 1 || r->head_len == 0)
+    return 0;   /* no segment was read */
+  uint8_t b[LEDGER_SEG_HEAD];
+  int rc = pread_full(r->fd, b, r->head_len, 0);
+  if (rc < 0)
+    return rc;
+  if (rc == 0 && memcmp(b, r->head, r->head_len) == 0)
+    r->stale = 1;
+  return 0;
+}
+
+/* Opens segment r->seg + 1, or moves on to the journal when there is none. */
+static int next_segment(airlock_ledger_reader *r)
+{
+  if (r->seg >= LEDGER_SEG_LAST)
+    return start_journal(r);
+  char name[4096];
+  ledger_seg_name(r->dir, ++r->seg, NULL, name, sizeof name);
+  r->sfd = open(name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (r->sfd < 0) {
+    if (errno != ENOENT)
+      return -errno;
+    return start_journal(r);
+  }
+  posix_fadvise(r->sfd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  uint8_t h[LEDGER_SEG_HDR];
+  int rc = pread_full(r->sfd, h, sizeof h, 0);
+  if (rc < 0)
+    return rc;
+  if (rc == 1 || memcmp(h, LEDGER_SEG_MAGIC, 8) != 0)
+    return seg_bad(r, "malformed", 0, rc == 1 ? "the file is shorter than a segment header"
+                   : "it does not start with \"" LEDGER_SEG_MAGIC "\"");
+  r->seg_plain = get_be64(h + 8);
+  if (r->seg_plain == 0)
+    return seg_bad(r, "malformed", 8, "the header declares no plain bytes");
+  r->seg_off = LEDGER_SEG_HDR;
+  r->seg_done = 0;
+  r->head_len = 0;
+  return 0;
+}
+
+/* Reads, checks and decodes the next block of the open segment into blk.
+** SECURITY: both lengths are bounded before anything is allocated or read
+** for them; a block never decodes past the length it declares. */
+static int next_block(airlock_ledger_reader *r)
+{
+  uint64_t at = r->seg_off;
+  uint8_t h[LEDGER_BLK_HDR];
+  int rc = pread_full(r->sfd, h, sizeof h, at);
+  if (rc < 0)
+    return rc;
+  if (rc == 1)
+    return seg_bad(r, "truncated", at, "the segment ends after %" PRIu64 " of the %" PRIu64
+                   " plain bytes its header declares", r->seg_done, r->seg_plain);
+  uint8_t id = h[0];
+  uint32_t plain = get_be32(h + 4), stored = get_be32(h + 8);
+  if (id != AIRLOCK_LEDGER_CODEC_NONE && id != AIRLOCK_LEDGER_CODEC_ZSTD)
+    return seg_bad(r, "codec", at, "the block names codec %u; this reader knows 0 (none) and "
+                   "1 (zstd), and does not guess", id);
+  if (h[1] | h[2] | h[3])
+    return seg_bad(r, "malformed", at, "the block's reserved bytes are not zero");
+  if (plain == 0 || plain > AIRLOCK_LEDGER_BLOCK_MAX || plain > r->seg_plain - r->seg_done)
+    return seg_bad(r, "altered", at, "the block claims %" PRIu32 " plain bytes; a block holds 1 "
+                   "to %u, and %" PRIu64 " remain of the segment's", plain,
+                   AIRLOCK_LEDGER_BLOCK_MAX, r->seg_plain - r->seg_done);
+  if (stored > AIRLOCK_LEDGER_BLOCK_MAX || (id == AIRLOCK_LEDGER_CODEC_NONE && stored != plain) ||
+      stored == 0)
+    return seg_bad(r, "altered", at, "the block claims %" PRIu32 " stored bytes for %" PRIu32
+                   " plain ones (codec %s; at most %u)", stored, plain,
+                   id == AIRLOCK_LEDGER_CODEC_NONE ? "none" : "zstd", AIRLOCK_LEDGER_BLOCK_MAX);
+  if (id == AIRLOCK_LEDGER_CODEC_ZSTD && (codec == NULL || codec->id != id))
+    return seg_bad(r, "codec", at, "the block is zstd, which this process cannot decode (sealed "
+                   "segments are read through airlock-ledgerd)");
+  if (r->blk == NULL && (r->blk = malloc(AIRLOCK_LEDGER_BLOCK_MAX)) == NULL)
+    return -ENOMEM;
+  if (id == AIRLOCK_LEDGER_CODEC_NONE) {
+    rc = pread_full(r->sfd, r->blk, plain, at + LEDGER_BLK_HDR);
+  } else {
+    if (r->cblk == NULL && (r->cblk = malloc(AIRLOCK_LEDGER_BLOCK_MAX)) == NULL)
+      return -ENOMEM;
+    rc = pread_full(r->sfd, r->cblk, stored, at + LEDGER_BLK_HDR);
+  }
+  if (rc < 0)
+    return rc;
+  if (rc == 1)
+    return seg_bad(r, "truncated", at, "the block claims %" PRIu32 " stored bytes, and the "
+                   "segment ends before them", stored);
+  if (id == AIRLOCK_LEDGER_CODEC_ZSTD) {
+    char why[160] = "";
+    if (codec->decompress(r->cblk, stored, r->blk, plain, why, sizeof why) < 0)
+      return seg_bad(r, "altered", at, "the zstd block does not decode to the %" PRIu32
+                     " bytes it declares: %s", plain, why);
+  }
+  if (r->seg_done == 0) {
+    r->head_len = plain < LEDGER_SEG_HEAD ? plain : LEDGER_SEG_HEAD;
+    memcpy(r->head, r->blk, r->head_len);
+  }
+  r->seg_off = at + LEDGER_BLK_HDR + stored;
+  r->seg_done += plain;
+  r->blk_pos = 0;
+  r->blk_len = plain;
+  return 0;
+}
+
+/* Up to cap bytes of the plain stream. Returns the count, 0 at its end, or
+** -errno (-EBADMSG once bad() has named damage in a segment). */
+static ssize_t src_read(airlock_ledger_reader *r, uint8_t *dst, size_t cap)
+{
+  for (;;) {
+    if (r->blk_pos < r->blk_len) {
+      size_t n = r->blk_len - r->blk_pos < cap ? r->blk_len - r->blk_pos : cap;
+      memcpy(dst, r->blk + r->blk_pos, n);
+      r->blk_pos += n;
+      return (ssize_t)n;
+    }
+    if (r->in_journal) {
+      if (r->stale)
+        return 0;
+      ssize_t n = read(r->fd, dst, cap);
+      return n < 0 ? -errno : n;
+    }
+    int rc;
+    if (r->sfd < 0) {
+      rc = next_segment(r);
+    } else if (r->seg_done == r->seg_plain) {
+      uint8_t extra;
+      rc = pread_full(r->sfd, &extra, 1, r->seg_off);
+      if (rc == 0)
+        return seg_bad(r, "malformed", r->seg_off, "bytes follow the last block");
+      if (rc == 1) {
+        close(r->sfd);
+        r->sfd = -1;
+        r->base += r->seg_plain;
+        rc = 0;
+      }
+    } else {
+      rc = next_block(r);
+    }
+    if (rc < 0)
+      return rc;
+  }
+}
+
+void ledger_reader_layout(const airlock_ledger_reader *r, uint64_t *base, unsigned *nseg,
+                          int *stale)
+{
+  *base = r->base;
+  *nseg = r->seg > 0 ? r->seg - 1 : 0;
+  *stale = r->stale;
 }
 
 /* Makes need bytes readable at buf + pos. Returns 0, 1 when the file ends first
@@ -454,12 +684,11 @@ static int fill(airlock_ledger_reader *r, size_t need)
       r->buf = p;
       r->cap = want;
     }
-    ssize_t n = read(r->fd, r->buf + r->len, r->cap - r->len);
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      return -errno;
-    }
+    ssize_t n = src_read(r, r->buf + r->len, r->cap - r->len);
+    if (n == -EINTR)
+      continue;
+    if (n < 0)
+      return (int)n;
     if (n == 0)
       return 1;
     r->len += (size_t)n;
@@ -482,23 +711,28 @@ static void shrink(airlock_ledger_reader *r)
   }
 }
 
-int ledger_reader_open_path(const char *journal, int decode, airlock_ledger_reader **out,
-                            char *err, size_t errlen)
+int ledger_reader_open_dir(const char *dir, int decode, airlock_ledger_reader **out,
+                           char *err, size_t errlen)
 {
   *out = NULL;
   int rc = ledger_crypto_init(err, errlen);
   if (rc < 0)
     return rc;
   airlock_ledger_reader *r = calloc(1, sizeof *r);
-  if (r == NULL || (r->path = strdup(journal)) == NULL) {
+  if (r == NULL || (r->path = ledger_join(dir, LEDGER_JOURNAL)) == NULL ||
+      (r->dir = strdup(dir)) == NULL) {
+    if (r != NULL)
+      free(r->path);
     free(r);
     return ledger_fail(err, errlen, -ENOMEM, "ledger: out of memory");
   }
-  r->fd = open(journal, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);   /* never a planted link */
+  r->sfd = -1;
+  r->fd = open(r->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);   /* never a planted link */
   if (r->fd < 0) {
     rc = -errno;
-    ledger_fail(err, errlen, rc, "ledger: cannot open %s: %s", journal, airlock_strerror(errno));
+    ledger_fail(err, errlen, rc, "ledger: cannot open %s: %s", r->path, airlock_strerror(errno));
     free(r->path);
+    free(r->dir);
     free(r);
     return rc;
   }
@@ -518,13 +752,7 @@ int ledger_reader_open_path(const char *journal, int decode, airlock_ledger_read
 
 int airlock_ledger_reader_open(const char *dir, airlock_ledger_reader **out, char *err, size_t errlen)
 {
-  *out = NULL;
-  char *journal = ledger_join(dir, LEDGER_JOURNAL);
-  if (journal == NULL)
-    return ledger_fail(err, errlen, -ENOMEM, "ledger: out of memory");
-  int rc = ledger_reader_open_path(journal, 1, out, err, errlen);
-  free(journal);
-  return rc;
+  return ledger_reader_open_dir(dir, 1, out, err, errlen);
 }
 
 void airlock_ledger_reader_close(airlock_ledger_reader *r)
@@ -533,10 +761,15 @@ void airlock_ledger_reader_close(airlock_ledger_reader *r)
     return;
   if (r->fd >= 0)
     close(r->fd);
+  if (r->sfd >= 0)
+    close(r->sfd);
   if (r->zone_ok)
     msgpack_zone_destroy(&r->zone);
   free(r->buf);
+  free(r->blk);
+  free(r->cblk);
   free(r->path);
+  free(r->dir);
   free(r);
 }
 
@@ -551,55 +784,43 @@ const char *airlock_ledger_reader_error(const airlock_ledger_reader *r)
   return r->err;
 }
 
-/* What the record after the current one shows, read with pread so the stream
-** is not disturbed: its seq, and whether its stored hash follows from each
-** candidate for the current record's hash. Returns 1 when there is a complete,
-** well-formed next record, else 0. Only runs once damage has been found. */
+/* What the record after the current one shows: its seq, and whether its
+** stored hash follows from each candidate for the current record's hash
+** (copies: the buffer may move). The bytes are read into the buffer after
+** the current record, so this works the same in a journal and in a sealed
+** segment. Returns 1 when there is a complete, well-formed next record, else
+** 0. Only runs once damage has been found. */
 static int peek(airlock_ledger_reader *r, uint64_t at, const uint8_t *const *cand, int ncand,
                 uint64_t *seq, int *links)
 {
-  uint8_t hdr[LEDGER_HDR];
-  struct stat st;
-  if (fstat(r->fd, &st) < 0 || pread(r->fd, hdr, sizeof hdr, (off_t)at) != (ssize_t)sizeof hdr)
+  size_t rel = (size_t)(at - r->off);
+  if (fill(r, rel + LEDGER_HDR) != 0)
     return 0;
-  uint32_t n = get_be32(hdr);
-  if (n == 0 || n > AIRLOCK_LEDGER_BODY_MAX ||
-      at + LEDGER_HDR + n + LEDGER_HASH > (uint64_t)st.st_size)
+  uint32_t n = get_be32(r->buf + r->pos + rel);
+  if (n == 0 || n > AIRLOCK_LEDGER_BODY_MAX || fill(r, rel + LEDGER_HDR + n + LEDGER_HASH) != 0)
     return 0;
-  uint8_t *b = malloc((size_t)n + LEDGER_HASH);
-  if (b == NULL)
-    return 0;
-  int found = 0;
-  size_t got = 0, want = (size_t)n + LEDGER_HASH;
-  while (got < want) {
-    ssize_t k = pread(r->fd, b + got, want - got, (off_t)(at + LEDGER_HDR + got));
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k <= 0)
-      break;
-    got += (size_t)k;
-  }
+  const uint8_t *b = r->buf + r->pos + rel + LEDGER_HDR;
   struct fields f;
-  if (got == want && airlock_msg_check(b, n, NULL, 0) == 0 &&
-      body_fields(b, n, &f, NULL, 0) == 0) {
-    found = 1;
-    *seq = f.seq;
-    for (int i = 0; i < ncand; i++) {
-      uint8_t h[LEDGER_HASH];
-      ledger_chain(cand[i], b, n, h);
-      links[i] = memcmp(h, b + n, LEDGER_HASH) == 0;
-    }
+  if (airlock_msg_check(b, n, NULL, 0) != 0 || body_fields(b, n, &f, NULL, 0) != 0)
+    return 0;
+  *seq = f.seq;
+  for (int i = 0; i < ncand; i++) {
+    uint8_t h[LEDGER_HASH];
+    ledger_chain(cand[i], b, n, h);
+    links[i] = memcmp(h, b + n, LEDGER_HASH) == 0;
   }
-  free(b);
-  return found;
+  return 1;
 }
 
 /* A complete record whose seq is not the one expected: which damage explains
 ** it is told by the record after it. */
-static int wrong_seq(airlock_ledger_reader *r, uint64_t s, const uint8_t *stored, uint64_t next_at)
+static int wrong_seq(airlock_ledger_reader *r, uint64_t s, const uint8_t *stored_in_buf,
+                     uint64_t next_at)
 {
   uint64_t e = r->expect, ns = 0;
   int links = 0;
+  uint8_t stored[LEDGER_HASH];
+  memcpy(stored, stored_in_buf, LEDGER_HASH);
   const uint8_t *cand[1] = { stored };
   int more = peek(r, next_at, cand, 1, &ns, &links);
   if (more && ns == e + 1)
@@ -626,11 +847,13 @@ static int wrong_seq(airlock_ledger_reader *r, uint64_t s, const uint8_t *stored
 ** replaced is told by whether the record after it links to the stored hash
 ** (only the body changed), to the recomputed one (only the stored hash
 ** changed), or to neither (the whole record was replaced). */
-static int wrong_hash(airlock_ledger_reader *r, const uint8_t *computed, const uint8_t *stored,
-                      uint64_t next_at)
+static int wrong_hash(airlock_ledger_reader *r, const uint8_t *computed,
+                      const uint8_t *stored_in_buf, uint64_t next_at)
 {
   uint64_t e = r->expect, ns = 0;
   int links[2] = { 0, 0 };
+  uint8_t stored[LEDGER_HASH];
+  memcpy(stored, stored_in_buf, LEDGER_HASH);
   const uint8_t *cand[2] = { stored, computed };
   if (!peek(r, next_at, cand, 2, &ns, links))
     return bad(r, e, "altered: seq %" PRIu64 ": its chain hash does not match its body (no "
@@ -833,14 +1056,8 @@ int airlock_ledger_verify(const char *dir, const uint64_t *checkpoint_seq,
     snprintf(rep->reason, sizeof rep->reason, "io: a checkpoint needs a seq >= 1 and a hash");
     return -EINVAL;
   }
-  char *journal = ledger_join(dir, LEDGER_JOURNAL);
-  if (journal == NULL) {
-    snprintf(rep->reason, sizeof rep->reason, "io: out of memory");
-    return -ENOMEM;
-  }
   airlock_ledger_reader *r;
-  int rc = ledger_reader_open_path(journal, 0, &r, rep->reason + 4, sizeof rep->reason - 4);
-  free(journal);
+  int rc = ledger_reader_open_dir(dir, 0, &r, rep->reason + 4, sizeof rep->reason - 4);
   if (rc < 0) {
     memcpy(rep->reason, "io: ", 4);
     return rc;

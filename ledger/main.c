@@ -28,6 +28,7 @@
 #include "ledger.h"
 #include "ledger_int.h"
 #include "ledger_proto.h"
+#include "ledger_zstd.h"
 
 #define CHAN 3
 
@@ -38,7 +39,7 @@
 static const char *const allowed[] = {
   "read", "write", "readv", "writev", "pread64", "pwrite64", "lseek", "close",
   "fstat", "newfstatat", "fcntl", "openat", "ftruncate", "fdatasync", "fsync", "flock",
-  "fadvise64", "unlink", "unlinkat", "mkdir", "sendmsg", "recvfrom", "poll", "ppoll",
+  "fadvise64", "unlink", "unlinkat", "mkdir", "rename", "renameat", "renameat2", "sendmsg", "recvfrom", "poll", "ppoll",
   "mmap", "munmap", "mremap", "brk", "madvise", "futex",
   "clock_gettime", "getrandom", "getpid", "gettid", "geteuid",
   "rt_sigprocmask", "exit", "exit_group",
@@ -214,6 +215,7 @@ static void prepare(void)
   char err[256];
   if (ledger_crypto_init(err, sizeof err) < 0)
     die(LEDGER_EXIT_CONFINE, -EIO, "%s", err);
+  airlock_ledger_set_codec(ledger_zstd_codec());
 }
 
 /* ------------------------------------------------------------------ frames in */
@@ -321,14 +323,15 @@ static void hello(airlock_ledger *l, const airlock_ledger_report *rep)
 
 static int serve_write(int argc, char **argv)
 {
-  /* write DIR GRANT DURABILITY BATCH_MS CREATE MAX_BYTES */
-  if (argc != 8)
+  /* write DIR GRANT DURABILITY BATCH_MS CREATE MAX_BYTES SEAL_BYTES */
+  if (argc != 9)
     _exit(LEDGER_EXIT_USAGE);
   const char *dir = argv[2];
   int durability = airlock_ledger_durability_from_name(argv[4]);
-  uint64_t batch_ms, create, max_bytes;
+  uint64_t batch_ms, create, max_bytes, seal_bytes;
   if (durability < 0 || parse_u64(argv[5], &batch_ms) < 0 || batch_ms > 3600000 ||
-      parse_u64(argv[6], &create) < 0 || create > 1 || parse_u64(argv[7], &max_bytes) < 0)
+      parse_u64(argv[6], &create) < 0 || create > 1 || parse_u64(argv[7], &max_bytes) < 0 ||
+      parse_u64(argv[8], &seal_bytes) < 0)
     _exit(LEDGER_EXIT_USAGE);
   if (create) {
     int rc = make_dirs(dir);
@@ -352,7 +355,7 @@ static int serve_write(int argc, char **argv)
   msgpack_zone_init(&zone, 4096);
   msgpack_object sfields;
   airlock_ledger_opts o = { .create = (int)create, .durability = durability,
-                            .batch_ms = (unsigned)batch_ms };
+                            .batch_ms = (unsigned)batch_ms, .seal_bytes = seal_bytes };
   o.session_fields = blob_map(m, "session", &zone, &sfields);
   airlock_ledger *l;
   airlock_ledger_report rep;
@@ -490,9 +493,7 @@ static int serve_read(int argc, char **argv)
   }
   confine(dir, NULL, NULL);
   airlock_ledger_reader *r;
-  char *journal = ledger_join(dir, "journal");
-  int rc = journal ? ledger_reader_open_path(journal, 0, &r, err, sizeof err) : -ENOMEM;
-  free(journal);
+  int rc = ledger_reader_open_dir(dir, 0, &r, err, sizeof err);
   if (rc < 0) {
     end_frame(rc, &rep, err);
     return LEDGER_EXIT_OPEN;

@@ -63,7 +63,8 @@ M.program = program
 -- The ledger process adds: max_bytes (the session's journal may not grow past
 -- it: appends are refused, errno EDQUOT), admit_ms (the admission deadline:
 -- a ledger process that answers no request within it is killed, and every
--- later append fails: fail closed), and the methods pid() (the ledger
+-- later append fails: fail closed), seal_bytes (the journal is sealed into a
+-- zstd segment once it holds this many bytes; default 8 MiB), and the methods pid() (the ledger
 -- process), grant() (this start's, never reused), sync() (wait until every
 -- queued append is accepted) and append(kind, run, fields, false) (queued;
 -- a refusal surfaces at the next waiting call). An append returns once its
@@ -115,7 +116,7 @@ end
 --- head(dir) -> "SEQ:HEX" of the last verified record, or nil, message, errno
 -- (a damaged journal has no head: the message says where the damage is).
 function M.head(dir)
-  local rep, err, errno = core.ledger_verify(dir)
+  local rep, err, errno = M.verify(dir)   -- through a read-only ledger process, like every reader
   if not rep then return nil, err, errno end
   if not rep.ok then
     return nil, string.format("ledger %s: damaged at seq %d: %s", dir, rep.first_bad_seq, rep.reason), 74

@@ -70,10 +70,10 @@ static unsigned opt_uint(lua_State *L, int t, const char *k, lua_Integer max) {
 }
 
 /* core.ledger_proc_open(program, dir, {create=, durability=, batch_ms=,
-** session={fields}, max_bytes=, admit_ms=}) -> ledger, or nil, message, errno */
+** session={fields}, max_bytes=, admit_ms=, seal_bytes=}) -> ledger, or nil, message, errno */
 static int l_open(lua_State *L) {
   static const char *const known[] = { "create", "durability", "batch_ms", "session", "max_bytes",
-                                       "admit_ms", NULL };
+                                       "admit_ms", "seal_bytes", NULL };
   const char *program = luaL_checkstring(L, 1);
   const char *dir = luaL_checkstring(L, 2);
   airlock_ledger_proc_opts o;
@@ -85,7 +85,7 @@ static int l_open(lua_State *L) {
     const char *bad = airlock_l_unknown_key(L, 3, known);
     if (bad)
       return luaL_error(L, "ledger_open: unknown option '%s' (create, durability, batch_ms, session, "
-                        "max_bytes, admit_ms)", bad);
+                        "max_bytes, admit_ms, seal_bytes)", bad);
     lua_getfield(L, 3, "create");
     o.create = lua_toboolean(L, -1);
     lua_pop(L, 1);
@@ -104,6 +104,14 @@ static int l_open(lua_State *L) {
       lua_Integer v = lua_tointegerx(L, -1, &isint);
       if (!isint || v < 0) return luaL_error(L, "ledger_open: option 'max_bytes' must be an integer >= 0");
       o.max_bytes = (uint64_t)v;
+    }
+    lua_pop(L, 1);
+    lua_getfield(L, 3, "seal_bytes");
+    if (!lua_isnil(L, -1)) {
+      int isint;
+      lua_Integer v = lua_tointegerx(L, -1, &isint);
+      if (!isint || v < 0) return luaL_error(L, "ledger_open: option 'seal_bytes' must be an integer >= 0");
+      o.seal_bytes = (uint64_t)v;
     }
     lua_pop(L, 1);
     if (lua_getfield(L, 3, "session") != LUA_TNIL) {

@@ -24,9 +24,12 @@
 
 #include "airlock.h"
 #include "ledger.h"
+#include "ledger_zstd.h"
 #include "check.h"
+#include <zstd.h>
 
 #define BIG_MB_DEFAULT 1024
+#define LEDGER_TEST_BLK 28   /* segment header (16) and the first block header (12) */
 
 /* out = SHA-256(a || b), computed here independently of the ledger's own code
 ** path, to forge records a producer with the chain could forge. */
@@ -191,6 +194,32 @@ static int str_is(const msgpack_object *o, const char *s)
 {
   return o != NULL && o->type == MSGPACK_OBJECT_STR && o->via.str.size == strlen(s) &&
          memcmp(o->via.str.ptr, s, o->via.str.size) == 0;
+}
+
+/* Bytes of the session's files (journal and segments). */
+static off_t session_size(const char *dir)
+{
+  off_t total = journal_size(dir);
+  char path[256];
+  struct stat st;
+  for (unsigned i = 1;; i++) {
+    snprintf(path, sizeof path, "%s/segment.%06u", dir, i);
+    if (stat(path, &st) != 0)
+      return total;
+    total += st.st_size;
+  }
+}
+
+static unsigned segment_count(const char *dir)
+{
+  char path[256];
+  struct stat st;
+  unsigned i = 0;
+  for (;; i++) {
+    snprintf(path, sizeof path, "%s/segment.%06u", dir, i + 1);
+    if (stat(path, &st) != 0)
+      return i;
+  }
 }
 
 static const char *const cycle[] = { "init", "call", "reply", "call", "reply", "pause", "resume", "done" };
@@ -1059,6 +1088,273 @@ static void test_branch(void)
   free(img);
 }
 
+/* ------------------------------------------------------------------ sealed segments */
+
+static void copy_file(const char *from, const char *to)
+{
+  FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+  char buf[65536];
+  size_t n;
+  while (a != NULL && b != NULL && (n = fread(buf, 1, sizeof buf, a)) > 0)
+    if (fwrite(buf, 1, n, b) != n)
+      break;
+  if (a) fclose(a);
+  if (b) fclose(b);
+}
+
+/* dst := a copy of src's journal and segments. */
+static void copy_session(const char *src, const char *dst)
+{
+  char a[256], b[256];
+  rm_tree(dst);
+  mkdir(dst, 0700);
+  snprintf(a, sizeof a, "%s/journal", src);
+  snprintf(b, sizeof b, "%s/journal", dst);
+  copy_file(a, b);
+  for (unsigned i = 1; i <= segment_count(src); i++) {
+    snprintf(a, sizeof a, "%s/segment.%06u", src, i);
+    snprintf(b, sizeof b, "%s/segment.%06u", dst, i);
+    copy_file(a, b);
+  }
+}
+
+/* Writes n bytes at off of dir/name (the file grows if need be). */
+static void poke(const char *dir, const char *name, off_t off, const void *p, size_t n)
+{
+  char path[256];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0 || pwrite(fd, p, n, off) != (ssize_t)n)
+    fprintf(stderr, "poke %s failed\n", path);
+  if (fd >= 0)
+    close(fd);
+}
+
+static void cut(const char *dir, const char *name, off_t len)
+{
+  char path[256];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  if (truncate(path, len) != 0)
+    fprintf(stderr, "truncate %s failed\n", path);
+}
+
+/* Verifies dir; the reason must start with word and hold each of the words. */
+static void expect_damage(const char *dir, const char *what, const char *word, const char *also)
+{
+  airlock_ledger_report rep;
+  int rc = airlock_ledger_verify(dir, NULL, NULL, &rep);
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s: rc %d, reason: %s", what, rc, rep.reason);
+  CHECK_MSG(rc == -EBADMSG && strncmp(rep.reason, word, strlen(word)) == 0 &&
+            rep.reason[strlen(word)] == ':' && (also == NULL || strstr(rep.reason, also) != NULL), msg);
+  airlock_ledger *l;
+  CHECK_MSG(airlock_ledger_open(dir, NULL, &l, &rep, errbuf, sizeof errbuf) == -EBADMSG, what);
+}
+
+static uint32_t be32_at(const uint8_t *p)
+{
+  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static void test_segments(void)
+{
+  const char *plain = dir_at(0, "seg-plain"), *sealed = dir_at(1, "seg-sealed");
+  const char *bad = dir_at(2, "seg-bad");
+  airlock_ledger_report prep, srep, rep;
+  airlock_ledger *l;
+  msgpack_unpacked u;
+  msgpack_unpacked_init(&u);
+
+  /* a session in today's format (no segment): it verifies as it always did */
+  CHECK(make_journal(plain, AIRLOCK_DURABLE_NONE, 3000, 700) == 0);
+  CHECK(segment_count(plain) == 0);
+  CHECK(airlock_ledger_verify(plain, NULL, NULL, &prep) == 0 && prep.last_seq == 3000);
+
+  /* a copy, sealed: same records, same head, smaller */
+  copy_session(plain, sealed);
+  CHECK(airlock_ledger_open(sealed, NULL, &l, NULL, errbuf, sizeof errbuf) == 0);
+  CHECK_MSG(airlock_ledger_seal(l) == 0, airlock_ledger_error(l));
+  CHECK(airlock_ledger_segments(l) == 1 && journal_size(sealed) == 0);
+  CHECK(airlock_ledger_seal(l) == 0 && airlock_ledger_segments(l) == 1);   /* nothing to seal */
+  airlock_ledger_close(l);
+  CHECK(airlock_ledger_verify(sealed, NULL, NULL, &srep) == 0);
+  CHECK(srep.last_seq == prep.last_seq && srep.bytes == prep.bytes &&
+        memcmp(srep.head, prep.head, sizeof prep.head) == 0);
+  CHECK_MSG(session_size(sealed) * 3 < session_size(plain), "zstd shrinks a journal");
+  printf("segments: %" PRIu64 " plain bytes sealed into %lld (%.1fx)\n", prep.bytes,
+         (long long)session_size(sealed), (double)prep.bytes / (double)session_size(sealed));
+  {
+    airlock_ledger_reader *a, *b;
+    airlock_ledger_record ra, rb;
+    int same = 1, ka, kb;
+    CHECK(airlock_ledger_reader_open(plain, &a, errbuf, sizeof errbuf) == 0);
+    CHECK(airlock_ledger_reader_open(sealed, &b, errbuf, sizeof errbuf) == 0);
+    while ((ka = airlock_ledger_reader_next(a, &ra)) == 1 && (kb = airlock_ledger_reader_next(b, &rb)) == 1)
+      same &= ra.seq == rb.seq && ra.offset == rb.offset && ra.raw_len == rb.raw_len &&
+              memcmp(ra.raw, rb.raw, ra.raw_len) == 0;
+    CHECK(same && ka == 0 && airlock_ledger_reader_next(b, &rb) == 0);
+    airlock_ledger_reader_close(a);
+    airlock_ledger_reader_close(b);
+  }
+
+  /* appends go on after a seal, and reopen; a torn tail in the open journal is
+  ** cut at its own offset */
+  CHECK(airlock_ledger_open(sealed, NULL, &l, NULL, errbuf, sizeof errbuf) == 0);
+  for (int i = 0; i < 10; i++)
+    CHECK(airlock_ledger_append(l, "call", 9, call_fields(&u, "fs.read", 50, (uint64_t)i), NULL) == 0);
+  airlock_ledger_close(l);
+  off_t jl = journal_size(sealed);
+  uint8_t partial[7] = { 0, 0, 1, 0, 0x85, 0xa3, 's' };
+  poke(sealed, "journal", jl, partial, sizeof partial);
+  CHECK(airlock_ledger_open(sealed, NULL, &l, &rep, errbuf, sizeof errbuf) == 0 && rep.torn_bytes == 7);
+  airlock_ledger_close(l);
+  CHECK(journal_size(sealed) == jl);
+  CHECK(airlock_ledger_verify(sealed, NULL, NULL, &rep) == 0 && rep.last_seq == 3010);
+
+  /* a writer seals on its own at seal_bytes */
+  const char *autos = dir_at(3, "seg-auto");
+  rm_tree(autos);
+  CHECK(airlock_ledger_open(autos, &(airlock_ledger_opts){ .create = 1, .seal_bytes = 256 << 10 },
+                            &l, NULL, errbuf, sizeof errbuf) == 0);
+  for (int i = 0; i < 4000; i++)
+    CHECK(airlock_ledger_append(l, cycle[i % 8], 1, call_fields(&u, "fs.read", 300 + (size_t)i % 900,
+                                (uint64_t)i), NULL) == 0);
+  unsigned made = airlock_ledger_segments(l);
+  airlock_ledger_close(l);
+  CHECK_MSG(made >= 4 && segment_count(autos) == made, "segments sealed at 256 KiB");
+  CHECK(airlock_ledger_verify(autos, NULL, NULL, &rep) == 0 && rep.last_seq == 4001);
+
+  /* an interrupted seal: the segment is in place, the journal still a copy of it */
+  copy_session(sealed, bad);
+  {
+    char a[256], b[256];
+    snprintf(a, sizeof a, "%s/journal", plain);
+    snprintf(b, sizeof b, "%s/journal", bad);
+    copy_file(a, b);   /* segment.000001 and the journal it was sealed from */
+  }
+  CHECK(airlock_ledger_verify(bad, NULL, NULL, &rep) == 0 && rep.last_seq == 3000 &&
+        memcmp(rep.head, prep.head, sizeof rep.head) == 0);
+  CHECK(airlock_ledger_open(bad, NULL, &l, &rep, errbuf, sizeof errbuf) == 0 && rep.last_seq == 3000);
+  CHECK(airlock_ledger_append(l, "call", 1, NULL, NULL) == 0);
+  airlock_ledger_close(l);
+  CHECK(airlock_ledger_verify(bad, NULL, NULL, &rep) == 0 && rep.last_seq == 3001);
+
+  /* hostile segments: each a real file changed on disk, after a control */
+  uint8_t h[LEDGER_TEST_BLK];
+  {
+    char path[256];
+    snprintf(path, sizeof path, "%s/segment.000001", sealed);
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL && fread(h, 1, sizeof h, f) == sizeof h);
+    if (f) fclose(f);
+  }
+  CHECK(memcmp(h, "airlseg1", 8) == 0 && h[16] == AIRLOCK_LEDGER_CODEC_ZSTD &&
+        be32_at(h + 20) == AIRLOCK_LEDGER_BLOCK_PLAIN);
+  uint32_t stored = be32_at(h + 24);
+  copy_session(sealed, bad);
+  CHECK(airlock_ledger_verify(bad, NULL, NULL, &rep) == 0);   /* the control */
+
+  uint8_t seven = 7;
+  poke(bad, "segment.000001", 16, &seven, 1);
+  expect_damage(bad, "unknown codec", "codec", "segment.000001, at offset 16: the block names codec 7");
+
+  copy_session(sealed, bad);
+  uint8_t huge[4] = { 0xff, 0xff, 0xff, 0xff };
+  poke(bad, "segment.000001", 24, huge, 4);
+  expect_damage(bad, "a 4 GiB stored length", "altered", "4294967295 stored bytes");
+
+  copy_session(sealed, bad);
+  uint8_t big[4] = { 0, 0x30, 0, 0 };   /* 3 MiB of plain bytes */
+  poke(bad, "segment.000001", 20, big, 4);
+  expect_damage(bad, "a plain length over the block limit", "altered", "3145728 plain bytes");
+
+  copy_session(sealed, bad);
+  uint8_t small[4] = { 0, 0x0f, 0xff, 0xff };   /* one byte short of what the frame holds */
+  poke(bad, "segment.000001", 20, small, 4);
+  expect_damage(bad, "a frame larger than its block", "altered", "declares");
+
+  copy_session(sealed, bad);
+  cut(bad, "segment.000001", 28 + stored / 2);
+  expect_damage(bad, "a block cut short", "truncated", "segment.000001, at offset 16");
+
+  copy_session(sealed, bad);
+  cut(bad, "segment.000001", 28 + stored);   /* whole blocks, fewer than the header says */
+  expect_damage(bad, "a segment cut at a block", "truncated", "plain bytes its header declares");
+
+  copy_session(sealed, bad);
+  uint8_t flip = 0;
+  {
+    char path[256];
+    snprintf(path, sizeof path, "%s/segment.000001", bad);
+    int fd = open(path, O_RDONLY);
+    CHECK(fd >= 0 && pread(fd, &flip, 1, 28 + stored / 2) == 1);
+    close(fd);
+  }
+  flip ^= 0x20;
+  poke(bad, "segment.000001", 28 + stored / 2, &flip, 1);
+  expect_damage(bad, "a flipped byte in a zstd frame", "altered", "zstd block");
+
+  copy_session(sealed, bad);
+  poke(bad, "segment.000001", 0, "airlseg2", 8);
+  expect_damage(bad, "a wrong magic", "malformed", "does not start with");
+
+  copy_session(sealed, bad);
+  uint8_t one = 1;
+  poke(bad, "segment.000001", 17, &one, 1);
+  expect_damage(bad, "reserved bytes", "malformed", "reserved");
+
+  /* a frame that would decompress past its block: a real zstd frame of more
+  ** bytes than the block declares, whose own header says so */
+  copy_session(sealed, bad);
+  {
+    static uint8_t src[4096], frame[8192];
+    memset(src, 'x', sizeof src);
+    size_t z = ZSTD_compress(frame, sizeof frame, src, sizeof src, 3);
+    uint8_t blk[12] = { AIRLOCK_LEDGER_CODEC_ZSTD, 0, 0, 0 };
+    uint32_t declared = 100;
+    blk[4] = 0; blk[5] = 0; blk[6] = 0; blk[7] = (uint8_t)declared;
+    blk[8] = (uint8_t)(z >> 24); blk[9] = (uint8_t)(z >> 16); blk[10] = (uint8_t)(z >> 8); blk[11] = (uint8_t)z;
+    CHECK(!ZSTD_isError(z));
+    poke(bad, "segment.000001", 16, blk, sizeof blk);
+    poke(bad, "segment.000001", 28, frame, z);
+    expect_damage(bad, "a frame larger than its declared size", "altered", "declares 4096 bytes");
+  }
+
+  /* a process without the codec refuses, never guesses */
+  copy_session(sealed, bad);
+  airlock_ledger_set_codec(NULL);
+  expect_damage(bad, "no zstd in this process", "codec", "cannot decode");
+  airlock_ledger_set_codec(ledger_zstd_codec());
+  CHECK(airlock_ledger_verify(bad, NULL, NULL, &rep) == 0);
+
+  /* a segment removed from the middle */
+  copy_session(autos, bad);
+  {
+    char a[256];
+    snprintf(a, sizeof a, "%s/segment.000002", bad);
+    unlink(a);
+  }
+  CHECK(airlock_ledger_verify(bad, NULL, NULL, &rep) == -EBADMSG);
+  CHECK_MSG(strncmp(rep.reason, "deleted:", 8) == 0 || strncmp(rep.reason, "truncated:", 10) == 0,
+            rep.reason);
+
+  /* the block decoder itself: a frame is decoded into exactly its block */
+  {
+    static uint8_t src[8192], frame[16384], out[8192];
+    for (size_t i = 0; i < sizeof src; i++)
+      src[i] = (uint8_t)(i * 7 % 13);
+    const airlock_ledger_codec *c = ledger_zstd_codec();
+    size_t z = c->compress(src, sizeof src, frame, sizeof frame);
+    char why[160];
+    CHECK(z > 0 && c->decompress(frame, z, out, sizeof out, why, sizeof why) == 0 &&
+          memcmp(src, out, sizeof src) == 0);
+    CHECK(c->decompress(frame, z, out, sizeof out - 1, why, sizeof why) < 0 && strstr(why, "declares"));
+    CHECK(c->decompress(frame, z - 1, out, sizeof out, why, sizeof why) < 0);
+    CHECK(c->decompress(frame, z, out, sizeof out, why, sizeof why) == 0);
+  }
+  msgpack_unpacked_destroy(&u);
+}
+
 /* ------------------------------------------------------------------ the long test */
 
 /* Writes a journal of about mb MiB, then verifies it in a child whose peak RSS
@@ -1079,13 +1375,11 @@ static void test_big(unsigned mb)
     if (airlock_ledger_open(dir, &(airlock_ledger_opts){ .create = 1 }, &l, NULL, e, sizeof e) < 0)
       _exit(1);
     uint64_t target = (uint64_t)mb << 20, i = 0;
-    off_t size = 0;
-    while ((uint64_t)size < target) {
+    while (airlock_ledger_size(l) < target) {   /* plain bytes: segments and journal */
       if (airlock_ledger_append(l, cycle[i % 8], i / 8, call_fields(&u, "fs.read", 100 + i % 1800, i),
                                 NULL) < 0)
         _exit(2);
-      if (++i % 4096 == 0)
-        size = journal_size(dir);
+      i++;
     }
     _exit(airlock_ledger_close(l) == 0 ? 0 : 3);
   }
@@ -1113,8 +1407,12 @@ static void test_big(unsigned mb)
   close(p[0]);
   waitpid(pid, &st, 0);
   double t2 = now_s();
-  off_t size = journal_size(dir);
-  CHECK(n == sizeof got && got.rc == 0 && got.rep.bytes == (uint64_t)size && got.rep.torn_bytes == 0);
+  uint64_t size = got.rep.bytes, stored = (uint64_t)session_size(dir);
+  unsigned nseg = segment_count(dir);
+  CHECK(n == sizeof got && got.rc == 0 && size >= ((uint64_t)mb << 20) && got.rep.torn_bytes == 0);
+  CHECK_MSG(mb < 16 || nseg >= mb / 8 - 1, "a big session is sealed into segments");
+  printf("long test: %u sealed segments (zstd); %.0f MiB of records stored in %.0f MiB (%.2fx)\n",
+         nseg, (double)size / (1 << 20), (double)stored / (1 << 20), (double)size / (double)stored);
   long growth = got.after - got.before;
 #if defined(__SANITIZE_ADDRESS__)
   /* ASan keeps freed blocks in a quarantine of up to 256 MB, and OpenSSL's
@@ -1140,6 +1438,7 @@ int main(void)
     return 1;
   }
   msgpack_sbuffer_init(&fsb);
+  airlock_ledger_set_codec(ledger_zstd_codec());   /* as airlock-ledgerd does */
 
   test_round_trip(AIRLOCK_DURABLE_NONE);
   test_round_trip(AIRLOCK_DURABLE_BATCH);
@@ -1154,6 +1453,7 @@ int main(void)
   test_full(AIRLOCK_DURABLE_ALWAYS);
   test_branch();
   test_crash(200);
+  test_segments();
   const char *big = getenv("AIRLOCK_LEDGER_BIG_MB");
   unsigned mb = big != NULL ? (unsigned)strtoul(big, NULL, 10) : BIG_MB_DEFAULT;
   if (mb > 0)
