@@ -91,6 +91,22 @@ static int traceback(lua_State *L) {
   return 1;
 }
 
+/* Pushes a handler's ctx: the run's grant (RUV_CTX, copied: a handler may
+** set fields of its own) and run, seq, effect, handle. It comes from the
+** broker's grant, never from guest bytes. */
+static void push_ctx(lua_State *L, int runud, const airlock_event *ev, const char *effect) {
+  lrun *lr = lua_touserdata(L, runud);
+  lua_createtable(L, 0, 8);
+  lua_getiuservalue(L, runud, RUV_CTX);
+  lua_pushnil(L);
+  while (lua_next(L, -2)) { lua_pushvalue(L, -2); lua_insert(L, -2); lua_rawset(L, -5); }
+  lua_pop(L, 1);
+  lua_pushinteger(L, lr->serial); lua_setfield(L, -2, "run");
+  lua_pushinteger(L, (lua_Integer)ev->id); lua_setfield(L, -2, "seq");
+  lua_pushstring(L, effect); lua_setfield(L, -2, "effect");
+  lua_pushvalue(L, runud); lua_setfield(L, -2, "handle");
+}
+
 /* Runs the handler for one call: deny, answer, defer, or fail. Stack-neutral. */
 static void dispatch(lua_State *L, int runud, const airlock_event *ev) {
   lrun *lr = lua_touserdata(L, runud);
@@ -128,16 +144,7 @@ static void dispatch(lua_State *L, int runud, const airlock_event *ev) {
     lua_settop(L, top);
     return;
   }
-  /* ctx comes from the broker's grant, never from guest bytes. */
-  lua_createtable(L, 0, 6);
-  lua_getiuservalue(L, runud, RUV_CTX);
-  lua_pushnil(L);
-  while (lua_next(L, -2)) { lua_pushvalue(L, -2); lua_insert(L, -2); lua_rawset(L, -5); }
-  lua_pop(L, 1);
-  lua_pushinteger(L, lr->serial); lua_setfield(L, -2, "run");
-  lua_pushinteger(L, (lua_Integer)ev->id); lua_setfield(L, -2, "seq");
-  lua_pushstring(L, effect); lua_setfield(L, -2, "effect");
-  lua_pushvalue(L, runud); lua_setfield(L, -2, "handle");
+  push_ctx(L, runud, ev, effect);
 
   if (lua_pcall(L, 2, 1, msgh) != LUA_OK) {
     /* The guest sees the message; the host-side traceback stays in the host. */
@@ -208,13 +215,7 @@ static void dispatch_note(lua_State *L, int runud, const airlock_event *ev) {
     lua_settop(L, top);
     return;
   }
-  lua_createtable(L, 0, 7);
-  lua_pushnil(L);
-  while (lua_next(L, ctxt)) { lua_pushvalue(L, -2); lua_insert(L, -2); lua_rawset(L, -4); }
-  lua_pushinteger(L, lr->serial); lua_setfield(L, -2, "run");
-  lua_pushinteger(L, (lua_Integer)ev->id); lua_setfield(L, -2, "seq");
-  lua_pushstring(L, effect); lua_setfield(L, -2, "effect");
-  lua_pushvalue(L, runud); lua_setfield(L, -2, "handle");
+  push_ctx(L, runud, ev, effect);
   lua_pushboolean(L, 1); lua_setfield(L, -2, "note");
   if (lua_pcall(L, 2, 0, msgh) != LUA_OK) {
     if (lua_getfield(L, ctxt, "on_note_error") == LUA_TFUNCTION) {
