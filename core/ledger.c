@@ -42,8 +42,17 @@ struct airlock_ledger {
   int sticky;             /* 0, or the -errno every append now returns */
   msgpack_sbuffer sb;     /* one record: header, body, hash */
   msgpack_packer pk;
+  /* coalesce (opts.coalesce, not in always): records are kept in wq and
+  ** written together by airlock_ledger_write_out; seq, off and head already
+  ** count them, w_* are the journal's end on disk before the first of them */
+  int coalesce;
+  msgpack_sbuffer wq;
+  uint64_t w_seq, w_off;
+  uint8_t w_head[LEDGER_HASH];
   char err[1024];
 };
+
+#define WQ_MAX (1u << 20)   /* records kept unwritten at most (bytes) */
 
 static const char *const durability_names[] = { "none", "batch", "always" };
 
@@ -231,8 +240,13 @@ static int broken(airlock_ledger *l, int e, const char *what, uint64_t seq, size
                  "refuses further appends", what, seq, l->journal, airlock_strerror(-e), hint, tail);
 }
 
+static int write_out(airlock_ledger *l);
+
 static int sync_now(airlock_ledger *l)
 {
+  int wr = write_out(l);
+  if (wr < 0)
+    return wr;
   if (l->durable_seq == l->seq) {
     l->pending_since = 0;
     return 0;
@@ -285,12 +299,24 @@ static int commit(airlock_ledger *l)
       return rc;
   }
 
-  size_t written;
-  int rc = write_all(l->fd, l->sb.data, l->sb.size, &written);
-  if (rc < 0)
-    return broken(l, rc, "write", seq, written);
-  if (l->durability == AIRLOCK_DURABLE_ALWAYS && fdatasync(l->fd) < 0)
-    return broken(l, -errno, "fdatasync", seq, written);
+  size_t written = 0;
+  if (l->coalesce) {
+    if (l->wq.size == 0) {   /* the journal's end on disk, should the write fail */
+      l->w_seq = l->seq;
+      l->w_off = l->off;
+      memcpy(l->w_head, l->head, sizeof l->w_head);
+    }
+    if (msgpack_sbuffer_write(&l->wq, l->sb.data, l->sb.size) != 0) {
+      release_big_buffer(l);
+      return set_err(l, -ENOMEM, "ledger: out of memory for record seq %" PRIu64, seq);
+    }
+  } else {
+    int rc = write_all(l->fd, l->sb.data, l->sb.size, &written);
+    if (rc < 0)
+      return broken(l, rc, "write", seq, written);
+    if (l->durability == AIRLOCK_DURABLE_ALWAYS && fdatasync(l->fd) < 0)
+      return broken(l, -errno, "fdatasync", seq, written);
+  }
 
   uint64_t size = l->sb.size;
   release_big_buffer(l);
@@ -301,8 +327,44 @@ static int commit(airlock_ledger *l)
     l->durable_seq = seq;
   else if (l->durable_seq + 1 == seq)
     l->pending_since = now;
+  if (l->coalesce && l->wq.size >= WQ_MAX) {
+    int rc = write_out(l);
+    if (rc < 0)
+      return rc;
+  }
   maybe_seal(l);
   return 0;
+}
+
+/* Coalesce: writes the records kept in wq, in one write(2). On failure none
+** of them counts: seq, off and head go back to the journal's end on disk, the
+** file is cut there, and the ledger is sticky. */
+static int write_out(airlock_ledger *l)
+{
+  if (l->wq.size == 0)
+    return 0;
+  size_t written;
+  int rc = write_all(l->fd, l->wq.data, l->wq.size, &written);
+  msgpack_sbuffer_clear(&l->wq);
+  if (l->wq.alloc > 2 * WQ_MAX) {
+    msgpack_sbuffer_destroy(&l->wq);
+    msgpack_sbuffer_init(&l->wq);
+  }
+  if (rc < 0) {
+    uint64_t first = l->w_seq + 1;
+    l->seq = l->w_seq;
+    l->off = l->w_off;
+    memcpy(l->head, l->w_head, sizeof l->head);
+    return broken(l, rc, "write", first, written);
+  }
+  return 0;
+}
+
+int airlock_ledger_write_out(airlock_ledger *l)
+{
+  if (l->sticky)
+    return l->sticky;
+  return write_out(l);
 }
 
 /* ------------------------------------------------------------------ sealing */
@@ -662,6 +724,7 @@ static void free_ledger(airlock_ledger *l)
     close(l->lock_fd);
   }
   msgpack_sbuffer_destroy(&l->sb);
+  msgpack_sbuffer_destroy(&l->wq);
   free(l->dir);
   free(l->journal);
   free(l);
@@ -741,6 +804,7 @@ int airlock_ledger_open(const char *dir, const airlock_ledger_opts *o, airlock_l
     return ledger_fail(err, errlen, -ENOMEM, "ledger: out of memory");
   l->fd = l->lock_fd = -1;
   msgpack_sbuffer_init(&l->sb);
+  msgpack_sbuffer_init(&l->wq);
   msgpack_packer_init(&l->pk, &l->sb, msgpack_sbuffer_write);
   l->durability = o->durability;
   l->batch_ms = o->batch_ms ? o->batch_ms : AIRLOCK_LEDGER_BATCH_MS_DEFAULT;
@@ -802,6 +866,7 @@ int airlock_ledger_open(const char *dir, const airlock_ledger_opts *o, airlock_l
     goto fail;
   }
   l->durable_seq = l->seq;
+  l->coalesce = o->coalesce && l->durability != AIRLOCK_DURABLE_ALWAYS;
   *out = l;
   return 0;
 
@@ -876,7 +941,7 @@ int airlock_ledger_close(airlock_ledger *l)
     return 0;
   /* Durability none promised no sync, and a host closing many sessions on its
   ** event loop should not pay one each. */
-  int rc = l->sticky ? l->sticky : l->durability == AIRLOCK_DURABLE_NONE ? 0 : sync_now(l);
+  int rc = l->sticky ? l->sticky : l->durability == AIRLOCK_DURABLE_NONE ? write_out(l) : sync_now(l);
   free_ledger(l);
   return rc;
 }

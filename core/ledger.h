@@ -118,6 +118,10 @@ typedef struct airlock_ledger_opts {
                               read only during the call */
   uint64_t seal_bytes;     /* seal the journal into a segment once it holds this
                               many bytes; 0 means AIRLOCK_LEDGER_SEAL_DEFAULT */
+  int coalesce;            /* 1 (not in always): an append keeps its record in
+                              memory until airlock_ledger_write_out (or a sync,
+                              seal, close, or 1 MiB of them) writes them all in
+                              one write(2); a record is in the journal only then */
 } airlock_ledger_opts;
 
 /* What a scan found. Filled by open, verify and the reader. */
@@ -180,6 +184,12 @@ int airlock_ledger_open(const char *dir, const airlock_ledger_opts *o, airlock_l
 **      should ignore SIGXFSZ so that the limit surfaces here as -EFBIG. */
 int airlock_ledger_append(airlock_ledger *l, const char *kind, uint64_t run,
                           const msgpack_object *fields, uint64_t *seq_out);
+
+/* Coalesce: writes the records appends kept in memory, in one write(2).
+** Returns 0, or -errno: then none of them is in the journal (seq and head go
+** back to the last record written), the file holds no partial record, and
+** the ledger is sticky. Without coalesce: 0 (every append wrote its record). */
+int airlock_ledger_write_out(airlock_ledger *l);
 
 /* Seals the journal now (if it holds a record): its bytes become the next
 ** segment, in blocks of the codec set (or none), the segment is fsynced, and

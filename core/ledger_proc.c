@@ -271,7 +271,8 @@ struct airlock_ledger_proc {
   char id_hex[2 * AIRLOCK_LEDGER_ID_LEN + 1];
   int durability;
   unsigned admit_ms;
-  uint64_t seq, durable, queued, last_bytes;
+  uint64_t seq, durable, queued;
+  uint64_t acked_bytes;    /* bytes of the records acknowledged and not yet reported */
   double due_at;          /* monotonic ms when the process commits the last ack's record; 0: unknown */
   uint8_t head[AIRLOCK_LEDGER_HASH_LEN];
   int sticky;
@@ -354,11 +355,12 @@ static int pump(airlock_ledger_proc *p, uint64_t target, int waited)
       return lost(p, rc, why);
     deadline = mono_ms() + p->admit_ms;
     if (ledger_proto_is(m, "ack")) {
-      uint64_t seq = 0, bytes = 0, durable = 0;
+      uint64_t seq = 0, n = 0, bytes = 0, durable = 0;
       const char *h;
       uint32_t hn;
-      /* SECURITY: the process's seqs must follow one another */
-      if (!ledger_proto_u64(m, "seq", &seq) || seq != p->seq + 1 || !ledger_proto_u64(m, "bytes", &bytes) ||
+      /* SECURITY: an ack answers appends that were sent, the next ones in order */
+      if (!ledger_proto_u64(m, "n", &n) || n == 0 || n > p->queued ||
+          !ledger_proto_u64(m, "seq", &seq) || seq != p->seq + n || !ledger_proto_u64(m, "bytes", &bytes) ||
           !ledger_proto_bin(m, "hash", &h, &hn) || hn != AIRLOCK_LEDGER_HASH_LEN ||
           !ledger_proto_u64(m, "durable", &durable) || durable > seq)
         return lost(p, -EPROTO, "an acknowledgement that does not follow the last one");
@@ -366,11 +368,11 @@ static int pump(airlock_ledger_proc *p, uint64_t target, int waited)
       ledger_proto_i64(m, "due", &due);
       p->due_at = due >= 0 && due < 3600000 ? mono_ms() + (double)due : 0;
       p->seq = seq;
-      p->last_bytes = bytes;
+      p->acked_bytes += bytes;
       memcpy(p->head, h, hn);
       if (durable > p->durable)
         p->durable = durable;
-      p->queued--;
+      p->queued -= n;
     } else if (ledger_proto_is(m, "refuse")) {
       char text[900];
       msg_text(m, "message", text, sizeof text);
@@ -578,7 +580,8 @@ int airlock_ledger_proc_append(airlock_ledger_proc *p, const char *kind, uint64_
   if (rc < 0)
     return rc;
   if (seq) *seq = wait ? p->seq : p->seq + p->queued;
-  if (bytes) *bytes = wait ? p->last_bytes : 0;
+  if (bytes) *bytes = wait ? p->acked_bytes : 0;
+  if (wait) p->acked_bytes = 0;
   return 0;
 }
 

@@ -56,7 +56,9 @@ int airlock_ledger_proc_open(const char *dir, const airlock_ledger_proc_opts *o,
                              airlock_ledger_proc **out, airlock_ledger_report *rep,
                              char *err, size_t errlen);
 /* Appends {kind, run, fields...} (fields: one packed map, or NULL). wait 1:
-** returns once the record is accepted (*seq, *bytes: its seq and size). wait 0:
+** returns once the record is accepted (*seq: its seq; *bytes: what it and the
+** queued appends accepted with it or since the last waited one added to the
+** journal, so a caller adding up *bytes counts every record once). wait 0:
 ** the request is queued (sent in batches; at most a window's worth are in
 ** flight) and *seq is the seq it will have if accepted; a refusal surfaces at
 ** the next waiting call (sticky). Returns 0 or -errno. */

@@ -25,10 +25,14 @@
 ** process -> client
 **   hello   {t, v, grant, pid, session_id, seq, head = bin32, durable, bytes,
 **            records, torn_bytes, reason, created, confined = {layer = word}}
-**   ack     {t, seq, bytes, hash = bin32, durable, due}   the append was ACCEPTED:
-**            written whole to the journal by this process (it survives the
-**            process's death; a machine crash only once durable >= seq); due:
-**            ms until the process commits it on its own (batch), -1 if none
+**   ack     {t, seq, n, bytes, hash = bin32, durable, due}   the n appends up
+**            to seq were ACCEPTED: written whole to the journal by this
+**            process (they survive the process's death; a machine crash only
+**            once durable >= seq); bytes: what they added to it; hash: seq's
+**            chain hash; due: ms until the process commits them on its own
+**            (batch), -1 if none. One ack answers every append the process
+**            read before it would wait for more (at most 1024), and comes
+**            before any other message: answers stay in request order
 **   synced  {t, durable}         COMMITTED: every record up to durable is on disk
 **   refuse  {t, errno, message, fatal}  this request was not carried out; fatal:
 **            the process is about to exit (protocol error, failed open)
@@ -44,7 +48,7 @@
 #include <msgpack.h>
 #include "ledger.h"
 
-#define LEDGER_PROTO_VERSION 1
+#define LEDGER_PROTO_VERSION 2
 /* The largest frame either side accepts: a record body and its envelope. */
 #define LEDGER_PROTO_FRAME_MAX (AIRLOCK_LEDGER_BODY_MAX + (64u << 10))
 #define LEDGER_PROTO_GRANT_HEX 32

@@ -92,8 +92,50 @@ static void kv_bin(const char *k, const void *p, size_t n)
 }
 
 /* refuse {errno, message, fatal} */
+/* Acknowledgements waiting to be sent: appends accepted since the last ack.
+** One ack covers every append read in one go (the producer's queue arrives
+** as one batch), and is sent before the process would wait for more input,
+** before any other message, and at ACK_MAX: a producer waiting for its
+** append is answered as soon as nothing more is there to read. */
+#define ACK_MAX 1024
+static struct {
+  airlock_ledger *l;      /* the open session, once there is one */
+  uint64_t n, bytes, seq; /* appends accepted, their bytes, the last one's seq */
+} acks;
+
+static void kv_bin(const char *k, const void *p, size_t n);
+static void kv_u64(const char *k, uint64_t v);
+
+static void refuse(int e, const char *message, int fatal);
+
+static void send_acks(void)
+{
+  if (acks.n == 0 || acks.l == NULL)
+    return;
+  /* accepted means in the journal: the records kept in memory are written first */
+  int rc = airlock_ledger_write_out(acks.l);
+  if (rc < 0) {
+    acks.n = acks.bytes = 0;   /* none of them was accepted */
+    refuse(rc, airlock_ledger_error(acks.l), 0);
+    return;
+  }
+  uint8_t h[AIRLOCK_LEDGER_HASH_LEN];
+  airlock_ledger_head(acks.l, NULL, h);
+  begin("ack", 7);
+  kv_u64("seq", acks.seq);
+  kv_u64("n", acks.n);
+  kv_u64("bytes", acks.bytes);
+  kv_bin("hash", h, sizeof h);
+  kv_u64("durable", airlock_ledger_durable_seq(acks.l));
+  airlock_pack_cstr(&pk, "due");   /* ms until this process commits on its own; -1: none due */
+  msgpack_pack_int64(&pk, airlock_ledger_sync_due_ms(acks.l));
+  acks.n = acks.bytes = 0;
+  send_frame();
+}
+
 static void refuse(int e, const char *message, int fatal)
 {
+  send_acks();   /* what was accepted before this is answered first, in order */
   begin("refuse", 4);
   kv_u64("errno", (uint64_t)(e < 0 ? -e : e));
   kv_str("message", message);
@@ -221,7 +263,8 @@ static void prepare(void)
 /* ------------------------------------------------------------------ frames in */
 
 static airlock_frame_reader rd;
-static msgpack_unpacked msg;
+static msgpack_zone msg_zone;   /* the last frame's decoded objects; cleared for the next */
+static msgpack_object msg;
 
 /* The next frame from the client, decoded, or NULL at EOF. poll_ms: wait at
 ** most this long (-1: forever); *timed_out is set when it passed. */
@@ -229,6 +272,13 @@ static const msgpack_object *next_frame(int poll_ms, int *timed_out)
 {
   *timed_out = 0;
   airlock_frame_reader_reset(&rd);
+  /* Nothing read ahead and nothing more on the socket: the acks go out now,
+  ** before this process waits (the read below may block). */
+  if (acks.n > 0 && rd.ahead_len == 0) {
+    struct pollfd p = { .fd = CHAN, .events = POLLIN };
+    if (airlock_frame_reader_drained(&rd) || poll(&p, 1, 0) == 0)
+      send_acks();
+  }
   for (;;) {
     int rc = airlock_frame_read_fd(&rd, CHAN);
     if (rc == AIRLOCK_FRAME_READY)
@@ -236,6 +286,7 @@ static const msgpack_object *next_frame(int poll_ms, int *timed_out)
     if (rc == AIRLOCK_FRAME_EOF)
       return NULL;
     if (rc == AIRLOCK_FRAME_AGAIN) {
+      send_acks();   /* nothing more to read now: answer what was */
       struct pollfd p = { .fd = CHAN, .events = POLLIN };
       int n = poll(&p, 1, poll_ms);
       if (n == 0) {
@@ -256,13 +307,16 @@ static const msgpack_object *next_frame(int poll_ms, int *timed_out)
   if (airlock_msg_check(rd.body, rd.len, why, sizeof why) < 0)
     die(LEDGER_EXIT_PROTOCOL, -EPROTO, "ledger: protocol: the producer sent bytes that are not "
         "one message (%s)", why);
-  msgpack_unpacked_destroy(&msg);
-  msgpack_unpacked_init(&msg);
+  msgpack_zone_clear(&msg_zone);
+  if (rd.len > (64u << 10)) {   /* a big frame's chunk is not kept for the next ones */
+    msgpack_zone_destroy(&msg_zone);
+    msgpack_zone_init(&msg_zone, 4096);
+  }
   size_t off = 0;
-  if (msgpack_unpack_next(&msg, (const char *)rd.body, rd.len, &off) != MSGPACK_UNPACK_SUCCESS ||
-      msg.data.type != MSGPACK_OBJECT_MAP)
+  if (msgpack_unpack((const char *)rd.body, rd.len, &off, &msg_zone, &msg) != MSGPACK_UNPACK_SUCCESS ||
+      off != rd.len || msg.type != MSGPACK_OBJECT_MAP)
     die(LEDGER_EXIT_PROTOCOL, -EPROTO, "ledger: protocol: a message must be a map");
-  return &msg.data;
+  return &msg;
 }
 
 /* A packed map carried as bin (fields, session), checked as untrusted bytes
@@ -355,7 +409,8 @@ static int serve_write(int argc, char **argv)
   msgpack_zone_init(&zone, 4096);
   msgpack_object sfields;
   airlock_ledger_opts o = { .create = (int)create, .durability = durability,
-                            .batch_ms = (unsigned)batch_ms, .seal_bytes = seal_bytes };
+                            .batch_ms = (unsigned)batch_ms, .seal_bytes = seal_bytes,
+                            .coalesce = 1 };   /* written once per batch of requests, before its ack */
   o.session_fields = blob_map(m, "session", &zone, &sfields);
   airlock_ledger *l;
   airlock_ledger_report rep;
@@ -375,6 +430,8 @@ static int serve_write(int argc, char **argv)
     return LEDGER_EXIT_OPEN;
   }
   hello(l, &rep);
+  acks.l = l;
+  msgpack_zone_init(&zone, 4096);
 
   for (;;) {
     int due = airlock_ledger_sync_due_ms(l);
@@ -402,12 +459,11 @@ static int serve_write(int argc, char **argv)
       kbuf[kn] = '\0';
       if (memchr(kind, '\0', kn) != NULL)
         kbuf[0] = '\0';
-      msgpack_zone_init(&zone, 4096);
+      msgpack_zone_clear(&zone);   /* one zone for every append: no allocation per record */
       msgpack_object fobj;
       const msgpack_object *fields = blob_map(m, "fields", &zone, &fobj);
       uint64_t before = airlock_ledger_size(l), seq = 0;
       if (max_bytes > 0 && before >= max_bytes) {
-        msgpack_zone_destroy(&zone);
         snprintf(err, sizeof err, "ledger: the session's journal has reached %" PRIu64 " bytes, "
                  "its bound of %" PRIu64 " (the open's max_bytes); nothing more is "
                  "recorded, so nothing more is performed", before, max_bytes);
@@ -415,22 +471,21 @@ static int serve_write(int argc, char **argv)
         continue;
       }
       rc = airlock_ledger_append(l, kbuf, run, fields, &seq);
-      msgpack_zone_destroy(&zone);
+      if (rd.len > (64u << 10)) {   /* a big record's chunk is not kept for the next ones */
+        msgpack_zone_destroy(&zone);
+        msgpack_zone_init(&zone, 4096);
+      }
       if (rc < 0) {
         refuse(rc, airlock_ledger_error(l), 0);
         continue;
       }
-      uint8_t h[AIRLOCK_LEDGER_HASH_LEN];
-      airlock_ledger_head(l, NULL, h);
-      begin("ack", 6);
-      kv_u64("seq", seq);
-      kv_u64("bytes", airlock_ledger_size(l) - before);
-      kv_bin("hash", h, sizeof h);
-      kv_u64("durable", airlock_ledger_durable_seq(l));
-      airlock_pack_cstr(&pk, "due");   /* ms until this process commits on its own; -1: none due */
-      msgpack_pack_int64(&pk, airlock_ledger_sync_due_ms(l));
-      send_frame();
+      acks.n++;
+      acks.bytes += airlock_ledger_size(l) - before;
+      acks.seq = seq;
+      if (acks.n >= ACK_MAX)
+        send_acks();
     } else if (ledger_proto_is(m, "flush")) {
+      send_acks();
       rc = airlock_ledger_flush(l);
       if (rc < 0) {
         refuse(rc, airlock_ledger_error(l), 0);
@@ -449,6 +504,9 @@ static int serve_write(int argc, char **argv)
           "flush or close)", (int)(tn > 32 ? 32 : tn), t);
     }
   }
+  send_acks();
+  acks.l = NULL;
+  msgpack_zone_destroy(&zone);
   /* durability none promised no sync, and gets none at the end either */
   rc = durability == AIRLOCK_DURABLE_NONE ? 0 : airlock_ledger_flush(l);
   snprintf(err, sizeof err, "%s", rc < 0 ? airlock_ledger_error(l) : "");
@@ -630,7 +688,7 @@ int main(int argc, char **argv)
     _exit(LEDGER_EXIT_USAGE);
   memcpy(grant, g, sizeof grant);
   airlock_frame_reader_init(&rd, LEDGER_PROTO_FRAME_MAX);
-  msgpack_unpacked_init(&msg);
+  msgpack_zone_init(&msg_zone, 4096);
   if (strcmp(mode, "write") == 0) return serve_write(argc, argv);
   if (strcmp(mode, "read") == 0) return serve_read(argc, argv);
   if (strcmp(mode, "verify") == 0) return serve_verify(argc, argv);

@@ -70,14 +70,23 @@ recorder.__index = recorder
 --- max_bytes bounds what the run's records may hold in all (the policy's
 --- limits.ledger): past it every record is refused but the run's end (pause,
 --- done), so a flood of calls ends the run with cause ledger, not the disk.
+---
+--- What waits for the ledger process. A record that admits something (call,
+--- note, nest, init, pause, done) is appended and waited for: the handler
+--- runs only once it is accepted. An answer (reply) is queued and goes out
+--- with the next waited record, in one round trip with it: the guest may see
+--- its answer before the reply is accepted, and a refused reply makes the
+--- next record fail (the ledger process's refusals are sticky), so nothing
+--- more is performed. Durability "always" waits for every record, replies too.
 function M.recorder(ledger, run, redact, max_bytes)
-  return setmetatable({ ledger = ledger, run = run, redact = redact, bytes = 0,
+  local queue_replies = not (ledger.durability and ledger:durability() == "always")
+  return setmetatable({ ledger = ledger, run = run, redact = redact, bytes = 0, queue_replies = queue_replies,
                         max_bytes = max_bytes or M.LEDGER_MAX_DEFAULT }, recorder)
 end
 
 M.LEDGER_MAX_DEFAULT = require("airlock.policy").default("limits.ledger")
 
-function recorder:append(kind, fields)
+function recorder:append(kind, fields, queued)
   if self.redact and fields then fields = self.redact(fields) end
   if self.max_bytes > 0 and self.bytes >= self.max_bytes and kind ~= "done" and kind ~= "pause" then
     local err = string.format("ledger: this run's records have reached %d bytes, the policy's limits.ledger " ..
@@ -85,7 +94,9 @@ function recorder:append(kind, fields)
     self.failed = err
     return nil, err
   end
-  local seq, bytes = self.ledger:append(kind, self.run, fields)
+  -- bytes: what this record and the queued ones accepted with it added (the
+  -- ledger counts each record once, in the waited append that follows it)
+  local seq, bytes = self.ledger:append(kind, self.run, fields, not queued)
   if not seq then
     self.failed = bytes
     return nil, bytes
@@ -101,7 +112,7 @@ function recorder:reply(id, effect, ok, v, deferred, code)
   local fields = { id = id, effect = effect, status = ok and "ok" or "err", deferred = deferred or nil,
                    code = not ok and type(code) == "string" and code or nil }
   if ok then fields.value = v else fields.error = tostring(v) end
-  return self:append("reply", fields)
+  return self:append("reply", fields, self.queue_replies)
 end
 
 --- denied(id, effect): records a call of an effect the policy does not grant

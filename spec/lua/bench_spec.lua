@@ -175,6 +175,17 @@ describe("airlock bench ledger --quick --json", function()
     positive(r.sqlite.inserts_per_s, "sqlite")
     positive(r.verify.mb_per_s, "verify")
     positive(r.ratios.batch_over_sqlite, "batch/sqlite")
+    -- the ledger process against its baselines of the same run
+    positive(r.process_batch_queued.records_per_s, "process queued")
+    positive(r.batch_interleaved.records_per_s, "in-process batch, interleaved")
+    positive(r.process_always.records_per_s, "process always")
+    positive(r.fdatasync.per_s, "fdatasync alone")
+    for _, k in ipairs { "process_over_batch", "process_over_sqlite", "always_over_fdatasync" } do
+      positive(r.ratios[k], k)
+      assert.is_boolean(r.met[k], k)
+    end
+    assert.are.equal(0.8, r.targets.process_over_batch)
+    assert.are.equal(1.2, r.targets.always_over_fdatasync)
   end)
 end)
 

@@ -230,6 +230,43 @@ describe("a producer of a stalled ledger process", function()
   end)
 end)
 
+describe("a ledger process that lies in its acknowledgements", function()
+  after_each(rmdirs)
+  local core = require "airlock.core"
+  local FAKE = io.popen("pwd"):read("l") .. "/spec/fixtures/lying_ledgerd.py"
+
+  -- A ledger program that runs the fixture in one mode.
+  local function program(mode)
+    local path = os.tmpname()
+    local f = assert(io.open(path, "w"))
+    f:write("#!/bin/sh\nexec /usr/bin/python3 ", FAKE, " ", mode, ' "$@"\n')
+    f:close()
+    os.execute("chmod 755 " .. path)
+    return path
+  end
+
+  it("is believed only for the appends it was sent, in order: one more, a skipped seq, none", function()
+    local honest = program("honest")
+    local L = assert(core.ledger_proc_open(honest, tmpdir(), { create = true }))
+    assert.equal(2, (L:append("call", 1, { n = 1 })))   -- the control: the fixture speaks the protocol
+    assert.equal(3, (L:append("call", 1, { n = 2 })))
+    L:close()
+    os.remove(honest)
+    for _, mode in ipairs { "over", "skip", "zero" } do
+      local prog = program(mode)
+      local l = assert(core.ledger_proc_open(prog, tmpdir(), { create = true }))
+      local pid = l:pid()
+      local seq, err = l:append("call", 1, { n = 1 })
+      assert.is_nil(seq, mode)
+      assert.matches("sent an acknowledgement that does not follow the last one; it was killed", err, 1, false)
+      assert.is_nil(l:append("call", 1, { n = 2 }), mode)   -- sticky: nothing more is recorded
+      assert.is_falsy(os.execute("kill -0 " .. pid .. " 2>/dev/null"), mode .. ": still alive")
+      l:close()
+      os.remove(prog)
+    end
+  end)
+end)
+
 describe("a hostile producer", function()
   after_each(rmdirs)
 
