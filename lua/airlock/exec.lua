@@ -389,7 +389,9 @@ function M.exec(opts, broker)
   local ledger_owned
   if net and type(ledger) == "string" then
     local lerr
-    ledger, lerr = require("airlock.ledger").open(ledger, { create = true, durability = opts.durability or "batch" })
+    local lmod = require "airlock.ledger"
+    ledger, lerr = lmod.open(ledger, { create = true, durability = opts.durability or "batch",
+                                       max_bytes = lmod.session_max(pol) })
     if not ledger then return nil, lerr, "ledger" end
     ledger_owned = setmetatable({}, { __close = function() ledger:close() end })
   end
