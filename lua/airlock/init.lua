@@ -210,8 +210,8 @@ local function record_run(st, handlers, opts, internal, rp, what, serial, seed)
   if not ledger then return true end
   local resume_of, nested = internal.resume_of, internal.nested
   -- The session's bound: the policy's, when this run opened the session; a
-  -- nested run's is its parent's.
-  st.ledger_bound = owned and bound or nested and nested.parent.ledger_bound or nil
+  -- nested run's is its parent's; airlock.exec's, when it opened it.
+  st.ledger_bound = owned and bound or nested and nested.parent.ledger_bound or internal.ledger_bound
   local rec = session.recorder(st.ledger_bound and lmod.naming_bound(ledger, st.ledger_bound) or ledger,
     nested and nested.ledger_run or resume_of and resume_of.run or serial,
     rp.redact, nested and nested.max_bytes or rp.limits.ledger)
@@ -463,7 +463,9 @@ end
 -- package's own callers give: { program = airlock.exec's program (its name,
 -- argv, plan, deadline_ms, capture), serve = a journal's server (replay,
 -- resume), resume_inputs = the inputs the journal's resumes gave, resume_of =
--- {input, run}: the resume to record }. -> run, or nil, message, code.
+-- {input, run}: the resume to record, ledger_bound = the session bound an
+-- open opts.ledger was opened with (airlock.exec's), for the refusal's
+-- message }. -> run, or nil, message, code.
 local function start_run(b, opts, internal)
   internal = internal or {}
   local rp, err, code = run_policy(b, opts, internal)

@@ -79,6 +79,15 @@ end
 
 local GUEST = 'print("one") print("two") return 42'
 
+describe("core.hmac_sha256", function()
+  it("is HMAC-SHA256 (RFC 4231, test cases 1 and 2)", function()
+    assert.are.equal("b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7",
+      core.hmac_sha256(string.rep("\x0b", 20), "Hi There"))
+    assert.are.equal("5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843",
+      core.hmac_sha256("Jefe", "what do ya want for nothing?"))
+  end)
+end)
+
 for _, who in ipairs(WHO) do
   describe("ledger checkpoints (as " .. who .. ")", function()
     local root, dir, cp, id
@@ -210,6 +219,33 @@ for _, who in ipairs(WHO) do
       out, rc = cli(who, "ledger verify " .. dir .. " --checkpoint " .. cp)
       assert.are.equal(0, rc, out)
       assert.matches("2 checkpoints match", out)
+    end)
+
+    it("checks a line for every record in one walk, and refuses a file of more lines than one walk asks for", function()
+      local lines = {}
+      for line in cli(who, "ledger show " .. dir .. " --json"):gmatch("[^\n]+") do
+        local rec = require("dkjson").decode(line)
+        lines[#lines + 1] = string.format("airlock-checkpoint-v1 session=%s seq=%d hash=%s time=2026-01-01T00:00:00Z",
+          id, rec.seq, rec.hash)
+      end
+      assert.are.equal(7, #lines)
+      H.write(cp, table.concat(lines, "\n") .. "\n")
+      local out, rc = cli(who, "ledger verify " .. dir .. " --checkpoint " .. cp)
+      assert.are.equal(0, rc, out)
+      assert.matches("7 checkpoints match", out)
+      local many = {}
+      for i = 1, 4097 do many[i] = lines[1]:gsub("seq=1 ", "seq=" .. i .. " ") end
+      H.write(cp, table.concat(many, "\n") .. "\n")
+      out, rc = cli(who, "ledger verify " .. dir .. " --checkpoint " .. cp)
+      assert.are.equal(2, rc, out)
+      assert.matches("holds more than 4096 checkpoints", out)
+      -- 4096 of them is one walk: the first matches, the rest are past the journal's end
+      H.write(cp, table.concat(many, "\n", 1, 4096) .. "\n")
+      out, rc = cli(who, "ledger verify " .. dir .. " --checkpoint " .. cp .. " --json")
+      assert.are.equal(1, rc, out)
+      local j = require("dkjson").decode(out)
+      assert.are.same({ 4096, true, "altered", "truncated" },
+        { #j.checkpoints, j.checkpoints[1].ok, j.checkpoints[2].damage, j.checkpoints[4096].damage })
     end)
 
     it("refuses a checkpoint file inside the session, or reached through it", function()
@@ -381,6 +417,21 @@ for _, who in ipairs(WHO) do
       -- the control: the same guest under the default bound (1 GiB) records it all
       out, rc = cli(who, "run -e '" .. FLOOD .. "' --json --ledger " .. root .. "/s2")
       assert.are.equal(0, rc, out)
+    end)
+
+    it("bounds airlock exec's session too, and its ledger error names the field", function()
+      H.write(root .. "/tiny.lua", 'return require("airlock.policy").extend("tool", ' ..
+        '{ name = "tiny", ledger = { max_bytes = 300 } })')
+      os.execute("mkdir " .. root .. "/ws")
+      owned(who, root)
+      local out, rc = cli(who, "exec --policy " .. root .. "/tiny.lua --workspace " .. root .. "/ws --ledger " ..
+        root .. "/s --json -- true")
+      assert.are.equal(0, rc, out)   -- the program ran; its end could not be recorded
+      local j = require("dkjson").decode(out)
+      assert.matches("its bound of 300 bytes, the policy's ledger.max_bytes", j.ledger.error)
+      out, rc = cli(who, "exec --workspace " .. root .. "/ws --ledger " .. root .. "/s2 --json -- true")
+      assert.are.equal(0, rc, out)
+      assert.is_nil(require("dkjson").decode(out).ledger.error)
     end)
   end)
 end

@@ -109,7 +109,11 @@ function M.main(args, cli)
       local note = torn_note(rep)
       if note then io.stdout:write(note, "\n") end
     else
-      io.stdout:write(string.format("ledger %s: damaged at seq %d: %s\n", dir, rep.first_bad_seq, rep.reason))
+      if rep.damage == "forged" then   -- the checkpoint file fails, whatever the journal holds
+        io.stdout:write(string.format("ledger %s: not verified: %s\n", dir, rep.reason))
+      else
+        io.stdout:write(string.format("ledger %s: damaged at seq %d: %s\n", dir, rep.first_bad_seq, rep.reason))
+      end
       for _, r in ipairs(rep.checkpoints or {}) do
         if not r.ok and r.reason ~= rep.reason then io.stdout:write("  ", r.reason, "\n") end
       end
