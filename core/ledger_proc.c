@@ -886,9 +886,11 @@ void airlock_ledger_proc_reader_close(airlock_ledger_proc_reader *r)
   free(r);
 }
 
-/* Runs a one-answer mode (verify, branch) and reads its end message. */
+/* Runs a one-answer mode (verify, branch) and reads its end message; on_end,
+** when given, reads more of it (and may refuse it: -errno). */
 static int one_shot(const char *program, const char *const *argv, airlock_ledger_report *rep,
-                    char *err, size_t errlen)
+                    char *err, size_t errlen,
+                    int (*on_end)(const msgpack_object *m, void *ctx), void *ctx)
 {
   struct child c;
   int rc = child_start(&c, argv, err, errlen);
@@ -903,6 +905,11 @@ static int one_shot(const char *program, const char *const *argv, airlock_ledger
     ledger_proto_read_report(airlock_msg_field(m, "report"), rep);
     msg_text(m, "message", err, errlen);
     rc = v < 0 ? (v < -4095 ? -EIO : (int)v) : 0;
+    int erc = on_end && (rc == 0 || rc == -EBADMSG) ? on_end(m, ctx) : 0;
+    if (erc < 0) {
+      rc = ledger_fail(err, errlen, erc, "ledger: the ledger process %s sent a malformed answer", program);
+      snprintf(rep->reason, sizeof rep->reason, "io: %.240s", err);
+    }
   } else {
     kill(c.pid, SIGKILL);
     child_reap(&c, 1000);
@@ -933,7 +940,81 @@ int airlock_ledger_proc_verify(const char *program, const char *dir, const uint6
   if (checkpoint_seq)
     airlock_ledger_format_checkpoint(*checkpoint_seq, checkpoint_hash, cp, sizeof cp);
   const char *argv[] = { program, "verify", dir, grant, checkpoint_seq ? cp : NULL, NULL };
-  int rc = one_shot(program, argv, rep, err, sizeof err);
+  int rc = one_shot(program, argv, rep, err, sizeof err, NULL, NULL);
+  if (rc < 0 && rep->reason[0] == '\0')
+    snprintf(rep->reason, sizeof rep->reason, "io: %.240s", err);
+  return rc;
+}
+
+struct verify_at {
+  const uint64_t *seqs;
+  size_t n;
+  uint8_t (*hashes)[AIRLOCK_LEDGER_HASH_LEN];
+  uint8_t *found;
+};
+
+/* at = [[seq, hash], ...]: each a seq asked for, in order, with 32 bytes. */
+static int read_at(const msgpack_object *m, void *ctx)
+{
+  struct verify_at *va = ctx;
+  const msgpack_object *at = airlock_msg_field(m, "at");
+  if (at == NULL || at->type != MSGPACK_OBJECT_ARRAY || at->via.array.size > va->n)
+    return -EPROTO;
+  size_t k = 0;
+  for (uint32_t i = 0; i < at->via.array.size; i++) {
+    const msgpack_object *e = &at->via.array.ptr[i];
+    if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size != 2 ||
+        e->via.array.ptr[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
+        e->via.array.ptr[1].type != MSGPACK_OBJECT_BIN ||
+        e->via.array.ptr[1].via.bin.size != AIRLOCK_LEDGER_HASH_LEN)
+      return -EPROTO;
+    uint64_t seq = e->via.array.ptr[0].via.u64;
+    while (k < va->n && va->seqs[k] < seq)
+      k++;
+    if (k == va->n || va->seqs[k] != seq)
+      return -EPROTO;   /* a seq not asked for, or out of order */
+    memcpy(va->hashes[k], e->via.array.ptr[1].via.bin.ptr, AIRLOCK_LEDGER_HASH_LEN);
+    va->found[k++] = 1;
+  }
+  return 0;
+}
+
+int airlock_ledger_proc_verify_at(const char *program, const char *dir, const uint64_t *seqs, size_t n,
+                                  uint8_t (*hashes)[AIRLOCK_LEDGER_HASH_LEN], uint8_t *found,
+                                  airlock_ledger_report *rep)
+{
+  memset(rep, 0, sizeof *rep);
+  if (n == 0 || n > AIRLOCK_LEDGER_PROC_AT_MAX) {
+    snprintf(rep->reason, sizeof rep->reason, "io: between 1 and %d checkpoint seqs, not %zu",
+             AIRLOCK_LEDGER_PROC_AT_MAX, n);
+    return -E2BIG;
+  }
+  size_t cap = n * 21 + 1;
+  char *list = malloc(cap);
+  if (list == NULL) {
+    snprintf(rep->reason, sizeof rep->reason, "io: out of memory");
+    return -ENOMEM;
+  }
+  size_t len = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (seqs[i] == 0 || (i > 0 && seqs[i] <= seqs[i - 1])) {
+      free(list);
+      snprintf(rep->reason, sizeof rep->reason, "io: checkpoint seqs must be >= 1 and increasing");
+      return -EINVAL;
+    }
+    len += (size_t)snprintf(list + len, cap - len, "%s%" PRIu64, i ? "," : "", seqs[i]);
+    found[i] = 0;
+  }
+  char grant[LEDGER_PROTO_GRANT_HEX + 1], err[256];
+  if (draw_grant(grant) < 0) {
+    free(list);
+    snprintf(rep->reason, sizeof rep->reason, "io: getrandom for the grant failed");
+    return -EIO;
+  }
+  const char *argv[] = { program, "verify", dir, grant, "--at", list, NULL };
+  struct verify_at va = { seqs, n, hashes, found };
+  int rc = one_shot(program, argv, rep, err, sizeof err, read_at, &va);
+  free(list);
   if (rc < 0 && rep->reason[0] == '\0')
     snprintf(rep->reason, sizeof rep->reason, "io: %.240s", err);
   return rc;
@@ -951,7 +1032,7 @@ int airlock_ledger_proc_branch(const char *program, const char *src, uint64_t at
   const char *argv[] = { program, "branch", src, at, dst, grant, NULL };
   airlock_ledger_report rep;
   if (err && errlen) err[0] = '\0';
-  return one_shot(program, argv, &rep, err, errlen);
+  return one_shot(program, argv, &rep, err, errlen, NULL, NULL);
 }
 
 int airlock_ledger_proc_probe(const char *program, const char *dir,

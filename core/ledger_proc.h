@@ -115,6 +115,18 @@ void airlock_ledger_proc_reader_close(airlock_ledger_proc_reader *r);
 int airlock_ledger_proc_verify(const char *program, const char *dir, const uint64_t *checkpoint_seq,
                                const uint8_t checkpoint_hash[AIRLOCK_LEDGER_HASH_LEN],
                                airlock_ledger_report *rep);
+/* The most seqs one airlock_ledger_proc_verify_at asks about. */
+#define AIRLOCK_LEDGER_PROC_AT_MAX 4096
+
+/* One walk, in a read-only ledger process, that verifies the whole journal as
+** airlock_ledger_proc_verify does (no checkpoint) and learns the chain hash at
+** each of seqs[0..n) (>= 1, strictly increasing, 1 <= n <= AT_MAX): found[i]
+** is 1 and hashes[i] set for each seq the journal reaches before any damage,
+** else found[i] is 0. Returns as airlock_ledger_proc_verify (-EBADMSG: damage,
+** reported in rep). The caller compares the hashes with its checkpoints. */
+int airlock_ledger_proc_verify_at(const char *program, const char *dir, const uint64_t *seqs, size_t n,
+                                  uint8_t (*hashes)[AIRLOCK_LEDGER_HASH_LEN], uint8_t *found,
+                                  airlock_ledger_report *rep);
 /* airlock_ledger_branch, in a ledger process that may read src and write dst. */
 int airlock_ledger_proc_branch(const char *program, const char *src, uint64_t at_seq,
                                const char *dst, char *err, size_t errlen);

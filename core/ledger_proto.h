@@ -9,7 +9,7 @@
 ** kind. The ledger process is started with its grant on argv, by the host:
 **   airlock-ledgerd write  DIR GRANT DURABILITY BATCH_MS CREATE MAX_BYTES
 **   airlock-ledgerd read   DIR GRANT
-**   airlock-ledgerd verify DIR GRANT [SEQ:HEX]
+**   airlock-ledgerd verify DIR GRANT [SEQ:HEX | --at SEQ,SEQ,...]
 **   airlock-ledgerd branch SRC AT DST GRANT
 **   airlock-ledgerd probe  DIR GRANT     (confines itself as write does, then
 **                                         tries to leave: for the specs)
@@ -40,6 +40,8 @@
 ** read / verify / branch / probe modes send, unasked:
 **   rec     {t, seq, offset, hash = bin32, body = bin}   (read) one verified record
 **   end     {t, rc, report = {...}, message}             (read, verify, branch)
+**           verify --at adds at = [[seq, hash = bin32], ...]: the chain hash
+**           at each seq asked for that the journal reaches, in order
 **   probe   {t, name, rc}                                (probe) one attempt's errno
 */
 #ifndef AIRLOCK_LEDGER_PROTO_H

@@ -386,10 +386,13 @@ function M.exec(opts, broker)
   -- With a proxy, the ledger stays open past the program's end, for the
   -- records of connections that end after it (net.end).
   local ledger = opts.ledger
-  local ledger_owned
+  local ledger_owned, ledger_bound
   if net and type(ledger) == "string" then
     local lerr
-    ledger, lerr = require("airlock.ledger").open(ledger, { create = true, durability = opts.durability or "batch" })
+    local lmod = require "airlock.ledger"
+    ledger_bound = lmod.session_max(pol)
+    ledger, lerr = lmod.open(ledger, { create = true, durability = opts.durability or "batch",
+                                       max_bytes = ledger_bound })
     if not ledger then return nil, lerr, "ledger" end
     ledger_owned = setmetatable({}, { __close = function() ledger:close() end })
   end
@@ -398,6 +401,7 @@ function M.exec(opts, broker)
   local run, err, code = start_run(b, { policy = pol, ledger = ledger, durability = opts.durability }, {
     program = { name = argv[1], argv = full, plan = plan,
                 deadline_ms = deadline and deadline > 0 and deadline or nil, capture = capture },
+    ledger_bound = ledger_bound,
   })
   if pty then
     pty:close_slave()

@@ -43,11 +43,14 @@ local START_KEYS = { guest = true, name = true, policy = true, input = true, see
                      ledger = true, durability = true }
 
 -- opts.ledger: an open ledger (airlock.ledger.open), or a directory to create
--- a session in (closed when the run ends). Returns ledger, owned, or nil, message.
-local function open_ledger(l, durability)
+-- a session in (closed when the run ends), bounded by max_bytes (the policy's
+-- ledger.max_bytes; an open ledger keeps the bound it was opened with).
+-- Returns ledger, owned, or nil, message.
+local function open_ledger(l, durability, max_bytes)
   if l == nil then return nil end
   if type(l) == "string" then
-    local ledger, err = require("airlock.ledger").open(l, { create = true, durability = durability or "batch" })
+    local ledger, err = require("airlock.ledger").open(l, { create = true, durability = durability or "batch",
+                                                           max_bytes = max_bytes })
     if not ledger then return nil, nil, err end
     return ledger, true
   end
@@ -200,11 +203,17 @@ end
 -- its handler runs, every answer after. record, handlers, ... -> true (the
 -- record has its recorder, ledger, owned; handlers are wrapped), or nil, message, "ledger".
 local function record_run(st, handlers, opts, internal, rp, what, serial, seed)
-  local ledger, owned, lerr = open_ledger(opts.ledger, opts.durability)
+  local lmod = require "airlock.ledger"
+  local bound = lmod.session_max(rp.policy)
+  local ledger, owned, lerr = open_ledger(opts.ledger, opts.durability, bound)
   if lerr then return nil, lerr, "ledger" end
   if not ledger then return true end
   local resume_of, nested = internal.resume_of, internal.nested
-  local rec = session.recorder(ledger, nested and nested.ledger_run or resume_of and resume_of.run or serial,
+  -- The session's bound: the policy's, when this run opened the session; a
+  -- nested run's is its parent's; airlock.exec's, when it opened it.
+  st.ledger_bound = owned and bound or nested and nested.parent.ledger_bound or internal.ledger_bound
+  local rec = session.recorder(st.ledger_bound and lmod.naming_bound(ledger, st.ledger_bound) or ledger,
+    nested and nested.ledger_run or resume_of and resume_of.run or serial,
     rp.redact, nested and nested.max_bytes or rp.limits.ledger)
   st.recorder, st.ledger, st.owned = rec, ledger, owned
   if nested then
@@ -454,7 +463,9 @@ end
 -- package's own callers give: { program = airlock.exec's program (its name,
 -- argv, plan, deadline_ms, capture), serve = a journal's server (replay,
 -- resume), resume_inputs = the inputs the journal's resumes gave, resume_of =
--- {input, run}: the resume to record }. -> run, or nil, message, code.
+-- {input, run}: the resume to record, ledger_bound = the session bound an
+-- open opts.ledger was opened with (airlock.exec's), for the refusal's
+-- message }. -> run, or nil, message, code.
 local function start_run(b, opts, internal)
   internal = internal or {}
   local rp, err, code = run_policy(b, opts, internal)

@@ -77,6 +77,39 @@ function M.open(dir, opts)
   return core.ledger_proc_open(prog, dir, opts)
 end
 
+-- ------------------------------------------------------------ the session's bound
+
+M.EDQUOT = 122   -- the errno of an append refused for the session's bound
+
+--- session_max(pol) -> the bytes a session recorded under policy pol may
+--- hold (its ledger.max_bytes, else the schema's default; 0: unbounded).
+function M.session_max(pol)
+  local v = type(pol) == "table" and type(pol.ledger) == "table" and pol.ledger.max_bytes or nil
+  if v == nil then v = require("airlock.policy").default("ledger.max_bytes") end
+  return v
+end
+
+--- naming_bound(L, bytes) -> L as a recorder sees it: its appends, but a
+--- refusal for the session's bound (EDQUOT) names the policy field that set
+--- it. Everything else is L's.
+function M.naming_bound(L, bytes)
+  local function append(_, kind, run, fields, wait)
+    local seq, b, errno = L:append(kind, run, fields, wait)
+    if seq == nil and errno == M.EDQUOT then
+      return nil, string.format("ledger: the session's journal has reached its bound of %d bytes, the " ..
+        "policy's ledger.max_bytes; nothing more is recorded, so nothing more is performed (raise " ..
+        "ledger.max_bytes, or record in a new session)", bytes), errno
+    end
+    return seq, b, errno
+  end
+  return setmetatable({}, { __index = function(_, k)
+    if k == "append" then return append end
+    local v = L[k]
+    if type(v) ~= "function" then return v end
+    return function(_, ...) return v(L, ...) end
+  end })
+end
+
 --- records(dir) -> iterator over the verified records, in order, streaming:
 --   for rec in ledger.records(dir) do ... end
 -- Each rec holds the body's fields (seq, kind, run, t, and the caller's) plus

@@ -36,6 +36,9 @@ void airlock_l_push_ledger_report(lua_State *L, const struct airlock_ledger_repo
 /* Adds ledger_proc_open, ledger_proc_records, ledger_proc_verify, ledger_proc_branch
 ** and ledger_proc_probe: the ledger in a process of its own (lledger_proc.c). */
 void airlock_l_open_ledger_proc(lua_State *L);
+/* Adds hmac_sha256, checkpoint_outside, checkpoint_key, checkpoint_append and
+** ledger_proc_verify_at: ledger checkpoints kept outside a session (lcheckpoint.c). */
+void airlock_l_open_checkpoint(lua_State *L);
 /* airlock.core.probe(): what this kernel can enforce, one {ok, detail} per layer (lprobe.c). */
 int airlock_l_probe(lua_State *L);
 /* core.channel_call: a program's one effect call over fd 3 (lcall.c). */

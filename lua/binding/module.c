@@ -190,6 +190,7 @@ int luaopen_airlock(lua_State *L) {
   airlock_l_open_broker(L);
   airlock_l_open_ledger(L);
   airlock_l_open_ledger_proc(L);
+  airlock_l_open_checkpoint(L);
   airlock_l_open_fs(L);
   airlock_l_open_pty(L);
   airlock_l_open_http(L);

@@ -189,7 +189,7 @@ end)
 describe("airlock ledger --json", function()
   it("is one JSON object when there is no journal to read, and the message names what failed once", function()
     local dk = require "dkjson"
-    for _, sub in ipairs { "verify", "show" } do
+    for _, sub in ipairs { "verify", "show", "checkpoint" } do
       local out, rc = run("ledger " .. sub .. " /nonexistent-ledger --json")
       assert.are.equal(2, rc)
       local r = assert(dk.decode(out), out)

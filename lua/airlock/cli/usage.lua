@@ -94,11 +94,18 @@ M.COMMANDS = {
   { name = "demo", synopsis = "",
     about = "A short tour: guests that succeed, fail and misbehave, one run per cause.",
     options = {}, exit = "0" },
-  { name = "ledger verify", synopsis = "DIR [--checkpoint SEQ:HASH] [--json]",
-    about = "Check a session's hash chain, and that the checkpoint's record is there unchanged.",
+  { name = "ledger verify", synopsis = "DIR [--checkpoint SEQ:HASH | --checkpoint FILE [--key KEYFILE]] [--json]",
+    about = "Check a session's hash chain, and that each checkpoint's record is there unchanged: " ..
+      "same session (else substituted), seq present (else truncated), same chain hash (else altered); " ..
+      "with --key, each line's MAC (else forged). One walk of the journal for all of a file's checkpoints.",
     options = { { "--checkpoint", "SEQ:HASH", "a head printed earlier (ledger head)" },
-                { "--json", nil, "one JSON object" } },
-    exit = "0 intact; 1 damaged; 2 bad usage or no journal" },
+                { "--checkpoint", "FILE", "every line of a file ledger checkpoint wrote (seqs increasing; " ..
+                  "at most 4 MiB, 4096 lines of at most 4 KiB)" },
+                { "--key", "KEYFILE", "the key the lines were written with: each must carry a MAC that " ..
+                  "verifies" },
+                { "--json", nil, "one JSON object, with one result per checkpoint" } },
+    exit = "0 intact; 1 damaged (or a checkpoint does not match); 2 bad usage, no journal, or a key or " ..
+      "checkpoint file that cannot be used" },
   { name = "ledger show", synopsis = "DIR [--json]",
     about = "Print one line (or JSON object) per record.",
     options = { { "--json", nil, "one JSON object per record" } },
@@ -106,6 +113,14 @@ M.COMMANDS = {
   { name = "ledger head", synopsis = "DIR",
     about = "Print the last record's checkpoint, SEQ:HASH.", options = {},
     exit = "0; 1 damaged; 2 bad usage or no journal" },
+  { name = "ledger checkpoint", synopsis = "DIR [--to FILE] [--key KEYFILE] [--json]",
+    about = "Write the session's head as one checkpoint line (airlock-checkpoint-v1: session id, seq, " ..
+      "chain hash, time), to keep outside the ledger's authority; read through a ledger process.",
+    options = { { "--to", "FILE", "append the line to FILE (created 0600; refused inside DIR)" },
+                { "--key", "KEYFILE", "add HMAC-SHA256 under the host's key (a file of yours, mode 0600, " ..
+                  "32 bytes or more, not a link, not inside DIR)" },
+                { "--json", nil, "one JSON object" } },
+    exit = "0 written; 1 damaged; 2 bad usage, no journal, or a key or FILE that cannot be used" },
   { name = "version", synopsis = "", about = "Print the version (also airlock --version).",
     options = {}, exit = "0" },
   { name = "help", synopsis = "[COMMAND] [--man [COMMAND] | --completion]",

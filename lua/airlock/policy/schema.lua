@@ -315,7 +315,10 @@ M.SCHEMA = section({
   }, { doc = "programs run by airlock exec (docs/TOOLS.md)" }),
   ledger = section({
     confine = PROCESS_CONFINE,
-  }, { doc = "the journal writer's process" }),
+    max_bytes = field(size, { doc = "bytes a session's journal may hold in all, over every run and resume " ..
+      "recorded in it (then cause ledger, naming this field; 0: unbounded). Enforced by the ledger process",
+      default = 1024 * 1024 * 1024, looser = UNLIMITED }),
+  }, { doc = "the journal writer's process, and the session it writes" }),
 }, { doc = "a policy" })
 
 -- ------------------------------------------------------------ walking the schema; lock paths
