@@ -5,7 +5,7 @@ local airlock = require "airlock"
 local policy = airlock.policy
 local H = require "helper"
 
-local STOCK = { "untrusted", "tool", "ledger", "dev" }
+local STOCK = { "untrusted", "tool", "dev" }
 
 -- A plain deep copy (frozen proxies walk through __pairs; handlers kept).
 local function copy(t)
@@ -399,13 +399,9 @@ describe("process authorities", function()
     -- no network: neither an inet promise nor a TCP port
     assert.is_nil(o.confine.landlock.connect)
     assert.is_nil(o.confine.seccomp.promises:match("inet"))
-
-    local l = policy.load("ledger")
-    assert.matches("needs the session directory", select(2, policy.authority(l, "ledger")))
-    local lo = assert(policy.authority(l, "ledger", { session = "/var/tmp/s1" }))
-    assert.same({ "/var/tmp/s1" }, lo.confine.landlock.read)
-    assert.same({ "/var/tmp/s1" }, lo.confine.landlock.write)
-    assert.same({}, lo.confine.landlock.exec)
+    -- the journal writer's process is not a policy's to configure
+    assert.matches("unknown role 'ledger'", select(2, policy.authority(t, "ledger")))
+    assert.has_error(function() policy.new { ledger = { confine = { namespaces = "all" } } } end)
   end)
 
   it("a tool under the stock tool authority writes its workspace and nothing else", function()
@@ -570,7 +566,7 @@ describe("stock policies", function()
 
   it("only dev is unconfined", function()
     assert.is_true(policy.unconfined(policy.load("dev")))
-    for _, name in ipairs { "untrusted", "tool", "ledger" } do assert.is_false(policy.unconfined(policy.load(name))) end
+    for _, name in ipairs { "untrusted", "tool" } do assert.is_false(policy.unconfined(policy.load(name))) end
     assert.is_true(policy.unconfined(policy { limits = { memory = "1M" } }))
   end)
 
@@ -635,7 +631,7 @@ describe("stock policies", function()
 end)
 
 describe("one confine vocabulary for guests and programs", function()
-  it("takes the same keys in confine, tool.confine and ledger.confine, and refuses what a role cannot use", function()
+  it("takes the same keys in confine and tool.confine, and refuses what a role cannot use", function()
     -- Same words everywhere: require and shared_net are a program's too now.
     local t = policy.new { tool = { confine = { namespaces = "all", shared_net = true, require = { "cgroup" },
                                                 landlock = { read = { "/usr" } }, seccomp = { promises = "stdio" } } } }
@@ -649,15 +645,15 @@ describe("one confine vocabulary for guests and programs", function()
     assert.has_error(function() policy.new { tool = { confine = { seccomp = true } } } end,
       "policy: tool.confine has seccomp = true, which is the guest worker's allowlist; a program needs its " ..
       "promises: seccomp = { promises = \"stdio rpath ...\" }")
-    assert.has_error(function() policy.new { ledger = { confine = { capabilities = "keep" } } } end,
-      "policy: ledger.confine has capabilities = \"keep\"; a program always loses its capabilities")
+    assert.has_error(function() policy.new { tool = { confine = { capabilities = "keep" } } } end,
+      "policy: tool.confine has capabilities = \"keep\"; a program always loses its capabilities")
     -- control: what each role can use loads
     assert.is_true(policy.is_policy(policy.new { confine = { landlock = true, seccomp = true },
                                                  tool = { confine = { landlock = true, seccomp = false } } }))
   end)
 
   it("judges loosening by the rule each field's schema entry names, the same in every section", function()
-    for _, section in ipairs { "confine", "tool.confine", "ledger.confine" } do
+    for _, section in ipairs { "confine", "tool.confine" } do
       local function nest(v)
         local out = v
         for part in section:reverse():gmatch("[^.]+") do out = { [part:reverse()] = out } end

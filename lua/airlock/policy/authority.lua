@@ -144,8 +144,6 @@ end
 ---             the workspace (opts.workspace, else tool.workspace) is added to
 ---             Landlock's read and write lists (and exec, with tool.workspace_exec)
 ---             and is the working directory
----   "ledger": airlock.spawn options; opts.session, the session directory, is
----             the one directory added to Landlock's read and write lists
 function M.authority(p, role, opts)
   p = freeze.new(p)
   opts = opts or {}
@@ -180,13 +178,8 @@ function M.authority(p, role, opts)
     o.deadline_ms = t.limits and t.limits.deadline_ms
     o.capture = t.limits and t.limits.capture
     return o
-  elseif role == "ledger" then
-    local l = p.ledger
-    if not l then return nil, string.format("policy '%s' has no ledger section (no authority for the ledger)", name) end
-    if opts.session == nil then return nil, "the ledger authority needs the session directory (opts.session)" end
-    return spawn_options(l.confine, { opts.session })
   end
-  return nil, string.format("policy: unknown role '%s' (worker, tool or ledger)", tostring(role))
+  return nil, string.format("policy: unknown role '%s' (worker or tool)", tostring(role))
 end
 
 --- unconfined(p) -> true when runs under p have no confinement at all: the

@@ -29,7 +29,7 @@ local function file_value(what)
   return t
 end
 
---- load(name_or_path): a stock policy by name ("untrusted", "tool", "ledger",
+--- load(name_or_path): a stock policy by name ("untrusted", "tool",
 --- "dev") or a Lua file that returns a policy table, validated as it is (no
 --- base under it: entry points use resolve). Returns the frozen policy, or
 --- nil, message.

@@ -96,8 +96,10 @@ local UNLIMITED = upper { zero = looser.INF }
 
 -- ------------------------------------------------------------ confinement
 -- One `confine` vocabulary for every process a policy runs: the guest worker
--- (top-level confine), programs (tool.confine) and the journal writer
--- (ledger.confine). A guest's worker opens no file and no socket (it reaches
+-- (top-level confine) and programs (tool.confine). The journal writer's
+-- process is not configured by policy: its confinement is fixed (ledger/main.c,
+-- SECURITY.md), since it must hold its libraries before Landlock narrows it to
+-- one directory, and no policy should loosen it. A guest's worker opens no file and no socket (it reaches
 -- the world through effects), so for it Landlock and seccomp are on or off:
 -- a ruleset with no rule, and the worker's fixed allowlist. A program names
 -- its paths, ports and promises. Each role refuses what it cannot use.
@@ -314,11 +316,10 @@ M.SCHEMA = section({
     }, { doc = "network for programs through the run's egress proxy (docs/TOOLS.md, \"Network\")" }),
   }, { doc = "programs run by airlock exec (docs/TOOLS.md)" }),
   ledger = section({
-    confine = PROCESS_CONFINE,
     max_bytes = field(size, { doc = "bytes a session's journal may hold in all, over every run and resume " ..
       "recorded in it (then cause ledger, naming this field; 0: unbounded). Enforced by the ledger process",
       default = 1024 * 1024 * 1024, looser = UNLIMITED }),
-  }, { doc = "the journal writer's process, and the session it writes" }),
+  }, { doc = "the session a run records into (its process's confinement is fixed: SECURITY.md)" }),
 }, { doc = "a policy" })
 
 -- ------------------------------------------------------------ walking the schema; lock paths
