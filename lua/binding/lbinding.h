@@ -27,10 +27,7 @@ void airlock_l_push_names(lua_State *L, const void *table, size_t stride, size_t
 const char *airlock_l_unknown_key(lua_State *L, int t, const char *const *keys);
 /* Adds broker() and defer() to the table on top of the stack; registers metatables. */
 void airlock_l_open_broker(lua_State *L);
-/* Adds ledger_open, ledger_records, ledger_verify, ledger_branch and sha256 to
-** the table on top of the stack; registers the ledger metatables (lledger.c). */
-void airlock_l_open_ledger(lua_State *L);
-/* Pushes a ledger report table (lledger.c); ok < 0 leaves the field out. */
+/* Pushes a ledger report table (lledger_proc.c); ok < 0 leaves the field out. */
 struct airlock_ledger_report;
 void airlock_l_push_ledger_report(lua_State *L, const struct airlock_ledger_report *rep, int ok);
 /* Adds ledger_proc_open, ledger_proc_records, ledger_proc_verify, ledger_proc_branch

@@ -4,6 +4,7 @@
 ** session's directory (a key, a checkpoint file), and one walk of a journal,
 ** in a read-only ledger process, that learns the chain hash at many seqs.
 **
+**   core.sha256(data)                        -> 64 lowercase hex digits
 **   core.hmac_sha256(key, data)              -> 64 lowercase hex digits
 **   core.checkpoint_outside(path, dir)       -> true, or nil, message
 **   core.checkpoint_key(path, dir)           -> key bytes, or nil, message
@@ -48,6 +49,20 @@ static void hex_of(const unsigned char *p, size_t n, char *out) {
     out[2 * i + 1] = digits[p[i] & 15];
   }
   out[2 * n] = '\0';
+}
+
+/* core.sha256(data) -> hex (the policy digest, specs) */
+static int l_sha256(lua_State *L) {
+  size_t len;
+  const char *s = luaL_checklstring(L, 1, &len);
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned n = 0;
+  if (EVP_Digest(s, len, md, &n, EVP_sha256(), NULL) != 1 || n != 32)
+    return luaL_error(L, "sha256: OpenSSL's digest failed");
+  char hex[65];
+  hex_of(md, 32, hex);
+  lua_pushstring(L, hex);
+  return 1;
 }
 
 /* core.hmac_sha256(key, data) -> hex */
@@ -269,6 +284,7 @@ static int l_verify_at(lua_State *L) {
 }
 
 void airlock_l_open_checkpoint(lua_State *L) {
+  lua_pushcfunction(L, l_sha256); lua_setfield(L, -2, "sha256");
   lua_pushcfunction(L, l_hmac_sha256); lua_setfield(L, -2, "hmac_sha256");
   lua_pushcfunction(L, l_outside); lua_setfield(L, -2, "checkpoint_outside");
   lua_pushcfunction(L, l_key); lua_setfield(L, -2, "checkpoint_key");

@@ -3,11 +3,13 @@
 ** Lua: airlock.core.ledger_proc_open and the airlock.ledger_proc userdata
 ** (the methods of airlock.ledger: append, head, checkpoint, flush, tick, ...,
 ** plus pid, grant and sync), ledger_proc_records, ledger_proc_verify,
-** ledger_proc_branch and ledger_proc_probe. airlock.ledger uses these, so no
-** host process opens a journal itself.
+** ledger_proc_branch and ledger_proc_probe. These are the module's only way
+** to a journal: no host process opens one itself.
 **
-** Conventions as lledger.c: an expected failure is nil, message, errno; a
-** wrong argument raises; damage met while iterating raises.
+** Conventions: an expected failure of the environment or of the journal is
+** nil, message, errno (the message is the C API's, "ledger: ..."); a wrong
+** argument raises; damage met while iterating raises, naming the seq and the
+** damage word ("altered", "deleted", ...).
 */
 #include "lbinding.h"
 #include "ledger.h"
@@ -34,6 +36,43 @@ typedef struct lpreader {
 } lpreader;
 
 enum { LUV_DIR = 1 };
+
+static void set_int(lua_State *L, const char *k, uint64_t v) {
+  lua_pushinteger(L, (lua_Integer)v);
+  lua_setfield(L, -2, k);
+}
+
+/* Pushes a report table. ok < 0 leaves the field out (a writer's open report).
+** first_bad_seq and damage (the reason's first word) only when damaged; reason
+** when there is one (a torn tail is reported there even when ok). */
+void airlock_l_push_ledger_report(lua_State *L, const airlock_ledger_report *rep, int ok) {
+  lua_createtable(L, 0, 10);
+  if (ok >= 0) {
+    lua_pushboolean(L, ok);
+    lua_setfield(L, -2, "ok");
+  }
+  set_int(L, "records", rep->records);
+  set_int(L, "last_seq", rep->last_seq);
+  set_int(L, "bytes", rep->bytes);
+  set_int(L, "torn_bytes", rep->torn_bytes);
+  char cp[96];
+  lua_pushstring(L, airlock_ledger_format_checkpoint(rep->last_seq, rep->head, cp, sizeof cp));
+  lua_setfield(L, -2, "head");
+  if (rep->session_id[0]) {
+    lua_pushstring(L, rep->session_id);
+    lua_setfield(L, -2, "session_id");
+  }
+  if (rep->first_bad_seq) set_int(L, "first_bad_seq", rep->first_bad_seq);
+  if (rep->reason[0]) {
+    lua_pushstring(L, rep->reason);
+    lua_setfield(L, -2, "reason");
+    if (ok == 0) {
+      size_t n = strcspn(rep->reason, ":");
+      lua_pushlstring(L, rep->reason, n);
+      lua_setfield(L, -2, "damage");
+    }
+  }
+}
 
 static int fail(lua_State *L, const char *message, int err) {
   lua_pushnil(L);

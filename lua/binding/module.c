@@ -188,7 +188,6 @@ int luaopen_airlock(lua_State *L) {
   airlock_install_preloads(L, airlock_embedded_files);
   lua_newtable(L);
   airlock_l_open_broker(L);
-  airlock_l_open_ledger(L);
   airlock_l_open_ledger_proc(L);
   airlock_l_open_checkpoint(L);
   airlock_l_open_fs(L);

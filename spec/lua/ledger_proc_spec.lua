@@ -99,6 +99,17 @@ describe("the ledger process", function()
     assert.is_nil(H.slurp(d .. "/../probe-outside"))
   end)
 
+  it("is the module's only way to a journal: no in-process open, reader, verify or branch", function()
+    local core = require "airlock.core"
+    for _, name in ipairs { "ledger_open", "ledger_records", "ledger_verify", "ledger_branch" } do
+      assert.is_nil(core[name], name)
+    end
+    -- the control: the ledger process's are there, and airlock.ledger uses them
+    for _, name in ipairs { "ledger_proc_open", "ledger_proc_records", "ledger_proc_verify", "ledger_proc_branch" } do
+      assert.is_function(core[name], name)
+    end
+  end)
+
   it("holds the journal alone: the host has no descriptor of it while a session is open", function()
     local d = tmpdir()
     local function host_fds_in(dir)
