@@ -547,7 +547,11 @@ function broker_methods:step(timeout)
       end
     end
   end
+  if session.settling() then
+    error("step: called from inside a handler (the broker is not re-entrant)", 2)
+  end
   local done, err, code = self:_step(timeout)
+  session.settle()   -- the notes that arrived: recorded, then handled, before anything ends
   if not done then return nil, err, code end
   if per then
     for _, st in pairs(per) do

@@ -123,6 +123,54 @@ function recorder:denied(id, effect)
                                reason = "not granted by the policy" })
 end
 
+-- Notes are recorded before their handlers run, as calls are, but without a
+-- round trip each: a note's record is queued and its handler kept, and the
+-- recorder settles its notes (waits until the ledger process has accepted
+-- their records, then runs their handlers, in order) before its run's next
+-- call, and every recorder settles at the end of each b:step. A guest's notes
+-- are thus handled in the step they arrived in, in order, before anything
+-- else of that run; what fails to be recorded is not performed.
+local unsettled = setmetatable({}, { __mode = "k" })   -- recorder -> true: notes kept
+local settling = false
+
+local function note_error(n, msg)
+  if type(n.ctx.on_note_error) == "function" then pcall(n.ctx.on_note_error, n.effect, msg) end
+end
+
+-- settle() -> true, or nil, message (the notes' records were refused: none
+-- of them was performed, and the run is ended with cause ledger).
+function recorder:settle()
+  local list = self.notes
+  if not list then return true end
+  self.notes, unsettled[self] = nil, nil
+  local ok, err = self.ledger:sync()
+  if not ok then
+    self.failed = self.failed or err
+    list[1].ctx.handle:abort("ledger", "ledger: the note could not be recorded, so it was not performed: " ..
+      tostring(err):gsub("^ledger: ", ""))
+    return nil, err
+  end
+  local was = settling
+  settling = true
+  for _, n in ipairs(list) do
+    local hok, herr = xpcall(n.handler, debug.traceback, n.args, n.ctx)
+    if not hok then note_error(n, herr) end
+  end
+  settling = was
+  return true
+end
+
+--- settle(): every recorder's kept notes, recorded and handled (b:step calls it).
+function M.settle()
+  while next(unsettled) do
+    local rec = next(unsettled)
+    rec:settle()
+  end
+end
+
+--- settling() -> true while kept notes' handlers run (b:step refuses then).
+function M.settling() return settling end
+
 -- Wraps a handler so its call is recorded before it runs and its answer after.
 -- A call that cannot be recorded is not performed: the run ends with cause ledger.
 function recorder:wrap(effect, handler)
@@ -135,14 +183,23 @@ function recorder:wrap(effect, handler)
   end
   return function(args, ctx)
     if ctx.note then
-      -- A note: recorded before its handler runs, and nothing after (no answer).
-      local ok, err = self:append("note", { id = ctx.seq, effect = effect, args = args })
+      -- A note: recorded before its handler runs (settle), nothing after (no answer).
+      local ok, err = self:append("note", { id = ctx.seq, effect = effect, args = args }, true)
       if not ok then
         ctx.handle:abort("ledger", "ledger: the note could not be recorded, so it was not performed: " ..
           err:gsub("^ledger: ", ""))
         error("ledger: " .. err, 0)
       end
-      return handler(args, ctx)
+      self.notes = self.notes or {}
+      self.notes[#self.notes + 1] = { handler = handler, args = args, ctx = ctx, effect = effect }
+      unsettled[self] = true
+      return nil
+    end
+    local settled, serr = self:settle()   -- this run's notes before its call
+    if not settled then
+      ctx.handle:abort("ledger", "ledger: the call could not be recorded, so it was not performed: " ..
+        tostring(serr):gsub("^ledger: ", ""))
+      error("ledger: " .. tostring(serr), 0)
     end
     local ok, err = self:append("call", { id = ctx.seq, effect = effect, args = args,
                                           decision = decision, reason = reason })

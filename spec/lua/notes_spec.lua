@@ -55,6 +55,54 @@ describe("notifications", function()
     assert.is_nil(calls.note)
   end)
 
+  it("recorded, are each in the journal before they are handled, in order, before the run's next call", function()
+    local dir = H.tmpdir()
+    local moves = {}
+    local res = airlock.run { policy = pol_with(moves), ledger = dir .. "/s", guest = [[
+      for i = 1, 10 do host.move(i) end
+      local seen = host.ask()
+      for i = 11, 300 do host.move(i) end
+      return seen ]] }
+    assert.equal("ok", res.cause, res.message)
+    assert.equal(10, res.value)
+    assert.equal(300, #moves)
+    for i = 1, 300 do assert.equal(i, moves[i]) end
+    local kinds = {}
+    for rec in airlock.ledger.records(dir .. "/s") do
+      if rec.kind == "note" or rec.kind == "call" then kinds[#kinds + 1] = rec.kind .. ":" .. tostring(rec.args) end
+    end
+    assert.equal(301, #kinds)
+    assert.equal("call:nil", kinds[11])   -- ask, after the ten notes, as the guest sent them
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+
+  it("recorded, are not handled when the ledger process is gone: the run ends with cause ledger", function()
+    local dir = H.tmpdir()
+    local L = assert(airlock.ledger.open(dir .. "/s", { create = true }))
+    local moves = {}
+    local pol = policy.extend("untrusted", { notify = { "move" }, effects = {
+      move = function(a) moves[#moves + 1] = a end,
+      ask = function()
+        os.execute("kill -9 " .. L:pid())
+        for _ = 1, 200 do   -- until it is gone
+          if not os.execute("kill -0 " .. L:pid() .. " 2>/dev/null") then break end
+          os.execute("sleep 0.01")
+        end
+        return #moves
+      end } })
+    local res = airlock.run { policy = pol, ledger = L, guest = [[
+      for i = 1, 5 do host.move(i) end
+      local n = host.ask()
+      for i = 6, 10 do host.move(i) end
+      host.ask()
+      return n ]] }
+    assert.equal("ledger", res.cause, res.message)
+    assert.matches("could not be recorded, so it was not performed", res.message)
+    assert.same({ 1, 2, 3, 4, 5 }, moves)   -- the control: recorded ones were handled
+    L:close()
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+
   it("make print a note when the policy declares log one, and the log is the same", function()
     local guest = 'for i = 1, 50 do print("line", i) end return 1'
     local as_note = airlock.run { guest = guest, policy = policy.extend("untrusted", { notify = { "log" } }) }
