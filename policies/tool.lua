@@ -40,8 +40,10 @@ return policy.extend("untrusted", {
     env = { PATH = "/usr/local/bin:/usr/bin:/bin", LANG = "C.UTF-8" },
     workspace = ".",
     -- A repository's hooks and config: what git runs and trusts later, outside
-    -- the sandbox. The rest of .git stays writable, so commits work.
-    protect = { ".git/hooks", ".git/config" },
+    -- the sandbox, whether they exist yet or not (a missing one is an empty
+    -- placeholder for the run; the trailing / makes it a directory). The rest
+    -- of .git stays writable, so commits work.
+    protect = { ".git/hooks/", ".git/config" },
     workspace_exec = true,   -- build, then run what was built (it gains no more than sh has)
     tmp = "private",
   },
