@@ -354,6 +354,10 @@ function layer.protect(p, c)
     parts[#parts + 1] = "not there at the start, so made empty and read-only for the run (removed after it): " ..
       table.concat(made, " ")
   end
+  if #res.absent > 0 then
+    parts[#parts + 1] = "not made, the directory before // not being there at the start (what the program " ..
+      "makes there is its own, not protected): " .. table.concat(res.absent, " ")
+  end
   for _, pat in ipairs(res.patterns) do
     parts[#parts + 1] = string.format("pattern %s: the %d match%s there at the start%s; one made during the " ..
       "run elsewhere is not protected", pat.entry, pat.count, pat.count == 1 and "" or "es",

@@ -9,6 +9,12 @@
 -- directories deep); past a bound the run is refused rather than protected in
 -- part. A match made during the run cannot be foreseen and is not protected,
 -- but for "**/NAME" (NAME plain) NAME at the top is a named path as well.
+--
+-- Anchored: "DIR//REST" is protected only when DIR is there at the start
+-- (then whatever of REST is missing is made, as for a named path); without
+-- DIR nothing is made, so a DIR the program makes is its own. The stock
+-- policy protects ".git//hooks/" and ".git//config" so: a repository's hooks
+-- and config, present or not, while `git init` in a fresh workspace works.
 local core = require "airlock.core"
 
 local M = {}
@@ -107,10 +113,11 @@ local function walk(ws, pattern, entry)
 end
 
 --- resolve(ws, entries) -> { paths = { {rel, dir, present} ... }, patterns =
---- { {entry, count, top} ... } }, or nil, message (a refusal: "workspace:" or
---- "confinement:"). ws: the workspace's real path.
+--- { {entry, count, top} ... }, absent = { DIR//REST entries whose DIR is not
+--- there } }, or nil, message (a refusal: "workspace:" or "confinement:").
+--- ws: the workspace's real path.
 function M.resolve(ws, entries)
-  local res, index = { paths = {}, patterns = {} }, {}
+  local res, index = { paths = {}, patterns = {}, absent = {} }, {}
   local function add(rel, dir)
     if index[rel] then return true end
     local kind, link, real = look(ws, rel)
@@ -124,8 +131,23 @@ function M.resolve(ws, entries)
   end
   for _, entry in ipairs(entries) do
     local dir = entry:sub(-1) == "/"
+    local anchor = entry:match("^(.-)//.")
     local clean = entry:gsub("/+$", ""):gsub("/+", "/"):gsub("^%./", "")
-    if is_pattern(clean) then
+    local held = true
+    if anchor and anchor ~= "" and not is_pattern(entry) then
+      local kind, link, real = look(ws, (anchor:gsub("/+", "/")))
+      if kind == nil then
+        return nil, string.format("workspace: tool.protect names %s, which is reached through a symbolic link " ..
+          "(%s leads to %s); a protected path must be the file or directory itself", clean, link, real)
+      end
+      if not kind then   -- DIR//REST without DIR: nothing to hold, nothing made
+        held = false
+        res.absent[#res.absent + 1] = clean .. (dir and "/" or "")
+      end
+    end
+    if not held then
+      -- said in the report line
+    elseif is_pattern(clean) then
       local parts = {}
       for part in clean:gmatch("[^/]+") do
         if part ~= "." then parts[#parts + 1] = part end

@@ -74,14 +74,14 @@ describe("tool.protect", function()
     assert.equal("TOKEN=x\nw=2\n", res.stdout)
     assert.equal("TOKEN=x\n", H.slurp(ws .. "/.env"))
     assert.has_error(function() policy.extend("tool", { tool = { protect = { ".git/hooks" } } }) end,
-      "policy: tool.protect is locked by the base policy 'tool': {.git/hooks/, .git/config} -> {.git/hooks} " ..
+      "policy: tool.protect is locked by the base policy 'tool': {.git//hooks/, .git//config} -> {.git/hooks} " ..
       "would loosen it")
     assert.has_error(function() policy.new { tool = { protect = { "../etc" } } } end)
     assert.has_error(function() policy.new { tool = { protect = { "/etc" } } } end)
     os.execute("rm -rf " .. ws)
   end)
 
-  it("refuses a protected path reached through a symbolic link, and says what it made when none exists yet", function()
+  it("refuses a protected path reached through a symbolic link, and makes nothing without a .git", function()
     local ws = H.tmpdir()
     assert(os.execute("mkdir -p " .. ws .. "/.git " .. ws .. "/elsewhere && ln -s ../elsewhere " .. ws .. "/.git/hooks"))
     local none, err, cause = airlock.exec { argv = { "true" }, workspace = ws }
@@ -91,9 +91,12 @@ describe("tool.protect", function()
     local plain = H.tmpdir()
     local res = assert(airlock.exec { argv = { "true" }, workspace = plain })
     assert.equal("ok", res.cause, res.message)
-    assert.equal("applied: not there at the start, so made empty and read-only for the run (removed after " ..
-      "it): .git/hooks/ .git/config", res.confinement.protect)
-    assert.same({}, core.fs_list(plain, ".", 10))   -- and gone again
+    assert.equal("skipped: not made, the directory before // not being there at the start (what the program " ..
+      "makes there is its own, not protected): .git/hooks/ .git/config", res.confinement.protect)
+    assert.same({}, core.fs_list(plain, ".", 10))
+    -- So a program may make a repository there (git init works); it is its own.
+    local init = assert(airlock.exec { argv = { "sh", "-c", "git init -q . && echo init=$?" }, workspace = plain })
+    assert.equal("init=0\n", init.stdout)
     os.execute("rm -rf " .. ws .. " " .. plain)
   end)
 end)
@@ -171,19 +174,20 @@ for p in ('.git/c', '.git/c2'):
 ]]
 
   for _, who in ipairs { "root", "uid 65534" } do
-    it("a missing .git/hooks and .git/config: made empty, read-only, then gone; as " .. who, function()
+    it("a .git without hooks or config: both made empty, read-only, then gone; as " .. who, function()
       if who ~= "root" then
         local ok, probe = unprivileged_ok()
         if not ok then pending("skipped: uid 65534 cannot run " .. cmd .. " here: " .. probe) return end
       end
       local ws = scratch()
+      assert(os.execute("mkdir -m 777 " .. ws .. "/.git"))
       local res = run(who, ws, REPO_ATTACK)
       assert.equal("ok", res.cause, res.message)
       assert.equal("applied: not there at the start, so made empty and read-only for the run (removed after " ..
         "it): .git/hooks/ .git/config", res.confinement.protect)
       assert.equal("mkdir hooks ok\nplant hook EROFS\nlink onto config EEXIST\nrename onto config EBUSY\n" ..
         "symlink into hooks EROFS\nrename .git away EBUSY\nremove config EBUSY\nremove hooks EBUSY\n", res.stdout)
-      assert.equal("", tree(ws))   -- no placeholder left behind, nothing planted
+      assert.equal("./.git ", tree(ws))   -- no placeholder left behind, nothing planted
       -- The control: the same program, the same user, no tool.protect.
       local ctl = run(who, ws, REPO_ATTACK, no_protect)
       assert.equal("mkdir hooks ok\nplant hook ok\nlink onto config ok\nrename onto config ok\n" ..
@@ -215,8 +219,9 @@ for p in ('x', 'y'):
       local pol = policy_file("policy.extend('tool', { tool = { protect = policy.append { '.env' } } })")
       local res = run(who, ws, ENV_ATTACK, pol)
       assert.equal("ok", res.cause, res.message)
-      assert.matches("made empty and read%-only for the run %(removed after it%): .git/hooks/ .git/config .env$",
-        res.confinement.protect)
+      assert.equal("applied: not there at the start, so made empty and read-only for the run (removed after it): " ..
+        ".env; not made, the directory before // not being there at the start (what the program makes there is " ..
+        "its own, not protected): .git/hooks/ .git/config", res.confinement.protect)
       assert.equal("symlink onto .env EEXIST\nremove .env EBUSY\ncreate .env EROFS\nrename onto .env EBUSY\n" ..
         "link onto .env EEXIST\n", res.stdout)
       assert.equal("", tree(ws))
@@ -250,10 +255,11 @@ t('new n/.env', lambda: (os.makedirs('n'), w('n/.env', 'x'), os.unlink('n/.env')
       local res = run(who, ws, DEEP_ATTACK, pol)
       assert.equal("ok", res.cause, res.message)
       assert.equal("applied: read-only in the workspace: a/b/c/.env config/k.pem; not there at the start, so made " ..
-        "empty and read-only for the run (removed after it): .git/hooks/ .git/config .env; pattern **/.env: the 1 " ..
-        "match there at the start, and .env at the top; one made during the run elsewhere is not protected; " ..
-        "pattern config/*.pem: the 1 match there at the start; one made during the run elsewhere is not protected",
-        res.confinement.protect)
+        "empty and read-only for the run (removed after it): .env; not made, the directory before // not being " ..
+        "there at the start (what the program makes there is its own, not protected): .git/hooks/ .git/config; " ..
+        "pattern **/.env: the 1 match there at the start, and .env at the top; one made during the run elsewhere " ..
+        "is not protected; pattern config/*.pem: the 1 match there at the start; one made during the run " ..
+        "elsewhere is not protected", res.confinement.protect)
       assert.equal("write a/b/c/.env EROFS\nrename a/b/c away EBUSY\nwrite config/k.pem EROFS\ncreate .env EROFS\n" ..
         "new n/.env ok\n", res.stdout)   -- the last: said in the report line
       assert.equal(before, tree(ws))
@@ -267,9 +273,10 @@ t('new n/.env', lambda: (os.makedirs('n'), w('n/.env', 'x'), os.unlink('n/.env')
 
   it("leaves the workspace as it was when the program is killed, and after its parent is killed", function()
     local ws = scratch()
+    assert(os.execute("mkdir " .. ws .. "/.git"))
     local dl = H.sh("cd " .. ws .. " && " .. cmd .. " exec --json --timeout 300ms -- sleep 5")
     assert.equal("deadline", assert(dk.decode(dl), dl).cause)
-    assert.equal("", tree(ws))
+    assert.equal("./.git ", tree(ws))
     -- The parent itself killed mid-run: its placeholders stay (marked, empty);
     -- the next run takes them over and removes them after it.
     local pid = H.sh("cd " .. ws .. " && { " .. cmd .. " exec -- sleep 30 >/dev/null 2>&1 & echo $!; }"):match("%d+")
@@ -283,12 +290,13 @@ t('new n/.env', lambda: (os.makedirs('n'), w('n/.env', 'x'), os.unlink('n/.env')
     assert.equal("./.git ./.git/config ./.git/hooks ", tree(ws))   -- what a dead parent leaves
     local again = run("root", ws, "sh -c 'echo evil > .git/hooks/pre-commit; echo $?'")
     assert.equal("2\n", again.stdout)   -- still protected: taken over, not trusted as the user's
-    assert.equal("", tree(ws))
+    assert.equal("./.git ", tree(ws))
     os.execute("rm -rf " .. ws)
   end)
 
   it("two runs sharing a workspace: the one that ends first leaves the other's placeholders", function()
     local ws = scratch()
+    assert(os.execute("mkdir " .. ws .. "/.git"))
     local out = H.tmpdir() .. "/a.json"
     os.execute("cd " .. ws .. " && { " .. cmd .. " exec --json -- sh -c 'sleep 1.5; echo evil > .git/hooks/pre-commit; " ..
       "echo a=$?' > " .. out .. " 2>/dev/null & }")
@@ -307,7 +315,7 @@ t('new n/.env', lambda: (os.makedirs('n'), w('n/.env', 'x'), os.unlink('n/.env')
     end
     local a = assert(dk.decode(H.slurp(out)))
     assert.equal("a=2\n", a.stdout)   -- still read-only after the other run ended
-    assert.equal("", tree(ws))
+    assert.equal("./.git ", tree(ws))
     os.execute("rm -rf " .. ws .. " " .. out:match("^(.*)/"))
   end)
 
@@ -328,11 +336,12 @@ t('new n/.env', lambda: (os.makedirs('n'), w('n/.env', 'x'), os.unlink('n/.env')
 
   it("refuses a missing path beneath a symbolic link leading out, making nothing there", function()
     local ws, out = scratch(), scratch()
-    assert(os.execute("ln -s " .. out .. " " .. ws .. "/.git"))
-    local none, err, cause = airlock.exec { argv = { "true" }, workspace = ws }
+    assert(os.execute("ln -s " .. out .. " " .. ws .. "/conf"))
+    local none, err, cause = airlock.exec { argv = { "true" }, workspace = ws,
+      policy = policy.extend("tool", { tool = { protect = policy.append { "conf/keys/" } } }) }
     assert.is_nil(none)
     assert.equal("confinement", cause)
-    assert.matches("confinement: tool.protect: .git is a symbolic link", err)
+    assert.matches("confinement: tool.protect: conf is a symbolic link", err)
     assert.same({}, core.fs_list(out, ".", 10))
     os.execute("rm -rf " .. ws .. " " .. out)
   end)
@@ -376,4 +385,39 @@ os.unlink('x')
     assert.equal("TOKEN=1\n", H.slurp(ws .. "/.env"))
     os.execute("rm -rf " .. ws)
   end)
+end)
+
+describe("tool.protect on a path whose directories are missing too", function()
+  local cmd = core.fs_realpath(H.bin .. "/airlock")
+  local ATTACK = py [[
+t('make conf/keys', lambda: os.makedirs('conf/keys', exist_ok=True))
+t('plant a key', lambda: w('conf/keys/k', 'evil'))
+t('rename conf away', lambda: (os.rename('conf', 'c2'), os.rename('c2', 'conf')))
+t('remove keys', lambda: os.rename('conf/keys', 'conf/k2'))
+t('write beside', lambda: (w('conf/other', 'fine'), os.unlink('conf/other')))
+]]
+  for _, who in ipairs { "root", "uid 65534" } do
+    it("makes them first (the program cannot make the parent before), and removes them after, as " .. who, function()
+      local as = who == "root" and "" or NOBODY
+      if who ~= "root" and not H.sh(as .. cmd .. " version 2>&1; echo rc=$?"):match("rc=0") then
+        pending("skipped: uid 65534 cannot run " .. cmd .. " here") return
+      end
+      local ws = scratch()
+      local pol = policy_file("policy.extend('tool', { tool = { protect = policy.append { 'conf/keys/' } } })")
+      local function go(p)
+        local out = H.sh("{ cd " .. ws .. " && " .. as .. cmd .. " exec --json --policy " .. p .. " -- " .. ATTACK ..
+          " 2>/dev/null; }")
+        return assert(dk.decode(out), out)
+      end
+      local res = go(pol)
+      assert.equal("ok", res.cause, res.message)
+      assert.equal("make conf/keys ok\nplant a key EROFS\nrename conf away EBUSY\nremove keys EBUSY\nwrite beside ok\n",
+        res.stdout)
+      assert.matches("made empty and read%-only for the run %(removed after it%): conf/keys/;", res.confinement.protect)
+      assert.equal("", tree(ws))
+      local ctl = go(policy_file("{ unconfined = true, tool = { protect = policy.remove } }"))
+      assert.equal("make conf/keys ok\nplant a key ok\nrename conf away ok\nremove keys ok\nwrite beside ok\n", ctl.stdout)
+      os.execute("rm -rf " .. ws)
+    end)
+  end
 end)
