@@ -270,8 +270,8 @@ M.SCHEMA = section({
            and not ("/" .. v .. "/"):find("/%.%./") then return v end
       end, "paths relative to the workspace (no \"..\")"), { doc = "paths in the workspace the program " ..
         "may read but not change, remove, rename or add to (a read-only mount over each; a missing one is made " ..
-        "empty for the run, a directory with a trailing /); patterns with * and ? in a component and ** for any " ..
-        "directories (\"**/.env\") cover the matches present when it starts",
+        "empty for the run, a directory with a trailing /; DIR//REST only when DIR is there); patterns with * " ..
+        "and ? in a component and ** for any directories (\"**/.env\") cover the matches present when it starts",
         looser = superset }),
     workspace_exec = field(boolean_, { doc = "programs may run what they build in the workspace",
       default = false, looser = flag_inverted }),
