@@ -98,7 +98,7 @@ static int make_placeholder(int dirfd, const char *name, int dir) {
     fd = openat(dirfd, tmp, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   }
   int e = errno;
-  if (fd >= 0 && fsetxattr(fd, AIRLOCK_PROTECT_MARK, "1", 1, 0) < 0 && errno != ENOTSUP && errno != EOPNOTSUPP) {
+  if (fd >= 0 && fsetxattr(fd, AIRLOCK_PROTECT_MARK, "1", 1, 0) < 0 && errno != ENOTSUP) {
     e = errno;   /* no user xattrs here: unmarked, so a run after a crash keeps it as the user's */
     close_fd(&fd);
   }
@@ -155,7 +155,12 @@ static int hold_one(struct airlock_protect *h, int wsfd, char *rel, int want_dir
       /* Nothing can be made beneath a file: binding the file onto itself (below)
       ** keeps it from being replaced by a directory during the run. */
       rc = add_path(h, rel, strlen(rel), err, errlen);
-      if (rc == 0) { h->path[h->n - 1].dev = st.st_dev; h->path[h->n - 1].ino = st.st_ino; h->path[h->n - 1].masked = 2; }
+      if (rc == 0) {
+        struct airlock_protect_path *e = &h->path[h->n - 1];
+        e->dev = st.st_dev;
+        e->ino = st.st_ino;
+        e->masked = 2;   /* bound onto itself (plan_binds), not made read-only */
+      }
       rel[j] = j < len ? '/' : 0;
       close_fd(&fd);
       break;
@@ -192,8 +197,7 @@ static int hold_one(struct airlock_protect *h, int wsfd, char *rel, int want_dir
           if (e->placeholder && (e->dirfd = fcntl(cur, F_DUPFD_CLOEXEC, 0)) < 0) rc = -errno;
         }
       }
-      if (lfd >= 0 && lfd != fd) close(lfd);
-      if (made && lfd >= 0) close(lfd);
+      if (lfd >= 0 && lfd != fd) close(lfd);   /* not kept: an intermediate directory, or a failure */
     }
     rel[j] = j < len ? '/' : 0;
     close(cur);
@@ -252,7 +256,7 @@ int airlock_protect_hold(const char *workdir, const char *const *paths, struct a
     if (i == AIRLOCK_PROTECT_MAX) { rc = refuse(err, errlen, E2BIG, "tool.protect: more than 128 paths (%s)", paths[i]); break; }
     char rel[4096];
     size_t len = strlen(paths[i]);
-    if (len <= wl + 1 || len - wl - 1 >= sizeof rel || strncmp(paths[i], workdir, wl) || paths[i][wl] != '/') {
+    if (len <= wl + 1 || len - wl - 1 >= sizeof rel || strncmp(paths[i], workdir, wl) != 0 || paths[i][wl] != '/') {
       rc = refuse(err, errlen, EINVAL, "tool.protect: %s is not beneath the workspace", paths[i]);
       break;
     }

@@ -36,7 +36,8 @@ struct airlock_protect_path {
   int dirfd;          /* a placeholder's parent directory (O_PATH), or -1 */
   int placeholder;    /* 1: made by this run or left by an earlier one (marked, empty) */
   int dir;
-  int masked;         /* 1: made read-only in the child; 0: a parent made for one */
+  int masked;         /* 1: made read-only in the child; 0: a parent made for one;
+                         2: a file a path would lie beneath, bound onto itself */
 };
 
 struct airlock_protect {
