@@ -22,6 +22,7 @@ end
 local ATTACK = "echo evil > .git/hooks/pre-commit; echo hooks=$?; " ..
   "printf '[core]\\n\\tfsmonitor = evil\\n' >> .git/config; echo config=$?; " ..
   "mv .git/hooks .git/h2; echo move=$?; " ..
+  "mv .git .g3 && mv .g3 .git; echo gitmove=$?; " ..   -- else: a fresh .git/hooks beside the old mounts
   "echo two >> f && git commit -qam two; echo commit=$?; cat .git/config >/dev/null; echo read=$?"
 
 describe("tool.protect", function()
@@ -43,6 +44,7 @@ describe("tool.protect", function()
       assert.matches("hooks=[12]\n", res.stdout)
       assert.matches("config=[12]\n", res.stdout)
       assert.matches("move=1\n", res.stdout)
+      assert.matches("gitmove=1\n", res.stdout)
       assert.matches("commit=0\n", res.stdout)
       assert.matches("read=0\n", res.stdout)
       assert.matches("Read%-only file system", res.stderr)
@@ -61,6 +63,7 @@ describe("tool.protect", function()
     assert.matches("hooks=0\n", res.stdout)
     assert.matches("config=0\n", res.stdout)
     assert.matches("move=0\n", res.stdout)
+    assert.matches("gitmove=0\n", res.stdout)
     assert.equal("evil\n", H.slurp(ws .. "/.git/h2/pre-commit"))   -- planted, then moved
     assert.equal("skipped: the policy protects no path (tool.protect)", res.confinement.protect)
     os.execute("rm -rf " .. ws)
