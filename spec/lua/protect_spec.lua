@@ -362,6 +362,13 @@ t('new n/.env', lambda: (os.makedirs('n'), w('n/.env', 'x'), os.unlink('n/.env')
     assert.equal("confinement", cause)
     assert.matches("tool.protect's pattern %*%*/.env: the workspace holds more than 20 entries", err)
     assert.equal(nil, tree(ws):find(".git", 1, true))   -- refused before anything was made
+    -- More matches than a run may protect (128): refused too, not cut short.
+    assert(os.execute("cd " .. ws .. " && for i in $(seq 130); do : > k$i.pem; done"))
+    none, err, cause = airlock.exec { argv = { "true" }, workspace = ws,
+      policy = policy.extend("tool", { tool = { protect = policy.append { "*.pem" } } }) }
+    assert.is_nil(none)
+    assert.equal("confinement", cause)
+    assert.matches("^confinement: tool.protect: protected paths must be at most 128", err)
     os.execute("rm -rf " .. ws)
   end)
 
