@@ -269,11 +269,13 @@ typedef struct airlock_spawn_opts {
                                /proc of its own, each at its path (pivot_root); what
                                they do not name is not there. Needs CLONE_NEWNS */
   const char *const *view_rw;
-  const char *const *protect; /* NULL-terminated absolute paths (at most 32) beneath the
-                               workspace, each made read-only in place (a read-only
-                               bind of itself) once the workspace is: a program may
-                               not change, remove or add to them. A path that does not
-                               exist when the child starts is skipped (see docs) */
+  const char *const *protect; /* NULL-terminated absolute paths (at most 128) beneath
+                               the workspace, each made read-only in place (a read-only
+                               bind of itself) once the workspace is, each directory
+                               above it a bind of itself: a program may not change,
+                               remove, rename or add to them. One that does not exist
+                               is made first, empty (a trailing '/': a directory), and
+                               removed when the child is closed (docs/TOOLS.md) */
   int workspace;            /* 1: workdir is the run's workspace: it is bound onto
                                itself nosuid and nodev (needs CLONE_NEWNS), and when
                                the parent is root the bind is idmapped so that files
@@ -353,6 +355,9 @@ typedef struct airlock_child {
                      non-blocking (AIRLOCK_INIT_* records), or -1 */
   int egress;     /* with airlock_spawn_opts.egress_port: the listening TCP socket
                      in the child's net namespace (blocking), or -1 */
+  struct airlock_protect *protect; /* with airlock_spawn_opts.protect: the paths held
+                     for the run and the placeholders made; airlock_child_close
+                     removes those once the child has exited */
 } airlock_child;
 
 /* airlock-init's status records: two native uint32, kind then value. */

@@ -9,6 +9,7 @@
 #include "airlock.h"
 
 #include "ns_holder.h"
+#include "spawn_protect.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -78,6 +79,7 @@ struct spawn_ctx {
   const char **init_argv;/* with o->init: "airlock-init", PATH or "", the program's argv */
   int egress_w;          /* with o->egress_port: the child's end of the listener's
                             hand-over socket, or -1 */
+  struct airlock_protect *protect; /* with o->protect: what the parent held and made */
   struct spawn_report *rep;
 };
 
@@ -337,20 +339,17 @@ __attribute__((no_sanitize("address", "undefined"))) static void mount_all(struc
       fail(x, x->trees[i].rw ? "move_mount(workspace)" : "move_mount(kept directory)");
     close(fds[i]);
   }
-  /* Protected paths inside the workspace, now it is in place: each a
-  ** read-only clone of itself, so the program can neither change them nor
-  ** add to them, remove or rename them (a mount point is busy). The last
-  ** component is not followed: the parent resolved each beneath the workspace. */
-  for (size_t i = 0; o->protect && o->protect[i]; i++) {
-    under(a_buf, pre, o->protect[i]);
-    int fd = (int)syscall(SYS_open_tree, AT_FDCWD, a_buf, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
-    if (fd < 0 && errno == ENOENT) continue;   /* gone since the parent looked: nothing to protect */
-    if (fd < 0) fail(x, "open_tree(a protected path)");
-    struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV };
-    if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &ro, sizeof ro) < 0 ||
-        syscall(SYS_move_mount, fd, "", AT_FDCWD, a_buf, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-      fail(x, "make a protected path read-only (mount_setattr, move_mount)");
-    close(fd);
+  /* Protected paths inside the workspace, now it is in place (spawn_protect.c):
+  ** each a read-only bind of itself, the directories above it binds of
+  ** themselves, so the program can neither change them nor add to them,
+  ** remove or rename them (a mount point is busy). */
+  if (x->protect) {
+    const char *pstep = NULL;
+    int wfd = open(under(a_buf, pre, o->workdir), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (wfd < 0) fail(x, "tool.protect: open the workspace");
+    int e = airlock_protect_mask(x->protect, wfd, &pstep);
+    close(wfd);
+    if (e < 0) { errno = -e; fail(x, pstep); }
   }
   if (x->nview) {
     /* The view becomes the root; the old one is let go, then the new root's
@@ -717,6 +716,8 @@ static int open_program(const char *rootfs, const char *path) {
 }
 
 void airlock_child_close(airlock_child *c) {
+  airlock_protect_release(c->protect, airlock_protect_child_gone(c->pidfd));
+  c->protect = NULL;
   close_fd(&c->egress);
   close_fd(&c->pidfd);
   close_fd(&c->status);
@@ -762,6 +763,7 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
 
   int st[2] = { -1, -1 };
   c->pid = -1; c->pidfd = c->chan = c->out = c->err = c->notify = c->status = c->egress = -1;
+  c->protect = NULL;
   memset(&x, 0, sizeof x);
   x.exec_fd = x.init_fd = x.status_w = x.egress_w = -1;
   if (o && o->egress_port && (o->egress_port > 65535 || !(o->namespaces & CLONE_NEWNET) || o->netns_fd > 0)) {
@@ -843,8 +845,9 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
     const char *p = o->protect[nprotect];
     size_t wl = o->workdir ? strlen(o->workdir) : 0;
     if (!o->workspace || p[0] != '/' || strlen(p) >= 4096 || strncmp(p, o->workdir, wl) != 0 || p[wl] != '/' ||
-        nprotect >= 32) {
-      snprintf(err, errlen, "spawn: protected paths must be at most 32 absolute paths beneath the workspace (%s)", p);
+        nprotect >= AIRLOCK_PROTECT_MAX) {
+      snprintf(err, errlen, "spawn: tool.protect: protected paths must be at most %d absolute paths beneath the "
+               "workspace (%s)", AIRLOCK_PROTECT_MAX, p);
       rc = -EINVAL;
       goto cleanup;
     }
@@ -895,6 +898,9 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
     if (pipe2(st, O_CLOEXEC) < 0) { step = "pipe2"; goto fail; }
     x.status_w = st[1];
   }
+  /* Last before the child: what tool.protect names is held (and what is
+  ** missing made) only once nothing else can fail before the clone. */
+  if (nprotect && (rc = airlock_protect_hold(o->workdir, o->protect, &x.protect, err, errlen)) < 0) goto cleanup;
   if (o->tmpfs) {
     /* What the child's mounts need, made here where stdio may be used. */
     if ((size_t)snprintf(x.tmpfs_data, sizeof x.tmpfs_data, "mode=1777,size=%s,nr_inodes=%lu",
@@ -944,6 +950,8 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
     goto fail;
   }
   c->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);   /* CLOEXEC by definition */
+  c->protect = x.protect;   /* released by airlock_child_close, once the child is gone */
+  x.protect = NULL;
   c->chan = o->channel ? sv[0] : -1;
   c->out = po[0];
   c->err = pe[0];
@@ -978,6 +986,7 @@ cleanup:
   close_fd(&x.init_fd);
   close_fd(&st[0]); close_fd(&st[1]);
   free(x.init_argv);
+  airlock_protect_release(x.protect, 1);   /* the run did not start: its child, if any, is gone */
   for (int i = 0; i < x.nview; i++)
     if (x.view[i].source) { free(x.view[i].source); free((char *)x.view[i].path); }
   return rc;

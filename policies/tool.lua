@@ -40,8 +40,12 @@ return policy.extend("untrusted", {
     env = { PATH = "/usr/local/bin:/usr/bin:/bin", LANG = "C.UTF-8" },
     workspace = ".",
     -- A repository's hooks and config: what git runs and trusts later, outside
-    -- the sandbox. The rest of .git stays writable, so commits work.
-    protect = { ".git/hooks", ".git/config" },
+    -- the sandbox. With a .git at the start (the //), both are protected
+    -- whether they exist yet or not (a missing one is an empty placeholder for
+    -- the run; the trailing / makes it a directory); without one, nothing is
+    -- made, so `git init` works and the repository it makes is the program's.
+    -- The rest of .git stays writable, so commits work.
+    protect = { ".git//hooks/", ".git//config" },
     workspace_exec = true,   -- build, then run what was built (it gains no more than sh has)
     tmp = "private",
   },

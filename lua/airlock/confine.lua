@@ -325,42 +325,49 @@ function layer.network(p, c)
     type(ll) == "table" and ("; Landlock TCP connect " .. port .. " only") or ""))
 end
 
--- Paths of the workspace a program may read but not change (tool.protect):
--- each that exists is made read-only in place by the spawner, after the
--- workspace is mounted. One reached through a symbolic link is refused: the
--- link itself would stay changeable. A path that does not exist when the run
--- starts cannot be covered (a mount needs something to cover): said so.
+-- Paths of the workspace a program may read but not change (tool.protect),
+-- resolved by airlock.protect: each named one, present or not (the spawner
+-- makes a missing one empty for the run and removes it after), and each
+-- present match of a pattern; the spawner makes each read-only in place and
+-- binds the directories above it onto themselves (core/spawn_protect.c). One
+-- reached through a symbolic link is refused: the link would stay changeable.
+-- A path the spawner cannot hold or make refuses the run (tool.protect named).
 function layer.protect(p, c)
   if not p.program then return end
   local ws = p.context.workspace
   local list = list_copy(p.context.protect)
   if #list == 0 or not ws then return p:skip("protect", "the policy protects no path (tool.protect)") end
-  local there, missing = {}, {}
-  for _, rel in ipairs(list) do
-    local clean = rel:gsub("/+$", ""):gsub("/+", "/")
-    local st = core.fs_realpath_in(ws, clean)
-    if not st then
-      missing[#missing + 1] = clean
-    elseif st.real ~= ws .. "/" .. clean then
-      return p:refuse(string.format("workspace: tool.protect names %s, which is reached through a symbolic " ..
-        "link (it leads to %s); a protected path must be the file or directory itself", clean, st.real))
-    else
-      there[#there + 1] = st.real
-    end
-  end
-  if #there == 0 then
-    return p:skip("protect", "none of tool.protect is in the workspace yet (" .. table.concat(missing, " ") ..
-      "); a path made during the run is not protected")
-  end
   if not set_of(c.namespaces).mount then
     return p:refuse("confinement: tool.protect needs the mount namespace (tool.confine.namespaces), where " ..
       "each protected path is made read-only")
   end
-  p.start.protect = there
-  local rel = {}
-  for _, path in ipairs(there) do rel[#rel + 1] = path:sub(#ws + 2) end
-  p:applied("protect", ": read-only in the workspace: " .. table.concat(rel, " ") ..
-    (#missing > 0 and ("; not there, so not protected: " .. table.concat(missing, " ")) or ""))
+  local res, err = require("airlock.protect").resolve(ws, list)
+  if not res then return p:refuse(err) end
+  local abs, there, made = {}, {}, {}
+  for _, e in ipairs(res.paths) do
+    abs[#abs + 1] = ws .. "/" .. e.rel .. (e.dir and not e.present and "/" or "")
+    if e.present then there[#there + 1] = e.rel else made[#made + 1] = e.rel .. (e.dir and "/" or "") end
+  end
+  local parts = {}
+  if #there > 0 then parts[#parts + 1] = "read-only in the workspace: " .. table.concat(there, " ") end
+  if #made > 0 then
+    parts[#parts + 1] = "not there at the start, so made empty and read-only for the run (removed after it): " ..
+      table.concat(made, " ")
+  end
+  if #res.absent > 0 then
+    parts[#parts + 1] = "not made, the directory before // not being there at the start (what the program " ..
+      "makes there is its own, not protected): " .. table.concat(res.absent, " ")
+  end
+  for _, pat in ipairs(res.patterns) do
+    parts[#parts + 1] = string.format("pattern %s: the %d match%s there at the start%s; one made during the " ..
+      "run elsewhere is not protected", pat.entry, pat.count, pat.count == 1 and "" or "es",
+      pat.top and (", and " .. pat.top .. " at the top") or "")
+  end
+  if #abs == 0 then
+    return p:skip("protect", table.concat(parts, "; "))
+  end
+  p.start.protect = abs
+  p:applied("protect", ": " .. table.concat(parts, "; "))
 end
 
 -- Report order; M.LAYERS (the words `require` takes) is a subset.

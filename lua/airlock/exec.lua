@@ -411,6 +411,9 @@ function M.exec(opts, broker)
     -- A layer the spawner could not set up is a confinement failure: fail closed.
     local cg = tostring(err):match("^[%w ]*:? ?(cgroup:.*)")
     if cg then return nil, "confinement: " .. cg, "confinement" end
+    -- A protected path the spawner could not hold, make or cover: never run unprotected.
+    local pr = tostring(err):match("(tool%.protect:.*)")
+    if pr then return nil, "confinement: " .. pr, "confinement" end
     -- The cause is a word (the binding's failures carry an errno number).
     if type(code) ~= "string" then code = tostring(err):match("^(%a+):") or "spawn" end
     return nil, err, code, code == "spawn" and 126 or 125

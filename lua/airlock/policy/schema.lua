@@ -271,7 +271,9 @@ M.SCHEMA = section({
         if type(v) == "string" and v ~= "" and v:sub(1, 1) ~= "/" and not v:find("\0", 1, true)
            and not ("/" .. v .. "/"):find("/%.%./") then return v end
       end, "paths relative to the workspace (no \"..\")"), { doc = "paths in the workspace the program " ..
-        "may read but not change, remove or add to (a read-only mount over each that exists when it starts)",
+        "may read but not change, remove, rename or add to (a read-only mount over each; a missing one is made " ..
+        "empty for the run, a directory with a trailing /; DIR//REST only when DIR is there); patterns with * " ..
+        "and ? in a component and ** for any directories (\"**/.env\") cover the matches present when it starts",
         looser = superset }),
     workspace_exec = field(boolean_, { doc = "programs may run what they build in the workspace",
       default = false, looser = flag_inverted }),
