@@ -27,9 +27,11 @@ void airlock_l_push_names(lua_State *L, const void *table, size_t stride, size_t
 const char *airlock_l_unknown_key(lua_State *L, int t, const char *const *keys);
 /* Adds broker() and defer() to the table on top of the stack; registers metatables. */
 void airlock_l_open_broker(lua_State *L);
-/* Pushes a ledger report table (lledger_proc.c); ok < 0 leaves the field out. */
 struct airlock_ledger_report;
+/* Pushes a ledger report table (lledger_proc.c); ok < 0 leaves the field out. */
 void airlock_l_push_ledger_report(lua_State *L, const struct airlock_ledger_report *rep, int ok);
+/* nil, message, errno for a verify that could not read its journal (lledger_proc.c). */
+int airlock_l_verify_failed(lua_State *L, const char *dir, const struct airlock_ledger_report *rep, int rc);
 /* Adds ledger_proc_open, ledger_proc_records, ledger_proc_verify, ledger_proc_branch
 ** and ledger_proc_probe: the ledger in a process of its own (lledger_proc.c). */
 void airlock_l_open_ledger_proc(lua_State *L);

@@ -262,12 +262,7 @@ static int l_verify_at(lua_State *L) {
   }
   airlock_ledger_report rep;
   int rc = airlock_ledger_proc_verify_at(program, dir, seqs, (size_t)n, hashes, found, &rep);
-  if (rc < 0 && rc != -EBADMSG) {
-    char msg[600];
-    if (strncmp(rep.reason, "io: ledger: ", 12) == 0) snprintf(msg, sizeof msg, "%s", rep.reason + 4);
-    else snprintf(msg, sizeof msg, "ledger: %s: %s", dir, rep.reason);
-    return fail(L, msg, -rc);
-  }
+  if (rc < 0 && rc != -EBADMSG) return airlock_l_verify_failed(L, dir, &rep, rc);
   airlock_l_push_ledger_report(L, &rep, rc == 0);
   lua_createtable(L, (int)n, 0);
   for (lua_Integer i = 0; i < n; i++) {

@@ -81,6 +81,15 @@ static int fail(lua_State *L, const char *message, int err) {
   return 3;
 }
 
+/* A verify that could not read the journal (not one that found damage):
+** nil, "ledger: ...", errno. */
+int airlock_l_verify_failed(lua_State *L, const char *dir, const airlock_ledger_report *rep, int rc) {
+  char msg[600];
+  if (strncmp(rep->reason, "io: ledger: ", 12) == 0) snprintf(msg, sizeof msg, "%s", rep->reason + 4);
+  else snprintf(msg, sizeof msg, "ledger: %s: %s", dir, rep->reason);
+  return fail(L, msg, -rc);
+}
+
 /* Packs the table at idx into sb (cleared). 0, or -1 with a message. */
 static int pack_table(lua_State *L, int idx, const char *root, msgpack_sbuffer *sb, char *err, size_t errlen) {
   msgpack_packer pk;
@@ -442,12 +451,7 @@ static int l_verify(lua_State *L) {
   }
   airlock_ledger_report rep;
   int rc = airlock_ledger_proc_verify(program, dir, cp, cp ? chash : NULL, &rep);
-  if (rc < 0 && rc != -EBADMSG) {
-    char msg[600];
-    if (strncmp(rep.reason, "io: ledger: ", 12) == 0) snprintf(msg, sizeof msg, "%s", rep.reason + 4);
-    else snprintf(msg, sizeof msg, "ledger: %s: %s", dir, rep.reason);
-    return fail(L, msg, -rc);
-  }
+  if (rc < 0 && rc != -EBADMSG) return airlock_l_verify_failed(L, dir, &rep, rc);
   airlock_l_push_ledger_report(L, &rep, rc == 0);
   return 1;
 }
