@@ -178,7 +178,7 @@ static const char *const kind_names[] = {
   [AIRLOCK_MSG_INIT] = "init",   [AIRLOCK_MSG_READY] = "ready",
   [AIRLOCK_MSG_CALL] = "call",   [AIRLOCK_MSG_REPLY] = "reply",
   [AIRLOCK_MSG_PAUSE] = "pause", [AIRLOCK_MSG_DONE] = "done",
-  [AIRLOCK_MSG_NOTE] = "note",
+  [AIRLOCK_MSG_NOTE] = "note",   [AIRLOCK_MSG_START] = "start",
 };
 
 /* Top-level fields any kind reads; found in one pass over the map. */
@@ -386,6 +386,7 @@ int airlock_msg_decode(const void *body, size_t len, msgpack_unpacked *u,
   const char *kind = kind_names[msg->kind];
   switch (msg->kind) {
   case AIRLOCK_MSG_INIT:
+  case AIRLOCK_MSG_START:
     msg->value = root;
     return want_version(kind, f[F_V], &msg->version, err, errlen);
   case AIRLOCK_MSG_READY:

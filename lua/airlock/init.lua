@@ -124,11 +124,12 @@ local CALLER = 5
 
 -- opts, internal -> the run's policy: { policy, ref (the name it was given
 -- by), limits, secrets (values, for handlers only), redact }, or nil, message, code.
-local function run_policy(b, opts, internal)
+local function run_policy(b, opts, internal, pooled)
   -- Without a policy of its own, a run takes the broker's snapshot (b:reload).
   local snapshot = opts.policy == nil and brokers[b] and brokers[b].snapshot or nil
   local pol, perr
-  if snapshot then pol = snapshot.policy else pol, perr = resolve_policy(opts.policy, CALLER) end
+  if pooled then pol = pooled.policy   -- resolved when the pool was made (pool_for)
+  elseif snapshot then pol = snapshot.policy else pol, perr = resolve_policy(opts.policy, CALLER) end
   if not pol then return nil, perr end
   -- Less confinement than untrusted warns, or is refused (policy.admit);
   -- a program's run was admitted by airlock.exec against the stock tool.
@@ -145,13 +146,14 @@ end
 
 -- opts, policy, internal -> what runs and its confinement plan: { name,
 -- source (a guest's), argv, plan, program (airlock.exec's, or nil) }, or nil, message, code.
-local function run_what(opts, pol, internal)
+local function run_what(opts, pol, internal, pooled)
   -- A program (airlock.exec) instead of a guest: its argv, spawn options and
   -- confinement plan come made from the policy's tool authority.
   local prog = internal.program
   if prog then return { name = prog.name, argv = prog.argv, plan = prog.plan, program = prog } end
   local source, name = load_guest(opts.guest, opts.name, CALLER)
   if not source then return nil, name end
+  if pooled then return { name = name, source = source, argv = pooled.argv, plan = pooled.plan } end
   local argv = pol.worker and { table.unpack(pol.worker) }
   if not argv and os.getenv("AIRLOCK_WORKER") then argv = { os.getenv("AIRLOCK_WORKER") } end
   if not argv then
@@ -332,50 +334,129 @@ local function spawn_options(st, handlers, opts, internal, rp, what, serial, see
 end
 
 -- ------------------------------------------------------------------ the warm pool
--- b:warm(n, policy) keeps n workers spawned ahead of their runs: confined by
--- the spawner (namespaces, rlimits, capabilities, cgroup), checked from
--- outside, and parked, blocked on their channel until a run gives them init.
--- A pool is keyed by what the spawner gave its workers (argv and
--- confine.plan's start options), so a run takes a worker only when a fresh one
--- would have been spawned exactly alike; Landlock and seccomp the worker
--- applies itself from init, as always. A spawn costs milliseconds of the
--- host's own time, so a pool refills only when asked: b:warm again, or
--- {refill = true}, where b:step spawns one worker in a step that had nothing
--- to deliver (a game between frames, a test farm between batches).
+-- b:warm(n, policy) keeps n prepared workers ahead of their runs. Each is
+-- spawned (namespaces, rlimits, capabilities, cgroup by the spawner) with an
+-- init that brings all but the run (prepare = true): the worker builds its
+-- Lua state with the guest's world open, applies Landlock and seccomp, says
+-- ready, and the broker checks it from outside (namespaces, Seccomp: 2,
+-- NoNewPrivs, no capability left). Only then has it joined its pool; it
+-- waits, blocked on its channel, and may send nothing more (the broker ends
+-- one that does). b:start takes a joined worker and sends it one start frame
+-- (run id, guest, input): the run costs only the guest's own work. A worker
+-- serves one run and is never reused.
+--
+-- A pool is made for one policy. Its seed is fixed per worker when it is
+-- spawned (the string-hash seed is made with the state), and its run takes
+-- that seed; a run that asks for its own seed, or that is recorded or
+-- replayed (whose worker gets fixed addresses, see no_aslr), spawns its own.
+-- A run finds its pool at once when it names the pool's policy the same way
+-- (the same frozen policy, the same stock name, or nothing); otherwise by
+-- what the spawner and init would give its worker, which costs a policy
+-- resolution. A spawn costs milliseconds of the host's own time, so a pool
+-- refills only when asked: b:warm again, or {refill = true}, where b:step
+-- spawns one worker in a step that had nothing to deliver; it joins when its
+-- ready has been checked, in a later step.
 
--- The pool key of a worker argv and the plan's spawn options.
-local function pool_key(argv, plan_start)
-  return require("airlock.util").key_of { argv, plan_start }
-end
+local POOL_READY_MS = 10000   -- how long b:warm waits for a worker's ready
 
--- Spawns parked workers into pool p until it holds p.want.
-local function pool_fill(b, p)
-  while #p.parked < p.want do
-    local run, err, code = b:_start(p.start)
-    if not run then return nil, err, code end
-    p.parked[#p.parked + 1] = run
-    broker_state(b).parked[run:id()] = p
+-- What a pool is found by without resolving anything: a frozen policy or a
+-- stock name (which always resolve alike), or nil for a bare table.
+local function pool_ref(b, pol)
+  if pol == nil then
+    local snap = brokers[b] and brokers[b].snapshot
+    if snap then return snap.policy end
+    pol = os.getenv("AIRLOCK_POLICY") or "untrusted"
   end
-  return true
+  if policy.is_policy(pol) then return pol end
+  if type(pol) == "string" and policy.is_stock(pol) then return "stock:" .. pol end
+  return nil
 end
 
--- A parked worker for what runs, taken out of its pool, or nil.
-local function pool_take(b, what)
-  local bs = brokers[b]
-  local p = bs and bs.pool and not what.program and bs.pool[pool_key(what.argv, what.plan.start)]
-  if not p or #p.parked == 0 then return nil end
-  local run = table.remove(p.parked, 1)
-  bs.parked[run:id()] = nil
+-- The run's policy, what runs -> the init a prepared worker gets (no seed:
+-- each worker gets its own), the same for every run under that policy.
+local function prepared_init(rp, what)
+  local limits = rp.limits
+  local handlers = run_handlers({ log = {}, log_bytes = 0 }, rp)
+  local notify
+  for _, name in ipairs(rp.policy.notify or {}) do notify = notify or {}; notify[#notify + 1] = name end
+  return {
+    t = "init", v = core.protocol_version, prepare = true,
+    limits = {
+      instructions = limits.instructions or 0,
+      turn_instructions = limits.turn_instructions or 0,
+      memory = limits.memory or 0,
+      output = limits.output or OUTPUT_DEFAULT,
+    },
+    effects = handlers and effect_list(handlers) or {},
+    notify = notify,
+    confine = what.plan.init,
+  }
+end
+
+-- The pool key: what the spawner and init give its workers.
+local function pool_key(argv, plan_start, init)
+  return require("airlock.util").key_of { argv, plan_start, init }
+end
+
+-- Spawns one prepared worker into pool p, with a seed of its own.
+local function pool_spawn(b, p)
+  local init = {}
+  for k, v in pairs(p.init) do init[k] = v end
+  init.seed = math.random(0, 2 ^ 31)
+  p.start.init = init
+  local run, err, code = b:_start(p.start)
+  if not run then return nil, err, code end
+  p.parked[#p.parked + 1] = run
+  p.seed[run:id()] = init.seed
+  broker_state(b).parked[run:id()] = p
   return run
 end
 
+-- Refuses pool p for why: its parked workers are cancelled, it is never
+-- refilled, and b:warm says why. -> nil, message, "confinement".
+local function pool_refuse(p, why)
+  p.failed = p.failed or tostring(why):gsub("^confinement: ", "")
+  for _, r in ipairs(p.parked) do r:cancel() end
+  return nil, "confinement: the pool's worker failed its checks from outside, so the pool is refused: " ..
+    p.failed, "confinement"
+end
+
+-- The pool a run would take its worker from, or nil: found by its policy's
+-- name or object (no resolution), else by key once the run's policy and
+-- plan are known (what, rp).
+local function pool_for(b, opts, what, rp)
+  local bs = brokers[b]
+  if not (bs and bs.pool) then return nil end
+  if not what then
+    local ref = pool_ref(b, opts.policy)
+    return ref ~= nil and bs.pool_by[ref] or nil
+  end
+  return bs.pool[pool_key(what.argv, what.plan.start, prepared_init(rp, what))]
+end
+
+-- A joined worker of pool p, taken out of it, and its seed; or nil.
+local function pool_take(b, p)
+  if not p or p.failed then return nil end
+  for i, run in ipairs(p.parked) do
+    if run:_joined() then
+      table.remove(p.parked, i)
+      brokers[b].parked[run:id()] = nil
+      local seed = p.seed[run:id()]
+      p.seed[run:id()] = nil
+      return run, seed
+    end
+  end
+  return nil
+end
+
 --- b:warm(n, policy, {refill = bool}) -> true, or nil, message, code: tops the
---- pool of workers for runs under policy (a policy, a table, a name; nil: the
---- broker's or untrusted) up to n, spawned and parked, so b:start under it
---- skips the spawn; fewer than n are cancelled, n = 0 empties it. n is bounded
---- by the policy's limits.pool. With refill, b:step tops it up again, one
---- worker in a step that had nothing to deliver. A pool one of whose workers
---- failed its checks from outside is refused: nil, "confinement: ...".
+--- pool of prepared workers for runs under policy (a policy, a table, a name;
+--- nil: the broker's or untrusted) up to n, spawned, confined and checked from
+--- outside before this returns; fewer than n are cancelled, n = 0 empties it.
+--- n is bounded by the policy's limits.pool. With refill, b:step tops it up
+--- again, one worker in a step that had nothing to deliver. A pool one of
+--- whose workers failed its checks (or did not say ready) is refused: nil,
+--- "confinement: ...", and stays refused.
 function broker_methods:warm(n, pol, opts)
   if math.type(n) ~= "integer" or n < 0 or n > 256 then error("warm: n must be a whole number from 0 to 256", 2) end
   if opts ~= nil then
@@ -394,42 +475,66 @@ function broker_methods:warm(n, pol, opts)
   what, err, code = run_what({ guest = "" }, rp.policy, {})
   if not what then return nil, err, code end
   local bs = broker_state(self)
-  bs.pool = bs.pool or {}
-  local key = pool_key(what.argv, what.plan.start)
+  bs.pool, bs.pool_by = bs.pool or {}, bs.pool_by or {}
+  local init = prepared_init(rp, what)
+  local key = pool_key(what.argv, what.plan.start, init)
   local p = bs.pool[key]
   if not p then
     local start = { argv = what.argv, park = true, handlers = {} }
     for k, v in pairs(what.plan.start) do start[k] = v end
-    p = { parked = {}, start = start }
+    p = { parked = {}, seed = {}, start = start, init = init, policy = rp.policy, argv = what.argv,
+          plan = what.plan }
     bs.pool[key] = p
   end
-  if p.failed then
-    return nil, "confinement: the pool's worker failed its checks from outside, so the pool is refused: " ..
-      tostring(p.failed):gsub("^confinement: ", ""), "confinement"
-  end
+  local ref = pool_ref(self, pol)
+  if ref ~= nil then bs.pool_by[ref] = p end
+  if p.failed then return pool_refuse(p, p.failed) end
   p.want = n
   p.refill = opts ~= nil and opts.refill == true
   while #p.parked > n do
     table.remove(p.parked):cancel()   -- its end, in a later b:step, is the pool's (bs.parked)
   end
-  return pool_fill(self, p)
+  -- Spawned, then each one checked: a pool joins only workers seen ready.
+  local fresh = {}
+  while #p.parked < p.want do
+    local run
+    run, err, code = pool_spawn(self, p)
+    if not run then return nil, err, code end
+    fresh[#fresh + 1] = run
+  end
+  for _, run in ipairs(fresh) do
+    local ok, why, how = run:_await_ready(POOL_READY_MS)
+    if not ok then
+      if how == "timeout" then run:cancel() end
+      return pool_refuse(p, why)
+    end
+  end
+  return true
 end
 
---- b:pooled(policy) -> how many workers are parked for runs under policy.
+--- b:pooled(policy) -> how many workers have joined the pool for runs under
+--- policy (spawned, checked, waiting for a run).
 function broker_methods:pooled(pol)
-  local rp, err, code = run_policy(self, { policy = pol }, {})
-  if not rp then return nil, err, code end
-  local what = run_what({ guest = "" }, rp.policy, {})
-  local bs = brokers[self]
-  local p = what and bs and bs.pool and bs.pool[pool_key(what.argv, what.plan.start)]
-  return p and #p.parked or 0
+  local p = pool_for(self, { policy = pol })
+  if not p then
+    local rp, err, code = run_policy(self, { policy = pol }, {})
+    if not rp then return nil, err, code end
+    local what = run_what({ guest = "" }, rp.policy, {})
+    p = what and pool_for(self, {}, what, rp)
+  end
+  local n = 0
+  for _, r in ipairs(p and p.parked or {}) do if r:_joined() then n = n + 1 end end
+  return n
 end
 
 -- broker, b:_start's options, what runs, a parked worker or nil -> the run,
 -- or nil, message, code.
 local function spawn(b, start, what, parked)
   if parked then
-    local ok, err, code = parked:_unpark { init = start.init, handlers = start.handlers, ctx = start.ctx,
+    -- It has init already (prepared_init, and its seed): the run is all it needs.
+    local init = start.init
+    local frame = { t = "start", v = init.v, run = init.run, guest = init.guest, input = init.input }
+    local ok, err, code = parked:_unpark { init = frame, handlers = start.handlers, ctx = start.ctx,
       deadline_ms = start.deadline_ms, max_frame = start.max_frame, capture_max = start.capture_max }
     if not ok then return nil, err, code end
     return parked
@@ -457,11 +562,16 @@ end
 -- {input, run}: the resume to record }. -> run, or nil, message, code.
 local function start_run(b, opts, internal)
   internal = internal or {}
-  local rp, err, code = run_policy(b, opts, internal)
+  -- A pooled worker serves an unrecorded run with no seed of its own (see the pool).
+  local poolable = not opts.ledger and not internal.serve and not internal.program and not internal.nested
+    and opts.seed == nil
+  local pool = poolable and pool_for(b, opts) or nil
+  local rp, err, code = run_policy(b, opts, internal, pool)
   if not rp then return nil, err, code end
   local what
-  what, err, code = run_what(opts, rp.policy, internal)
+  what, err, code = run_what(opts, rp.policy, internal, pool)
   if not what then return nil, err, code end
+  if poolable and not pool then pool = pool_for(b, opts, what, rp) end
   local st = new_record(opts, rp, what)
   local handlers, collect_log = run_handlers(st, rp)
   if not handlers then return nil, collect_log, "policy" end
@@ -469,12 +579,12 @@ local function start_run(b, opts, internal)
   if grant then   -- a replayed nested run has the effects it was recorded with, at most
     for k in pairs(handlers) do if not grant[k] then handlers[k] = nil end end
   end
-  -- A warm worker (b:warm) has its id already; a new one gets the next. A
-  -- recorded or replayed run spawns its own (fixed addresses, see no_aslr).
-  local parked = not opts.ledger and not internal.serve and pool_take(b, what) or nil
+  -- A warm worker (b:warm) has its id and its seed already; a new one gets
+  -- the next id and a seed of its own.
+  local parked, pooled_seed = pool_take(b, pool)
   st.pooled = parked ~= nil or nil
   local serial = parked and parked:id() or b:_next_serial()
-  local seed = opts.seed or math.random(0, 2 ^ 31)
+  local seed = pooled_seed or opts.seed or math.random(0, 2 ^ 31)
   local ok
   ok, err, code = record_run(st, handlers, opts, internal, rp, what, serial, seed)
   if not ok then
@@ -556,9 +666,11 @@ function broker_methods:step(timeout)
       if p then
         bs.parked[res.run] = nil
         for i, r in ipairs(p.parked) do if r:id() == res.run then table.remove(p.parked, i) break end end
-        -- One that failed its checks from outside: the pool is refused (b:warm
-        -- says why) and never refilled; runs spawn their own, checked as ever.
-        if res.cause == "confinement" then p.failed = p.failed or res.message end
+        p.seed[res.run] = nil
+        -- One that failed its checks from outside, or acted before it had a
+        -- run: the pool is refused (b:warm says why) and never refilled; runs
+        -- spawn their own, checked as ever.
+        if res.cause == "confinement" or res.cause == "protocol" then pool_refuse(p, res.message) end
       else
         kept[#kept + 1] = res
       end
@@ -571,13 +683,8 @@ function broker_methods:step(timeout)
   if bs and bs.pool and #done == 0 then
     for _, p in pairs(bs.pool) do
       if p.refill and not p.failed and #p.parked < p.want then
-        local run = self:_start(p.start)
-        if run then
-          p.parked[#p.parked + 1] = run
-          bs.parked[run:id()] = p
-        else
-          p.refill = false   -- cannot spawn now: b:warm again says why
-        end
+        -- It joins when its ready is read and checked, in a later step.
+        if not pool_spawn(self, p) then p.refill = false end   -- cannot spawn now: b:warm again says why
         break
       end
     end

@@ -793,6 +793,30 @@ static int l_run_unpark(lua_State *L) {
   return 1;
 }
 
+/* run:_joined() -> whether a parked run's worker said ready and passed the
+** checks from outside (it may join its pool). */
+static int l_run_joined(lua_State *L) {
+  lrun *lr = check_run(L, 1);
+  lua_pushboolean(L, airlock_run_joined(lr->r));
+  return 1;
+}
+
+/* run:_await_ready(timeout_ms) -> true, or nil, why, "ended" | "timeout":
+** waits for a parked run's ready frame and its checks (nothing else is read). */
+static int l_run_await_ready(lua_State *L) {
+  lrun *lr = check_run(L, 1);
+  int ms = (int)luaL_checkinteger(L, 2);
+  const char *why = NULL;
+  int rc = airlock_run_await_ready(lr->r, ms, &why);
+  if (rc == 1) { lua_pushboolean(L, 1); return 1; }
+  if (rc == -EINVAL) return luaL_error(L, "await_ready: the run is not parked");
+  lua_pushnil(L);
+  if (rc == 0) { lua_pushstring(L, why ? why : "the worker ended"); lua_pushliteral(L, "ended"); }
+  else if (rc == -ETIMEDOUT) { lua_pushfstring(L, "the worker did not say ready within %d ms", ms); lua_pushliteral(L, "timeout"); }
+  else { lua_pushstring(L, strerror(-rc)); lua_pushliteral(L, "ended"); }
+  return 3;
+}
+
 static int l_run_reply(lua_State *L) {
   lrun *lr = check_run(L, 1);
   lua_Integer id = luaL_checkinteger(L, 2);
@@ -948,7 +972,8 @@ void airlock_l_open_broker(lua_State *L) {
     { "abort", l_run_abort }, { "id", l_run_id }, { "pid", l_run_pid }, { "cpu_time", l_run_cpu_time },
     { "live", l_run_live }, { "result", l_run_result }, { "output", l_run_output },
     { "_unpark", l_run_unpark }, { "_egress_fd", l_run_egress_fd }, { "_egress_close", l_run_egress_close },
-    { "_turn", l_run_turn }, { NULL, NULL } };
+    { "_turn", l_run_turn }, { "_joined", l_run_joined }, { "_await_ready", l_run_await_ready },
+    { NULL, NULL } };
 
   luaL_newmetatable(L, AIRLOCK_BROKER_MT);
   luaL_newlib(L, bm);
