@@ -149,6 +149,9 @@ typedef struct airlock_msg {
   const msgpack_object *code;    /* reply: optional err code (string) */
   int turn;                      /* reply: field turn is true (the answer to a deferred
                                     call: the guest's turn ends) */
+  uint64_t started;              /* done: field started, the worker's CLOCK_MONOTONIC in
+                                    nanoseconds just before the guest's first instruction
+                                    (0 if absent) */
 } airlock_msg;
 
 /* Checks that body is a well-formed message before anything is allocated for
@@ -387,6 +390,14 @@ typedef struct airlock_usage {
   uint64_t memory_peak;           /* with memory_max: most bytes the run used at once */
   uint64_t oom_kills;             /* with memory_max: processes the limit's OOM killer ended */
   uint64_t cpu_usec;              /* with cpu_millis: CPU time of all its processes */
+  double first_instruction_ms;    /* a worker's: from the run's start (spawn, or unpark for
+                                     a pooled one) to just before the guest's first
+                                     instruction, as the worker's done frame claims it;
+                                     kept only if it lies between the start and the done
+                                     frame's arrival (else 0): a timing figure, nothing
+                                     is decided by it */
+  double done_frame_ms;           /* from the run's start to the done (or pause) frame's
+                                     arrival, before the child's exit is reaped (0: none) */
 } airlock_usage;
 
 typedef struct airlock_capture {
@@ -523,6 +534,8 @@ int airlock_run_unpark(airlock_run *r, const airlock_run_opts *o);
 /* A parked run whose worker has said ready and passed the checks from outside
 ** (the pool's "joined"): 1, else 0. */
 int airlock_run_joined(const airlock_run *r);
+/* When r started (spawn, or unpark): ms on airlock_now_ms's clock. */
+double airlock_run_t_start(const airlock_run *r);
 /* Waits up to timeout_ms for a parked run's ready frame, reading only its
 ** channel (a parked worker may send nothing else), and checks it from
 ** outside. Returns 1 when it joined, 0 when it has ended instead (its DONE

@@ -159,6 +159,7 @@ static int queue_out(airlock_run *r, const void *p, size_t n) {
 
 static void accept_final(airlock_run *r, struct held *h) {
   r->final = *h;
+  r->t_final = airlock_now_ms();
   memset(h, 0, sizeof *h);
   broker_kill_group(r);   /* done or pause: the disposable child has nothing more to say */
 }
@@ -525,6 +526,8 @@ int airlock_run_unpark(airlock_run *r, const airlock_run_opts *o) {
   }
   return 0;
 }
+
+double airlock_run_t_start(const airlock_run *r) { return r->t_start; }
 
 int airlock_run_joined(const airlock_run *r) {
   return r->phase == RUN_PARKED && r->ready_seen && r->pending == AIRLOCK_CAUSE_OK && !r->eof;

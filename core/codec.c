@@ -183,9 +183,9 @@ static const char *const kind_names[] = {
 
 /* Top-level fields any kind reads; found in one pass over the map. */
 enum field { F_T, F_V, F_ID, F_EFFECT, F_ARGS, F_OK, F_ERR, F_CODE, F_PROMPT, F_CONFINED, F_TURN,
-             F_COUNT };
+             F_STARTED, F_COUNT };
 static const char *const field_names[F_COUNT] = {
-  "t", "v", "id", "effect", "args", "ok", "err", "code", "prompt", "confined", "turn",
+  "t", "v", "id", "effect", "args", "ok", "err", "code", "prompt", "confined", "turn", "started",
 };
 
 static const msgpack_object nil_object = { .type = MSGPACK_OBJECT_NIL };
@@ -412,6 +412,9 @@ int airlock_msg_decode(const void *body, size_t len, msgpack_unpacked *u,
     msg->value = f[F_PROMPT];
     return 0;
   case AIRLOCK_MSG_DONE:
+    if ((rc = want_type(kind, F_STARTED, f[F_STARTED], MSGPACK_OBJECT_POSITIVE_INTEGER, err, errlen)) < 0)
+      return rc;
+    msg->started = f[F_STARTED] != NULL ? f[F_STARTED]->via.u64 : 0;
     return want_outcome(kind, f, MSGPACK_OBJECT_MAP, msg, err, errlen);
   }
   return fail(err, errlen, "unhandled message kind");

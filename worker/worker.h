@@ -52,6 +52,9 @@ typedef struct worker {
   uint64_t turn_start;   /* executed when the last turn ended (a reply marked turn) */
   int hook_step;
 
+  /* run.c: CLOCK_MONOTONIC ns just before the guest's first instruction */
+  uint64_t started_ns;
+
   /* host_api.c: how many resume inputs host.input has handed out */
   uint32_t inputs_used;
 

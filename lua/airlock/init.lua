@@ -124,12 +124,11 @@ local CALLER = 5
 
 -- opts, internal -> the run's policy: { policy, ref (the name it was given
 -- by), limits, secrets (values, for handlers only), redact }, or nil, message, code.
-local function run_policy(b, opts, internal, pooled)
+local function run_policy(b, opts, internal)
   -- Without a policy of its own, a run takes the broker's snapshot (b:reload).
   local snapshot = opts.policy == nil and brokers[b] and brokers[b].snapshot or nil
   local pol, perr
-  if pooled then pol = pooled.policy   -- resolved when the pool was made (pool_for)
-  elseif snapshot then pol = snapshot.policy else pol, perr = resolve_policy(opts.policy, CALLER) end
+  if snapshot then pol = snapshot.policy else pol, perr = resolve_policy(opts.policy, CALLER) end
   if not pol then return nil, perr end
   -- Less confinement than untrusted warns, or is refused (policy.admit);
   -- a program's run was admitted by airlock.exec against the stock tool.
@@ -146,14 +145,13 @@ end
 
 -- opts, policy, internal -> what runs and its confinement plan: { name,
 -- source (a guest's), argv, plan, program (airlock.exec's, or nil) }, or nil, message, code.
-local function run_what(opts, pol, internal, pooled)
+local function run_what(opts, pol, internal)
   -- A program (airlock.exec) instead of a guest: its argv, spawn options and
   -- confinement plan come made from the policy's tool authority.
   local prog = internal.program
   if prog then return { name = prog.name, argv = prog.argv, plan = prog.plan, program = prog } end
   local source, name = load_guest(opts.guest, opts.name, CALLER)
   if not source then return nil, name end
-  if pooled then return { name = name, source = source, argv = pooled.argv, plan = pooled.plan } end
   local argv = pol.worker and { table.unpack(pol.worker) }
   if not argv and os.getenv("AIRLOCK_WORKER") then argv = { os.getenv("AIRLOCK_WORKER") } end
   if not argv then
@@ -449,6 +447,79 @@ local function pool_take(b, p)
   return nil
 end
 
+-- Gives a taken worker its run: the start frame, its deadline and frame
+-- limits, and what its calls need (handlers, ctx).
+local function pool_send(run, name, source, input, limits, handlers, ctx)
+  return run:_unpark {
+    init = { t = "start", v = core.protocol_version, run = run:id(), guest = { name = name, source = source },
+             input = input },
+    handlers = handlers, ctx = ctx,
+    deadline_ms = limits.deadline_ms, max_frame = limits.max_frame, capture_max = limits.capture }
+end
+
+-- What every run under pool p shares, made once: its policy resolved and
+-- digested, its handlers wrapped, its ctx. false for a policy with secrets
+-- (resolved per run, as they may change) or whose notify is wrong: those
+-- runs take the general path.
+local NO_INTERNAL = {}
+local function pool_fast(p)
+  if p.fast ~= nil then return p.fast end
+  local pol = p.policy
+  p.fast = false
+  if pol.secrets and next(pol.secrets) ~= nil then return false end
+  local rp = { policy = pol, limits = pol.limits or {}, secrets = {} }
+  if not run_handlers({ log = {}, log_bytes = 0 }, rp) then return false end
+  local handlers, builtin = {}, {}
+  for k in pairs(builtin_handlers({}, rp.limits)) do
+    if not (pol.effects and pol.effects[k] ~= nil) then builtin[k] = true end
+  end
+  for k, h in pairs(pol.effects or {}) do
+    if h then handlers[k] = nest.runner(h, k) end
+  end
+  local notify
+  for _, name in ipairs(pol.notify or {}) do notify = notify or {}; notify[name] = true end
+  p.fast = { limits = rp.limits, log_max = rp.limits.output or OUTPUT_DEFAULT, digest = policy.digest(pol),
+             handlers = handlers, builtin = builtin, notify = notify, secrets = secrets.readonly({}) }
+  return p.fast
+end
+
+-- A run under pool p's policy, on one of its joined workers, with nothing
+-- resolved or built that the pool holds already. -> the run; nil when the
+-- pool has no joined worker (spawn one); or nil, message, code.
+local function pooled_start(b, p, opts)
+  local f = pool_fast(p)
+  if not f then return nil end
+  local source, name = load_guest(opts.guest, opts.name, CALLER)
+  if not source then return nil, name end
+  local admitted, aerr = policy.admit(p.policy, "untrusted", "guests", b)
+  if not admitted then return nil, aerr, "confinement" end
+  local run = pool_take(b, p)
+  if not run then return nil end
+  local id = run:id()
+  local st = { log = {}, log_bytes = 0, log_max = f.log_max, policy = p.policy.name, on_log = opts.on_log,
+               plan = p.plan, digest = f.digest, pooled = true, pol = p.policy, broker = b, serial = id }
+  st.nest = nest.state(NO_INTERNAL, f.limits, id + 1)
+  local handlers = {}
+  for k, h in pairs(f.handlers) do handlers[k] = h end
+  for k, h in pairs(builtin_handlers(st, f.limits)) do
+    if f.builtin[k] then handlers[k] = nest.runner(h, k) end
+  end
+  local ctx = { policy = st.policy, secrets = f.secrets, nest = nest.method, notify = f.notify }
+  if f.notify then
+    ctx.on_note_error = function(effect, msg)
+      st.note_errors = st.note_errors or {}
+      if #st.note_errors < 16 then
+        st.note_errors[#st.note_errors + 1] = string.format("%s: %s", effect, tostring(msg):match("^[^\n]*"))
+      end
+    end
+  end
+  local ok, err, code = pool_send(run, name, source, opts.input, f.limits, handlers, ctx)
+  if not ok then return nil, err, code end
+  brokers[b].live[id] = st
+  runs[run] = st
+  return run
+end
+
 --- b:warm(n, policy, {refill = bool}) -> true, or nil, message, code: tops the
 --- pool of prepared workers for runs under policy (a policy, a table, a name;
 --- nil: the broker's or untrusted) up to n, spawned, confined and checked from
@@ -530,12 +601,11 @@ end
 -- broker, b:_start's options, what runs, a parked worker or nil -> the run,
 -- or nil, message, code.
 local function spawn(b, start, what, parked)
-  if parked then
-    -- It has init already (prepared_init, and its seed): the run is all it needs.
-    local init = start.init
-    local frame = { t = "start", v = init.v, run = init.run, guest = init.guest, input = init.input }
-    local ok, err, code = parked:_unpark { init = frame, handlers = start.handlers, ctx = start.ctx,
-      deadline_ms = start.deadline_ms, max_frame = start.max_frame, capture_max = start.capture_max }
+  if parked then   -- a pool's worker: its run is all it needs (it has init)
+    local g = start.init.guest
+    local ok, err, code = pool_send(parked, g.name, g.source, start.init.input,
+      { deadline_ms = start.deadline_ms, max_frame = start.max_frame, capture = start.capture_max },
+      start.handlers, start.ctx)
     if not ok then return nil, err, code end
     return parked
   end
@@ -566,12 +636,15 @@ local function start_run(b, opts, internal)
   local poolable = not opts.ledger and not internal.serve and not internal.program and not internal.nested
     and opts.seed == nil
   local pool = poolable and pool_for(b, opts) or nil
-  local rp, err, code = run_policy(b, opts, internal, pool)
+  if pool then
+    local run, err, code = pooled_start(b, pool, opts)
+    if run or err then return run, err, code end
+  end
+  local rp, err, code = run_policy(b, opts, internal)
   if not rp then return nil, err, code end
   local what
-  what, err, code = run_what(opts, rp.policy, internal, pool)
+  what, err, code = run_what(opts, rp.policy, internal)
   if not what then return nil, err, code end
-  if poolable and not pool then pool = pool_for(b, opts, what, rp) end
   local st = new_record(opts, rp, what)
   local handlers, collect_log = run_handlers(st, rp)
   if not handlers then return nil, collect_log, "policy" end
@@ -580,7 +653,9 @@ local function start_run(b, opts, internal)
     for k in pairs(handlers) do if not grant[k] then handlers[k] = nil end end
   end
   -- A warm worker (b:warm) has its id and its seed already; a new one gets
-  -- the next id and a seed of its own.
+  -- the next id and a seed of its own. A pool found by key (a bare table
+  -- policy, or one with secrets) is taken here.
+  if poolable then pool = pool or pool_for(b, opts, what, rp) end
   local parked, pooled_seed = pool_take(b, pool)
   st.pooled = parked ~= nil or nil
   local serial = parked and parked:id() or b:_next_serial()
@@ -588,7 +663,7 @@ local function start_run(b, opts, internal)
   local ok
   ok, err, code = record_run(st, handlers, opts, internal, rp, what, serial, seed)
   if not ok then
-    if parked then parked:cancel() end
+    if parked then parked:cancel() brokers[b].parked[parked:id()] = pool end   -- its end is the pool's
     return nil, err, code
   end
   handlers = served_handlers(st, handlers, collect_log, internal.serve)
