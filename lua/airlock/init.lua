@@ -513,8 +513,12 @@ local function pooled_start(b, p, opts)
       end
     end
   end
-  local ok, err, code = pool_send(run, name, source, opts.input, f.limits, handlers, ctx)
-  if not ok then return nil, err, code end
+  -- A worker that died since it joined: its end is the pool's, and the run
+  -- goes the general way (another worker, or a spawn).
+  if not pool_send(run, name, source, opts.input, f.limits, handlers, ctx) then
+    brokers[b].parked[id] = p
+    return nil
+  end
   brokers[b].live[id] = st
   runs[run] = st
   return run
@@ -562,6 +566,18 @@ function broker_methods:warm(n, pol, opts)
   if p.failed then return pool_refuse(p, p.failed) end
   p.want = n
   p.refill = opts ~= nil and opts.refill == true
+  -- Those parked already: one that ended (its end not yet seen by b:step) is
+  -- forgotten, and refuses the pool if it failed its checks or acted on its own.
+  for i = #p.parked, 1, -1 do
+    local r = p.parked[i]
+    if not r:_joined() then
+      local ok, why, how = r:_await_ready(0)
+      if not ok and how == "ended" then
+        table.remove(p.parked, i)
+        if why:match("^protocol: ") or why:match("^confinement: ") then return pool_refuse(p, why) end
+      end
+    end
+  end
   while #p.parked > n do
     table.remove(p.parked):cancel()   -- its end, in a later b:step, is the pool's (bs.parked)
   end

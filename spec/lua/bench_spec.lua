@@ -83,6 +83,23 @@ describe("airlock bench --quick --json", function()
     positive(rss.runs, "parent-rss-per-run.runs")
   end)
 
+  it("times a pooled start against a raw pre-forked child and fork+exec, from the same run", function()
+    local first = measured("warm-first-instruction", "raw prefork wake")
+    assert.equal(100, first.target_us)
+    assert.is_boolean(first.met)
+    assert.equal(first.median_us <= 100, first.met)
+    local vs_fe = measured("warm-first/fork-exec", "fork-exec /bin/true")
+    assert.equal(first.median_us, vs_fe.median_us)   -- the same samples, another baseline
+    assert.equal(bench()["spawn-done"].baseline_median_us, vs_fe.baseline_median_us)
+    local effect = measured("warm-first-effect", "raw prefork round")
+    local done = measured("warm-done", "fork-exec /bin/true")
+    local result = measured("spawn-done-warm", "spawn-done")
+    -- Each later point of the same runs comes no earlier than the one before it.
+    assert.is_true(first.median_us <= effect.median_us, "first instruction after the first effect")
+    assert.is_true(effect.median_us <= done.median_us, "first effect after the done frame")
+    assert.is_true(done.median_us <= result.median_us, "done frame after the result")
+  end)
+
   it("measures confined against unconfined, with the target", function()
     measured("spawn-unconfined", "fork-exec /bin/true")
     local r = measured("confined/unconfined", "spawn-unconfined")
