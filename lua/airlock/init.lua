@@ -26,13 +26,16 @@ local broker_methods, run_methods = core.broker_methods, core.run_methods
 local runs = setmetatable({}, { __mode = "k" })
 -- Per broker, weak keys: { snapshot = {policy, ref}
 -- (b:reload's), live = { [run id] = the record of a run b:step has not seen end },
--- pool = { [key] = warm workers (b:warm) }, parked = { [run id] = the pool of a parked run } }.
+-- ledgered = the same for the live runs that have a ledger, pool = { [key] = a
+-- pool of prepared workers (b:warm) }, pool_by = { [policy or "stock:name"] =
+-- the same pools, found without resolving }, parked = { [run id] = the pool of
+-- a parked run } }.
 local brokers = setmetatable({}, { __mode = "k" })
 
 local function broker_state(b)
   local bs = brokers[b]
   if not bs then
-    bs = { live = {}, parked = {} }
+    bs = { live = {}, ledgered = {}, parked = {} }
     brokers[b] = bs
   end
   return bs
@@ -701,6 +704,7 @@ local function start_run(b, opts, internal)
   -- Registered: b:step finds the record by the run's id, reply and fail by the run.
   local bs = broker_state(b)
   bs.live[run:id()] = st
+  if st.ledger then bs.ledgered[run:id()] = st end
   runs[run] = st
   return run
 end
@@ -728,28 +732,27 @@ nest.bind { record_of = function(run) return runs[run] end, start_run = start_ru
 function broker_methods:step(timeout)
   -- Group commit: the wait never outlasts a batch ledger's sync window, and
   -- every step gives due ledgers their fdatasync.
-  local per = brokers[self] and brokers[self].live   -- run id -> record
-  if per then
-    for _, st in pairs(per) do
-      if st.ledger then
-        local due = st.ledger:sync_due_ms()
-        if due >= 0 and (timeout == nil or timeout < 0 or due < timeout) then timeout = due end
-      end
+  -- Only the live runs that have a ledger are visited (bs.ledgered), so a
+  -- step costs no more for many unrecorded runs than for one.
+  local bs = brokers[self]
+  local per = bs and bs.live   -- run id -> record
+  local ledgered = bs and next(bs.ledgered) and bs.ledgered
+  if ledgered then
+    for _, st in pairs(ledgered) do
+      local due = st.ledger:sync_due_ms()
+      if due >= 0 and (timeout == nil or timeout < 0 or due < timeout) then timeout = due end
     end
   end
   local done, err, code = self:_step(timeout)
   if not done then return nil, err, code end
-  if per then
-    for _, st in pairs(per) do
-      if st.ledger then
-        local ok, terr = st.ledger:tick()
-        if not ok and st.recorder then st.recorder.failed = st.recorder.failed or terr end
-      end
+  if ledgered then
+    for _, st in pairs(ledgered) do
+      local ok, terr = st.ledger:tick()
+      if not ok and st.recorder then st.recorder.failed = st.recorder.failed or terr end
     end
   end
   -- A parked worker that died (or that b:warm cancelled) is its pool's loss,
   -- not a run's end: the pool forgets it.
-  local bs = brokers[self]
   if bs and next(bs.parked) then
     local kept = {}
     for _, res in ipairs(done) do
@@ -780,6 +783,7 @@ function broker_methods:step(timeout)
       end
     end
   end
+  if #done == 0 then return done end
   local nested_done = {}   -- result -> record, for the nested runs among them
   -- Nested runs first, deepest first: a run's end is recorded before its
   -- parent's, which may close the ledger they share (nest.ended).
@@ -822,6 +826,7 @@ function broker_methods:step(timeout)
         if st.owned then st.ledger:close() end
       end
       per[res.run] = nil
+      bs.ledgered[res.run] = nil
     end
   end
   -- A nested run's end is its parent's call's answer, not a result of the
