@@ -359,6 +359,7 @@ end
 -- ready has been checked, in a later step.
 
 local POOL_READY_MS = 10000   -- how long b:warm waits for a worker's ready
+local pool_host_side          -- (below) the host's side of a worker's run, made ahead
 
 -- What a pool is found by without resolving anything: a frozen policy or a
 -- stock name (which always resolve alike), or nil for a bare table.
@@ -409,6 +410,7 @@ local function pool_spawn(b, p)
   if not run then return nil, err, code end
   p.parked[#p.parked + 1] = run
   p.seed[run:id()] = init.seed
+  p.host[run:id()] = pool_host_side(b, p, run:id())
   broker_state(b).parked[run:id()] = p
   return run
 end
@@ -435,16 +437,18 @@ local function pool_for(b, opts, what, rp)
   return bs.pool[pool_key(what.argv, what.plan.start, prepared_init(rp, what))]
 end
 
--- A joined worker of pool p, taken out of it, and its seed; or nil.
+-- A joined worker of pool p, taken out of it, its seed and the host's side
+-- made for its run (pool_host_side); or nil.
 local function pool_take(b, p)
   if not p or p.failed then return nil end
   for i, run in ipairs(p.parked) do
     if run:_joined() then
       table.remove(p.parked, i)
       brokers[b].parked[run:id()] = nil
-      local seed = p.seed[run:id()]
-      p.seed[run:id()] = nil
-      return run, seed
+      local id = run:id()
+      local seed, host = p.seed[id], p.host[id]
+      p.seed[id], p.host[id] = nil, nil
+      return run, seed, host
     end
   end
   return nil
@@ -486,22 +490,13 @@ local function pool_fast(p)
   return p.fast
 end
 
--- A run under pool p's policy, on one of its joined workers, with nothing
--- resolved or built that the pool holds already. -> the run; nil when the
--- pool has no joined worker (spawn one); or nil, message, code.
-local function pooled_start(b, p, opts)
+-- The host's side of the run a worker of pool p will serve, made when the
+-- worker is spawned (the host's idle time): its record, handlers and ctx.
+function pool_host_side(b, p, id)
   local f = pool_fast(p)
   if not f then return nil end
-  local source, name = load_guest(opts.guest, opts.name, CALLER)
-  if not source then return nil, name end
-  local admitted, aerr = policy.admit(p.policy, "untrusted", "guests", b)
-  if not admitted then return nil, aerr, "confinement" end
-  local run = pool_take(b, p)
-  if not run then return nil end
-  local id = run:id()
-  local st = { log = {}, log_bytes = 0, log_max = f.log_max, policy = p.policy.name, on_log = opts.on_log,
-               plan = p.plan, digest = f.digest, pooled = true, pol = p.policy, broker = b, serial = id }
-  st.nest = nest.state(NO_INTERNAL, f.limits, id + 1)
+  local st = { log = {}, log_bytes = 0, log_max = f.log_max, policy = p.policy.name, plan = p.plan,
+               digest = f.digest, pooled = true, pol = p.policy, broker = b, serial = id }
   local handlers = {}
   for k, h in pairs(f.handlers) do handlers[k] = h end
   for k, h in pairs(builtin_handlers(st, f.limits)) do
@@ -516,9 +511,29 @@ local function pooled_start(b, p, opts)
       end
     end
   end
+  return { st = st, handlers = handlers, ctx = ctx }
+end
+
+-- A run under pool p's policy, on one of its joined workers, with nothing
+-- resolved or built that the pool holds already. -> the run; nil when the
+-- pool has no joined worker (spawn one); or nil, message, code.
+local function pooled_start(b, p, opts)
+  local f = pool_fast(p)
+  if not f then return nil end
+  local source, name = load_guest(opts.guest, opts.name, CALLER)
+  if not source then return nil, name end
+  local admitted, aerr = policy.admit(p.policy, "untrusted", "guests", b)
+  if not admitted then return nil, aerr, "confinement" end
+  local run, _, h = pool_take(b, p)
+  if not run then return nil end
+  local id = run:id()
+  h = h or pool_host_side(b, p, id)
+  local st = h.st
+  st.on_log = opts.on_log
+  st.nest = nest.state(NO_INTERNAL, f.limits, id + 1)   -- its deadline counts from now
   -- A worker that died since it joined: its end is the pool's, and the run
   -- goes the general way (another worker, or a spawn).
-  if not pool_send(run, name, source, opts.input, f.limits, handlers, ctx) then
+  if not pool_send(run, name, source, opts.input, f.limits, h.handlers, h.ctx) then
     brokers[b].parked[id] = p
     return nil
   end
@@ -560,7 +575,7 @@ function broker_methods:warm(n, pol, opts)
   if not p then
     local start = { argv = what.argv, park = true, handlers = {} }
     for k, v in pairs(what.plan.start) do start[k] = v end
-    p = { parked = {}, seed = {}, start = start, init = init, policy = rp.policy, argv = what.argv,
+    p = { parked = {}, seed = {}, host = {}, start = start, init = init, policy = rp.policy, argv = what.argv,
           plan = what.plan }
     bs.pool[key] = p
   end
@@ -760,7 +775,7 @@ function broker_methods:step(timeout)
       if p then
         bs.parked[res.run] = nil
         for i, r in ipairs(p.parked) do if r:id() == res.run then table.remove(p.parked, i) break end end
-        p.seed[res.run] = nil
+        p.seed[res.run], p.host[res.run] = nil, nil
         -- One that failed its checks from outside, or acted before it had a
         -- run: the pool is refused (b:warm says why) and never refilled; runs
         -- spawn their own, checked as ever.

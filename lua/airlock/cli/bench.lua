@@ -343,6 +343,32 @@ local function bench_warm(n)
   return { first = summary(first), effect = summary(effect), done = summary(done), result = summary(result) }
 end
 
+-- The same start in bursts: a pool of `burst` prepared at once, then that
+-- many b:start back to back (a host starting a batch), so no spawn or child
+-- teardown comes between two starts. -> summary of b:start to the first
+-- instruction.
+local function bench_warm_burst(n, burst)
+  local b <close> = airlock.broker()
+  local pol = policy.extend("untrusted", { name = "bench-warm-burst" })
+  local first = {}
+  for round = 1, n // burst + 1 do
+    assert(b:warm(burst, pol))
+    local runs, t0s = {}, {}
+    for i = 1, burst do
+      t0s[i] = core.now_ms()
+      runs[i] = assert(b:start { guest = "return 1", policy = pol })
+    end
+    for i, run in ipairs(runs) do
+      local res = run:wait(b)
+      if not (res.ok and res.pooled and res.usage.first_instruction_ms) then
+        error("bench: pooled run failed: " .. tostring(res.cause) .. ": " .. tostring(res.message), 0)
+      end
+      if round > 1 then first[#first + 1] = (run:_t_start() + res.usage.first_instruction_ms - t0s[i]) * 1000 end
+    end
+  end
+  return summary(first)
+end
+
 -- airlock-baseline prefork: a child forked beforehand, parked in read, woken
 -- by one frame the size of a start frame. -> { wake = row, round = row }.
 local function bench_prefork(n)
@@ -460,6 +486,8 @@ function M.main(args)
   row(rows, "warm-first-instruction", w.first, "raw prefork wake", pf.wake,
     { target_us = 100, what = "b:start to the guest's first instruction" })
   row(rows, "warm-first/fork-exec", w.first, "fork-exec /bin/true", fe)
+  row(rows, "warm-first-burst", bench_warm_burst(quick and 40 or 200, 20), "raw prefork wake", pf.wake,
+    { target_us = 100, what = "the same, 20 starts back to back from a pool of 20" })
   row(rows, "warm-first-effect", w.effect, "raw prefork round", pf.round,
     { what = "b:start to the handler of the guest's first effect" })
   row(rows, "warm-done", w.done, "fork-exec /bin/true", fe,
