@@ -606,6 +606,63 @@ static int cmd_forkexec(uint64_t n, char *const *argv)
   return 0;
 }
 
+/* ------------------------------------------------------------------ prefork */
+
+/* The floor of a warm start: a child forked beforehand and parked, blocked
+** in read on a socketpair (as a pooled worker waits for its run), is woken by
+** one frame of BYTES after it has slept IDLE_US. It stamps the moment its
+** read returns (CLOCK_MONOTONIC is one clock for both processes) and answers
+** with it at once. wake: send -> the child's first instruction after read;
+** round: send -> the parent has the answer (wake plus one message back). */
+static int cmd_prefork(uint64_t n, size_t bytes, uint64_t idle_us)
+{
+  uint8_t *frame = calloc(1, bytes + 4);
+  double *wake = malloc(n * sizeof *wake), *round = malloc(n * sizeof *round);
+  if (frame == NULL || wake == NULL || round == NULL)
+    die("malloc");
+  frame[0] = (uint8_t)(bytes >> 24);   /* the 4-byte big-endian length header */
+  frame[1] = (uint8_t)(bytes >> 16);
+  frame[2] = (uint8_t)(bytes >> 8);
+  frame[3] = (uint8_t)bytes;
+  double start = now_us();
+  for (uint64_t i = 0; i < n + WARMUP_MAX / 10; i++) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+      die("socketpair");
+    pid_t pid = fork();
+    if (pid < 0)
+      die("fork");
+    if (pid == 0) {
+      close(sv[0]);
+      uint8_t *in = malloc(bytes + 4);
+      if (in == NULL || read_full(sv[1], in, bytes + 4) < 0)
+        _exit(1);
+      double t = now_us();
+      _exit(write_all(sv[1], &t, sizeof t) < 0 ? 1 : 0);
+    }
+    close(sv[1]);
+    struct timespec idle = { (time_t)(idle_us / 1000000), (long)(idle_us % 1000000) * 1000 };
+    nanosleep(&idle, NULL);
+    double t0 = now_us(), tc = 0;
+    if (write_all(sv[0], frame, bytes + 4) < 0 || read_full(sv[0], &tc, sizeof tc) < 0)
+      die("prefork round");
+    double t1 = now_us();
+    close(sv[0]);
+    reap(pid);
+    if (i >= WARMUP_MAX / 10) {
+      wake[i - WARMUP_MAX / 10] = tc - t0;
+      round[i - WARMUP_MAX / 10] = t1 - t0;
+    }
+  }
+  double span = now_us() - start;
+  print_json("prefork-wake", n, (long)bytes, summarise(wake, n, span));
+  print_json("prefork-round", n, (long)bytes, summarise(round, n, span));
+  free(frame);
+  free(wake);
+  free(round);
+  return 0;
+}
+
 /* ------------------------------------------------------------------ main */
 
 static int usage(void)
@@ -613,7 +670,8 @@ static int usage(void)
   fputs("usage: airlock-baseline pingpong N BYTES\n"
         "       airlock-baseline frames GUESTS K FRAMES\n"
         "       airlock-baseline httpd PORTFILE [MAX]\n"
-        "       airlock-baseline forkexec N PATH [ARGS...]\n", stderr);
+        "       airlock-baseline forkexec N PATH [ARGS...]\n"
+        "       airlock-baseline prefork N BYTES IDLE_US\n", stderr);
   return 2;
 }
 
@@ -627,6 +685,9 @@ int main(int argc, char **argv)
                       parse_count(argv[4], 1, 100000, "FRAMES"));
   if ((argc == 3 || argc == 4) && strcmp(argv[1], "httpd") == 0)
     return cmd_httpd(argv[2], argc == 4 ? parse_count(argv[3], 0, N_MAX, "MAX") : 0);
+  if (argc == 5 && strcmp(argv[1], "prefork") == 0)
+    return cmd_prefork(parse_count(argv[2], 1, 100000, "N"), (size_t)parse_count(argv[3], 1, FRAME_MAX, "BYTES"),
+                       parse_count(argv[4], 0, 1000000, "IDLE_US"));
   if (argc >= 4 && strcmp(argv[1], "forkexec") == 0)
     return cmd_forkexec(parse_count(argv[2], 1, N_MAX, "N"), argv + 3);
   return usage();

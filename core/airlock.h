@@ -130,24 +130,28 @@ int airlock_frame_end(msgpack_sbuffer *sb, uint32_t max);
 typedef enum airlock_msg_kind {
   AIRLOCK_MSG_INIT = 1, AIRLOCK_MSG_READY, AIRLOCK_MSG_CALL,
   AIRLOCK_MSG_REPLY, AIRLOCK_MSG_PAUSE, AIRLOCK_MSG_DONE,
-  AIRLOCK_MSG_NOTE              /* an effect the policy declared a notification: no reply */
+  AIRLOCK_MSG_NOTE,             /* an effect the policy declared a notification: no reply */
+  AIRLOCK_MSG_START             /* parent -> a prepared worker (init without guest): its run */
 } airlock_msg_kind;
-#define AIRLOCK_MSG_LAST AIRLOCK_MSG_NOTE
+#define AIRLOCK_MSG_LAST AIRLOCK_MSG_START
 
 /* One decoded protocol message. Pointers borrow from the msgpack_unpacked given
 ** to airlock_msg_decode and live as long as it does. */
 typedef struct airlock_msg {
   airlock_msg_kind kind;
-  uint64_t version;              /* init, ready: field v (0 if absent) */
+  uint64_t version;              /* init, ready, start: field v (0 if absent) */
   uint64_t id;                   /* call, reply */
   const char *effect;            /* call: not NUL-terminated */
   uint32_t effect_len;
   const msgpack_object *value;   /* call: args; reply/done: ok; pause: prompt;
-                                    ready: confined; init: the whole map */
+                                    ready: confined; init, start: the whole map */
   const msgpack_object *err;     /* reply: err (string); done: err (map) */
   const msgpack_object *code;    /* reply: optional err code (string) */
   int turn;                      /* reply: field turn is true (the answer to a deferred
                                     call: the guest's turn ends) */
+  uint64_t started;              /* done: field started, the worker's CLOCK_MONOTONIC in
+                                    nanoseconds just before the guest's first instruction
+                                    (0 if absent) */
 } airlock_msg;
 
 /* Checks that body is a well-formed message before anything is allocated for
@@ -391,6 +395,14 @@ typedef struct airlock_usage {
   uint64_t memory_peak;           /* with memory_max: most bytes the run used at once */
   uint64_t oom_kills;             /* with memory_max: processes the limit's OOM killer ended */
   uint64_t cpu_usec;              /* with cpu_millis: CPU time of all its processes */
+  double first_instruction_ms;    /* a worker's: from the run's start (spawn, or unpark for
+                                     a pooled one) to just before the guest's first
+                                     instruction, as the worker's done frame claims it;
+                                     kept only if it lies between the start and the done
+                                     frame's arrival (else 0): a timing figure, nothing
+                                     is decided by it */
+  double done_frame_ms;           /* from the run's start to the done (or pause) frame's
+                                     arrival, before the child's exit is reaped (0: none) */
 } airlock_usage;
 
 typedef struct airlock_capture {
@@ -471,11 +483,13 @@ typedef struct airlock_run_opts {
   uint32_t cpu_millis;            /* > 0: a cpu cgroup holds the run to this rate, in
                                      thousandths of a core; unavailable: start fails */
   int parked;                     /* 1: a warm worker: spawned, confined by the spawner
-                                     and checked from outside now, but sent no init, with
-                                     no deadline and not counted live until
-                                     airlock_run_unpark gives it its run. It waits for
-                                     init, blocked on its channel; if it dies meanwhile
-                                     its DONE event says so, as for any run */
+                                     and checked from outside now, with no deadline and
+                                     not counted live until airlock_run_unpark gives it
+                                     its run. Its init (if any) is sent now: a prepared
+                                     worker's (prepare = true), which says ready, is
+                                     checked on ready (airlock_run_joined), and then may
+                                     send nothing until its run starts; if it does, or
+                                     dies meanwhile, its DONE event says so */
 } airlock_run_opts;
 
 typedef enum airlock_event_kind { AIRLOCK_EV_CALL = 1, AIRLOCK_EV_DONE, AIRLOCK_EV_NOTE } airlock_event_kind;
@@ -522,6 +536,17 @@ uint64_t airlock_broker_next_serial(const airlock_broker *b);
 ** the defaults); the rest of o is ignored (the process exists). Returns 0,
 ** -EINVAL when r is not parked, -EPIPE when it has died (its DONE follows). */
 int airlock_run_unpark(airlock_run *r, const airlock_run_opts *o);
+/* A parked run whose worker has said ready and passed the checks from outside
+** (the pool's "joined"): 1, else 0. */
+int airlock_run_joined(const airlock_run *r);
+/* When r started (spawn, or unpark): ms on airlock_now_ms's clock. */
+double airlock_run_t_start(const airlock_run *r);
+/* Waits up to timeout_ms for a parked run's ready frame, reading only its
+** channel (a parked worker may send nothing else), and checks it from
+** outside. Returns 1 when it joined, 0 when it has ended instead (its DONE
+** event follows; *why, if not NULL, is the reason), -ETIMEDOUT, or -EINVAL
+** when r is not parked. */
+int airlock_run_await_ready(airlock_run *r, int timeout_ms, const char **why);
 
 /* Answers call id with a msgpack-encoded value (len bytes at value; one object).
 ** Returns 0, -EINVAL when id is not the outstanding call, -EPIPE when the run

@@ -8,6 +8,7 @@
 #include "broker_int.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
@@ -158,6 +159,7 @@ static int queue_out(airlock_run *r, const void *p, size_t n) {
 
 static void accept_final(airlock_run *r, struct held *h) {
   r->final = *h;
+  r->t_final = airlock_now_ms();
   memset(h, 0, sizeof *h);
   broker_kill_group(r);   /* done or pause: the disposable child has nothing more to say */
 }
@@ -191,6 +193,13 @@ static int on_frame(airlock_run *r) {
   if (r->expect_ready && !r->ready_seen && h.m.kind != AIRLOCK_MSG_READY) {
     held_drop(&h);
     broker_end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: first frame must be 'ready', got '%s'", kind);
+    return 1;
+  }
+  /* A parked worker is nobody's run yet: it owes ready and nothing else
+  ** until it is given its run; anything more is a worker acting on its own. */
+  if (r->phase == RUN_PARKED && (h.m.kind != AIRLOCK_MSG_READY || r->ready_seen)) {
+    held_drop(&h);
+    broker_end_with(r, AIRLOCK_CAUSE_PROTOCOL, "protocol: a parked worker sent '%s' before it was given a run", kind);
     return 1;
   }
   if (r->program && h.m.kind != AIRLOCK_MSG_CALL) {
@@ -482,7 +491,7 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
   if (r->phase == RUN_LIVE) b->live++;
   if (!ns_ok) {
     broker_end_with(r, AIRLOCK_CAUSE_CONFINEMENT, "confinement: %s", why);
-  } else if (o->init && o->init_len && !r->program && r->phase != RUN_PARKED) {
+  } else if (o->init && o->init_len && !r->program) {   /* parked: a prepared worker's init */
     rc = queue_out(r, o->init, o->init_len);
     if (rc == -ENOMEM) broker_end_with(r, AIRLOCK_CAUSE_PROTOCOL, "out of memory sending init");
     /* -EPIPE: the child already died; its exit explains why. */
@@ -515,6 +524,28 @@ int airlock_run_unpark(airlock_run *r, const airlock_run_opts *o) {
     if (rc == -ENOMEM) broker_end_with(r, AIRLOCK_CAUSE_PROTOCOL, "out of memory sending init");
     /* -EPIPE: it died just now; its exit explains why. */
   }
+  return 0;
+}
+
+double airlock_run_t_start(const airlock_run *r) { return r->t_start; }
+
+int airlock_run_joined(const airlock_run *r) {
+  return r->phase == RUN_PARKED && r->ready_seen && r->pending == AIRLOCK_CAUSE_OK && !r->eof;
+}
+
+int airlock_run_await_ready(airlock_run *r, int timeout_ms, const char **why) {
+  if (r->phase != RUN_PARKED) return -EINVAL;
+  double until = airlock_now_ms() + timeout_ms;
+  while (!r->ready_seen && r->pending == AIRLOCK_CAUSE_OK && !r->eof && r->c.chan >= 0) {
+    double left = until - airlock_now_ms();
+    if (left <= 0) return -ETIMEDOUT;
+    struct pollfd pfd = { .fd = r->c.chan, .events = POLLIN };
+    int n = poll(&pfd, 1, (int)ceil(left));
+    if (n < 0 && errno != EINTR) return -errno;
+    if (n > 0) read_channel(r);
+  }
+  if (airlock_run_joined(r)) return 1;
+  if (why) *why = r->pending != AIRLOCK_CAUSE_OK ? r->message : "the worker closed its channel before ready";
   return 0;
 }
 

@@ -116,6 +116,13 @@ void broker_classify(airlock_run *r) {
   res->usage.user_ms = r->ru.ru_utime.tv_sec * 1e3 + r->ru.ru_utime.tv_usec / 1e3;
   res->usage.sys_ms = r->ru.ru_stime.tv_sec * 1e3 + r->ru.ru_stime.tv_usec / 1e3;
   res->usage.max_rss_kb = r->ru.ru_maxrss;
+  if (r->final.live) {
+    res->usage.done_frame_ms = r->t_final - r->t_start;
+    /* The worker's own clock reading: only kept when it is possible. */
+    double started = (double)r->final.m.started / 1e6;
+    if (r->final.m.kind == AIRLOCK_MSG_DONE && started >= r->t_start && started <= r->t_final)
+      res->usage.first_instruction_ms = started - r->t_start;
+  }
 
   /* A worker that dies of seccomp just after ready loses its filter while it
   ** exits, so the check on ready can fail; the SIGSYS death itself shows

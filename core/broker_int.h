@@ -47,6 +47,7 @@ struct airlock_run {
   struct capture_buf cap[2];
   size_t capture_max;
   double t_start, deadline_at;  /* ms, monotonic; deadline_at 0 = none */
+  double t_final;               /* ms, monotonic: when the done or pause frame arrived */
   uint64_t deadline_ms;
   enum run_phase phase;         /* where the run is in its life (above) */
   /* Facts of the run, independent of its phase. */

@@ -178,14 +178,14 @@ static const char *const kind_names[] = {
   [AIRLOCK_MSG_INIT] = "init",   [AIRLOCK_MSG_READY] = "ready",
   [AIRLOCK_MSG_CALL] = "call",   [AIRLOCK_MSG_REPLY] = "reply",
   [AIRLOCK_MSG_PAUSE] = "pause", [AIRLOCK_MSG_DONE] = "done",
-  [AIRLOCK_MSG_NOTE] = "note",
+  [AIRLOCK_MSG_NOTE] = "note",   [AIRLOCK_MSG_START] = "start",
 };
 
 /* Top-level fields any kind reads; found in one pass over the map. */
 enum field { F_T, F_V, F_ID, F_EFFECT, F_ARGS, F_OK, F_ERR, F_CODE, F_PROMPT, F_CONFINED, F_TURN,
-             F_COUNT };
+             F_STARTED, F_COUNT };
 static const char *const field_names[F_COUNT] = {
-  "t", "v", "id", "effect", "args", "ok", "err", "code", "prompt", "confined", "turn",
+  "t", "v", "id", "effect", "args", "ok", "err", "code", "prompt", "confined", "turn", "started",
 };
 
 static const msgpack_object nil_object = { .type = MSGPACK_OBJECT_NIL };
@@ -386,6 +386,7 @@ int airlock_msg_decode(const void *body, size_t len, msgpack_unpacked *u,
   const char *kind = kind_names[msg->kind];
   switch (msg->kind) {
   case AIRLOCK_MSG_INIT:
+  case AIRLOCK_MSG_START:
     msg->value = root;
     return want_version(kind, f[F_V], &msg->version, err, errlen);
   case AIRLOCK_MSG_READY:
@@ -411,6 +412,9 @@ int airlock_msg_decode(const void *body, size_t len, msgpack_unpacked *u,
     msg->value = f[F_PROMPT];
     return 0;
   case AIRLOCK_MSG_DONE:
+    if ((rc = want_type(kind, F_STARTED, f[F_STARTED], MSGPACK_OBJECT_POSITIVE_INTEGER, err, errlen)) < 0)
+      return rc;
+    msg->started = f[F_STARTED] != NULL ? f[F_STARTED]->via.u64 : 0;
     return want_outcome(kind, f, MSGPACK_OBJECT_MAP, msg, err, errlen);
   }
   return fail(err, errlen, "unhandled message kind");

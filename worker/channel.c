@@ -62,26 +62,27 @@ static const char *read_error(int rc)
   }
 }
 
-void worker_channel_read_init(msgpack_unpacked *u, airlock_msg *msg)
+void worker_channel_read_first(msgpack_unpacked *u, airlock_msg *msg, airlock_msg_kind want)
 {
   airlock_frame_reader r;
   char err[256];
+  const char *what = airlock_msg_kind_name(want);
   airlock_frame_reader_init(&r, WORKER_INIT_MAX);
   int rc = airlock_frame_read_fd(&r, AIRLOCK_CHANNEL_FD);
   if (rc != AIRLOCK_FRAME_READY)
-    worker_die(WORKER_EXIT_CHANNEL, "reading init: %s", read_error(rc));
-  /* The parent says nothing more until ready, so this reader (and what it
-  ** read ahead) can go: anything past init would be a parent's bug. */
+    worker_die(WORKER_EXIT_CHANNEL, "reading %s: %s", what, read_error(rc));
+  /* The parent says nothing more until ready (after init) or the first call
+  ** (after start), so this reader (and what it read ahead) can go: anything
+  ** past the frame would be a parent's bug. */
   if (airlock_frame_reader_buffered(&r) != 0)
-    worker_die(WORKER_EXIT_BADINIT, "the parent sent more than the init frame before ready");
+    worker_die(WORKER_EXIT_BADINIT, "the parent sent more than the %s frame", what);
   /* The codec copies the body into u, so the reader can go at once. */
   rc = airlock_msg_decode(r.body, r.len, u, msg, err, sizeof err);
   airlock_frame_reader_free(&r);
   if (rc < 0)
-    worker_die(WORKER_EXIT_BADINIT, "init: %s", err);
-  if (msg->kind != AIRLOCK_MSG_INIT)
-    worker_die(WORKER_EXIT_BADINIT, "the first frame is '%s', not 'init'",
-               airlock_msg_kind_name(msg->kind));
+    worker_die(WORKER_EXIT_BADINIT, "%s: %s", what, err);
+  if (msg->kind != want)
+    worker_die(WORKER_EXIT_BADINIT, "the frame is '%s', not '%s'", airlock_msg_kind_name(msg->kind), what);
 }
 
 msgpack_packer *worker_frame_begin(worker *w, airlock_msg_kind kind, uint32_t nfields)

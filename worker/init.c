@@ -99,7 +99,12 @@ void worker_init_parse(worker *w, const msgpack_object *init)
   const msgpack_object *run = airlock_msg_field(init, "run");
   if (run != NULL && run->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
     worker_die(WORKER_EXIT_BADINIT, "init: run must be a whole number >= 0");
-  parse_guest(in, init);
+  const msgpack_object *prepare = field_of(init, "prepare", MSGPACK_OBJECT_BOOLEAN, "");
+  in->prepared = prepare != NULL && prepare->via.boolean;
+  if (in->prepared && airlock_msg_field(init, "guest") != NULL)
+    worker_die(WORKER_EXIT_BADINIT, "init: a prepared worker's guest comes in its start frame, not in init");
+  if (!in->prepared)
+    parse_guest(in, init);
   parse_seed(in, init);
   parse_limits(in, init);
   parse_effects(in, init);
@@ -112,4 +117,16 @@ void worker_init_parse(worker *w, const msgpack_object *init)
     in->resume_inputs = inputs;
   else if (inputs != NULL && !(inputs->type == MSGPACK_OBJECT_MAP && inputs->via.map.size == 0))
     worker_die(WORKER_EXIT_BADINIT, "init: resume.inputs must be a list");
+}
+
+/* A prepared worker's run: its id, guest and input. Everything else (seed,
+** limits, effects, confinement) was fixed by init, before the state was made. */
+void worker_start_parse(worker *w, const msgpack_object *start)
+{
+  worker_init *in = &w->init;
+  const msgpack_object *run = airlock_msg_field(start, "run");
+  if (run != NULL && run->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+    worker_die(WORKER_EXIT_BADINIT, "start: run must be a whole number >= 0");
+  parse_guest(in, start);
+  in->input = airlock_msg_field(start, "input");
 }

@@ -38,12 +38,18 @@ static int on_panic(lua_State *L)
   worker_die(WORKER_EXIT_INTERNAL, "unprotected Lua error: %s", msg ? msg : "?");
 }
 
-/* Runs under lua_pcall: the environment, then the input as the one result
-** (or nil and a message when the input cannot become a Lua value). */
+/* Runs under lua_pcall: the guest's environment. */
 static int setup(lua_State *L)
 {
+  worker_env_open(L, lua_touserdata(L, 1));
+  return 0;
+}
+
+/* Runs under lua_pcall: the input as the one result (or nil and a message
+** when the input cannot become a Lua value). */
+static int convert_input(lua_State *L)
+{
   worker *w = lua_touserdata(L, 1);
-  worker_env_open(L, w);
   if (w->init.input == NULL) {
     lua_pushnil(L);
     return 1;
@@ -57,7 +63,7 @@ static int setup(lua_State *L)
   return 1;
 }
 
-/* Leaves the guest's input at stack index 1. */
+/* The Lua state with the guest's world open (libraries, host, require). */
 static void build_state(worker *w)
 {
   lua_State *L = worker_newstate(w);
@@ -67,10 +73,20 @@ static void build_state(worker *w)
   lua_atpanic(L, on_panic);
   lua_pushcfunction(L, setup);
   lua_pushlightuserdata(L, w);
+  if (lua_pcall(L, 1, 0, 0) != LUA_OK)
+    worker_die(WORKER_EXIT_INTERNAL, "building the guest runtime: %s", lua_tostring(L, -1));
+}
+
+/* Leaves the guest's input at stack index 1. */
+static void push_input(worker *w, const char *frame)
+{
+  lua_State *L = w->L;
+  lua_pushcfunction(L, convert_input);
+  lua_pushlightuserdata(L, w);
   if (lua_pcall(L, 1, 2, 0) != LUA_OK)
     worker_die(WORKER_EXIT_INTERNAL, "building the guest runtime: %s", lua_tostring(L, -1));
   if (!lua_isnil(L, -1))
-    worker_die(WORKER_EXIT_BADINIT, "init: input: %s", lua_tostring(L, -1));
+    worker_die(WORKER_EXIT_BADINIT, "%s: input: %s", frame, lua_tostring(L, -1));
   lua_pop(L, 1);
 }
 
@@ -91,21 +107,65 @@ static void confine_and_ready(worker *w)
   worker_frame_send(w);
 }
 
+/* A prepared worker may wait long for its run, and the first guest would pay
+** for touching the compiler and the interpreter's code for the first time
+** (a page fault for each page). A throwaway state, with the plain allocator
+** and nothing of the guest's, compiles and runs a chunk that exercises them
+** once; the guest's own state is untouched. Best effort: it cannot fail the
+** worker. */
+static void warm_up(void)
+{
+  lua_State *L = luaL_newstate();
+  if (L == NULL)
+    return;
+  static const char chunk[] =
+    "local t, s = {}, 0\n"
+    "for i = 1, 64 do t[i] = { i, tostring(i) .. 'k', i * 0.5 } end\n"
+    "for _, v in ipairs(t) do s = s + v[1] + #v[2] + v[3] end\n"
+    "local function f(a, ...) return a, select('#', ...) end\n"
+    "return f(s, 'x', 'y')\n";
+  if (luaL_loadbufferx(L, chunk, sizeof chunk - 1, "=warm-up", "t") == LUA_OK)
+    (void)lua_pcall(L, 0, 1, 0);
+  lua_close(L);
+}
+
+/* Two ways to a run. Fresh: init brings everything; the state is built with
+** the input in it, the worker confines itself, says ready and runs the guest.
+** Prepared (init says prepare = true, a pool's worker): init brings all but
+** the run; the state is built and the worker confined and ready before any
+** run exists, and it then waits, blocked on fd 3, for the start frame with
+** its run id, guest and input, so a run costs only the guest's own work. */
 int main(void)
 {
   static worker w;
-  msgpack_unpacked init;   /* lives as long as the process: w.init points into it */
+  static msgpack_unpacked init, start;   /* live as long as the process: w.init points into them */
   airlock_msg msg;
 
   worker_channel_open(&w);
   msgpack_unpacked_init(&init);
-  worker_channel_read_init(&init, &msg);
+  worker_channel_read_first(&init, &msg, AIRLOCK_MSG_INIT);
   if (msg.version != AIRLOCK_PROTOCOL_VERSION)
     worker_die(WORKER_EXIT_BADINIT, "init: protocol version %llu, this worker speaks %d",
                (unsigned long long)msg.version, AIRLOCK_PROTOCOL_VERSION);
   worker_init_parse(&w, msg.value);
   build_state(&w);
-  confine_and_ready(&w);
+  if (!w.init.prepared) {
+    push_input(&w, "init");
+    confine_and_ready(&w);
+  } else {
+    warm_up();
+    /* The collector's switch to generational mode (guest_main's) is a full
+    ** collection of the runtime: done here, it costs the run nothing. */
+    lua_gc(w.L, LUA_GCGEN, 0, 0);
+    confine_and_ready(&w);
+    msgpack_unpacked_init(&start);
+    worker_channel_read_first(&start, &msg, AIRLOCK_MSG_START);
+    if (msg.version != AIRLOCK_PROTOCOL_VERSION)
+      worker_die(WORKER_EXIT_BADINIT, "start: protocol version %llu, this worker speaks %d",
+                 (unsigned long long)msg.version, AIRLOCK_PROTOCOL_VERSION);
+    worker_start_parse(&w, msg.value);
+    push_input(&w, "start");
+  }
   worker_limits_start(&w);
   worker_run_guest(&w, 1);
 }

@@ -4,6 +4,7 @@
 */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <lauxlib.h>
@@ -43,6 +44,21 @@ static int was_denied(lua_State *L, int idx)
   return denied;
 }
 
+/* done's started: when the guest's first instruction was about to run
+** (CLOCK_MONOTONIC ns; 0 when it never was), for the parent's usage figures. */
+static void pack_started(worker *w, msgpack_packer *pk)
+{
+  airlock_pack_cstr(pk, "started");
+  msgpack_pack_uint64(pk, w->started_ns);
+}
+
+static uint64_t worker_clock_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);   /* the vDSO: no system call */
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void pack_text(msgpack_packer *pk, const char *key, const char *s, size_t len)
 {
   airlock_pack_cstr(pk, key);
@@ -54,7 +70,8 @@ static void pack_text(msgpack_packer *pk, const char *key, const char *s, size_t
 static void pack_error(worker *w, const char *message, size_t mlen, const char *traceback,
                        size_t tlen, const char *cause)
 {
-  msgpack_packer *pk = worker_frame_begin(w, AIRLOCK_MSG_DONE, 2);
+  msgpack_packer *pk = worker_frame_begin(w, AIRLOCK_MSG_DONE, 3);
+  pack_started(w, pk);
   airlock_pack_cstr(pk, "err");
   msgpack_pack_map(pk, 3);
   pack_text(pk, "message", message, mlen);
@@ -184,7 +201,8 @@ __attribute__((noreturn))
 static void report_value(worker *w)
 {
   char err[256];
-  msgpack_packer *pk = worker_frame_begin(w, AIRLOCK_MSG_DONE, 2);
+  msgpack_packer *pk = worker_frame_begin(w, AIRLOCK_MSG_DONE, 3);
+  pack_started(w, pk);
   airlock_pack_cstr(pk, "ok");
   if (airlock_lua_pack(w->L, -1, pk, "value", err, sizeof err) != 0)
     pack_error(w, err, strlen(err), "", 0, "error");
@@ -235,6 +253,7 @@ static int guest_main(lua_State *L)
     int nargs = w->init.input != NULL;
     if (nargs)
       lua_pushvalue(L, 1);
+    w->started_ns = worker_clock_ns();   /* reported in done: a timing figure only */
     status = lua_pcall(L, nargs, 1, 2);
   }
   lua_pushinteger(L, status);   /* no allocation: the stack has room for it */

@@ -34,6 +34,7 @@ typedef struct worker_init {
   const msgpack_object *confine; /* map, or NULL */
   const msgpack_object *resume_inputs; /* array: what host.input returns, in order,
                                           before it pauses again (resume), or NULL */
+  int prepared;                  /* init said prepare = true: a start frame brings the run */
   int64_t seed;
   uint64_t instructions, memory, output;   /* limits; 0 = unlimited */
   uint64_t turn_instructions;   /* limits.turn: instructions between two turns (replies
@@ -50,6 +51,9 @@ typedef struct worker {
   uint64_t executed;     /* instructions counted by the hook so far */
   uint64_t turn_start;   /* executed when the last turn ended (a reply marked turn) */
   int hook_step;
+
+  /* run.c: CLOCK_MONOTONIC ns just before the guest's first instruction */
+  uint64_t started_ns;
 
   /* host_api.c: how many resume inputs host.input has handed out */
   uint32_t inputs_used;
@@ -87,13 +91,17 @@ static inline worker *worker_of(lua_State *L)
 __attribute__((noreturn, format(printf, 2, 3)))
 void worker_die(int code, const char *fmt, ...);
 
-/* init.c: validates the decoded init map into w->init, or dies with exit 2. */
+/* init.c: validates the decoded init map into w->init, or dies with exit 2.
+** An init with prepare = true and no guest makes a prepared worker: its run
+** (run, guest, input) comes later, in a start frame (worker_start_parse). */
 void worker_init_parse(worker *w, const msgpack_object *init);
+void worker_start_parse(worker *w, const msgpack_object *start);
 
 /* channel.c */
 void worker_channel_open(worker *w);
-/* Reads the init frame and decodes it into u; dies on any failure. */
-void worker_channel_read_init(msgpack_unpacked *u, airlock_msg *msg);
+/* Reads the next frame, which must be of kind want (init first; start, for a
+** prepared worker, after ready), and decodes it into u; dies on any failure. */
+void worker_channel_read_first(msgpack_unpacked *u, airlock_msg *msg, airlock_msg_kind want);
 /* Starts an outgoing frame of kind kind with nfields fields (t included) and
 ** returns the packer, positioned after the t field. */
 msgpack_packer *worker_frame_begin(worker *w, airlock_msg_kind kind, uint32_t nfields);

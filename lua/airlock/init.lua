@@ -26,13 +26,16 @@ local broker_methods, run_methods = core.broker_methods, core.run_methods
 local runs = setmetatable({}, { __mode = "k" })
 -- Per broker, weak keys: { snapshot = {policy, ref}
 -- (b:reload's), live = { [run id] = the record of a run b:step has not seen end },
--- pool = { [key] = warm workers (b:warm) }, parked = { [run id] = the pool of a parked run } }.
+-- ledgered = the same for the live runs that have a ledger, pool = { [key] = a
+-- pool of prepared workers (b:warm) }, pool_by = { [policy or "stock:name"] =
+-- the same pools, found without resolving }, parked = { [run id] = the pool of
+-- a parked run } }.
 local brokers = setmetatable({}, { __mode = "k" })
 
 local function broker_state(b)
   local bs = brokers[b]
   if not bs then
-    bs = { live = {}, parked = {} }
+    bs = { live = {}, ledgered = {}, parked = {} }
     brokers[b] = bs
   end
   return bs
@@ -341,50 +344,221 @@ local function spawn_options(st, handlers, opts, internal, rp, what, serial, see
 end
 
 -- ------------------------------------------------------------------ the warm pool
--- b:warm(n, policy) keeps n workers spawned ahead of their runs: confined by
--- the spawner (namespaces, rlimits, capabilities, cgroup), checked from
--- outside, and parked, blocked on their channel until a run gives them init.
--- A pool is keyed by what the spawner gave its workers (argv and
--- confine.plan's start options), so a run takes a worker only when a fresh one
--- would have been spawned exactly alike; Landlock and seccomp the worker
--- applies itself from init, as always. A spawn costs milliseconds of the
--- host's own time, so a pool refills only when asked: b:warm again, or
--- {refill = true}, where b:step spawns one worker in a step that had nothing
--- to deliver (a game between frames, a test farm between batches).
+-- b:warm(n, policy) keeps n prepared workers ahead of their runs. Each is
+-- spawned (namespaces, rlimits, capabilities, cgroup by the spawner) with an
+-- init that brings all but the run (prepare = true): the worker builds its
+-- Lua state with the guest's world open, applies Landlock and seccomp, says
+-- ready, and the broker checks it from outside (namespaces, Seccomp: 2,
+-- NoNewPrivs, no capability left). Only then has it joined its pool; it
+-- waits, blocked on its channel, and may send nothing more (the broker ends
+-- one that does). b:start takes a joined worker and sends it one start frame
+-- (run id, guest, input): the run costs only the guest's own work. A worker
+-- serves one run and is never reused.
+--
+-- A pool is made for one policy. Its seed is fixed per worker when it is
+-- spawned (the string-hash seed is made with the state), and its run takes
+-- that seed; a run that asks for its own seed, or that is recorded or
+-- replayed (whose worker gets fixed addresses, see no_aslr), spawns its own.
+-- A run finds its pool at once when it names the pool's policy the same way
+-- (the same frozen policy, the same stock name, or nothing); otherwise by
+-- what the spawner and init would give its worker, which costs a policy
+-- resolution. A spawn costs milliseconds of the host's own time, so a pool
+-- refills only when asked: b:warm again, or {refill = true}, where b:step
+-- spawns one worker in a step that had nothing to deliver; it joins when its
+-- ready has been checked, in a later step.
 
--- The pool key of a worker argv and the plan's spawn options.
-local function pool_key(argv, plan_start)
-  return require("airlock.util").key_of { argv, plan_start }
-end
+local POOL_READY_MS = 10000   -- how long b:warm waits for a worker's ready
+local pool_host_side          -- (below) the host's side of a worker's run, made ahead
 
--- Spawns parked workers into pool p until it holds p.want.
-local function pool_fill(b, p)
-  while #p.parked < p.want do
-    local run, err, code = b:_start(p.start)
-    if not run then return nil, err, code end
-    p.parked[#p.parked + 1] = run
-    broker_state(b).parked[run:id()] = p
+-- What a pool is found by without resolving anything: a frozen policy or a
+-- stock name (which always resolve alike), or nil for a bare table.
+local function pool_ref(b, pol)
+  if pol == nil then
+    local snap = brokers[b] and brokers[b].snapshot
+    if snap then return snap.policy end
+    pol = os.getenv("AIRLOCK_POLICY") or "untrusted"
   end
-  return true
+  if policy.is_policy(pol) then return pol end
+  if type(pol) == "string" and policy.is_stock(pol) then return "stock:" .. pol end
+  return nil
 end
 
--- A parked worker for what runs, taken out of its pool, or nil.
-local function pool_take(b, what)
+-- The run's policy, what runs -> the init a prepared worker gets (no seed:
+-- each worker gets its own), the same for every run under that policy.
+local function prepared_init(rp, what)
+  local limits = rp.limits
+  local handlers = run_handlers({ log = {}, log_bytes = 0 }, rp)
+  local notify
+  for _, name in ipairs(rp.policy.notify or {}) do notify = notify or {}; notify[#notify + 1] = name end
+  return {
+    t = "init", v = core.protocol_version, prepare = true,
+    limits = {
+      instructions = limits.instructions or 0,
+      turn_instructions = limits.turn_instructions or 0,
+      memory = limits.memory or 0,
+      output = limits.output or OUTPUT_DEFAULT,
+    },
+    effects = handlers and effect_list(handlers) or {},
+    notify = notify,
+    confine = what.plan.init,
+  }
+end
+
+-- The pool key: what the spawner and init give its workers.
+local function pool_key(argv, plan_start, init)
+  return require("airlock.util").key_of { argv, plan_start, init }
+end
+
+-- Spawns one prepared worker into pool p, with a seed of its own.
+local function pool_spawn(b, p)
+  local init = {}
+  for k, v in pairs(p.init) do init[k] = v end
+  init.seed = math.random(0, 2 ^ 31)
+  p.start.init = init
+  local run, err, code = b:_start(p.start)
+  if not run then return nil, err, code end
+  p.parked[#p.parked + 1] = run
+  p.seed[run:id()] = init.seed
+  p.host[run:id()] = pool_host_side(b, p, run:id())
+  broker_state(b).parked[run:id()] = p
+  return run
+end
+
+-- Refuses pool p for why: its parked workers are cancelled, it is never
+-- refilled, and b:warm says why. -> nil, message, "confinement".
+local function pool_refuse(p, why)
+  p.failed = p.failed or tostring(why):gsub("^confinement: ", "")
+  for _, r in ipairs(p.parked) do r:cancel() end
+  return nil, "confinement: the pool's worker failed its checks from outside, so the pool is refused: " ..
+    p.failed, "confinement"
+end
+
+-- The pool a run would take its worker from, or nil: found by its policy's
+-- name or object (no resolution), else by key once the run's policy and
+-- plan are known (what, rp).
+local function pool_for(b, opts, what, rp)
   local bs = brokers[b]
-  local p = bs and bs.pool and not what.program and bs.pool[pool_key(what.argv, what.plan.start)]
-  if not p or #p.parked == 0 then return nil end
-  local run = table.remove(p.parked, 1)
-  bs.parked[run:id()] = nil
+  if not (bs and bs.pool) then return nil end
+  if not what then
+    local ref = pool_ref(b, opts.policy)
+    return ref ~= nil and bs.pool_by[ref] or nil
+  end
+  return bs.pool[pool_key(what.argv, what.plan.start, prepared_init(rp, what))]
+end
+
+-- A joined worker of pool p, taken out of it, its seed and the host's side
+-- made for its run (pool_host_side); or nil.
+local function pool_take(b, p)
+  if not p or p.failed then return nil end
+  for i, run in ipairs(p.parked) do
+    if run:_joined() then
+      table.remove(p.parked, i)
+      brokers[b].parked[run:id()] = nil
+      local id = run:id()
+      local seed, host = p.seed[id], p.host[id]
+      p.seed[id], p.host[id] = nil, nil
+      return run, seed, host
+    end
+  end
+  return nil
+end
+
+-- Gives a taken worker its run: the start frame, its deadline and frame
+-- limits, and what its calls need (handlers, ctx).
+local function pool_send(run, name, source, input, limits, handlers, ctx)
+  return run:_unpark {
+    init = { t = "start", v = core.protocol_version, run = run:id(), guest = { name = name, source = source },
+             input = input },
+    handlers = handlers, ctx = ctx,
+    deadline_ms = limits.deadline_ms, max_frame = limits.max_frame, capture_max = limits.capture }
+end
+
+-- What every run under pool p shares, made once: its policy resolved and
+-- digested, its handlers wrapped, its ctx. false for a policy with secrets
+-- (resolved per run, as they may change) or whose notify is wrong: those
+-- runs take the general path.
+local NO_INTERNAL = {}
+local function pool_fast(p)
+  if p.fast ~= nil then return p.fast end
+  local pol = p.policy
+  p.fast = false
+  if pol.secrets and next(pol.secrets) ~= nil then return false end
+  local rp = { policy = pol, limits = pol.limits or {}, secrets = {} }
+  if not run_handlers({ log = {}, log_bytes = 0 }, rp) then return false end
+  local handlers, builtin = {}, {}
+  for k in pairs(builtin_handlers({}, rp.limits)) do
+    if not (pol.effects and pol.effects[k] ~= nil) then builtin[k] = true end
+  end
+  for k, h in pairs(pol.effects or {}) do
+    if h then handlers[k] = nest.runner(h, k) end
+  end
+  local notify
+  for _, name in ipairs(pol.notify or {}) do notify = notify or {}; notify[name] = true end
+  p.fast = { limits = rp.limits, log_max = rp.limits.output or OUTPUT_DEFAULT, digest = policy.digest(pol),
+             handlers = handlers, builtin = builtin, notify = notify, secrets = secrets.readonly({}) }
+  return p.fast
+end
+
+-- The host's side of the run a worker of pool p will serve, made when the
+-- worker is spawned (the host's idle time): its record, handlers and ctx.
+function pool_host_side(b, p, id)
+  local f = pool_fast(p)
+  if not f then return nil end
+  local st = { log = {}, log_bytes = 0, log_max = f.log_max, policy = p.policy.name, plan = p.plan,
+               digest = f.digest, pooled = true, pol = p.policy, broker = b, serial = id }
+  local handlers = {}
+  for k, h in pairs(f.handlers) do handlers[k] = h end
+  for k, h in pairs(builtin_handlers(st, f.limits)) do
+    if f.builtin[k] then handlers[k] = nest.runner(h, k) end
+  end
+  local ctx = { policy = st.policy, secrets = f.secrets, nest = nest.method, notify = f.notify }
+  if f.notify then
+    ctx.on_note_error = function(effect, msg)
+      st.note_errors = st.note_errors or {}
+      if #st.note_errors < 16 then
+        st.note_errors[#st.note_errors + 1] = string.format("%s: %s", effect, tostring(msg):match("^[^\n]*"))
+      end
+    end
+  end
+  return { st = st, handlers = handlers, ctx = ctx }
+end
+
+-- A run under pool p's policy, on one of its joined workers, with nothing
+-- resolved or built that the pool holds already. -> the run; nil when the
+-- pool has no joined worker (spawn one); or nil, message, code.
+local function pooled_start(b, p, opts)
+  local f = pool_fast(p)
+  if not f then return nil end
+  local source, name = load_guest(opts.guest, opts.name, CALLER)
+  if not source then return nil, name end
+  local admitted, aerr = policy.admit(p.policy, "untrusted", "guests", b)
+  if not admitted then return nil, aerr, "confinement" end
+  local run, _, h = pool_take(b, p)
+  if not run then return nil end
+  local id = run:id()
+  h = h or pool_host_side(b, p, id)
+  local st = h.st
+  st.on_log = opts.on_log
+  st.nest = nest.state(NO_INTERNAL, f.limits, id + 1)   -- its deadline counts from now
+  -- A worker that died since it joined: its end is the pool's, and the run
+  -- goes the general way (another worker, or a spawn).
+  if not pool_send(run, name, source, opts.input, f.limits, h.handlers, h.ctx) then
+    brokers[b].parked[id] = p
+    return nil
+  end
+  brokers[b].live[id] = st
+  runs[run] = st
   return run
 end
 
 --- b:warm(n, policy, {refill = bool}) -> true, or nil, message, code: tops the
---- pool of workers for runs under policy (a policy, a table, a name; nil: the
---- broker's or untrusted) up to n, spawned and parked, so b:start under it
---- skips the spawn; fewer than n are cancelled, n = 0 empties it. n is bounded
---- by the policy's limits.pool. With refill, b:step tops it up again, one
---- worker in a step that had nothing to deliver. A pool one of whose workers
---- failed its checks from outside is refused: nil, "confinement: ...".
+--- pool of prepared workers for runs under policy (a policy, a table, a name;
+--- nil: the broker's or untrusted) up to n, spawned, confined and checked from
+--- outside before this returns; fewer than n are cancelled, n = 0 empties it.
+--- n is bounded by the policy's limits.pool. With refill, b:step tops it up
+--- again, one worker in a step that had nothing to deliver. A pool one of
+--- whose workers failed its checks (or did not say ready) is refused: nil,
+--- "confinement: ...", and stays refused.
 function broker_methods:warm(n, pol, opts)
   if math.type(n) ~= "integer" or n < 0 or n > 256 then error("warm: n must be a whole number from 0 to 256", 2) end
   if opts ~= nil then
@@ -403,43 +577,78 @@ function broker_methods:warm(n, pol, opts)
   what, err, code = run_what({ guest = "" }, rp.policy, {})
   if not what then return nil, err, code end
   local bs = broker_state(self)
-  bs.pool = bs.pool or {}
-  local key = pool_key(what.argv, what.plan.start)
+  bs.pool, bs.pool_by = bs.pool or {}, bs.pool_by or {}
+  local init = prepared_init(rp, what)
+  local key = pool_key(what.argv, what.plan.start, init)
   local p = bs.pool[key]
   if not p then
     local start = { argv = what.argv, park = true, handlers = {} }
     for k, v in pairs(what.plan.start) do start[k] = v end
-    p = { parked = {}, start = start }
+    p = { parked = {}, seed = {}, host = {}, start = start, init = init, policy = rp.policy, argv = what.argv,
+          plan = what.plan }
     bs.pool[key] = p
   end
-  if p.failed then
-    return nil, "confinement: the pool's worker failed its checks from outside, so the pool is refused: " ..
-      tostring(p.failed):gsub("^confinement: ", ""), "confinement"
-  end
+  local ref = pool_ref(self, pol)
+  if ref ~= nil then bs.pool_by[ref] = p end
+  if p.failed then return pool_refuse(p, p.failed) end
   p.want = n
   p.refill = opts ~= nil and opts.refill == true
+  -- Those parked already: one that ended (its end not yet seen by b:step) is
+  -- forgotten, and refuses the pool if it failed its checks or acted on its own.
+  for i = #p.parked, 1, -1 do
+    local r = p.parked[i]
+    if not r:_joined() then
+      local ok, why, how = r:_await_ready(0)
+      if not ok and how == "ended" then
+        table.remove(p.parked, i)
+        if why:match("^protocol: ") or why:match("^confinement: ") then return pool_refuse(p, why) end
+      end
+    end
+  end
   while #p.parked > n do
     table.remove(p.parked):cancel()   -- its end, in a later b:step, is the pool's (bs.parked)
   end
-  return pool_fill(self, p)
+  -- Spawned, then each one checked: a pool joins only workers seen ready.
+  local fresh = {}
+  while #p.parked < p.want do
+    local run
+    run, err, code = pool_spawn(self, p)
+    if not run then return nil, err, code end
+    fresh[#fresh + 1] = run
+  end
+  for _, run in ipairs(fresh) do
+    local ok, why, how = run:_await_ready(POOL_READY_MS)
+    if not ok then
+      if how == "timeout" then run:cancel() end
+      return pool_refuse(p, why)
+    end
+  end
+  return true
 end
 
---- b:pooled(policy) -> how many workers are parked for runs under policy.
+--- b:pooled(policy) -> how many workers have joined the pool for runs under
+--- policy (spawned, checked, waiting for a run).
 function broker_methods:pooled(pol)
-  local rp, err, code = run_policy(self, { policy = pol }, {})
-  if not rp then return nil, err, code end
-  local what = run_what({ guest = "" }, rp.policy, {})
-  local bs = brokers[self]
-  local p = what and bs and bs.pool and bs.pool[pool_key(what.argv, what.plan.start)]
-  return p and #p.parked or 0
+  local p = pool_for(self, { policy = pol })
+  if not p then
+    local rp, err, code = run_policy(self, { policy = pol }, {})
+    if not rp then return nil, err, code end
+    local what = run_what({ guest = "" }, rp.policy, {})
+    p = what and pool_for(self, {}, what, rp)
+  end
+  local n = 0
+  for _, r in ipairs(p and p.parked or {}) do if r:_joined() then n = n + 1 end end
+  return n
 end
 
 -- broker, b:_start's options, what runs, a parked worker or nil -> the run,
 -- or nil, message, code.
 local function spawn(b, start, what, parked)
-  if parked then
-    local ok, err, code = parked:_unpark { init = start.init, handlers = start.handlers, ctx = start.ctx,
-      deadline_ms = start.deadline_ms, max_frame = start.max_frame, capture_max = start.capture_max }
+  if parked then   -- a pool's worker: its run is all it needs (it has init)
+    local g = start.init.guest
+    local ok, err, code = pool_send(parked, g.name, g.source, start.init.input,
+      { deadline_ms = start.deadline_ms, max_frame = start.max_frame, capture = start.capture_max },
+      start.handlers, start.ctx)
     if not ok then return nil, err, code end
     return parked
   end
@@ -468,6 +677,14 @@ end
 -- message }. -> run, or nil, message, code.
 local function start_run(b, opts, internal)
   internal = internal or {}
+  -- A pooled worker serves an unrecorded run with no seed of its own (see the pool).
+  local poolable = not opts.ledger and not internal.serve and not internal.program and not internal.nested
+    and opts.seed == nil
+  local pool = poolable and pool_for(b, opts) or nil
+  if pool then
+    local run, err, code = pooled_start(b, pool, opts)
+    if run or err then return run, err, code end
+  end
   local rp, err, code = run_policy(b, opts, internal)
   if not rp then return nil, err, code end
   local what
@@ -480,16 +697,18 @@ local function start_run(b, opts, internal)
   if grant then   -- a replayed nested run has the effects it was recorded with, at most
     for k in pairs(handlers) do if not grant[k] then handlers[k] = nil end end
   end
-  -- A warm worker (b:warm) has its id already; a new one gets the next. A
-  -- recorded or replayed run spawns its own (fixed addresses, see no_aslr).
-  local parked = not opts.ledger and not internal.serve and pool_take(b, what) or nil
+  -- A warm worker (b:warm) has its id and its seed already; a new one gets
+  -- the next id and a seed of its own. A pool found by key (a bare table
+  -- policy, or one with secrets) is taken here.
+  if poolable then pool = pool or pool_for(b, opts, what, rp) end
+  local parked, pooled_seed = pool_take(b, pool)
   st.pooled = parked ~= nil or nil
   local serial = parked and parked:id() or b:_next_serial()
-  local seed = opts.seed or math.random(0, 2 ^ 31)
+  local seed = pooled_seed or opts.seed or math.random(0, 2 ^ 31)
   local ok
   ok, err, code = record_run(st, handlers, opts, internal, rp, what, serial, seed)
   if not ok then
-    if parked then parked:cancel() end
+    if parked then parked:cancel() brokers[b].parked[parked:id()] = pool end   -- its end is the pool's
     return nil, err, code
   end
   handlers = served_handlers(st, handlers, collect_log, internal.serve)
@@ -511,6 +730,7 @@ local function start_run(b, opts, internal)
   -- Registered: b:step finds the record by the run's id, reply and fail by the run.
   local bs = broker_state(b)
   bs.live[run:id()] = st
+  if st.ledger then bs.ledgered[run:id()] = st end
   runs[run] = st
   return run
 end
@@ -538,13 +758,15 @@ nest.bind { record_of = function(run) return runs[run] end, start_run = start_ru
 function broker_methods:step(timeout)
   -- Group commit: the wait never outlasts a batch ledger's sync window, and
   -- every step gives due ledgers their fdatasync.
-  local per = brokers[self] and brokers[self].live   -- run id -> record
-  if per then
-    for _, st in pairs(per) do
-      if st.ledger then
-        local due = st.ledger:sync_due_ms()
-        if due >= 0 and (timeout == nil or timeout < 0 or due < timeout) then timeout = due end
-      end
+  -- Only the live runs that have a ledger are visited (bs.ledgered), so a
+  -- step costs no more for many unrecorded runs than for one.
+  local bs = brokers[self]
+  local per = bs and bs.live   -- run id -> record
+  local ledgered = bs and next(bs.ledgered) and bs.ledgered
+  if ledgered then
+    for _, st in pairs(ledgered) do
+      local due = st.ledger:sync_due_ms()
+      if due >= 0 and (timeout == nil or timeout < 0 or due < timeout) then timeout = due end
     end
   end
   if session.settling() then
@@ -553,17 +775,14 @@ function broker_methods:step(timeout)
   local done, err, code = self:_step(timeout)
   session.settle()   -- the notes that arrived: recorded, then handled, before anything ends
   if not done then return nil, err, code end
-  if per then
-    for _, st in pairs(per) do
-      if st.ledger then
-        local ok, terr = st.ledger:tick()
-        if not ok and st.recorder then st.recorder.failed = st.recorder.failed or terr end
-      end
+  if ledgered then
+    for _, st in pairs(ledgered) do
+      local ok, terr = st.ledger:tick()
+      if not ok and st.recorder then st.recorder.failed = st.recorder.failed or terr end
     end
   end
   -- A parked worker that died (or that b:warm cancelled) is its pool's loss,
   -- not a run's end: the pool forgets it.
-  local bs = brokers[self]
   if bs and next(bs.parked) then
     local kept = {}
     for _, res in ipairs(done) do
@@ -571,9 +790,11 @@ function broker_methods:step(timeout)
       if p then
         bs.parked[res.run] = nil
         for i, r in ipairs(p.parked) do if r:id() == res.run then table.remove(p.parked, i) break end end
-        -- One that failed its checks from outside: the pool is refused (b:warm
-        -- says why) and never refilled; runs spawn their own, checked as ever.
-        if res.cause == "confinement" then p.failed = p.failed or res.message end
+        p.seed[res.run], p.host[res.run] = nil, nil
+        -- One that failed its checks from outside, or acted before it had a
+        -- run: the pool is refused (b:warm says why) and never refilled; runs
+        -- spawn their own, checked as ever.
+        if res.cause == "confinement" or res.cause == "protocol" then pool_refuse(p, res.message) end
       else
         kept[#kept + 1] = res
       end
@@ -586,17 +807,13 @@ function broker_methods:step(timeout)
   if bs and bs.pool and #done == 0 then
     for _, p in pairs(bs.pool) do
       if p.refill and not p.failed and #p.parked < p.want then
-        local run = self:_start(p.start)
-        if run then
-          p.parked[#p.parked + 1] = run
-          bs.parked[run:id()] = p
-        else
-          p.refill = false   -- cannot spawn now: b:warm again says why
-        end
+        -- It joins when its ready is read and checked, in a later step.
+        if not pool_spawn(self, p) then p.refill = false end   -- cannot spawn now: b:warm again says why
         break
       end
     end
   end
+  if #done == 0 then return done end
   local nested_done = {}   -- result -> record, for the nested runs among them
   -- Nested runs first, deepest first: a run's end is recorded before its
   -- parent's, which may close the ledger they share (nest.ended).
@@ -639,6 +856,7 @@ function broker_methods:step(timeout)
         if st.owned then st.ledger:close() end
       end
       per[res.run] = nil
+      bs.ledgered[res.run] = nil
     end
   end
   -- A nested run's end is its parent's call's answer, not a result of the

@@ -305,6 +305,8 @@ static void push_result(lua_State *L, lrun *lr, const airlock_result *res) {
   set_int(L, "notes", (lua_Integer)res->usage.notes);
   set_int(L, "bytes_in", (lua_Integer)res->usage.bytes_in);
   set_int(L, "bytes_out", (lua_Integer)res->usage.bytes_out);
+  if (res->usage.first_instruction_ms > 0) set_num(L, "first_instruction_ms", res->usage.first_instruction_ms);
+  if (res->usage.done_frame_ms > 0) set_num(L, "done_frame_ms", res->usage.done_frame_ms);
   if (res->usage.pids_peak) set_int(L, "pids_peak", (lua_Integer)res->usage.pids_peak);
   if (res->usage.pids_refused) set_int(L, "pids_refused", (lua_Integer)res->usage.pids_refused);
   if (res->usage.memory_peak) set_int(L, "memory_peak", (lua_Integer)res->usage.memory_peak);
@@ -793,6 +795,57 @@ static int l_run_unpark(lua_State *L) {
   return 1;
 }
 
+/* run:_serve{handlers=, ctx=}: the handlers and ctx of a run given its start
+** already (a pooled worker: run:_unpark sent its run first, so the guest
+** starts while the host builds these; its calls are read in b:step only). */
+static int l_run_serve(lua_State *L) {
+  check_run(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  static const char *const keys[] = { "handlers", "ctx", NULL };
+  const char *bad = airlock_l_unknown_key(L, 2, keys);
+  if (bad) return luaL_error(L, "serve: unknown option '%s'", bad);
+  lua_getfield(L, 2, "handlers");
+  if (!lua_istable(L, -1)) return luaL_error(L, "serve: field 'handlers' must be a table");
+  lua_setiuservalue(L, 1, RUV_HANDLERS);
+  lua_getfield(L, 2, "ctx");
+  if (lua_isnil(L, -1)) { lua_pop(L, 1); lua_newtable(L); }
+  else if (!lua_istable(L, -1)) return luaL_error(L, "serve: field 'ctx' must be a table");
+  lua_setiuservalue(L, 1, RUV_CTX);
+  return 0;
+}
+
+/* run:_t_start() -> when the run started as the broker counts it (spawn, or
+** unpark for a pooled worker): ms on core.now_ms's clock. */
+static int l_run_t_start(lua_State *L) {
+  lrun *lr = check_run(L, 1);
+  lua_pushnumber(L, airlock_run_t_start(lr->r));
+  return 1;
+}
+
+/* run:_joined() -> whether a parked run's worker said ready and passed the
+** checks from outside (it may join its pool). */
+static int l_run_joined(lua_State *L) {
+  lrun *lr = check_run(L, 1);
+  lua_pushboolean(L, airlock_run_joined(lr->r));
+  return 1;
+}
+
+/* run:_await_ready(timeout_ms) -> true, or nil, why, "ended" | "timeout":
+** waits for a parked run's ready frame and its checks (nothing else is read). */
+static int l_run_await_ready(lua_State *L) {
+  lrun *lr = check_run(L, 1);
+  int ms = (int)luaL_checkinteger(L, 2);
+  const char *why = NULL;
+  int rc = airlock_run_await_ready(lr->r, ms, &why);
+  if (rc == 1) { lua_pushboolean(L, 1); return 1; }
+  if (rc == -EINVAL) return luaL_error(L, "await_ready: the run is not parked");
+  lua_pushnil(L);
+  if (rc == 0) { lua_pushstring(L, why ? why : "the worker ended"); lua_pushliteral(L, "ended"); }
+  else if (rc == -ETIMEDOUT) { lua_pushfstring(L, "the worker did not say ready within %d ms", ms); lua_pushliteral(L, "timeout"); }
+  else { lua_pushstring(L, strerror(-rc)); lua_pushliteral(L, "ended"); }
+  return 3;
+}
+
 static int l_run_reply(lua_State *L) {
   lrun *lr = check_run(L, 1);
   lua_Integer id = luaL_checkinteger(L, 2);
@@ -948,7 +1001,8 @@ void airlock_l_open_broker(lua_State *L) {
     { "abort", l_run_abort }, { "id", l_run_id }, { "pid", l_run_pid }, { "cpu_time", l_run_cpu_time },
     { "live", l_run_live }, { "result", l_run_result }, { "output", l_run_output },
     { "_unpark", l_run_unpark }, { "_egress_fd", l_run_egress_fd }, { "_egress_close", l_run_egress_close },
-    { "_turn", l_run_turn }, { NULL, NULL } };
+    { "_turn", l_run_turn }, { "_joined", l_run_joined }, { "_t_start", l_run_t_start }, { "_serve", l_run_serve }, { "_await_ready", l_run_await_ready },
+    { NULL, NULL } };
 
   luaL_newmetatable(L, AIRLOCK_BROKER_MT);
   luaL_newlib(L, bm);

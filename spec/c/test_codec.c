@@ -639,6 +639,32 @@ static void test_kinds(void)
   CHECK(strcmp(airlock_msg_kind_name((airlock_msg_kind)99), "?") == 0);
   CHECK(airlock_msg_field(NULL, "t") == NULL);
   CHECK(airlock_msg_field(m.value, "t") == NULL);   /* not a map */
+
+  /* done's started: the worker's clock at the guest's first instruction */
+  start(3);
+  kv_str("t", "done");
+  kv_int("started", 123456789);
+  key("ok");
+  msgpack_pack_nil(&pk);
+  CHECK(decode() == 0);
+  CHECK(m.kind == AIRLOCK_MSG_DONE && m.started == 123456789);
+  start(2);
+  kv_str("t", "done");
+  key("ok");
+  msgpack_pack_nil(&pk);
+  CHECK(decode() == 0 && m.started == 0);
+
+  /* start: a prepared worker's run */
+  start(4);
+  kv_str("t", "start");
+  kv_int("v", 1);
+  kv_int("run", 7);
+  key("guest");
+  msgpack_pack_map(&pk, 1);
+  kv_str("source", "return 1");
+  CHECK(decode() == 0);
+  CHECK(m.kind == AIRLOCK_MSG_START && m.version == 1 && m.value == &u.data);
+  CHECK(strcmp(airlock_msg_kind_name(AIRLOCK_MSG_START), "start") == 0);
 }
 
 /* ------------------------------------------------------------------ codec: violations */
@@ -763,6 +789,16 @@ static void test_violations(void)
   kv_str("t", "done");
   kv_str("err", "boom");
   REJECT("done: field 'err' must be a map (got string)");
+  start(3);
+  kv_str("t", "done");
+  kv_str("started", "now");
+  key("ok");
+  msgpack_pack_nil(&pk);
+  REJECT("done: field 'started' must be");
+  start(2);
+  kv_str("t", "start");
+  kv_str("v", "1");
+  REJECT("start: field 'v' must be a non-negative integer");
 
   start(2);
   kv_str("t", "ready");

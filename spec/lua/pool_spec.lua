@@ -1,7 +1,10 @@
--- pool_spec.lua -- b:warm: workers spawned, confined by the spawner and
--- checked ahead of their runs, parked until b:start gives them a guest. A
--- pooled run must be the run a fresh worker would have given: same result,
--- same confinement, same ids in the ledger; a parked worker is nobody's run.
+-- pool_spec.lua -- b:warm: prepared workers, spawned, confined (by the
+-- spawner, then Landlock and seccomp by themselves) and checked from outside
+-- ahead of their runs, parked until b:start gives them a guest. A pooled run
+-- must be the run a fresh worker would have given: same result, same
+-- confinement, same ids in the ledger; a parked worker is nobody's run, and
+-- one that lies about its confinement or acts before it has a run is refused
+-- with its pool. Checked as root and as uid 65534.
 local H = require "helper"
 local airlock = require "airlock"
 
@@ -141,5 +144,127 @@ describe("b:warm", function()
     assert.is_nil((b:warm(2, small)))
     assert(b:warm(1, small))   -- control: within the bound
     assert.equal(1, b:pooled(small))
+  end)
+
+  it("gives the guest a worker that is confined and checked before the run exists", function()
+    local b <close> = airlock.broker()
+    assert(b:warm(1))
+    local pid = H.children()[#H.children()]
+    -- Before any run: the worker is already under its seccomp filter and
+    -- no_new_privs, as /proc shows from outside.
+    local status = H.read("/proc/" .. pid .. "/status")
+    assert.equal("2", status:match("\nSeccomp:%s*(%d)"))
+    assert.equal("1", status:match("\nNoNewPrivs:%s*(%d)"))
+    assert.equal(1, b:pooled())
+    local res = finish(b, assert(b:start { guest = "return math.type(math.random(1, 6))" }))
+    assert.is_true(res.pooled)
+    assert.equal("integer", res.value)
+    assert.is_number(res.usage.first_instruction_ms)
+    assert.is_true(res.usage.first_instruction_ms <= res.usage.done_frame_ms)
+    -- A run that asks for its own seed gets a worker made with it (a fresh one):
+    -- the pool's was fixed when its state was made.
+    assert(b:warm(1))
+    local seeded = finish(b, assert(b:start { guest = "return math.random(1, 1000000)", seed = 7 }))
+    local again = finish(b, assert(b:start { guest = "return math.random(1, 1000000)", seed = 7 }))
+    assert.is_nil(seeded.pooled)
+    assert.equal(seeded.value, again.value)
+    assert.equal(1, b:pooled())   -- still there for the next run without a seed
+  end)
+
+  it("refuses a pool whose worker lies about its confinement (control: the real worker joins)", function()
+    local b <close> = airlock.broker()
+    -- The stand-in says ready without applying any layer of its own.
+    local liar = airlock.policy.extend("untrusted", { name = "liar", worker = { H.hostile, "ready-done" } })
+    local none, err, code = b:warm(1, liar)
+    assert.is_nil(none)
+    assert.equal("confinement", code)
+    assert.matches("^confinement: the pool's worker failed its checks from outside, so the pool is refused: ", err)
+    assert.matches("Seccomp", err)
+    assert.equal(0, b:pooled(liar))
+    -- Refused for good: asking again says so without spawning.
+    local before = kids()
+    assert.is_nil((b:warm(1, liar)))
+    assert.equal(before, kids())
+    -- Control: the same policy with the real worker joins.
+    local honest = airlock.policy.extend("untrusted", { name = "honest" })
+    assert(b:warm(1, honest))
+    assert.equal(1, b:pooled(honest))
+  end)
+
+  it("ends a parked worker that acts before it has a run, and refuses its pool (control: the real one waits)", function()
+    local b <close> = airlock.broker()
+    -- A stand-in confined exactly as the real worker (so it passes the checks
+    -- on ready), which then makes a call instead of waiting for its run: a
+    -- worker taken over before use.
+    local rogue = airlock.policy.extend("untrusted", { name = "rogue", worker = { H.hostile, "escape-socket" },
+      effects = { n = function() return 1 end } })
+    local honest = airlock.policy.extend("untrusted", { name = "honest", effects = { n = function() return 1 end } })
+    -- Its ready is true, so it joins; unless its call came in the same read
+    -- as its ready, when b:warm refuses at once.
+    local first, ferr = b:warm(1, rogue)
+    if not first then assert.matches("a parked worker sent 'call' before it was given a run", ferr) end
+    assert(b:warm(1, honest))
+    local seen = {}
+    for _ = 1, 20 do
+      for _, res in ipairs(assert(b:step(20))) do seen[#seen + 1] = res end
+      if b:pooled(rogue) == 0 then break end
+    end
+    assert.are.same({}, seen)   -- its end is no run's result
+    assert.equal(0, b:pooled(rogue))
+    local none, err = b:warm(1, rogue)
+    assert.is_nil(none)
+    assert.matches("a parked worker sent 'call' before it was given a run", err)
+    -- Control: the real worker, through the same steps, is still waiting.
+    assert.equal(1, b:pooled(honest))
+    local res = finish(b, assert(b:start { guest = "return host.n()", policy = honest }))
+    assert.is_true(res.pooled)
+    assert.equal(1, res.value)
+  end)
+
+  it("refills without waiting for the new worker: it joins in a later step", function()
+    local b <close> = airlock.broker()
+    local pol = airlock.policy.extend("untrusted", { name = "waits", effects = { wait = function() return airlock.defer() end } })
+    assert(b:warm(1, pol, { refill = true }))
+    local run = assert(b:start { guest = "return host.wait()", policy = pol })   -- stays live, deferred
+    -- A step that had nothing to deliver spawns one, and returns without
+    -- reading its ready: it has not joined yet.
+    local spawned
+    for _ = 1, 10 do
+      local before = kids()
+      assert.are.same({}, assert(b:step(0)))
+      if kids() > before then spawned = true break end
+    end
+    assert.is_true(spawned)
+    assert.equal(0, b:pooled(pol))
+    for _ = 1, 50 do
+      assert(b:step(20))
+      if b:pooled(pol) == 1 then break end
+    end
+    assert.equal(1, b:pooled(pol))
+    run:cancel()
+    finish(b, run)
+  end)
+
+  it("works the same for an unprivileged host: prepared, checked, and a liar refused", function()
+    local script = os.tmpname()
+    local build = H.build:match("^/") and H.build or (os.getenv("PWD") .. "/" .. H.build)
+    local hostile = os.getenv("PWD") .. "/" .. H.hostile
+    H.write(script, string.format([[
+      package.cpath = %q .. "/lib/?.so;" .. package.cpath
+      local airlock = require "airlock"
+      local b <close> = airlock.broker()
+      assert(b:warm(1))
+      local res = b:start { guest = "return 6 * 7" }:wait(b)
+      print("pooled", res.pooled, res.value, res.confinement.seccomp:match("^applied") ~= nil)
+      local liar = airlock.policy.extend("untrusted", { name = "liar", worker = { %q, "ready-done" } })
+      local ok, err, code = b:warm(1, liar)
+      print("liar", ok, code, err:match("refused") ~= nil)
+    ]], build, hostile))
+    os.execute("chmod 644 " .. script)
+    local out, rc = H.sh("cd / && setpriv --reuid=65534 --regid=65534 --clear-groups lua5.4 " .. script)
+    os.remove(script)
+    assert.equal(0, rc, out)
+    assert.matches("pooled\ttrue\t42\ttrue", out)
+    assert.matches("liar\tnil\tconfinement\ttrue", out)
   end)
 end)

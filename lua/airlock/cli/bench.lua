@@ -308,19 +308,76 @@ local function bench_roundtrip(n)
   return { median_us = percentile(d, 0.5), p99_us = percentile(d, 0.99), per_sec = #d / (total / 1e6) }
 end
 
--- Start -> done of a trivial guest under untrusted, taking a worker b:warm
--- parked beforehand (the top-up is not timed: a host does it when idle).
+-- A pooled start, as a host makes it: a worker b:warm prepared beforehand
+-- (the top-up is not timed: a host does it when idle), then the host idles
+-- for IDLE_MS, as the raw baseline's parked child does, and b:start gives
+-- the worker a guest whose first statement is an effect. Timed from before
+-- b:start to: the guest's first instruction (the worker's clock in its done
+-- frame, usage.first_instruction_ms), the handler of its first effect, the
+-- done frame's arrival, and the result (after the child's exit is reaped).
+local WARM_IDLE_MS = 2
 local function bench_warm(n)
   local b <close> = airlock.broker()
-  local times = {}
+  local t_effect
+  local pol = policy.extend("untrusted", { name = "bench-warm", effects = {
+    first = function() t_effect = core.now_ms() return true end } })
+  local first, effect, done, result = {}, {}, {}, {}
   for i = 1, n + 3 do
-    assert(b:warm(1))
+    assert(b:warm(1, pol))
+    b:step(WARM_IDLE_MS)   -- nothing happens: the host idles, the worker waits
     local t0 = core.now_ms()
-    local res = assert(b:start { guest = "return 1" }):wait(b)
-    assert(res.ok and res.pooled, res.message)
-    if i > 3 then times[#times + 1] = (core.now_ms() - t0) * 1000 end
+    local run = assert(b:start { guest = "host.first() return 1", policy = pol })
+    local res = run:wait(b)
+    local t1 = core.now_ms()
+    if not (res.ok and res.pooled and res.usage.first_instruction_ms) then
+      error("bench: pooled run failed: " .. tostring(res.cause) .. ": " .. tostring(res.message), 0)
+    end
+    if i > 3 then
+      local ts = run:_t_start()
+      first[#first + 1] = (ts + res.usage.first_instruction_ms - t0) * 1000
+      effect[#effect + 1] = (t_effect - t0) * 1000
+      done[#done + 1] = (ts + res.usage.done_frame_ms - t0) * 1000
+      result[#result + 1] = (t1 - t0) * 1000
+    end
   end
-  return summary(times)
+  return { first = summary(first), effect = summary(effect), done = summary(done), result = summary(result) }
+end
+
+-- The same start in bursts: a pool of `burst` prepared at once, then that
+-- many b:start back to back (a host starting a batch), so no spawn or child
+-- teardown comes between two starts. -> summary of b:start to the first
+-- instruction.
+local function bench_warm_burst(n, burst)
+  local b <close> = airlock.broker()
+  local pol = policy.extend("untrusted", { name = "bench-warm-burst" })
+  local first = {}
+  for round = 1, n // burst + 1 do
+    assert(b:warm(burst, pol))
+    local runs, t0s = {}, {}
+    for i = 1, burst do
+      t0s[i] = core.now_ms()
+      runs[i] = assert(b:start { guest = "return 1", policy = pol })
+    end
+    for i, run in ipairs(runs) do
+      local res = run:wait(b)
+      if not (res.ok and res.pooled and res.usage.first_instruction_ms) then
+        error("bench: pooled run failed: " .. tostring(res.cause) .. ": " .. tostring(res.message), 0)
+      end
+      if round > 1 then first[#first + 1] = (run:_t_start() + res.usage.first_instruction_ms - t0s[i]) * 1000 end
+    end
+  end
+  return summary(first)
+end
+
+-- airlock-baseline prefork: a child forked beforehand, parked in read, woken
+-- by one frame the size of a start frame. -> { wake = row, round = row }.
+local function bench_prefork(n)
+  local rows, err = json_lines(bindir() .. "/airlock-baseline prefork " .. n .. " 120 " .. WARM_IDLE_MS * 1000)
+  if not rows then error("bench: baseline failed: " .. err, 0) end
+  local out = {}
+  for _, r in ipairs(rows) do out[r.bench:match("^prefork%-(.*)$") or r.bench] = r end
+  if not (out.wake and out.round) then error("bench: baseline prefork gave no wake and round rows", 0) end
+  return out
 end
 
 -- Parent RSS per live run, with many runs parked on an unanswered effect.
@@ -377,6 +434,7 @@ local function row(rows, name, m, base_name, base, extra)
     limit = tonumber(limit)
     r.met = (op == "<=" and r.ratio <= limit) or (op == "<" and r.ratio < limit)
   end
+  if r.median_us and r.target_us then r.met = r.median_us <= r.target_us end   -- an absolute target
   rows[#rows + 1] = r
   return r
 end
@@ -421,8 +479,19 @@ function M.main(args)
   row(rows, "bwrap-true", bw, "fork-exec /bin/true", fe)
   row(rows, "confined/unconfined", s.confined, "spawn-unconfined", s.unconfined, { target = "<= 1.5" })
   row(rows, "confined/bwrap", s.confined, "bwrap-true", bw, { target = "< 1" })
-  row(rows, "spawn-done-warm", bench_warm(quick and 50 or 300), "spawn-done", s.confined,
-    { what = "a worker b:warm parked beforehand" })
+  local w = bench_warm(quick and 50 or 300)
+  local pf = bench_prefork(quick and 50 or 300)
+  row(rows, "spawn-done-warm", w.result, "spawn-done", s.confined,
+    { what = "b:start to the result, on a worker b:warm prepared beforehand" })
+  row(rows, "warm-first-instruction", w.first, "raw prefork wake", pf.wake,
+    { target_us = 100, what = "b:start to the guest's first instruction" })
+  row(rows, "warm-first/fork-exec", w.first, "fork-exec /bin/true", fe)
+  row(rows, "warm-first-burst", bench_warm_burst(quick and 40 or 200, 20), "raw prefork wake", pf.wake,
+    { target_us = 100, what = "the same, 20 starts back to back from a pool of 20" })
+  row(rows, "warm-first-effect", w.effect, "raw prefork round", pf.round,
+    { what = "b:start to the handler of the guest's first effect" })
+  row(rows, "warm-done", w.done, "fork-exec /bin/true", fe,
+    { what = "b:start to the done frame (before the exit is reaped)" })
 
   local rt = bench_roundtrip(quick and 2000 or 20000)
   -- the raw baseline carries frames of the same size as a ping call (~40 bytes)
@@ -481,6 +550,9 @@ function M.print_table(rows)
       if x.target then
         tail[#tail + 1] = string.format("target %s: %s (p99 ratio %.2f)", x.target, x.met and "met" or "MISSED",
           x.p99_ratio or 0)
+      end
+      if x.target_us then
+        tail[#tail + 1] = string.format("target median <= %d us: %s", x.target_us, x.met and "met" or "MISSED")
       end
       if x.what then tail[#tail + 1] = x.what end
       if x.note then tail[#tail + 1] = x.note end
