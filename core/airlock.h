@@ -526,6 +526,12 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
 int airlock_broker_step(airlock_broker *b, int timeout_ms);
 /* Pops the next event. Returns 1 and fills ev, or 0 when the queue is empty. */
 int airlock_broker_next(airlock_broker *b, airlock_event *ev);
+/* The calls waiting in the queue, without taking them: fills out[0..max) with
+** the CALL events airlock_broker_next would give (of live runs), in order, and
+** returns how many. Each stays valid until that call is answered or its run
+** ends. A host uses it to prepare many calls at once (e.g. record them all in
+** one round trip each to their ledgers) before it handles them one by one. */
+size_t airlock_broker_peek_calls(const airlock_broker *b, airlock_event *out, size_t max);
 /* Live runs (started, DONE not yet delivered); parked runs are not counted. */
 size_t airlock_broker_live(const airlock_broker *b);
 /* The serial the next airlock_broker_start will give its run. */

@@ -631,6 +631,23 @@ int airlock_broker_next(airlock_broker *b, airlock_event *ev) {
   return 0;
 }
 
+size_t airlock_broker_peek_calls(const airlock_broker *b, airlock_event *out, size_t max) {
+  size_t n = 0;
+  for (size_t i = 0; i < b->qlen && n < max; i++) {
+    airlock_run *r = b->queue[b->qhead + i];
+    if (run_finished(r) || !r->call.live || r->call.m.kind != AIRLOCK_MSG_CALL) continue;
+    airlock_event *ev = &out[n++];
+    memset(ev, 0, sizeof *ev);
+    ev->run = r;
+    ev->kind = AIRLOCK_EV_CALL;
+    ev->id = r->call.m.id;
+    ev->effect = r->call.m.effect;
+    ev->effect_len = r->call.m.effect_len;
+    ev->args = r->call.m.value ? r->call.m.value : &nil_object;
+  }
+  return n;
+}
+
 /* The reply to the pending call: ok = raw (msgpack, already encoded) when raw
 ** is set, else err = msg and code. */
 static int reply_frame(airlock_run *r, uint64_t id, const void *raw, size_t rawlen,

@@ -291,9 +291,10 @@ static int commit(airlock_ledger *l)
   if (msgpack_sbuffer_write(&l->sb, (const char *)h, sizeof h) != 0)
     return set_err(l, -ENOMEM, "ledger: out of memory for record seq %" PRIu64, seq);
 
-  /* batch: a window that has passed is closed before this record opens the next */
+  /* batch: a window that has passed is closed before this record opens the next
+  ** (coalesce: by the caller's tick, after it has answered what it accepted) */
   double now = l->durability == AIRLOCK_DURABLE_BATCH ? mono_ms() : 0;
-  if (l->durability == AIRLOCK_DURABLE_BATCH && window_passed(l, now)) {
+  if (l->durability == AIRLOCK_DURABLE_BATCH && !l->coalesce && window_passed(l, now)) {
     int rc = sync_now(l);
     if (rc < 0)
       return rc;

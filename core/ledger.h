@@ -121,7 +121,9 @@ typedef struct airlock_ledger_opts {
   int coalesce;            /* 1 (not in always): an append keeps its record in
                               memory until airlock_ledger_write_out (or a sync,
                               seal, close, or 1 MiB of them) writes them all in
-                              one write(2); a record is in the journal only then */
+                              one write(2); a record is in the journal only then.
+                              In batch, an append then never syncs: the caller's
+                              airlock_ledger_tick does, within batch_ms */
 } airlock_ledger_opts;
 
 /* What a scan found. Filled by open, verify and the reader. */

@@ -592,6 +592,20 @@ int airlock_ledger_proc_sync(airlock_ledger_proc *p)
   return pump(p, 0, 0);
 }
 
+int airlock_ledger_proc_send(airlock_ledger_proc *p)
+{
+  if (p->sticky)
+    return p->sticky;
+  return pump(p, p->queued, 0);   /* sends the queue; waits for no answer */
+}
+
+uint64_t airlock_ledger_proc_take_bytes(airlock_ledger_proc *p)
+{
+  uint64_t n = p->acked_bytes;
+  p->acked_bytes = 0;
+  return n;
+}
+
 int airlock_ledger_proc_flush(airlock_ledger_proc *p)
 {
   int rc = airlock_ledger_proc_sync(p);

@@ -67,6 +67,13 @@ int airlock_ledger_proc_append(airlock_ledger_proc *p, const char *kind, uint64_
                                uint64_t *seq, uint64_t *bytes);
 /* Waits until every queued append is accepted or refused. 0 or -errno. */
 int airlock_ledger_proc_sync(airlock_ledger_proc *p);
+/* Sends the queued appends now, without waiting for their answers (the
+** process works on them while the caller does something else, e.g. sends
+** other ledgers theirs); airlock_ledger_proc_sync then waits. 0 or -errno. */
+int airlock_ledger_proc_send(airlock_ledger_proc *p);
+/* The bytes the records acknowledged since the last waited append (or the
+** last call of this) added to the journal; counting starts again from 0. */
+uint64_t airlock_ledger_proc_take_bytes(airlock_ledger_proc *p);
 /* Commits: waits for every append, then for the fdatasync. 0 or -errno. */
 int airlock_ledger_proc_flush(airlock_ledger_proc *p);
 /* Checks, without waiting, that the process is alive and reads what it sent.

@@ -132,6 +132,9 @@ static void send_acks(void)
   msgpack_pack_int64(&pk, airlock_ledger_sync_due_ms(acks.l));
   acks.n = acks.bytes = 0;
   send_frame();
+  /* the group commit comes after the answer: an ack never waits for an
+  ** fdatasync of older records (a failure is sticky: the next append is refused) */
+  airlock_ledger_tick(acks.l);
 }
 
 static void refuse(int e, const char *message, int fatal)
@@ -443,7 +446,8 @@ static int serve_write(int argc, char **argv)
     }
     if (m == NULL)
       break;
-    airlock_ledger_tick(l);
+    if (acks.n == 0)   /* with acks to send, the commit follows them (send_acks) */
+      airlock_ledger_tick(l);
     no_identity(m);
     if (ledger_proto_is(m, "append")) {
       const char *kind;

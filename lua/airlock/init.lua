@@ -289,6 +289,12 @@ local function spawn_options(st, handlers, opts, internal, rp, what, serial, see
   local ctx = { policy = rp.policy.name, secrets = secrets.readonly(rp.secrets), nest = nest.method,
                 on_denied = st.recorder and not internal.serve and function(effect, id) st.recorder:denied(id, effect) end
                   or nil }
+  -- A recorded run's calls are recorded with the step's others, before any
+  -- is handled (b:step: ctx.admit for each, then ctx.admit_flush once).
+  if st.recorder and not internal.serve then
+    ctx.admit = function(effect, args, id) st.recorder:admit(effect, args, id) end
+    ctx.admit_flush = session.admit_flush
+  end
   -- Notifications: the binding takes a note only for these, and tells of a
   -- handler that failed on one (no answer goes back to say so).
   local notify

@@ -66,7 +66,7 @@ M.program = program
 -- later append fails: fail closed), seal_bytes (the journal is sealed into a
 -- zstd segment once it holds this many bytes; default 8 MiB), and the methods pid() (the ledger
 -- process), grant() (this start's, never reused), sync() (wait until every
--- queued append is accepted) and append(kind, run, fields, false) (queued;
+-- queued append is accepted; -> true, the bytes they added) and append(kind, run, fields, false) (queued;
 -- a refusal surfaces at the next waiting call). An append returns once its
 -- record is accepted: written whole to the journal by the ledger process. It
 -- is committed (on disk) once durable_seq() reaches it; flush() commits now.
@@ -93,17 +93,21 @@ end
 --- refusal for the session's bound (EDQUOT) names the policy field that set
 --- it. Everything else is L's.
 function M.naming_bound(L, bytes)
-  local function append(_, kind, run, fields, wait)
-    local seq, b, errno = L:append(kind, run, fields, wait)
-    if seq == nil and errno == M.EDQUOT then
-      return nil, string.format("ledger: the session's journal has reached its bound of %d bytes, the " ..
-        "policy's ledger.max_bytes; nothing more is recorded, so nothing more is performed (raise " ..
-        "ledger.max_bytes, or record in a new session)", bytes), errno
+  -- append and sync (which waits for queued appends) are where the bound is met
+  local function named(method)
+    return function(_, ...)
+      local ok, b, errno = L[method](L, ...)
+      if ok == nil and errno == M.EDQUOT then
+        return nil, string.format("ledger: the session's journal has reached its bound of %d bytes, the " ..
+          "policy's ledger.max_bytes; nothing more is recorded, so nothing more is performed (raise " ..
+          "ledger.max_bytes, or record in a new session)", bytes), errno
+      end
+      return ok, b, errno
     end
-    return seq, b, errno
   end
+  local wrapped = { append = named("append"), sync = named("sync") }
   return setmetatable({}, { __index = function(_, k)
-    if k == "append" then return append end
+    if wrapped[k] then return wrapped[k] end
     local v = L[k]
     if type(v) ~= "function" then return v end
     return function(_, ...) return v(L, ...) end

@@ -150,6 +150,7 @@ function recorder:settle()
       tostring(err):gsub("^ledger: ", ""))
     return nil, err
   end
+  self.bytes = self.bytes + (err or 0)   -- sync's second value: the bytes they added
   local was = settling
   settling = true
   for _, n in ipairs(list) do
@@ -171,6 +172,48 @@ end
 --- settling() -> true while kept notes' handlers run (b:step refuses then).
 function M.settling() return settling end
 
+-- Calls, admitted together. Before b:step handles any call, it gives each
+-- recorded run's waiting call to its recorder (ctx.admit), then calls
+-- admit_flush once: every call record is queued first, then each ledger is
+-- waited for once, so the ledger processes of many runs work on their
+-- records at the same time and N runs' calls cost about one round trip, not
+-- N in a row. An admitted call's handler runs as before, once its record is
+-- accepted; one whose record was refused is not performed (cause ledger).
+local admitting = {}   -- recorders with a call queued since the last flush
+
+function recorder:admit(effect, args, seq)
+  local d = self.decisions and self.decisions[effect]
+  if not d or self.notes then return end   -- not a handler of its own; or notes to record first
+  local ok, err = self:append("call", { id = seq, effect = effect, args = args, decision = d[1], reason = d[2] }, true)
+  self.admitted = self.admitted or {}
+  self.admitted[seq] = { seq = ok, err = not ok and err or nil }
+  if ok then admitting[#admitting + 1] = self end
+end
+
+--- admit_flush(): waits for the ledgers of the calls admitted since the last one.
+function M.admit_flush()
+  local list = admitting
+  admitting = {}
+  -- every ledger process gets its records first, then each is waited for:
+  -- they work on them at the same time
+  for _, rec in ipairs(list) do rec.ledger:send() end
+  local synced = {}   -- ledger -> true, or the message of its failure
+  for _, rec in ipairs(list) do
+    local l = rec.ledger
+    if synced[l] == nil then
+      local ok, bytes = l:sync()
+      synced[l] = ok and true or tostring(bytes)
+      if ok then rec.bytes = rec.bytes + (bytes or 0) end
+    end
+    if synced[l] ~= true then
+      rec.failed = rec.failed or synced[l]
+      for _, a in pairs(rec.admitted) do
+        if a.seq then a.seq, a.err = nil, synced[l] end
+      end
+    end
+  end
+end
+
 -- Wraps a handler so its call is recorded before it runs and its answer after.
 -- A call that cannot be recorded is not performed: the run ends with cause ledger.
 function recorder:wrap(effect, handler)
@@ -181,6 +224,8 @@ function recorder:wrap(effect, handler)
     local d, why = hmod.decision(handler)
     if d then decision, reason = d, why end
   end
+  self.decisions = self.decisions or {}
+  self.decisions[effect] = { decision, reason }
   return function(args, ctx)
     if ctx.note then
       -- A note: recorded before its handler runs (settle), nothing after (no answer).
@@ -195,14 +240,21 @@ function recorder:wrap(effect, handler)
       unsettled[self] = true
       return nil
     end
-    local settled, serr = self:settle()   -- this run's notes before its call
-    if not settled then
-      ctx.handle:abort("ledger", "ledger: the call could not be recorded, so it was not performed: " ..
-        tostring(serr):gsub("^ledger: ", ""))
-      error("ledger: " .. tostring(serr), 0)
+    local ok, err
+    local adm = self.admitted and self.admitted[ctx.seq]
+    if adm then   -- recorded already, with the step's other calls (admit)
+      self.admitted[ctx.seq] = nil
+      ok, err = adm.seq, adm.err
+    else
+      local settled, serr = self:settle()   -- this run's notes before its call
+      if not settled then
+        ctx.handle:abort("ledger", "ledger: the call could not be recorded, so it was not performed: " ..
+          tostring(serr):gsub("^ledger: ", ""))
+        error("ledger: " .. tostring(serr), 0)
+      end
+      ok, err = self:append("call", { id = ctx.seq, effect = effect, args = args,
+                                      decision = decision, reason = reason })
     end
-    local ok, err = self:append("call", { id = ctx.seq, effect = effect, args = args,
-                                          decision = decision, reason = reason })
     ctx.ledger_seq = ok   -- the call record's seq: a nested run started here names it
     if not ok then
       ctx.handle:abort("ledger", "ledger: the call could not be recorded, so it was not performed: " .. err:gsub("^ledger: ", ""))

@@ -689,6 +689,50 @@ static int l_broker_start(lua_State *L) {
   return 1;
 }
 
+/* The calls waiting in the queue of recorded runs (whose ctx has admit, a
+** function): admit(effect, args, id) for each, before any call is handled,
+** then the first one's ctx.admit_flush() once. The recorder queues each call
+** record and waits for each ledger once (airlock.session), so the ledger
+** processes of many runs work at the same time. Only a granted effect's args
+** are turned into Lua (a denied call's never are); a failure here is left to
+** the call's own dispatch, which records and answers it as ever. */
+#define ADMIT_MAX 256
+static void admit_calls(lua_State *L, lbroker *lb, int runs) {
+  airlock_event evs[ADMIT_MAX];
+  size_t n = airlock_broker_peek_calls(lb->b, evs, ADMIT_MAX);
+  if (n == 0) return;
+  int top = lua_gettop(L);
+  lua_pushnil(L);                      /* the flush function, once a recorded run has one */
+  int fslot = lua_gettop(L);
+  char err[256];
+  for (size_t i = 0; i < n; i++) {
+    const airlock_event *ev = &evs[i];
+    lua_settop(L, fslot);
+    if (lua_rawgeti(L, runs, (lua_Integer)airlock_run_serial(ev->run)) != LUA_TUSERDATA) continue;
+    int runud = lua_gettop(L);
+    lua_getiuservalue(L, runud, RUV_CTX);
+    int ctxt = lua_gettop(L);
+    if (lua_getfield(L, ctxt, "admit") != LUA_TFUNCTION) continue;
+    int fn = lua_gettop(L);
+    lua_getiuservalue(L, runud, RUV_HANDLERS);
+    lua_pushlstring(L, ev->effect, ev->effect_len);
+    int granted = lua_rawget(L, -2);
+    if (granted != LUA_TFUNCTION && granted != LUA_TTABLE && granted != LUA_TUSERDATA) continue;
+    if (lua_isnil(L, fslot)) {
+      lua_getfield(L, ctxt, "admit_flush");
+      lua_replace(L, fslot);
+    }
+    lua_settop(L, fn);
+    lua_pushlstring(L, ev->effect, ev->effect_len);
+    if (airlock_lua_push(L, ev->args, err, sizeof err) < 0) continue;   /* dispatch says so */
+    lua_pushinteger(L, (lua_Integer)ev->id);
+    lua_pcall(L, 3, 0, 0);
+  }
+  lua_settop(L, fslot);
+  if (lua_isfunction(L, fslot)) lua_pcall(L, 0, 0, 0);
+  lua_settop(L, top);
+}
+
 /* b:_step(timeout_ms) -> list of finished results (each also kept by its run) */
 static int l_broker_step(lua_State *L) {
   lbroker *lb = check_broker(L, 1);
@@ -705,6 +749,7 @@ static int l_broker_step(lua_State *L) {
   airlock_event ev;
   lua_Integer nres = 0;
   lb->busy = 1;
+  admit_calls(L, lb, runs);
   while (!lb->closed && airlock_broker_next(lb->b, &ev)) {
     lua_rawgeti(L, runs, (lua_Integer)airlock_run_serial(ev.run));
     if (lua_isnil(L, -1)) { lua_pop(L, 1); continue; }

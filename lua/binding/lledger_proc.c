@@ -288,9 +288,21 @@ static int l_flush(lua_State *L) {
   return done_or_fail(L, lp, airlock_ledger_proc_flush(lp->p));
 }
 
+/* L:send() -> true: the queued appends go out now, unanswered (sync waits) */
+static int l_send(lua_State *L) {
+  lproc *lp = check_proc(L, 1);
+  return done_or_fail(L, lp, airlock_ledger_proc_send(lp->p));
+}
+
+/* L:sync() -> true, bytes (what the records accepted since the last waited
+** append or sync added), or nil, message, errno */
 static int l_sync(lua_State *L) {
   lproc *lp = check_proc(L, 1);
-  return done_or_fail(L, lp, airlock_ledger_proc_sync(lp->p));
+  int rc = airlock_ledger_proc_sync(lp->p);
+  if (rc < 0) return done_or_fail(L, lp, rc);
+  lua_pushboolean(L, 1);
+  lua_pushinteger(L, (lua_Integer)airlock_ledger_proc_take_bytes(lp->p));
+  return 2;
 }
 
 /* tick: is the ledger process still there (one poll)? A due window is asked about. */
@@ -500,7 +512,7 @@ void airlock_l_open_ledger_proc(lua_State *L) {
   static const luaL_Reg pm[] = {
     { "append", l_append }, { "head", l_head }, { "checkpoint", l_checkpoint },
     { "session_id", l_session_id }, { "durable_seq", l_durable_seq }, { "flush", l_flush },
-    { "sync", l_sync }, { "tick", l_tick }, { "sync_due_ms", l_sync_due_ms },
+    { "sync", l_sync }, { "send", l_send }, { "tick", l_tick }, { "sync_due_ms", l_sync_due_ms },
     { "durability", l_durability }, { "report", l_report }, { "close", l_close }, { "dir", l_dir },
     { "pid", l_pid }, { "grant", l_grant }, { "raw_send", l_raw_send }, { NULL, NULL } };
   static const luaL_Reg rm[] = {

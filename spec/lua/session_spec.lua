@@ -156,6 +156,57 @@ describe("a run recorded in a ledger", function()
   end)
 end)
 
+describe("many recorded runs on one broker", function()
+  -- b:step records the calls waiting in all of them first (each ledger
+  -- process gets its records, then each is waited for), then handles them.
+  it("record every call before its handler runs; a ledger process that dies ends its run alone", function()
+    local b <close> = airlock.broker()
+    local dirs, runs, performed, victim = {}, {}, {}, nil
+    local pol = { limits = { deadline_ms = 60000 }, effects = {
+      double = function(n, ctx)
+        performed[ctx.run] = (performed[ctx.run] or 0) + 1
+        if n == 30 and victim and ctx.run == runs[1]:id() then
+          -- the first run's 30th call: kill the third run's ledger process, and wait until it is dead
+          os.execute("env -u LD_PRELOAD kill -9 " .. victim:pid())
+          local t0 = os.time()
+          repeat
+            local f = io.open("/proc/" .. victim:pid() .. "/stat")
+            local st = f and f:read("a"):match("^%d+ %b() (%a)")
+            if f then f:close() end
+          until st == nil or st == "Z" or os.time() - t0 > 10
+        end
+        return n * 2
+      end } }
+    for i = 1, 8 do
+      dirs[i] = tmpdir()
+      local l = i == 3 and assert(ledger.open(dirs[i], { create = true })) or dirs[i]
+      if i == 3 then victim = l end
+      runs[i] = assert(b:start { guest = "local s = 0 for i = 1, 60 do s = s + host.double(i) end return s",
+                                 policy = pol, ledger = l })
+    end
+    local results, ended = {}, 0
+    while ended < 8 do
+      for _, res in ipairs(assert(b:step(-1))) do results[res.run], ended = res, ended + 1 end
+    end
+    for i, run in ipairs(runs) do
+      local res = results[run:id()]
+      local calls = 0
+      for rec in ledger.records(dirs[i]) do if rec.kind == "call" then calls = calls + 1 end end
+      assert.equal(calls, performed[run:id()] or 0, "run " .. i .. ": every performed call was recorded first")
+      if i == 3 then
+        assert.equal("ledger", res.cause, res.message)
+        assert.is_true(calls < 60)
+      else
+        assert.equal("ok", res.cause, res.message)   -- the control: the others carry on
+        assert.equal(3660, res.value)
+        assert.equal(60, calls)
+      end
+    end
+    victim:close()
+    for _, d in ipairs(dirs) do rm(d) end
+  end)
+end)
+
 describe("a ledger that cannot record", function()
   -- In always each record is written and synced alone; in batch and none the
   -- ledger process writes a batch of records at once, and a failed write

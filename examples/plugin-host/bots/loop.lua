@@ -6,4 +6,7 @@ for _ = 1, 3 do
   me = host.world.tick()
 end
 host.world.say { text = "let me think about this..." }
-while true do end
+-- Thinking costs time as well as instructions (each rep is a little C work),
+-- so the budget of 2M instructions lasts a few hundred ms: longer than a
+-- tick on any machine, and the skips show.
+while true do local _ = ("x"):rep(10) end
