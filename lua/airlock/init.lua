@@ -284,6 +284,17 @@ end
 
 -- What b:_start takes: a worker's, with its init frame, or a program's.
 -- record, handlers, ... -> b:_start's options.
+-- ctx.on_note_error for run record st: a handler that failed on a note is
+-- told in the result (note_errors, the first 16, a line each).
+local function note_error_sink(st)
+  return function(effect, msg)
+    st.note_errors = st.note_errors or {}
+    if #st.note_errors < 16 then
+      st.note_errors[#st.note_errors + 1] = string.format("%s: %s", effect, tostring(msg):match("^[^\n]*"))
+    end
+  end
+end
+
 local function spawn_options(st, handlers, opts, internal, rp, what, serial, seed)
   local limits = rp.limits
   local ctx = { policy = rp.policy.name, secrets = secrets.readonly(rp.secrets), nest = nest.method,
@@ -302,12 +313,7 @@ local function spawn_options(st, handlers, opts, internal, rp, what, serial, see
   if notify then
     ctx.notify = {}
     for _, name in ipairs(notify) do ctx.notify[name] = true end
-    ctx.on_note_error = function(effect, msg)
-      st.note_errors = st.note_errors or {}
-      if #st.note_errors < 16 then
-        st.note_errors[#st.note_errors + 1] = string.format("%s: %s", effect, tostring(msg):match("^[^\n]*"))
-      end
-    end
+    ctx.on_note_error = note_error_sink(st)
   end
   local start
   if what.program then
@@ -519,12 +525,7 @@ function pool_host_side(b, p, id)
   end
   local ctx = { policy = st.policy, secrets = f.secrets, nest = nest.method, notify = f.notify }
   if f.notify then
-    ctx.on_note_error = function(effect, msg)
-      st.note_errors = st.note_errors or {}
-      if #st.note_errors < 16 then
-        st.note_errors[#st.note_errors + 1] = string.format("%s: %s", effect, tostring(msg):match("^[^\n]*"))
-      end
-    end
+    ctx.on_note_error = note_error_sink(st)
   end
   return { st = st, handlers = handlers, ctx = ctx }
 end
