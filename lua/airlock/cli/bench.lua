@@ -99,11 +99,21 @@ local function json_lines(cmd)
 end
 
 -- Runs airlock-baseline and returns its JSON line as a table.
-local function baseline(args)
+-- baseline_row(args) -> the first JSON row of `airlock-baseline ARGS` (it has
+-- median_us), or nil, why. Every bench's baselines are taken through it.
+local function baseline_row(args)
   local cmd = bindir() .. "/airlock-baseline " .. args
-  local rows = json_lines(cmd)
+  local rows, err = json_lines(cmd)
   local t = rows and rows[1]
-  if type(t) ~= "table" or not t.median_us then error("bench: baseline failed: " .. cmd, 0) end
+  if type(t) ~= "table" or not t.median_us then
+    return nil, err or ("airlock-baseline gave no median (" .. cmd .. ")")
+  end
+  return t
+end
+
+local function baseline(args)
+  local t, why = baseline_row(args)
+  if not t then error("bench: baseline failed: " .. why, 0) end
   return t
 end
 
@@ -114,7 +124,7 @@ local function which(name)
 end
 
 -- For airlock.bench_exec, which measures the same way.
-M.percentile, M.bindir, M.json_lines, M.which = percentile, bindir, json_lines, which
+M.percentile, M.bindir, M.json_lines, M.which, M.baseline_row = percentile, bindir, json_lines, which, baseline_row
 
 -- ------------------------------------------------------------------ confinement variants
 

@@ -31,10 +31,7 @@ local percentile, bindir, which = bench.percentile, bench.bindir, bench.which
 local function forkexec(n, argv)
   local q = {}
   for i, a in ipairs(argv) do q[i] = shell_quote(a) end
-  local rows, err = bench.json_lines(bindir() .. "/airlock-baseline forkexec " .. n .. " " .. table.concat(q, " "))
-  local t = rows and rows[1]
-  if not t or not t.median_us then return nil, err or "airlock-baseline gave no median" end
-  return t
+  return bench.baseline_row("forkexec " .. n .. " " .. table.concat(q, " "))
 end
 
 -- A bwrap that works here (it needs user namespaces or root), or nil, why.

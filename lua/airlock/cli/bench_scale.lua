@@ -17,7 +17,7 @@ local bench = require "airlock.cli.bench"
 
 local M = {}
 
-local percentile, bindir = bench.percentile, bench.bindir
+local percentile = bench.percentile
 
 local GUEST = {
   calls = [[
@@ -90,10 +90,7 @@ local function scenario(kind, n, k, f)
 end
 
 local function raw(n, k, f)
-  local rows, err = bench.json_lines(bindir() .. "/airlock-baseline frames " .. n .. " " .. k .. " " .. f)
-  local t = rows and rows[1]
-  if not t or not t.median_us then return nil, err or "airlock-baseline frames gave no median" end
-  return t
+  return bench.baseline_row("frames " .. n .. " " .. k .. " " .. f)
 end
 
 function M.main(args)
