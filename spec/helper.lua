@@ -65,6 +65,19 @@ function H.sh_installed(cmd)
 end
 
 -- A fresh temporary directory (created), for specs to remove when done.
+-- Kills pid with SIGKILL and waits (at most 10 s) until it is dead: gone, or
+-- a zombie its parent has not reaped (which kill -0 would still find). No
+-- shell loop: under the sanitizer's preload every process it starts is slow.
+function H.kill_dead(pid)
+  os.execute("env -u LD_PRELOAD kill -9 " .. pid)
+  local t0 = os.time()
+  repeat
+    local f = io.open("/proc/" .. pid .. "/stat")
+    local st = f and f:read("a"):match("^%d+ %b() (%a)")
+    if f then f:close() end
+  until st == nil or st == "Z" or os.time() - t0 > 10
+end
+
 function H.tmpdir()
   local p = io.popen("mktemp -d /tmp/airlock-spec-XXXXXX")
   local d = p:read("l")

@@ -83,16 +83,7 @@ describe("notifications", function()
     local pol = policy.extend("untrusted", { notify = { "move" }, effects = {
       move = function(a) moves[#moves + 1] = a end,
       ask = function()
-        -- killed, and waited for until it is dead (a zombie: its parent, this
-        -- process, reaps it later); no shell loop, which the sanitizer's preload slows
-        local pid = L:pid()
-        os.execute("env -u LD_PRELOAD kill -9 " .. pid)
-        local t0 = os.time()
-        repeat
-          local f = io.open("/proc/" .. pid .. "/stat")
-          local st = f and f:read("a"):match("^%d+ %b() (%a)")
-          if f then f:close() end
-        until st == nil or st == "Z" or os.time() - t0 > 10
+        H.kill_dead(L:pid())
         return #moves
       end }, limits = { deadline_ms = 30000 } })
     local res = airlock.run { policy = pol, ledger = L, guest = [[

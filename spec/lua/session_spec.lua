@@ -167,13 +167,7 @@ describe("many recorded runs on one broker", function()
         performed[ctx.run] = (performed[ctx.run] or 0) + 1
         if n == 30 and victim and ctx.run == runs[1]:id() then
           -- the first run's 30th call: kill the third run's ledger process, and wait until it is dead
-          os.execute("env -u LD_PRELOAD kill -9 " .. victim:pid())
-          local t0 = os.time()
-          repeat
-            local f = io.open("/proc/" .. victim:pid() .. "/stat")
-            local st = f and f:read("a"):match("^%d+ %b() (%a)")
-            if f then f:close() end
-          until st == nil or st == "Z" or os.time() - t0 > 10
+          require("helper").kill_dead(victim:pid())
         end
         return n * 2
       end } }
