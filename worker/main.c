@@ -135,6 +135,18 @@ static void warm_up(void)
 ** the run; the state is built and the worker confined and ready before any
 ** run exists, and it then waits, blocked on fd 3, for the start frame with
 ** its run id, guest and input, so a run costs only the guest's own work. */
+/* The first frame of a kind (init, or a prepared worker's start), decoded
+** into u, which lives as long as the process; a protocol version other than
+** ours ends the worker. */
+static void read_first(msgpack_unpacked *u, airlock_msg *msg, airlock_msg_kind kind, const char *what)
+{
+  msgpack_unpacked_init(u);
+  worker_channel_read_first(u, msg, kind);
+  if (msg->version != AIRLOCK_PROTOCOL_VERSION)
+    worker_die(WORKER_EXIT_BADINIT, "%s: protocol version %llu, this worker speaks %d", what,
+               (unsigned long long)msg->version, AIRLOCK_PROTOCOL_VERSION);
+}
+
 int main(void)
 {
   static worker w;
@@ -142,11 +154,7 @@ int main(void)
   airlock_msg msg;
 
   worker_channel_open(&w);
-  msgpack_unpacked_init(&init);
-  worker_channel_read_first(&init, &msg, AIRLOCK_MSG_INIT);
-  if (msg.version != AIRLOCK_PROTOCOL_VERSION)
-    worker_die(WORKER_EXIT_BADINIT, "init: protocol version %llu, this worker speaks %d",
-               (unsigned long long)msg.version, AIRLOCK_PROTOCOL_VERSION);
+  read_first(&init, &msg, AIRLOCK_MSG_INIT, "init");
   worker_init_parse(&w, msg.value);
   build_state(&w);
   if (!w.init.prepared) {
@@ -158,11 +166,7 @@ int main(void)
     ** collection of the runtime: done here, it costs the run nothing. */
     lua_gc(w.L, LUA_GCGEN, 0, 0);
     confine_and_ready(&w);
-    msgpack_unpacked_init(&start);
-    worker_channel_read_first(&start, &msg, AIRLOCK_MSG_START);
-    if (msg.version != AIRLOCK_PROTOCOL_VERSION)
-      worker_die(WORKER_EXIT_BADINIT, "start: protocol version %llu, this worker speaks %d",
-                 (unsigned long long)msg.version, AIRLOCK_PROTOCOL_VERSION);
+    read_first(&start, &msg, AIRLOCK_MSG_START, "start");
     worker_start_parse(&w, msg.value);
     push_input(&w, "start");
   }
