@@ -51,50 +51,76 @@ local function first_line(e)
   return #s > 560 and s:sub(1, 560) .. "..." or s
 end
 
+-- A handler's coroutine is kept for the next call once its handler has
+-- answered: creating one per call was a large part of an effect's cost in
+-- the host. Each runs `body`: the handler in a pcall, so that its error
+-- ends the call, not the coroutine; then it yields DONE with the outcome
+-- and waits for the next handler. What the last call left (handler, args,
+-- ctx) is dropped before it waits, so an idle coroutine keeps no run alive.
+local DONE = setmetatable({}, { __name = "airlock.nest.done" })   -- what a finished call yields
+local IDLE_MAX = 32
+local idle, nidle = {}, 0
+
+local function body(h, args, ctx)
+  while true do
+    local ok, v = pcall(h, args, ctx)
+    h, args, ctx = nil, nil, nil
+    h, args, ctx = coroutine.yield(DONE, ok, v)
+  end
+end
+
+local function retire(co)
+  calls[co] = nil
+  if nidle < IDLE_MAX then nidle = nidle + 1; idle[nidle] = co else coroutine.close(co) end
+end
+
 -- Where a handler's coroutine is after a resume: finished (its answer goes
 -- to the call now, or is returned to the dispatcher on the first resume) or
 -- waiting on a nested run (registered on the run's record).
-local function settle(co, ctx, effect, first, ok, a, b)
-  if coroutine.status(co) == "dead" then
-    calls[co] = nil
+local function settle(co, ctx, effect, first, resumed, a, ok, v)
+  if resumed and a == DONE then
+    retire(co)
     if first then
-      if not ok then error(a, 0) end
-      return a
+      if not ok then error(v, 0) end
+      return v
     end
     local run = ctx.handle
     if not run:live() then return end
     if ok then
-      run:reply(ctx.seq, a)
+      run:reply(ctx.seq, v)
     else
-      local msg = first_line(a)
+      local msg = first_line(v)
       if msg:sub(1, 8) == "denied: " then run:fail(ctx.seq, msg, "denied")
       else run:fail(ctx.seq, string.format("handler for '%s' failed: %s", effect, msg)) end
     end
     return
   end
-  if a ~= WAIT then
+  if not resumed or a ~= WAIT then
     -- A bare coroutine.yield from a handler: not something a call can wait on.
     coroutine.close(co)
     calls[co] = nil
-    local msg = "nest: a handler yielded outside ctx:nest; only ctx:nest may suspend a call"
+    local msg = resumed and "nest: a handler yielded outside ctx:nest; only ctx:nest may suspend a call"
+      or ("nest: " .. first_line(a))
     if first then error(msg, 0) end
     if ctx.handle:live() then ctx.handle:fail(ctx.seq, string.format("handler for '%s' failed: %s", effect, msg)) end
     return
   end
-  local child = host.record_of(b)
+  local child = host.record_of(ok)
   child.nest.waiter = { co = co, ctx = ctx, effect = effect }
   if first then return DEFER end
 end
 
---- runner(handler, effect) -> the handler, run in a coroutine of its own per
---- call, so that ctx:nest can suspend it (see above). A handler that does
---- not nest answers as before: the same value, the same error.
+--- runner(handler, effect) -> the handler, run in a coroutine (a kept one,
+--- or a new one) per call, so that ctx:nest can suspend it (see above). A
+--- handler that does not nest answers as before: the same value, the same
+--- error.
 function M.runner(h, effect)
   return function(args, ctx)
     if ctx.note then return h(args, ctx) end   -- a note has no answer to wait for
-    local co = coroutine.create(h)
+    local co
+    if nidle > 0 then co = idle[nidle]; idle[nidle] = nil; nidle = nidle - 1 else co = coroutine.create(body) end
     calls[co] = ctx
-    return settle(co, ctx, effect, true, coroutine.resume(co, args, ctx))
+    return settle(co, ctx, effect, true, coroutine.resume(co, h, args, ctx))
   end
 end
 

@@ -13,13 +13,16 @@
 #include <stddef.h>
 #include <string.h>
 
-typedef struct lbroker { airlock_broker *b; int closed, busy; } lbroker;
+/* reply: the scratch a handler's answer is packed into (cleared, not freed,
+** between calls: no allocation per answer). */
+typedef struct lbroker { airlock_broker *b; int closed, busy; msgpack_sbuffer reply; } lbroker;
 typedef struct lrun { airlock_run *r; lbroker *lb; lua_Integer serial; int finished; } lrun;
 
 /* User values. broker: 1 = runs by serial (strong refs while live).
-** run: 1 = broker, 2 = handlers, 3 = ctx fields, 4 = result once finished. */
+** run: 1 = broker, 2 = handlers, 3 = ctx fields, 4 = result once finished,
+** 5 = the metatable of its handlers' ctx (push_ctx). */
 enum { BUV_RUNS = 1 };
-enum { RUV_BROKER = 1, RUV_HANDLERS, RUV_CTX, RUV_RESULT, RUV_COUNT_ = RUV_RESULT };
+enum { RUV_BROKER = 1, RUV_HANDLERS, RUV_CTX, RUV_RESULT, RUV_CTX_MT, RUV_COUNT_ = RUV_CTX_MT };
 
 static char defer_key;
 
@@ -66,19 +69,23 @@ static int pack_value(lua_State *L, int idx, msgpack_sbuffer *sb, const char *ro
   return airlock_lua_pack(L, idx, &pk, root, err, n);
 }
 
-static int reply_value(lua_State *L, airlock_run *r, uint64_t id, int idx, const char *effect) {
-  msgpack_sbuffer sb;
+static int reply_value(lua_State *L, lrun *lr, uint64_t id, int idx, const char *effect) {
+  msgpack_sbuffer *sb = &lr->lb->reply;
   char err[256];
-  msgpack_sbuffer_init(&sb);
+  msgpack_sbuffer_clear(sb);
   int rc;
-  if (pack_value(L, idx, &sb, "result", err, sizeof err) < 0) {
+  if (pack_value(L, idx, sb, "result", err, sizeof err) < 0) {
     char msg[640];
     int n = snprintf(msg, sizeof msg, "handler for '%s' returned a value that cannot be sent: %s", effect, err);
-    rc = airlock_run_fail(r, id, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1, NULL);
+    rc = airlock_run_fail(lr->r, id, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1, NULL);
   } else {
-    rc = airlock_run_reply(r, id, sb.data, sb.size);
+    rc = airlock_run_reply(lr->r, id, sb->data, sb->size);
   }
-  msgpack_sbuffer_destroy(&sb);
+  /* A large answer's buffer is not kept. */
+  if (sb->alloc > 65536) {
+    msgpack_sbuffer_destroy(sb);
+    msgpack_sbuffer_init(sb);
+  }
   return rc;
 }
 
@@ -91,20 +98,38 @@ static int traceback(lua_State *L) {
   return 1;
 }
 
-/* Pushes a handler's ctx: the run's grant (RUV_CTX, copied: a handler may
-** set fields of its own) and run, seq, effect, handle. It comes from the
-** broker's grant, never from guest bytes. */
+/* Pushes a handler's ctx: run, seq, effect, handle, and through its
+** metatable the run's grant (RUV_CTX: policy, secrets, nest, ...). It is a
+** table of its own per call, so a handler may set fields of its own; the
+** grant is read through __index, not copied, which kept a copy loop off
+** every call. The metatable is made once per grant (RUV_CTX_MT), and again
+** if the grant was replaced (run:_unpark, run:_serve). It comes from
+** the broker's grant, never from guest bytes. */
 static void push_ctx(lua_State *L, int runud, const airlock_event *ev, const char *effect) {
   lrun *lr = lua_touserdata(L, runud);
-  lua_createtable(L, 0, 8);
-  lua_getiuservalue(L, runud, RUV_CTX);
-  lua_pushnil(L);
-  while (lua_next(L, -2)) { lua_pushvalue(L, -2); lua_insert(L, -2); lua_rawset(L, -5); }
-  lua_pop(L, 1);
+  lua_createtable(L, 0, 4);
   lua_pushinteger(L, lr->serial); lua_setfield(L, -2, "run");
   lua_pushinteger(L, (lua_Integer)ev->id); lua_setfield(L, -2, "seq");
   lua_pushstring(L, effect); lua_setfield(L, -2, "effect");
   lua_pushvalue(L, runud); lua_setfield(L, -2, "handle");
+  int ctx = lua_gettop(L);
+  lua_getiuservalue(L, runud, RUV_CTX);
+  int grant = lua_gettop(L);
+  int current = lua_getiuservalue(L, runud, RUV_CTX_MT) == LUA_TTABLE;
+  if (current) {
+    lua_getfield(L, -1, "__index");
+    current = lua_rawequal(L, -1, grant);
+    lua_pop(L, 1);
+  }
+  if (!current) {
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 2);
+    lua_pushvalue(L, grant); lua_setfield(L, -2, "__index");
+    lua_pushboolean(L, 0); lua_setfield(L, -2, "__metatable");   /* a handler cannot swap it */
+    lua_pushvalue(L, -1); lua_setiuservalue(L, runud, RUV_CTX_MT);
+  }
+  lua_setmetatable(L, ctx);
+  lua_settop(L, ctx);
 }
 
 /* Runs the handler for one call: deny, answer, defer, or fail. Stack-neutral. */
@@ -168,7 +193,7 @@ static void dispatch(lua_State *L, int runud, const airlock_event *ev) {
     lua_getfield(L, -1, "on_handler_error");
     if (lua_isfunction(L, -1)) { lua_pushvalue(L, -3); lua_pcall(L, 1, 0, 0); }
   } else if (!(lua_islightuserdata(L, -1) && lua_touserdata(L, -1) == &defer_key)) {
-    reply_value(L, lr->r, ev->id, lua_gettop(L), effect);
+    reply_value(L, lr, ev->id, lua_gettop(L), effect);
   }
   lua_settop(L, top);
 }
@@ -320,6 +345,7 @@ static void push_result(lua_State *L, lrun *lr, const airlock_result *res) {
 static int l_broker_new(lua_State *L) {
   lbroker *lb = lua_newuserdatauv(L, sizeof *lb, 1);
   memset(lb, 0, sizeof *lb);
+  msgpack_sbuffer_init(&lb->reply);
   lb->closed = 1;   /* created closed, then the resource is acquired */
   luaL_setmetatable(L, AIRLOCK_BROKER_MT);
   lua_newtable(L);
@@ -795,6 +821,8 @@ static int l_broker_close(lua_State *L) {
     lb->closed = 1;
     airlock_broker_free(lb->b);   /* kills and reaps every live run */
     lb->b = NULL;
+    msgpack_sbuffer_destroy(&lb->reply);
+    msgpack_sbuffer_init(&lb->reply);
   }
   return 0;
 }
@@ -899,7 +927,7 @@ static int l_run_reply(lua_State *L) {
   if (lr->finished) return airlock_l_fail(L, "ended", "the run has ended; the answer was dropped", EPIPE);
   /* A deferred answer ends the guest's turn (limits.turn_instructions). */
   if (airlock_run_turn(lr->r, (uint64_t)id) == -EINVAL) return luaL_argerror(L, 2, "no such outstanding call");
-  int rc = reply_value(L, lr->r, (uint64_t)id, 3, "deferred");
+  int rc = reply_value(L, lr, (uint64_t)id, 3, "deferred");
   if (rc == -EINVAL) return luaL_argerror(L, 2, "no such outstanding call");
   if (rc < 0) return airlock_l_fail(L, "reply", "cannot send the reply", -rc);
   lua_pushboolean(L, 1);

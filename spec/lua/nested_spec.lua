@@ -456,3 +456,64 @@ describe("nested runs in the ledger", function()
     assert.is_true(ledger.verify(dir .. "/s").ok)
   end)
 end)
+
+-- Every call's handler runs in a coroutine, and a coroutine is kept for the
+-- next call once its handler has answered (nest.runner). What one call leaves
+-- must not reach the next: its error, its yield, the fields it set on ctx.
+describe("a handler's coroutine and ctx, call after call", function()
+  it("a call whose handler fails leaves the next call's answer alone", function()
+    local pol = { effects = { maybe = function(n)
+      if n % 3 == 0 then error("no multiples of three", 0) end
+      return n * 10
+    end } }
+    local res = airlock.run { policy = pol, guest = [[
+      local out = {}
+      for i = 1, 12 do
+        local ok, v = pcall(host.maybe, i)
+        out[#out + 1] = ok and tostring(v) or ("E:" .. tostring(v):match("no multiples of three") )
+      end
+      return table.concat(out, " ")
+    ]] }
+    assert.is_true(res.ok, res.message)
+    assert.are.equal("10 20 E:no multiples of three 40 50 E:no multiples of three 70 80 "
+      .. "E:no multiples of three 100 110 E:no multiples of three", res.value)
+  end)
+
+  it("a handler that yields outside ctx:nest fails its call; the next call is answered (control: no yield)", function()
+    local pol = { effects = {
+      sly = function(n) if n == 1 then coroutine.yield("let me out") end return n end,
+      plain = function(n) return n + 1 end,
+    } }
+    local res = airlock.run { policy = pol, guest = [[
+      local ok, err = pcall(host.sly, 1)
+      return { ok = ok, err = err, after = host.plain(1), control = host.sly(2) }
+    ]] }
+    assert.is_true(res.ok, res.message)
+    assert.is_false(res.value.ok)
+    assert.matches("only ctx:nest may suspend a call", res.value.err)
+    assert.are.equal(2, res.value.after)
+    assert.are.equal(2, res.value.control)
+  end)
+
+  it("gives each call a ctx of its own that reads the run's grant; what a handler sets stays in its call", function()
+    local seen = {}
+    local pol = { name = "ctx-grant", effects = { look = function(_, ctx)
+      seen[#seen + 1] = { policy = ctx.policy, mine = ctx.mine, seq = ctx.seq, effect = ctx.effect,
+                          run = ctx.run, mt = getmetatable(ctx), nest = type(ctx.nest) }
+      ctx.mine = "set by call " .. ctx.seq
+      ctx.policy = "overwritten"
+      return true
+    end } }
+    local res = airlock.run { policy = pol, guest = "host.look() host.look() return host.look()" }
+    assert.is_true(res.ok, res.message)
+    assert.are.equal(3, #seen)
+    for i, s in ipairs(seen) do
+      assert.are.equal("ctx-grant", s.policy)
+      assert.is_nil(s.mine)
+      assert.are.equal("look", s.effect)
+      assert.are.equal("function", s.nest)
+      assert.is_false(s.mt)   -- the grant cannot be swapped from a handler
+      if i > 1 then assert.is_true(s.seq > seen[i - 1].seq) end
+    end
+  end)
+end)
