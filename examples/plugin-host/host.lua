@@ -65,7 +65,7 @@ local DIR_ORDER = { "n", "e", "s", "w" }
 -- ------------------------------------------------------------ the world
 
 local bots, by_run = {}, {}          -- in name order; run id -> bot
-local gems = {}                      -- "x,y" -> true
+local gems = {}                      -- y * 1024 + x -> true
 local occ = {}                       -- y * 1024 + x -> the bot there (alive or not)
 local T = { tick = 0, over = false, events = {}, log = {} }
 local B                              -- the broker
@@ -77,8 +77,14 @@ local function rng(n)
   return rng_state % n + 1
 end
 
+-- The map's walls by cell (y * 1024 + x), made once: a look asks for many cells.
+local WALL = {}
+for y = 1, HEIGHT do
+  for x = 1, W do WALL[y * 1024 + x] = MAP[y]:sub(x, x) == "#" end
+end
+
 local function wall(x, y)
-  return y < 1 or y > HEIGHT or x < 1 or x > W or MAP[y]:sub(x, x) == "#"
+  return y < 1 or y > HEIGHT or x < 1 or x > W or WALL[y * 1024 + x]
 end
 
 local function bot_at(x, y)
@@ -97,7 +103,7 @@ local function free(x, y) return not wall(x, y) and not bot_at(x, y) end
 local function spawn_gem()
   for _ = 1, 1000 do
     local x, y = rng(W), rng(HEIGHT)
-    if free(x, y) and not gems[x .. "," .. y] then gems[x .. "," .. y] = true return end
+    if free(x, y) and not gems[y * 1024 + x] then gems[y * 1024 + x] = true return end
   end
 end
 
@@ -147,7 +153,7 @@ function world.look(args, ctx)
   for dy = -r, r do
     for dx = -r, r do
       local x, y = bot.x + dx, bot.y + dy
-      if gems[x .. "," .. y] then view.gems[#view.gems + 1] = { dx = dx, dy = dy } end
+      if gems[y * 1024 + x] then view.gems[#view.gems + 1] = { dx = dx, dy = dy } end
       local other = (dx ~= 0 or dy ~= 0) and bot_at(x, y)
       if other then view.bots[#view.bots + 1] = { name = other.name, dx = dx, dy = dy } end
     end
@@ -202,7 +208,7 @@ end
 local function cell(x, y)
   local b = bot_at(x, y)
   if b then return b.letter end
-  if gems[x .. "," .. y] then return "*" end
+  if gems[y * 1024 + x] then return "*" end
   return wall(x, y) and "#" or "."
 end
 
@@ -369,7 +375,7 @@ local function apply(bot)
   local nx, ny = bot.x + DIRS[d][1], bot.y + DIRS[d][2]
   if not free(nx, ny) then bot.bumped = true return d .. "!" end
   place(bot, nx, ny)
-  local key = nx .. "," .. ny
+  local key = ny * 1024 + nx
   if gems[key] then
     gems[key] = nil
     bot.gems = bot.gems + 1

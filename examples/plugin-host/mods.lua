@@ -14,8 +14,14 @@
 -- guest without waiting.
 local airlock = require "airlock"
 
+-- Each handler finds host.lua's world once, at its first call (the policy
+-- is loaded before the world exists).
 local function to(name)
-  return function(args, ctx) return require("plugin-host.world")[name](args, ctx) end
+  local f
+  return function(args, ctx)
+    f = f or require("plugin-host.world")[name]
+    return f(args, ctx)
+  end
 end
 
 return airlock.policy.extend(airlock.policy.load("untrusted"), {

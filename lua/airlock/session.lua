@@ -163,6 +163,9 @@ end
 
 --- settle(): every recorder's kept notes, recorded and handled (b:step calls it).
 function M.settle()
+  -- every ledger process gets its notes first, then each is waited for (in
+  -- settle): they work on them at the same time
+  for rec in pairs(unsettled) do rec.ledger:send() end
   while next(unsettled) do
     local rec = next(unsettled)
     rec:settle()
@@ -174,7 +177,9 @@ function M.settling() return settling end
 
 -- Calls, admitted together. Before b:step handles any call, it gives each
 -- recorded run's waiting call to its recorder (ctx.admit), then calls
--- admit_flush once: every call record is queued first, then each ledger is
+-- admit_flush once (and again at the first call that was not waiting then,
+-- one a run sent after its notes: the calls waiting at that point, together):
+-- every call record is queued first, then each ledger is
 -- waited for once, so the ledger processes of many runs work on their
 -- records at the same time and N runs' calls cost about one round trip, not
 -- N in a row. An admitted call's handler runs as before, once its record is
@@ -183,7 +188,9 @@ local admitting = {}   -- recorders with a call queued since the last flush
 
 function recorder:admit(effect, args, seq)
   local d = self.decisions and self.decisions[effect]
-  if not d or self.notes then return end   -- not a handler of its own; or notes to record first
+  if not d then return end   -- not a handler of its own
+  -- Notes the run sent before this call have their records queued already,
+  -- so the call's comes after them; their handlers run before the call's (wrap).
   local ok, err = self:append("call", { id = seq, effect = effect, args = args, decision = d[1], reason = d[2] }, true)
   self.admitted = self.admitted or {}
   self.admitted[seq] = { seq = ok, err = not ok and err or nil }
@@ -245,6 +252,12 @@ function recorder:wrap(effect, handler)
     if adm then   -- recorded already, with the step's other calls (admit)
       self.admitted[ctx.seq] = nil
       ok, err = adm.seq, adm.err
+      -- The run's notes before it: accepted with it (or refused with it), and
+      -- handled now, before the call's own handler.
+      if ok and self.notes then
+        local settled, serr = self:settle()
+        if not settled then ok, err = nil, tostring(serr) end
+      end
     else
       local settled, serr = self:settle()   -- this run's notes before its call
       if not settled then

@@ -16,7 +16,13 @@
 /* reply: the scratch a handler's answer is packed into (cleared, not freed,
 ** between calls: no allocation per answer). */
 typedef struct lbroker { airlock_broker *b; int closed, busy; msgpack_sbuffer reply; } lbroker;
-typedef struct lrun { airlock_run *r; lbroker *lb; lua_Integer serial; int finished; } lrun;
+/* recorded: whether its ctx has admit (a recorded run's calls are admitted
+** in batches, admit_calls): 0 not looked at yet, 1 yes, -1 no. admitted: the
+** id of the last call admit_calls looked at. */
+typedef struct lrun {
+  airlock_run *r; lbroker *lb; lua_Integer serial; int finished;
+  int recorded; uint64_t admitted;
+} lrun;
 
 /* User values. broker: 1 = runs by serial (strong refs while live).
 ** run: 1 = broker, 2 = handlers, 3 = ctx fields, 4 = result once finished,
@@ -736,9 +742,13 @@ static void admit_calls(lua_State *L, lbroker *lb, int runs) {
     lua_settop(L, fslot);
     if (lua_rawgeti(L, runs, (lua_Integer)airlock_run_serial(ev->run)) != LUA_TUSERDATA) continue;
     int runud = lua_gettop(L);
+    lrun *lr = lua_touserdata(L, runud);
+    if (lr->recorded < 0 || (lr->recorded > 0 && lr->admitted == ev->id)) continue;
     lua_getiuservalue(L, runud, RUV_CTX);
     int ctxt = lua_gettop(L);
-    if (lua_getfield(L, ctxt, "admit") != LUA_TFUNCTION) continue;
+    if (lua_getfield(L, ctxt, "admit") != LUA_TFUNCTION) { lr->recorded = -1; continue; }
+    lr->recorded = 1;
+    lr->admitted = ev->id;   /* looked at once, granted or not */
     int fn = lua_gettop(L);
     lua_getiuservalue(L, runud, RUV_HANDLERS);
     lua_pushlstring(L, ev->effect, ev->effect_len);
@@ -757,6 +767,13 @@ static void admit_calls(lua_State *L, lbroker *lb, int runs) {
   lua_settop(L, fslot);
   if (lua_isfunction(L, fslot)) lua_pcall(L, 0, 0, 0);
   lua_settop(L, top);
+}
+
+/* Whether the call ev of run lr should be admitted before it is handled: its
+** run is recorded (or not looked at yet), and this call was not waiting when
+** the step's admissions were made (a run's call after its notes). */
+static int needs_admission(const lrun *lr, const airlock_event *ev) {
+  return lr->recorded >= 0 && !(lr->recorded > 0 && lr->admitted == ev->id);
 }
 
 /* b:_step(timeout_ms) -> list of finished results (each also kept by its run) */
@@ -782,6 +799,9 @@ static int l_broker_step(lua_State *L) {
     int runud = lua_gettop(L);
     lrun *lr = lua_touserdata(L, runud);
     if (ev.kind == AIRLOCK_EV_CALL) {
+      /* A call that came after notes in this step: it and every call waiting
+      ** now are admitted together (the ledger processes work at once). */
+      if (needs_admission(lr, &ev)) admit_calls(L, lb, runs);
       dispatch(L, runud, &ev);
     } else if (ev.kind == AIRLOCK_EV_NOTE) {
       dispatch_note(L, runud, &ev);

@@ -201,6 +201,60 @@ describe("many recorded runs on one broker", function()
   end)
 end)
 
+describe("many recorded runs sending notes, then a call", function()
+  -- The call a run sends after its notes is admitted in the same step as the
+  -- other runs' (b:step admits again at the first call that was not waiting
+  -- when the step began); its run's notes are handled before it, in order.
+  it("handle each run's notes before its call, record all first; a ledger process that dies ends its run alone", function()
+    local b <close> = airlock.broker()
+    local dirs, runs, seen, victim = {}, {}, {}, nil
+    local pol = { notify = { "move" }, limits = { deadline_ms = 60000 }, effects = {
+      move = function(n, ctx) local t = seen[ctx.run] or {}; seen[ctx.run] = t; t[#t + 1] = "m" .. n end,
+      ask = function(n, ctx)
+        local t = seen[ctx.run] or {}; seen[ctx.run] = t; t[#t + 1] = "a" .. n
+        if n == 20 and victim and ctx.run == runs[1]:id() then require("helper").kill_dead(victim:pid()) end
+        return n
+      end } }
+    for i = 1, 6 do
+      dirs[i] = tmpdir()
+      local l = i == 3 and assert(ledger.open(dirs[i], { create = true })) or dirs[i]
+      if i == 3 then victim = l end
+      runs[i] = assert(b:start { policy = pol, ledger = l, guest = [[
+        local s = 0
+        for i = 1, 40 do host.move(i) host.move(-i) s = s + host.ask(i) end
+        return s ]] })
+    end
+    local results, ended = {}, 0
+    while ended < 6 do
+      for _, res in ipairs(assert(b:step(-1))) do results[res.run], ended = res, ended + 1 end
+    end
+    for i, run in ipairs(runs) do
+      local res, got = results[run:id()], seen[run:id()] or {}
+      local recorded = {}
+      for rec in ledger.records(dirs[i]) do
+        if rec.kind == "note" then recorded[#recorded + 1] = "m" .. rec.args
+        elseif rec.kind == "call" then recorded[#recorded + 1] = "a" .. rec.args end
+      end
+      -- what was handled is what was recorded, in the guest's order (a prefix of it when refused)
+      for k, v in ipairs(got) do assert.equal(recorded[k], v, "run " .. i .. ", effect " .. k) end
+      if i == 3 then
+        assert.equal("ledger", res.cause, res.message)
+        assert.is_true(#got < 120)
+      else
+        assert.equal("ok", res.cause, res.message)   -- the control: the others carry on
+        assert.equal(820, res.value)
+        assert.equal(120, #got)
+        assert.equal(120, #recorded)
+        for k = 1, 40 do
+          assert.same({ "m" .. k, "m" .. -k, "a" .. k }, { got[3 * k - 2], got[3 * k - 1], got[3 * k] })
+        end
+      end
+    end
+    victim:close()
+    for _, d in ipairs(dirs) do rm(d) end
+  end)
+end)
+
 describe("a ledger that cannot record", function()
   -- In always each record is written and synced alone; in batch and none the
   -- ledger process writes a batch of records at once, and a failed write
