@@ -532,6 +532,14 @@ int airlock_broker_next(airlock_broker *b, airlock_event *ev);
 ** ends. A host uses it to prepare many calls at once (e.g. record them all in
 ** one round trip each to their ledgers) before it handles them one by one. */
 size_t airlock_broker_peek_calls(const airlock_broker *b, airlock_event *out, size_t max);
+/* One descriptor of the host's own that wakes a step when it is readable (a
+** host's I/O engine: its own epoll set, say), so a host can wait on its work
+** and its runs in one airlock_broker_step. fd -1 stops watching. The broker
+** never reads, writes or closes it. -> 0, or -errno (-EBUSY: one is watched). */
+int airlock_broker_watch_extra(airlock_broker *b, int fd);
+/* 1 when the last step saw the watched descriptor readable, then 0 until a
+** step sees it again. */
+int airlock_broker_extra_ready(airlock_broker *b);
 /* Live runs (started, DONE not yet delivered); parked runs are not counted. */
 size_t airlock_broker_live(const airlock_broker *b);
 /* The serial the next airlock_broker_start will give its run. */

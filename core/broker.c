@@ -417,6 +417,7 @@ int airlock_broker_new(airlock_broker **out) {
   if (!b) return -ENOMEM;
   b->epfd = epoll_create1(EPOLL_CLOEXEC);
   if (b->epfd < 0) { int e = errno; free(b); return -e; }
+  b->extra_fd = -1;
   *out = b;
   return 0;
 }
@@ -576,6 +577,7 @@ int airlock_broker_step(airlock_broker *b, int timeout_ms) {
   }
   for (int i = 0; i < n; i++) {
     struct watch *w = evs[i].data.ptr;
+    if (w->which == W_EXTRA) { b->extra_ready = 1; continue; }
     airlock_run *r = w->run;
     if (run_finished(r)) continue;
     switch (w->which) {
@@ -629,6 +631,28 @@ int airlock_broker_next(airlock_broker *b, airlock_event *ev) {
     return 1;
   }
   return 0;
+}
+
+int airlock_broker_watch_extra(airlock_broker *b, int fd) {
+  if (fd >= 0 && b->extra_fd >= 0) return -EBUSY;
+  if (fd < 0) {
+    if (b->extra_fd >= 0) epoll_ctl(b->epfd, EPOLL_CTL_DEL, b->extra_fd, NULL);
+    b->extra_fd = -1;
+    b->extra_ready = 0;
+    return 0;
+  }
+  b->extra_w.run = NULL;
+  b->extra_w.which = W_EXTRA;
+  struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &b->extra_w };
+  if (epoll_ctl(b->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) return -errno;
+  b->extra_fd = fd;
+  return 0;
+}
+
+int airlock_broker_extra_ready(airlock_broker *b) {
+  int r = b->extra_ready;
+  b->extra_ready = 0;
+  return r;
 }
 
 size_t airlock_broker_peek_calls(const airlock_broker *b, airlock_event *out, size_t max) {

@@ -14,7 +14,8 @@
 #include <stdint.h>
 #include <sys/resource.h>
 
-enum { W_CHAN, W_OUT, W_ERR, W_PID, W_NOTIFY, W_COUNT };
+/* W_EXTRA: the broker's one watched descriptor of the host's own (no run). */
+enum { W_CHAN, W_OUT, W_ERR, W_PID, W_NOTIFY, W_COUNT, W_EXTRA = W_COUNT };
 
 struct watch { airlock_run *run; int which; };
 
@@ -85,6 +86,8 @@ struct airlock_broker {
   msgpack_sbuffer out;          /* scratch for frames out (a reply), kept between them */
   airlock_run **queue;          /* runs with an event to deliver (FIFO) */
   size_t qhead, qlen, qcap;
+  struct watch extra_w;         /* airlock_broker_watch_extra: run NULL, which W_EXTRA */
+  int extra_fd, extra_ready;
   char error[512];
 };
 

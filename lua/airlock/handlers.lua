@@ -20,6 +20,7 @@
 -- A table of handlers can also be the whole effects field
 -- (effects = handlers.workspace(...)); merge refuses an effect given twice.
 local core = require "airlock.core"
+local nest = require "airlock.nest"
 local policy = require "airlock.policy"
 
 local M = {}
@@ -646,7 +647,54 @@ local HTTP_ERRORS = {
   bad_method = "bad method",
   timeout = "timed out",
   connect = "cannot connect",
+  busy = "too many requests at once",
 }
+
+-- Requests made from a call's handler on a broker do not block it: each
+-- broker has one engine (libcurl's multi interface, core.http_engine) whose
+-- descriptor the broker watches (b:_watch_extra); the handler waits in its
+-- coroutine (nest.suspend) while the broker serves every other run, and goes
+-- on when its transfer ends. Called anywhere else (a host's own code, a
+-- note's handler), a request is performed at once and blocks.
+local engines = setmetatable({}, { __mode = "k" })   -- broker -> {engine, waiting = {id -> resume}}
+
+local function engine_for(b)
+  local e = engines[b]
+  if e then return e end
+  local engine, code, why = core.http_engine()
+  if not engine then return nil, code, why end
+  e = { engine = engine, waiting = {} }
+  assert(b:_watch_extra(engine:fd(), function()
+    -- Never raises: a transfer's end goes to its handler, whose errors are its call's.
+    local ok, done = pcall(engine.pump, engine)
+    if not ok then
+      local failed = e.waiting
+      e.waiting = {}
+      for _, resume in pairs(failed) do resume(nil, "io", tostring(done)) end
+      return
+    end
+    for _, d in ipairs(done) do
+      local resume = e.waiting[d.id]
+      e.waiting[d.id] = nil
+      if resume then resume(d.res, d.code, d.detail) end
+    end
+  end))
+  engines[b] = e
+  return e
+end
+
+-- One request: on the broker's engine when the handler can wait, else now.
+local function http_perform(req, ctx)
+  local run = type(ctx) == "table" and ctx.handle
+  if run and nest.suspendable() and run:live() then
+    local e, code, why = engine_for(run:_broker())
+    if not e then return nil, code, why end
+    local id, ecode, detail = e.engine:start(req)
+    if not id then return nil, ecode, detail end
+    return nest.suspend(function(resume) e.waiting[id] = resume end)
+  end
+  return core.http_request(req)
+end
 
 --- http{allow = {"api.example.com", "127.0.0.1:8080"}, methods = {"GET"}, max_bytes = "1M",
 --- timeout = "5s", max_redirects = 5, max_header_bytes = "64K"} -> a handler for
@@ -686,7 +734,7 @@ function M.http(opts)
   end
   local max_redirects = count_opt(opts, "max_redirects", 5, "http", 20)
 
-  return function(args)
+  return function(args, ctx)
     args_table(args)
     local url, method, body = args.url, args.method or "GET", args.body
     if type(url) ~= "string" then fail("args.url must be a string") end
@@ -720,10 +768,10 @@ function M.http(opts)
       for _, h in ipairs(headers) do list[#list + 1] = h[1] .. ": " .. h[2] end
       local left = math.floor(deadline - core.now_ms())
       if left < 1 then fail(sfmt("timed out after %d ms", timeout)) end
-      local res, code, detail = core.http_request {
+      local res, code, detail = http_perform({
         url = url, method = method, headers = list, body = body, allow = allow,
         max_bytes = max_bytes, max_header_bytes = max_header, timeout_ms = left,
-      }
+      }, ctx)
       if not res then
         local where = redirects > 0 and ("redirect to " .. show(url)) or show(url)
         if code == "not_allowed" then

@@ -58,6 +58,7 @@ end
 -- and waits for the next handler. What the last call left (handler, args,
 -- ctx) is dropped before it waits, so an idle coroutine keeps no run alive.
 local DONE = setmetatable({}, { __name = "airlock.nest.done" })   -- what a finished call yields
+local SUSPEND = setmetatable({}, { __name = "airlock.nest.suspend" })   -- what suspend yields
 local IDLE_MAX = 32
 local idle, nidle = {}, 0
 
@@ -95,6 +96,16 @@ local function settle(co, ctx, effect, first, resumed, a, ok, v)
     end
     return
   end
+  if resumed and a == SUSPEND then
+    -- A handler waiting on the host's own I/O (suspend): ok is its register
+    -- function, given the resume function that answers the call later.
+    ok(function(...)
+      if not ctx.handle:live() then coroutine.close(co) calls[co] = nil return end
+      settle(co, ctx, effect, false, coroutine.resume(co, ...))
+    end)
+    if first then return DEFER end
+    return
+  end
   if not resumed or a ~= WAIT then
     -- A bare coroutine.yield from a handler: not something a call can wait on.
     coroutine.close(co)
@@ -122,6 +133,23 @@ function M.runner(h, effect)
     calls[co] = ctx
     return settle(co, ctx, effect, true, coroutine.resume(co, h, args, ctx))
   end
+end
+
+--- suspendable() -> true inside a call's handler (its coroutine), where
+--- suspend may wait.
+function M.suspendable()
+  local co, main = coroutine.running()
+  return not main and calls[co] ~= nil
+end
+
+--- suspend(register) -> what the call's handler is resumed with. For a
+--- handler that waits on the host's own I/O without holding the broker up
+--- (handlers.http): register(resume) is called once, at once, and keeps
+--- resume; calling resume(...) later goes on with the handler, whose answer
+--- is then the call's. A run that ended meanwhile drops it.
+function M.suspend(register)
+  if not M.suspendable() then error("nest.suspend: not inside a call's handler", 2) end
+  return coroutine.yield(SUSPEND, register)
 end
 
 --- finished(record, result): the nested run of record has ended with

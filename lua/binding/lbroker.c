@@ -6,6 +6,8 @@
 #include "lbinding.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -15,7 +17,8 @@
 
 /* reply: the scratch a handler's answer is packed into (cleared, not freed,
 ** between calls: no allocation per answer). */
-typedef struct lbroker { airlock_broker *b; int closed, busy; msgpack_sbuffer reply; } lbroker;
+/* extra_err: what the function of b:_watch_extra raised, for the next step. */
+typedef struct lbroker { airlock_broker *b; int closed, busy; msgpack_sbuffer reply; char extra_err[512]; } lbroker;
 /* recorded: whether its ctx has admit (a recorded run's calls are admitted
 ** in batches, admit_calls): 0 not looked at yet, 1 yes, -1 no. admitted: the
 ** id of the last call admit_calls looked at. */
@@ -24,10 +27,11 @@ typedef struct lrun {
   int recorded; uint64_t admitted;
 } lrun;
 
-/* User values. broker: 1 = runs by serial (strong refs while live).
+/* User values. broker: 1 = runs by serial (strong refs while live), 2 = the
+** function b:_watch_extra gave (called in a step that saw its descriptor).
 ** run: 1 = broker, 2 = handlers, 3 = ctx fields, 4 = result once finished,
 ** 5 = the metatable of its handlers' ctx (push_ctx). */
-enum { BUV_RUNS = 1 };
+enum { BUV_RUNS = 1, BUV_EXTRA, BUV_COUNT_ = BUV_EXTRA };
 enum { RUV_BROKER = 1, RUV_HANDLERS, RUV_CTX, RUV_RESULT, RUV_CTX_MT, RUV_COUNT_ = RUV_CTX_MT };
 
 static char defer_key;
@@ -349,7 +353,7 @@ static void push_result(lua_State *L, lrun *lr, const airlock_result *res) {
 /* ------------------------------------------------------------ broker methods */
 
 static int l_broker_new(lua_State *L) {
-  lbroker *lb = lua_newuserdatauv(L, sizeof *lb, 1);
+  lbroker *lb = lua_newuserdatauv(L, sizeof *lb, BUV_COUNT_);
   memset(lb, 0, sizeof *lb);
   msgpack_sbuffer_init(&lb->reply);
   lb->closed = 1;   /* created closed, then the resource is acquired */
@@ -782,6 +786,12 @@ static int l_broker_step(lua_State *L) {
   lua_Integer t = luaL_optinteger(L, 2, -1);
   if (lb->busy) return luaL_error(L, "step: called from inside a handler (the broker is not re-entrant)");
   if (t < -1 || t > 86400000) return luaL_argerror(L, 2, "timeout must be -1 (wait) or 0 to 86400000 ms");
+  if (lb->extra_err[0]) {
+    char msg[sizeof lb->extra_err];
+    memcpy(msg, lb->extra_err, sizeof msg);
+    lb->extra_err[0] = 0;
+    return luaL_error(L, "step: the watched engine failed: %s", msg);
+  }
   int rc = airlock_broker_step(lb->b, (int)t);
   if (rc < 0) return airlock_l_fail(L, "broker", airlock_broker_error(lb->b), -rc);
 
@@ -792,6 +802,15 @@ static int l_broker_step(lua_State *L) {
   airlock_event ev;
   lua_Integer nres = 0;
   lb->busy = 1;
+  /* The host's own engine first (b:_watch_extra): what it finished answers
+  ** calls waiting on it before this step's new calls are handled. */
+  if (airlock_broker_extra_ready(lb->b) && lua_getiuservalue(L, 1, BUV_EXTRA) == LUA_TFUNCTION) {
+    lua_pushcfunction(L, traceback);
+    lua_insert(L, -2);
+    if (lua_pcall(L, 0, 0, -2) != LUA_OK)   /* raised by the next step: this one's results are kept */
+      snprintf(lb->extra_err, sizeof lb->extra_err, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "(no message)");
+  }
+  lua_settop(L, runs);
   admit_calls(L, lb, runs);
   while (!lb->closed && airlock_broker_next(lb->b, &ev)) {
     lua_rawgeti(L, runs, (lua_Integer)airlock_run_serial(ev.run));
@@ -818,6 +837,29 @@ static int l_broker_step(lua_State *L) {
   }
   lb->busy = 0;
   lua_settop(L, out);
+  return 1;
+}
+
+/* b:_watch_extra(fd, fn) or b:_watch_extra(nil): fd wakes a step when it is
+** readable, and that step calls fn() before it handles its calls (a host's
+** I/O engine: the http handler's). One per broker. */
+static int l_broker_watch_extra(lua_State *L) {
+  lbroker *lb = check_broker(L, 1);
+  if (lua_isnoneornil(L, 2)) {
+    airlock_broker_watch_extra(lb->b, -1);
+    lua_pushnil(L);
+    lua_setiuservalue(L, 1, BUV_EXTRA);
+    return 0;
+  }
+  lua_Integer fd = luaL_checkinteger(L, 2);
+  luaL_checktype(L, 3, LUA_TFUNCTION);
+  if (fd < 0 || fd > INT_MAX) return luaL_argerror(L, 2, "not a descriptor");
+  int rc = airlock_broker_watch_extra(lb->b, (int)fd);
+  if (rc == -EBUSY) return luaL_error(L, "watch_extra: this broker watches a descriptor already");
+  if (rc < 0) return airlock_l_fail(L, "broker", "cannot watch the descriptor", -rc);
+  lua_pushvalue(L, 3);
+  lua_setiuservalue(L, 1, BUV_EXTRA);
+  lua_pushboolean(L, 1);
   return 1;
 }
 
@@ -1000,6 +1042,8 @@ static int l_run_abort(lua_State *L) {
 }
 
 static int l_run_id(lua_State *L) { lua_pushinteger(L, check_run(L, 1)->serial); return 1; }
+/* run:_broker() -> the broker it runs on */
+static int l_run_broker(lua_State *L) { check_run(L, 1); lua_getiuservalue(L, 1, RUV_BROKER); return 1; }
 static int l_run_live(lua_State *L) { lua_pushboolean(L, !check_run(L, 1)->finished); return 1; }
 
 static int l_run_pid(lua_State *L) {
@@ -1087,14 +1131,14 @@ static int l_defer(lua_State *L) {
 void airlock_l_open_broker(lua_State *L) {
   static const luaL_Reg bm[] = {
     { "_start", l_broker_start }, { "_step", l_broker_step }, { "live", l_broker_live },
-    { "_next_serial", l_broker_next_serial },
+    { "_next_serial", l_broker_next_serial }, { "_watch_extra", l_broker_watch_extra },
     { "close", l_broker_close }, { NULL, NULL } };
   static const luaL_Reg rm[] = {
     { "reply", l_run_reply }, { "fail", l_run_fail }, { "cancel", l_run_cancel },
     { "abort", l_run_abort }, { "id", l_run_id }, { "pid", l_run_pid }, { "cpu_time", l_run_cpu_time },
     { "live", l_run_live }, { "result", l_run_result }, { "output", l_run_output },
     { "_unpark", l_run_unpark }, { "_egress_fd", l_run_egress_fd }, { "_egress_close", l_run_egress_close },
-    { "_turn", l_run_turn }, { "_joined", l_run_joined }, { "_t_start", l_run_t_start }, { "_serve", l_run_serve }, { "_await_ready", l_run_await_ready },
+    { "_turn", l_run_turn }, { "_broker", l_run_broker }, { "_joined", l_run_joined }, { "_t_start", l_run_t_start }, { "_serve", l_run_serve }, { "_await_ready", l_run_await_ready },
     { NULL, NULL } };
 
   luaL_newmetatable(L, AIRLOCK_BROKER_MT);

@@ -18,14 +18,30 @@
 ** after curl's parsing (lower case; IPv4 in its dotted form; IPv6 in brackets).
 ** Proxies from the environment are not used; only http and https are spoken;
 ** no cookies, netrc or content decoding.
+**
+** The same request without blocking, for a broker's loop (libcurl's multi
+** interface, driven by the descriptors curl asks for):
+**
+**   core.http_engine() -> engine, or nil, "unsupported", why
+**   engine:fd()          an epoll set of curl's sockets and its timer: readable
+**                        when the engine has work (a broker watches it)
+**   engine:start(opts)   -> id (the transfer runs on), or nil, code, detail as
+**                        above; code busy past ENGINE_MAX transfers at once
+**   engine:pump()        -> the transfers that ended: {{id =, res =} or
+**                        {id =, code =, detail =}, ...}; never blocks
+**   engine:cancel(id), engine:pending(), engine:close()
 */
 #include "lbinding.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <curl/curl.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,6 +65,14 @@ static struct {
   __typeof__(&curl_url_get) url_get;
   __typeof__(&curl_url_set) url_set;
   __typeof__(&curl_url_strerror) url_strerror;
+  __typeof__(&curl_multi_init) multi_init;
+  __typeof__(&curl_multi_cleanup) multi_cleanup;
+  __typeof__(&curl_multi_setopt) multi_setopt;
+  __typeof__(&curl_multi_add_handle) multi_add_handle;
+  __typeof__(&curl_multi_remove_handle) multi_remove_handle;
+  __typeof__(&curl_multi_socket_action) multi_socket_action;
+  __typeof__(&curl_multi_info_read) multi_info_read;
+  __typeof__(&curl_multi_strerror) multi_strerror;
 } CURLFN;
 static char curl_load_err[300];
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -67,7 +91,13 @@ static void curl_load(void) {
     { (void **)&CURLFN.slist_append, "curl_slist_append" }, { (void **)&CURLFN.slist_free_all, "curl_slist_free_all" },
     { (void **)&CURLFN.url, "curl_url" }, { (void **)&CURLFN.url_cleanup, "curl_url_cleanup" },
     { (void **)&CURLFN.url_get, "curl_url_get" }, { (void **)&CURLFN.url_set, "curl_url_set" },
-    { (void **)&CURLFN.url_strerror, "curl_url_strerror" } };
+    { (void **)&CURLFN.url_strerror, "curl_url_strerror" },
+    { (void **)&CURLFN.multi_init, "curl_multi_init" }, { (void **)&CURLFN.multi_cleanup, "curl_multi_cleanup" },
+    { (void **)&CURLFN.multi_setopt, "curl_multi_setopt" }, { (void **)&CURLFN.multi_add_handle, "curl_multi_add_handle" },
+    { (void **)&CURLFN.multi_remove_handle, "curl_multi_remove_handle" },
+    { (void **)&CURLFN.multi_socket_action, "curl_multi_socket_action" },
+    { (void **)&CURLFN.multi_info_read, "curl_multi_info_read" },
+    { (void **)&CURLFN.multi_strerror, "curl_multi_strerror" } };
   for (size_t i = 0; i < sizeof syms / sizeof *syms; i++) {
     *syms[i].slot = dlsym(h, syms[i].name);
     if (!*syms[i].slot) {
@@ -96,6 +126,17 @@ static void curl_load(void) {
 #define curl_url_get CURLFN.url_get
 #define curl_url_set CURLFN.url_set
 #define curl_url_strerror CURLFN.url_strerror
+#ifdef curl_multi_setopt
+#undef curl_multi_setopt
+#endif
+#define curl_multi_init CURLFN.multi_init
+#define curl_multi_cleanup CURLFN.multi_cleanup
+#define curl_multi_setopt CURLFN.multi_setopt
+#define curl_multi_add_handle CURLFN.multi_add_handle
+#define curl_multi_remove_handle CURLFN.multi_remove_handle
+#define curl_multi_socket_action CURLFN.multi_socket_action
+#define curl_multi_info_read CURLFN.multi_info_read
+#define curl_multi_strerror CURLFN.multi_strerror
 
 typedef struct { char *data; size_t len, cap, max; int over; } sbuf;
 
@@ -170,7 +211,40 @@ static int opt_list(lua_State *L, const char *key) {
 }
 
 
-static int l_http_request(lua_State *L) {
+/* One request: everything curl holds for it, and what it has received. */
+typedef struct request {
+  CURL *c;
+  CURLU *u;
+  struct curl_slist *hdrs;
+  char *scheme, *host, *port;
+  sbuf body, hdr;
+  char errbuf[CURL_ERROR_SIZE];
+  const char *code;                     /* set: refused or failed before the transfer */
+  char detail[CURL_ERROR_SIZE + 160];
+  lua_Integer id;                       /* an engine's transfer id */
+  struct request *next;                 /* an engine's list of live transfers */
+} request;
+
+/* Each curl object is there only if libcurl was loaded to make it. */
+static void req_free(request *r) {
+  if (r->c) curl_easy_cleanup(r->c);
+  if (r->hdrs) curl_slist_free_all(r->hdrs);
+  if (r->scheme) curl_free(r->scheme);
+  if (r->host) curl_free(r->host);
+  if (r->port) curl_free(r->port);
+  if (r->u) curl_url_cleanup(r->u);
+  free(r->body.data);
+  free(r->hdr.data);
+  free(r);
+}
+
+#define REQ_FAIL(r, cd, ...) do { (r)->code = (cd); snprintf((r)->detail, sizeof (r)->detail, __VA_ARGS__); return (r); } while (0)
+
+/* Reads and checks the options at index 1 (a bad one raises, before anything
+** is allocated) and makes the request ready to perform. -> the request, with
+** code set when it is refused (not allowed, a bad URL, no libcurl). The stack
+** keeps opts at 1, allow at 2 and headers at 3 while it runs. */
+static request *prepare(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_settop(L, 1);
   size_t url_len, method_len = 0, body_len = 0;
@@ -181,13 +255,8 @@ static int l_http_request(lua_State *L) {
   lua_Integer max_hdr = opt_int(L, "max_header_bytes", 64 << 10, 256, 16 << 20);
   lua_Integer timeout = opt_int(L, "timeout_ms", 5000, 1, (lua_Integer)1 << 31);
   if (!method) method = "GET";
-  if (strlen(url) != url_len) return http_fail(L, "bad_url", "contains a NUL byte");
-  for (const char *m = method; *m; m++)
-    if (!isupper((unsigned char)*m)) return http_fail(L, "bad_method", method);
   int nallow = opt_list(L, "allow");      /* stack: 2 = allow (or nil) */
   int nhdr = opt_list(L, "headers");      /* stack: 3 = headers (or nil) */
-  if (!body && (!strcmp(method, "POST") || !strcmp(method, "PUT") || !strcmp(method, "PATCH")))
-    body = "";                            /* sent with Content-Length: 0 */
   for (int i = 1; i <= nhdr; i++) {
     size_t hl;
     lua_rawgeti(L, 3, i);
@@ -195,79 +264,62 @@ static int l_http_request(lua_State *L) {
     if (strlen(h) != hl || strpbrk(h, "\r\n")) luaL_error(L, "http_request: header %d has a control character", i);
     lua_pop(L, 1);
   }
-
-  /* From here on no Lua error may be raised until everything is freed. */
+  request *r = calloc(1, sizeof *r);
+  if (!r) { luaL_error(L, "http_request: out of memory"); return NULL; }
+  /* From here on no Lua error may be raised: the caller frees r. */
+  r->body.max = (size_t)max_bytes;
+  r->hdr.max = (size_t)max_hdr;
+  if (strlen(url) != url_len) REQ_FAIL(r, "bad_url", "contains a NUL byte");
+  for (const char *m = method; *m; m++)
+    if (!isupper((unsigned char)*m)) REQ_FAIL(r, "bad_method", "%.64s", method);
+  if (!body && (!strcmp(method, "POST") || !strcmp(method, "PUT") || !strcmp(method, "PATCH")))
+    body = "";                            /* sent with Content-Length: 0 */
   pthread_once(&curl_once, curl_load);
-  if (curl_load_err[0]) return http_fail(L, "unsupported", curl_load_err);
-  char detail[CURL_ERROR_SIZE + 160];
-  const char *code = NULL;
-  char *scheme = NULL, *host = NULL, *port = NULL, *location = NULL;
-  struct curl_slist *hdrs = NULL;
-  CURL *c = NULL;
-  sbuf bodybuf = { NULL, 0, 0, (size_t)max_bytes, 0 }, hdrbuf = { NULL, 0, 0, (size_t)max_hdr, 0 };
-  long status = 0;
-  detail[0] = 0;
+  if (curl_load_err[0]) REQ_FAIL(r, "unsupported", "%s", curl_load_err);
 
-  CURLU *u = curl_url();
-  CURLUcode uc = u ? curl_url_set(u, CURLUPART_URL, url, 0) : CURLUE_OUT_OF_MEMORY;
-  if (uc == CURLUE_OK) uc = curl_url_get(u, CURLUPART_SCHEME, &scheme, 0);
-  if (uc != CURLUE_OK) {
-    code = "bad_url";
-    snprintf(detail, sizeof detail, "%s", curl_url_strerror(uc));
-    goto done;
-  }
-  for (char *p = scheme; *p; p++) *p = (char)tolower((unsigned char)*p);
-  int https = strcmp(scheme, "https") == 0;
-  if (!https && strcmp(scheme, "http") != 0) {
-    code = "scheme";
-    snprintf(detail, sizeof detail, "%.64s", scheme);
-    goto done;
-  }
-  uc = curl_url_get(u, CURLUPART_HOST, &host, 0);
-  if (uc == CURLUE_OK) uc = curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT);
-  if (uc != CURLUE_OK) {
-    code = "bad_url";
-    snprintf(detail, sizeof detail, "%s", curl_url_strerror(uc));
-    goto done;
-  }
-  for (char *p = host; *p; p++) *p = (char)tolower((unsigned char)*p);
+  r->u = curl_url();
+  CURLUcode uc = r->u ? curl_url_set(r->u, CURLUPART_URL, url, 0) : CURLUE_OUT_OF_MEMORY;
+  if (uc == CURLUE_OK) uc = curl_url_get(r->u, CURLUPART_SCHEME, &r->scheme, 0);
+  if (uc != CURLUE_OK) REQ_FAIL(r, "bad_url", "%s", curl_url_strerror(uc));
+  for (char *p = r->scheme; *p; p++) *p = (char)tolower((unsigned char)*p);
+  int https = strcmp(r->scheme, "https") == 0;
+  if (!https && strcmp(r->scheme, "http") != 0) REQ_FAIL(r, "scheme", "%.64s", r->scheme);
+  uc = curl_url_get(r->u, CURLUPART_HOST, &r->host, 0);
+  if (uc == CURLUE_OK) uc = curl_url_get(r->u, CURLUPART_PORT, &r->port, CURLU_DEFAULT_PORT);
+  if (uc != CURLUE_OK) REQ_FAIL(r, "bad_url", "%s", curl_url_strerror(uc));
+  for (char *p = r->host; *p; p++) *p = (char)tolower((unsigned char)*p);
   {
     char hostport[512];
-    snprintf(hostport, sizeof hostport, "%s:%s", host, port);
-    int dflt = strcmp(port, https ? "443" : "80") == 0, allowed = 0;
+    snprintf(hostport, sizeof hostport, "%s:%s", r->host, r->port);
+    int dflt = strcmp(r->port, https ? "443" : "80") == 0, allowed = 0;
     for (int i = 1; i <= nallow && !allowed; i++) {
       lua_rawgeti(L, 2, i);
       const char *a = lua_tostring(L, -1);
-      allowed = strcmp(a, hostport) == 0 || (dflt && strcmp(a, host) == 0);
+      allowed = strcmp(a, hostport) == 0 || (dflt && strcmp(a, r->host) == 0);
       lua_pop(L, 1);
     }
-    if (!allowed) {
-      code = "not_allowed";
-      snprintf(detail, sizeof detail, "%.300s", hostport);
-      goto done;
-    }
+    if (!allowed) REQ_FAIL(r, "not_allowed", "%.300s", hostport);
   }
   for (int i = 1; i <= nhdr; i++) {
     lua_rawgeti(L, 3, i);
-    struct curl_slist *n = curl_slist_append(hdrs, lua_tostring(L, -1));
+    struct curl_slist *n = curl_slist_append(r->hdrs, lua_tostring(L, -1));
     lua_pop(L, 1);
-    if (!n) { code = "io"; snprintf(detail, sizeof detail, "out of memory"); goto done; }
-    hdrs = n;
+    if (!n) REQ_FAIL(r, "io", "out of memory");
+    r->hdrs = n;
   }
   {
-    struct curl_slist *n = curl_slist_append(hdrs, "Expect:");   /* no 100-continue wait */
-    if (!n) { code = "io"; snprintf(detail, sizeof detail, "out of memory"); goto done; }
-    hdrs = n;
+    struct curl_slist *n = curl_slist_append(r->hdrs, "Expect:");   /* no 100-continue wait */
+    if (!n) REQ_FAIL(r, "io", "out of memory");
+    r->hdrs = n;
   }
 
-  c = curl_easy_init();
-  if (!c) { code = "io"; snprintf(detail, sizeof detail, "curl_easy_init failed"); goto done; }
-  char errbuf[CURL_ERROR_SIZE];
-  errbuf[0] = 0;
+  r->c = curl_easy_init();
+  if (!r->c) REQ_FAIL(r, "io", "curl_easy_init failed");
+  CURL *c = r->c;
   CURLcode rc = CURLE_OK;
 #define SET(opt, val) do { if (rc == CURLE_OK) rc = curl_easy_setopt(c, opt, val); } while (0)
-  SET(CURLOPT_ERRORBUFFER, errbuf);
-  SET(CURLOPT_CURLU, u);
+  SET(CURLOPT_ERRORBUFFER, r->errbuf);
+  SET(CURLOPT_CURLU, r->u);
   SET(CURLOPT_PROTOCOLS_STR, "http,https");
   SET(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
   SET(CURLOPT_FOLLOWLOCATION, 0L);
@@ -277,70 +329,285 @@ static int l_http_request(lua_State *L) {
   SET(CURLOPT_CONNECTTIMEOUT_MS, (long)timeout);
   SET(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)max_bytes);
   SET(CURLOPT_WRITEFUNCTION, on_body);
-  SET(CURLOPT_WRITEDATA, &bodybuf);
+  SET(CURLOPT_WRITEDATA, &r->body);
   SET(CURLOPT_HEADERFUNCTION, on_header);
-  SET(CURLOPT_HEADERDATA, &hdrbuf);
-  SET(CURLOPT_HTTPHEADER, hdrs);
+  SET(CURLOPT_HEADERDATA, &r->hdr);
+  SET(CURLOPT_HTTPHEADER, r->hdrs);
+  SET(CURLOPT_PRIVATE, r);
   if (strcmp(method, "HEAD") == 0) SET(CURLOPT_NOBODY, 1L);
   else if (strcmp(method, "GET") == 0 && !body) SET(CURLOPT_HTTPGET, 1L);
   else SET(CURLOPT_CUSTOMREQUEST, method);
   if (body) {
     SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
-    SET(CURLOPT_POSTFIELDS, body);        /* opts keeps the string alive */
+    SET(CURLOPT_COPYPOSTFIELDS, body);    /* curl's own copy: an engine's transfer outlives opts */
   }
 #undef SET
-  if (rc != CURLE_OK) {
-    code = "unsupported";
-    snprintf(detail, sizeof detail, "curl_easy_setopt: %s", curl_easy_strerror(rc));
-    goto done;
-  }
-  rc = curl_easy_perform(c);
-  if (rc != CURLE_OK) {
-    if (bodybuf.over || rc == CURLE_FILESIZE_EXCEEDED) code = "too_large", snprintf(detail, sizeof detail, "body");
-    else if (hdrbuf.over) code = "too_large", snprintf(detail, sizeof detail, "headers");
-    else {
-      code = rc == CURLE_OPERATION_TIMEDOUT ? "timeout"
-           : (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST) ? "connect"
-           : rc == CURLE_UNSUPPORTED_PROTOCOL ? "scheme" : "io";
-      snprintf(detail, sizeof detail, "%s%s%s", curl_easy_strerror(rc), errbuf[0] ? ": " : "", errbuf);
-    }
-    goto done;
-  }
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-  char *redirect = NULL;
-  if (curl_easy_getinfo(c, CURLINFO_REDIRECT_URL, &redirect) == CURLE_OK && redirect)
-    location = strdup(redirect);
+  if (rc != CURLE_OK) REQ_FAIL(r, "unsupported", "curl_easy_setopt: %s", curl_easy_strerror(rc));
+  return r;
+}
 
-done:
-  if (c) curl_easy_cleanup(c);
-  curl_slist_free_all(hdrs);
-  curl_free(scheme);
-  curl_free(host);
-  curl_free(port);
-  curl_url_cleanup(u);
-  if (code) {
-    free(bodybuf.data);
-    free(hdrbuf.data);
-    free(location);
+/* Pushes the outcome of request r, performed with result rc (or refused
+** before: r->code), and frees r. -> 1 (the response table) or 3 (nil, code,
+** detail). */
+static int req_finish(lua_State *L, request *r, CURLcode rc) {
+  long status = 0;
+  char *location = NULL;
+  if (!r->code && rc != CURLE_OK) {
+    if (r->body.over || rc == CURLE_FILESIZE_EXCEEDED) r->code = "too_large", snprintf(r->detail, sizeof r->detail, "body");
+    else if (r->hdr.over) r->code = "too_large", snprintf(r->detail, sizeof r->detail, "headers");
+    else {
+      r->code = rc == CURLE_OPERATION_TIMEDOUT ? "timeout"
+              : (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST) ? "connect"
+              : rc == CURLE_UNSUPPORTED_PROTOCOL ? "scheme" : "io";
+      snprintf(r->detail, sizeof r->detail, "%s%s%s", curl_easy_strerror(rc), r->errbuf[0] ? ": " : "", r->errbuf);
+    }
+  }
+  if (!r->code) {
+    curl_easy_getinfo(r->c, CURLINFO_RESPONSE_CODE, &status);
+    char *redirect = NULL;
+    if (curl_easy_getinfo(r->c, CURLINFO_REDIRECT_URL, &redirect) == CURLE_OK && redirect) {
+      location = strdup(redirect);
+      if (!location) r->code = "io", snprintf(r->detail, sizeof r->detail, "out of memory");
+    }
+  }
+  if (r->code) {
+    char code[32], detail[sizeof r->detail];
+    snprintf(code, sizeof code, "%s", r->code);
+    memcpy(detail, r->detail, sizeof detail);
+    req_free(r);
     return http_fail(L, code, detail);
   }
-  /* Pushing may raise (memory): copy into Lua strings first, then free. */
-  lua_settop(L, 1);
-  lua_pushlstring(L, bodybuf.data ? bodybuf.data : "", bodybuf.len);
-  free(bodybuf.data);
-  lua_pushlstring(L, hdrbuf.data ? hdrbuf.data : "", hdrbuf.len);
-  free(hdrbuf.data);
-  if (location) lua_pushstring(L, location); else lua_pushnil(L);
-  free(location);
+  /* Pushing may raise (memory): everything is copied out and freed first. */
+  size_t blen = r->body.len, hlen = r->hdr.len;
+  char *bdata = r->body.data, *hdata = r->hdr.data;
+  r->body.data = r->hdr.data = NULL;
+  req_free(r);
   lua_createtable(L, 0, 4);
   lua_pushinteger(L, status); lua_setfield(L, -2, "status");
-  lua_pushvalue(L, 2); lua_setfield(L, -2, "body");
-  lua_pushvalue(L, 3); lua_setfield(L, -2, "headers");
-  lua_pushvalue(L, 4); lua_setfield(L, -2, "location");
+  lua_pushlstring(L, bdata ? bdata : "", blen); free(bdata); lua_setfield(L, -2, "body");
+  lua_pushlstring(L, hdata ? hdata : "", hlen); free(hdata); lua_setfield(L, -2, "headers");
+  if (location) { lua_pushstring(L, location); free(location); lua_setfield(L, -2, "location"); }
   return 1;
+}
+
+/* core.http_request(opts): one request, performed now (it blocks). */
+static int l_http_request(lua_State *L) {
+  request *r = prepare(L);
+  if (r->code) return req_finish(L, r, CURLE_OK);
+  return req_finish(L, r, curl_easy_perform(r->c));
+}
+
+/* ------------------------------------------------------------ the engine */
+
+#define ENGINE_MT "airlock.http_engine"
+#define ENGINE_MAX 64   /* transfers at once on one engine */
+
+typedef struct engine {
+  CURLM *m;
+  int ep, tfd;                  /* curl's sockets and its timer; tfd is in ep */
+  request *live;
+  int n_live;
+  lua_Integer next_id;
+} engine;
+
+static engine *check_engine(lua_State *L) {
+  engine *e = luaL_checkudata(L, 1, ENGINE_MT);
+  if (!e->m) luaL_error(L, "http engine: it is closed");
+  return e;
+}
+
+/* curl's socket callback: the socket joins, changes or leaves the set. */
+static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp) {
+  (void)easy;
+  (void)socketp;
+  engine *e = userp;
+  if (what == CURL_POLL_REMOVE) {
+    epoll_ctl(e->ep, EPOLL_CTL_DEL, s, NULL);
+    return 0;
+  }
+  struct epoll_event ev = { .events = (what & CURL_POLL_IN ? EPOLLIN : 0u) | (what & CURL_POLL_OUT ? EPOLLOUT : 0u),
+                            .data.fd = s };
+  if (epoll_ctl(e->ep, EPOLL_CTL_MOD, s, &ev) < 0 && errno == ENOENT &&
+      epoll_ctl(e->ep, EPOLL_CTL_ADD, s, &ev) < 0)
+    return -1;
+  return 0;
+}
+
+/* curl's timer callback: -1 stops it, 0 is now (the next pump), else ms. */
+static int on_timer(CURLM *m, long ms, void *userp) {
+  (void)m;
+  engine *e = userp;
+  struct itimerspec its;
+  memset(&its, 0, sizeof its);
+  if (ms == 0) its.it_value.tv_nsec = 1;
+  else if (ms > 0) { its.it_value.tv_sec = ms / 1000; its.it_value.tv_nsec = (ms % 1000) * 1000000L; }
+  return timerfd_settime(e->tfd, 0, &its, NULL) < 0 ? -1 : 0;
+}
+
+static void engine_close(engine *e) {
+  if (!e->m) return;
+  for (request *r = e->live, *next; r; r = next) {
+    next = r->next;
+    curl_multi_remove_handle(e->m, r->c);
+    req_free(r);
+  }
+  e->live = NULL;
+  e->n_live = 0;
+  curl_multi_cleanup(e->m);
+  e->m = NULL;
+  close(e->tfd);
+  close(e->ep);
+}
+
+static int l_engine_gc(lua_State *L) {
+  engine_close(luaL_checkudata(L, 1, ENGINE_MT));
+  return 0;
+}
+
+/* core.http_engine() -> engine, or nil, "unsupported", why */
+static int l_http_engine(lua_State *L) {
+  pthread_once(&curl_once, curl_load);
+  if (curl_load_err[0]) return http_fail(L, "unsupported", curl_load_err);
+  engine *e = lua_newuserdatauv(L, sizeof *e, 0);
+  memset(e, 0, sizeof *e);
+  e->ep = epoll_create1(EPOLL_CLOEXEC);
+  e->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  struct epoll_event ev = { .events = EPOLLIN, .data.fd = e->tfd };
+  if (e->ep < 0 || e->tfd < 0 || epoll_ctl(e->ep, EPOLL_CTL_ADD, e->tfd, &ev) < 0 || !(e->m = curl_multi_init())) {
+    int err = errno;
+    if (e->ep >= 0) close(e->ep);
+    if (e->tfd >= 0) close(e->tfd);
+    return airlock_l_fail(L, "io", "cannot make the http engine", err ? err : ENOMEM);
+  }
+  luaL_setmetatable(L, ENGINE_MT);
+  curl_multi_setopt(e->m, CURLMOPT_SOCKETFUNCTION, on_socket);
+  curl_multi_setopt(e->m, CURLMOPT_SOCKETDATA, e);
+  curl_multi_setopt(e->m, CURLMOPT_TIMERFUNCTION, on_timer);
+  curl_multi_setopt(e->m, CURLMOPT_TIMERDATA, e);
+  return 1;
+}
+
+static int l_engine_fd(lua_State *L) {
+  lua_pushinteger(L, check_engine(L)->ep);
+  return 1;
+}
+
+static int l_engine_pending(lua_State *L) {
+  lua_pushinteger(L, check_engine(L)->n_live);
+  return 1;
+}
+
+/* engine:start(opts) -> id, or nil, code, detail */
+static int l_engine_start(lua_State *L) {
+  engine *e = check_engine(L);
+  lua_remove(L, 1);             /* opts at 1, as prepare reads them; e stays referenced by the caller */
+  if (e->n_live >= ENGINE_MAX) {
+    char d[80];
+    snprintf(d, sizeof d, "%d requests are in flight on this broker already", ENGINE_MAX);
+    return http_fail(L, "busy", d);
+  }
+  request *r = prepare(L);
+  if (r->code) return req_finish(L, r, CURLE_OK);
+  CURLMcode mc = curl_multi_add_handle(e->m, r->c);
+  if (mc != CURLM_OK) {
+    r->code = "io";
+    snprintf(r->detail, sizeof r->detail, "curl_multi_add_handle: %s", curl_multi_strerror(mc));
+    return req_finish(L, r, CURLE_OK);
+  }
+  r->id = ++e->next_id;
+  r->next = e->live;
+  e->live = r;
+  e->n_live++;
+  lua_pushinteger(L, r->id);
+  return 1;
+}
+
+static request *unlink_req(engine *e, request *r) {
+  for (request **p = &e->live; *p; p = &(*p)->next)
+    if (*p == r) { *p = r->next; e->n_live--; r->next = NULL; return r; }
+  return NULL;
+}
+
+/* engine:cancel(id) -> true when it was in flight */
+static int l_engine_cancel(lua_State *L) {
+  engine *e = check_engine(L);
+  lua_Integer id = luaL_checkinteger(L, 2);
+  for (request *r = e->live; r; r = r->next) {
+    if (r->id != id) continue;
+    unlink_req(e, r);
+    curl_multi_remove_handle(e->m, r->c);
+    req_free(r);
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  lua_pushboolean(L, 0);
+  return 1;
+}
+
+/* engine:pump() -> the transfers that ended since the last pump */
+static int l_engine_pump(lua_State *L) {
+  engine *e = check_engine(L);
+  struct epoll_event evs[64];
+  int running = 0;
+  int n = epoll_wait(e->ep, evs, 64, 0);
+  for (int i = 0; i < n; i++) {
+    int fd = evs[i].data.fd;
+    if (fd == e->tfd) {
+      uint64_t ticks;
+      if (read(e->tfd, &ticks, sizeof ticks) < 0 && errno != EAGAIN) return luaL_error(L, "http engine: timer: %s", strerror(errno));
+      curl_multi_socket_action(e->m, CURL_SOCKET_TIMEOUT, 0, &running);
+    } else {
+      int mask = (evs[i].events & EPOLLIN ? CURL_CSELECT_IN : 0) | (evs[i].events & EPOLLOUT ? CURL_CSELECT_OUT : 0) |
+                 (evs[i].events & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0);
+      curl_multi_socket_action(e->m, fd, mask, &running);
+    }
+  }
+  lua_newtable(L);
+  lua_Integer k = 0;
+  CURLMsg *msg;
+  int left;
+  while ((msg = curl_multi_info_read(e->m, &left))) {
+    if (msg->msg != CURLMSG_DONE) continue;
+    request *r = NULL;
+    curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&r);
+    CURLcode rc = msg->data.result;
+    if (!r || !unlink_req(e, r)) continue;   /* not one of ours (cannot happen) */
+    curl_multi_remove_handle(e->m, r->c);   /* msg is invalid from here */
+    lua_Integer id = r->id;
+    lua_createtable(L, 0, 3);
+    lua_pushinteger(L, id);
+    lua_setfield(L, -2, "id");
+    if (req_finish(L, r, rc) == 1) {
+      lua_setfield(L, -2, "res");
+    } else {                    /* nil, code, detail */
+      lua_setfield(L, -4, "detail");
+      lua_setfield(L, -3, "code");
+      lua_pop(L, 1);
+    }
+    lua_rawseti(L, -2, ++k);
+  }
+  return 1;
+}
+
+static int l_engine_close(lua_State *L) {
+  engine_close(luaL_checkudata(L, 1, ENGINE_MT));
+  return 0;
 }
 
 void airlock_l_open_http(lua_State *L) {
   lua_pushcfunction(L, l_http_request);
   lua_setfield(L, -2, "http_request");
+  if (luaL_newmetatable(L, ENGINE_MT)) {
+    static const luaL_Reg methods[] = {
+      { "fd", l_engine_fd }, { "start", l_engine_start }, { "pump", l_engine_pump },
+      { "cancel", l_engine_cancel }, { "pending", l_engine_pending }, { "close", l_engine_close },
+      { NULL, NULL } };
+    luaL_newlib(L, methods);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, l_engine_gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_pop(L, 1);
+  lua_pushcfunction(L, l_http_engine);
+  lua_setfield(L, -2, "http_engine");
 }

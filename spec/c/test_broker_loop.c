@@ -93,6 +93,35 @@ static int drive(airlock_broker *b, airlock_run *r)
   }
 }
 
+/* The host's own descriptor (airlock_broker_watch_extra): a step wakes for
+** it even with nothing else to wait for, and says so once per readiness. */
+static void test_watch_extra(void)
+{
+  airlock_broker *b;
+  int p[2];
+  CHECK(airlock_broker_new(&b) == 0);
+  CHECK(pipe(p) == 0);
+  CHECK(airlock_broker_watch_extra(b, p[0]) == 0);
+  CHECK_MSG(airlock_broker_watch_extra(b, p[1]) == -EBUSY, "one watched descriptor per broker");
+  CHECK(airlock_broker_step(b, 0) == 0);
+  CHECK_MSG(airlock_broker_extra_ready(b) == 0, "control: nothing written, nothing ready");
+  CHECK(write(p[1], "x", 1) == 1);
+  CHECK(airlock_broker_step(b, 0) == 0);
+  CHECK_MSG(airlock_broker_extra_ready(b) == 1, "readable: the step says so");
+  CHECK_MSG(airlock_broker_extra_ready(b) == 0, "once");
+  char c;
+  CHECK(read(p[0], &c, 1) == 1);
+  CHECK(airlock_broker_step(b, 0) == 0);
+  CHECK_MSG(airlock_broker_extra_ready(b) == 0, "drained: not ready again");
+  CHECK(airlock_broker_watch_extra(b, -1) == 0);
+  CHECK(write(p[1], "y", 1) == 1);
+  CHECK(airlock_broker_step(b, 0) == 0);
+  CHECK_MSG(airlock_broker_extra_ready(b) == 0, "no longer watched");
+  airlock_broker_free(b);
+  close(p[0]);
+  close(p[1]);
+}
+
 int main(int argc, char **argv)
 {
   const char *worker = argc > 1 ? argv[1] : "build/bin/airlock-worker";
@@ -145,5 +174,6 @@ int main(int argc, char **argv)
   CHECK_MSG(waitpid(-1, NULL, WNOHANG) == -1 && errno == ECHILD, "no child left, not even a zombie");
   airlock_broker_free(b);
   printf("%d of %d runs ok, %d timer interrupts\n", good, RUNS, (int)ticks);
+  test_watch_extra();
   return check_summary();
 }

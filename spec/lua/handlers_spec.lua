@@ -413,10 +413,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
         elif p == "/slow":
             time.sleep(3)
             self.reply(200, b"late")
+        elif p == "/hold":
+            # answers only once /release was asked (or after 20 s)
+            released = self.server.released.wait(20)
+            self.reply(200, b"held" if released else b"never released")
+        elif p == "/release":
+            self.server.released.set()
+            self.reply(200, b"released")
         else:
             self.reply(404, b"no")
 
     do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_PATCH = any
+
+# Many requests at once: a listen backlog of 5 (the default) would drop SYNs.
+http.server.ThreadingHTTPServer.request_queue_size = 64
 
 def serve(name):
     s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -426,6 +436,7 @@ def serve(name):
     return s
 
 main, other = serve("main"), serve("other")
+main.released = threading.Event()
 main.other = other.other = "http://127.0.0.1:%d" % other.server_address[1]
 threading.Thread(target=other.serve_forever, daemon=True).start()
 threading.Thread(target=main.serve_forever, daemon=True).start()
@@ -480,6 +491,63 @@ describe("handlers.http", function()
     assert.equal("1", echo.headers["x-mine"])
     assert.is_nil(echo.headers.expect)
     assert.same({ 200, "" }, { v[6], v[7] })
+  end)
+
+  it("does not hold the broker up: other runs go on while a request waits (control: the held answer arrives)", function()
+    local b <close> = airlock.broker()
+    local pol = { limits = { deadline_ms = 30000 }, effects = {
+      ["http.request"] = handlers.http { allow = { "127.0.0.1:" .. port }, timeout = "25s" },
+      ping = function(n) return n end } }
+    local slow = assert(b:start { policy = pol, guest = string.format(
+      "local r = host.http.request { url = %q } return r.status .. ' ' .. r.body", base .. "/hold") })
+    local fast = assert(b:start { policy = pol, guest = "local s = 0 for i = 1, 200 do s = s + host.ping(i) end return s" })
+    local results = {}
+    local function until_done(run)
+      while not results[run:id()] do
+        for _, res in ipairs(assert(b:step(-1))) do results[res.run] = res end
+      end
+      return results[run:id()]
+    end
+    -- the other run makes 200 round trips while the request is held
+    local fres = until_done(fast)
+    assert.equal("ok", fres.cause, fres.message)
+    assert.equal(20100, fres.value)
+    assert.is_nil(results[slow:id()])
+    assert.is_true(slow:live())
+    -- released (a request of the host's own, performed now), the held one is answered
+    assert.equal("released", handlers.http { allow = { "127.0.0.1:" .. port } } { url = base .. "/release" }.body)
+    local sres = until_done(slow)
+    assert.equal("ok", sres.cause, sres.message)
+    assert.equal("200 held", sres.value)
+  end)
+
+  it("gives many requests at once their own answers, and refuses a bad one without disturbing them", function()
+    local b <close> = airlock.broker()
+    local pol = { limits = { deadline_ms = 30000 }, effects = { ["http.request"] = http } }
+    local runs = {}
+    for i = 1, 12 do
+      local url = i % 4 == 0 and ("http://127.0.0.1:" .. other .. "/x") or (base .. "/echo")
+      runs[i] = assert(b:start { policy = pol, guest = string.format([[
+        local ok, r = pcall(host.http.request, { url = %q, method = "POST", body = "run %d" })
+        if not ok then return "refused: " .. tostring(r) end
+        return r.body ]], url, i) })
+    end
+    local results, n = {}, 0
+    while n < 12 do
+      for _, res in ipairs(assert(b:step(-1))) do results[res.run], n = res, n + 1 end
+    end
+    for i, run in ipairs(runs) do
+      local res = results[run:id()]
+      assert.equal("ok", res.cause, res.message)
+      if i % 4 == 0 then
+        assert.matches("refused: .*not in the allowlist", res.value)
+      else
+        local echo = require("dkjson").decode(res.value)
+        assert.is_table(echo, tostring(res.value))
+        assert.equal("run " .. i, echo.body)
+      end
+    end
+    assert.equal("", other_log())
   end)
 
   it("follows redirects inside the allowlist, re-checking each", function()
