@@ -11,6 +11,9 @@ H.bin = build .. "/bin"
 -- store would be reported instead of crashing.
 H.hostile = "build/bin/hostile-worker"
 H.sanitized = os.getenv("AIRLOCK_SANITIZED") == "1"
+-- The prefix that runs a command as the unprivileged user the confinement
+-- specs use besides root (uid and gid 65534, no supplementary groups).
+H.NOBODY = "setpriv --reuid 65534 --regid 65534 --clear-groups "
 
 -- Reads a file (a /proc file, say), or nil.
 function H.slurp(path)

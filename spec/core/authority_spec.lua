@@ -11,7 +11,7 @@ local core = require "airlock.core"
 
 local FIXTURE = "spec/fixtures/authority_attack.py"
 local AIRLOCK = core.fs_realpath(H.bin .. "/airlock")
-local NOBODY = "setpriv --reuid 65534 --regid 65534 --clear-groups "
+local NOBODY = H.NOBODY
 
 -- What each caller's control run must be able to do (else the confined
 -- result proves nothing); the rest are asserted only when the control did it.

@@ -22,7 +22,7 @@ int main(void) {
 }
 ]]
 
-local NOBODY = "setpriv --reuid 65534 --regid 65534 --clear-groups "
+local NOBODY = H.NOBODY
 
 describe("the mdwe layer", function()
   if not core.mdwe_available() then

@@ -390,7 +390,7 @@ print(b"hello from upstream" in data)
   end)
 
   it("works for a caller who is not root, in a net namespace of the run's own", function()
-    local nobody = "setpriv --reuid 65534 --regid 65534 --clear-groups "
+    local nobody = H.NOBODY
     local cmd = require("airlock.core").fs_realpath(H.bin .. "/airlock")
     local probe = H.sh(nobody .. cmd .. " version 2>&1; echo rc=$?")
     if not probe:match("rc=0") then

@@ -11,7 +11,7 @@ local core = require "airlock.core"
 local dkjson = require "dkjson"
 
 local AIRLOCK = core.fs_realpath(H.bin .. "/airlock")
-local NOBODY = "setpriv --reuid 65534 --regid 65534 --clear-groups "
+local NOBODY = H.NOBODY
 
 -- "out\nrc=N\n" of a shell command line (stderr folded in when asked).
 local function run(cmd) return H.sh(cmd .. "; echo rc=$?") end

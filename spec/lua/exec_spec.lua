@@ -295,7 +295,7 @@ describe("airlock.exec under the stock tool policy", function()
   it("holds a program of a user who may not make cgroups with RLIMIT_NPROC instead", function()
     -- As uid 65534 the pids hierarchy is not writable; the program's own user
     -- namespace makes RLIMIT_NPROC count its processes (root would be exempt).
-    local nobody = "setpriv --reuid 65534 --regid 65534 --clear-groups "
+    local nobody = H.NOBODY
     local cmd = require("airlock.core").fs_realpath(H.bin .. "/airlock")
     local probe = H.sh(nobody .. cmd .. " version 2>&1; echo rc=$?")
     if not probe:match("rc=0") then

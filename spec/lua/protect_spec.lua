@@ -9,7 +9,7 @@ local H = require "helper"
 local policy = airlock.policy
 local dk = require "dkjson"
 
-local NOBODY = "setpriv --reuid 65534 --regid 65534 --clear-groups "
+local NOBODY = H.NOBODY
 
 -- A workspace holding a git repository with one commit.
 local function repo()
