@@ -176,3 +176,35 @@ end)
 teardown(function()
   os.execute("rm -rf " .. dir .. " " .. ws)
 end)
+
+-- A policy is resolved once per policy object: the stock base is frozen
+-- once, and what a frozen policy loosens against it is kept. Neither may
+-- let a later change through.
+describe("resolving once", function()
+  it("keeps a run's stock base as it was frozen, whatever its module table becomes", function()
+    local mod = require "airlock.policies.untrusted"
+    local before = airlock.policy.load("untrusted")
+    local saved = mod.limits.memory
+    mod.limits.memory = "1G"   -- a careless host edits the module's table
+    local ok, after = pcall(airlock.policy.load, "untrusted")
+    mod.limits.memory = saved
+    assert.is_true(ok)
+    assert.equal(before, after)
+    assert.equal(before.limits.memory, after.limits.memory)
+    assert.are_not.equal(1 << 30, after.limits.memory)
+  end)
+
+  it("refuses a loosening policy every time, not only the first (control: a tightening one runs)", function()
+    local loose = airlock.policy.new { name = "loose-every-time", confine = { seccomp = false } }
+    for _ = 1, 3 do
+      local res, err = airlock.run { guest = "return 1", policy = loose }
+      assert.is_nil(res)
+      assert.matches("less confinement than the stock 'untrusted'", err)
+    end
+    local tight = airlock.policy.extend("untrusted", { name = "tight", limits = { memory = "8M" } })
+    for _ = 1, 3 do
+      local res = assert(airlock.run { guest = "return 1", policy = tight })
+      assert.equal("ok", res.cause, res.message)
+    end
+  end)
+end)

@@ -58,6 +58,23 @@ end
 --- locks, loosened) is refused unless it says unconfined = true, the named
 --- opt-out: such runs warn every time (admit) and AIRLOCK_REQUIRE_CONFINEMENT=1
 --- refuses them.
+-- What loosening found for a policy against a stock base, kept: both are
+-- frozen, so the answer cannot change (a host starting many runs under one
+-- policy pays the walk once).
+local loosenings = setmetatable({}, { __mode = "k" })   -- policy -> base name -> {path, o, n} or false
+
+local function loosening_of(b, base, pol)
+  local memo = loosenings[pol]
+  if not memo then memo = {} loosenings[pol] = memo end
+  local found = memo[base]
+  if found == nil then
+    local path, lp, o, n = loosening(b, pol)
+    found = path and { path, lp, o, n } or false
+    memo[base] = found
+  end
+  if found then return found[1], found[2], found[3], found[4] end
+end
+
 function M.resolve(p, base)
   local b, err = loader.load(base)
   if not b then return nil, err end
@@ -76,7 +93,7 @@ function M.resolve(p, base)
     pol = r
   end
   if not pol.unconfined then
-    local path, _, o, n = loosening(b, pol)
+    local path, _, o, n = loosening_of(b, base, pol)
     if path then
       return nil, string.format("policy: '%s'%s has less confinement than the stock '%s' (%s: %s -> %s). " ..
         "Build it with policy.extend(\"%s\", {...}) or give a bare table, which is laid over '%s'; " ..

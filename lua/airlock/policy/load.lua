@@ -33,14 +33,19 @@ end
 --- "dev") or a Lua file that returns a policy table, validated as it is (no
 --- base under it: entry points use resolve). Returns the frozen policy, or
 --- nil, message.
+-- Stock policies, frozen once: every run starts from one (resolve lays the
+-- run's over it), and a frozen policy cannot change, so one copy serves all.
+local stock = {}
+
 function M.load(what)
   if type(what) ~= "string" then return nil, "policy: load expects a name or a path" end
+  if stock[what] then return stock[what] end
   if what:match("^[%w_%-]+$") then
     local ok, p = pcall(loader, what)
     if not ok then return nil, tostring(p) end
     if p ~= nil then
       local ok2, pol = pcall(new, p)
-      if ok2 then return pol end
+      if ok2 then stock[what] = pol return pol end
       return nil, pol .. " (in the stock policy '" .. what .. "')"
     end
   end
