@@ -420,6 +420,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         elif p == "/release":
             self.server.released.set()
             self.reply(200, b"released")
+        elif p == "/hold2":
+            released = self.server.released2.wait(20)
+            self.reply(200, b"held" if released else b"never released")
+        elif p == "/release2":
+            self.server.released2.set()
+            self.reply(200, b"released")
         else:
             self.reply(404, b"no")
 
@@ -437,6 +443,7 @@ def serve(name):
 
 main, other = serve("main"), serve("other")
 main.released = threading.Event()
+main.released2 = threading.Event()
 main.other = other.other = "http://127.0.0.1:%d" % other.server_address[1]
 threading.Thread(target=other.serve_forever, daemon=True).start()
 threading.Thread(target=main.serve_forever, daemon=True).start()
@@ -519,6 +526,32 @@ describe("handlers.http", function()
     local sres = until_done(slow)
     assert.equal("ok", sres.cause, sres.message)
     assert.equal("200 held", sres.value)
+  end)
+
+  it("drops the answer of a request whose run was cancelled, and the broker's next request is answered", function()
+    local b <close> = airlock.broker()
+    local pol = { limits = { deadline_ms = 30000 }, effects = {
+      ["http.request"] = handlers.http { allow = { "127.0.0.1:" .. port }, timeout = "25s" } } }
+    -- the held endpoint answers at once once released: hold a fresh server event
+    local waiting = assert(b:start { policy = pol, guest = string.format(
+      "return host.http.request { url = %q }.body", base .. "/hold2") })
+    local results = {}
+    local function step_until(pred)
+      while not pred() do
+        for _, res in ipairs(assert(b:step(200))) do results[res.run] = res end
+      end
+    end
+    -- wait until the request is really in flight (the server logged it), then cancel
+    step_until(function() return (slurp(tmp .. "/main.log") or ""):find("GET /hold2", 1, true) ~= nil end)
+    waiting:cancel()
+    step_until(function() return results[waiting:id()] ~= nil end)
+    assert.equal("cancelled", results[waiting:id()].cause)
+    assert.equal("released", handlers.http { allow = { "127.0.0.1:" .. port } } { url = base .. "/release2" }.body)
+    local after = assert(b:start { policy = pol, guest = string.format(
+      "return host.http.request { url = %q }.body", base .. "/hello") })
+    step_until(function() return results[after:id()] ~= nil end)
+    assert.equal("ok", results[after:id()].cause, results[after:id()].message)
+    assert.equal("hello", results[after:id()].value)
   end)
 
   it("gives many requests at once their own answers, and refuses a bad one without disturbing them", function()
