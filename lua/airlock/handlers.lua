@@ -683,6 +683,12 @@ local function engine_for(b)
   return e
 end
 
+-- Not API: how many of broker b's requests are in flight (for specs).
+function M._http_in_flight(b)
+  local e = engines[b]
+  return e and e.engine:pending() or 0
+end
+
 -- One request: on the broker's engine when the handler can wait, else now.
 local function http_perform(req, ctx)
   local run = type(ctx) == "table" and ctx.handle
@@ -691,7 +697,8 @@ local function http_perform(req, ctx)
     if not e then return nil, code, why end
     local id, ecode, detail = e.engine:start(req)
     if not id then return nil, ecode, detail end
-    return nest.suspend(function(resume) e.waiting[id] = resume end)
+    return nest.suspend(function(resume) e.waiting[id] = resume end,
+      function() e.waiting[id] = nil e.engine:cancel(id) end)   -- its run ended first
   end
   return core.http_request(req)
 end

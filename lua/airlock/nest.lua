@@ -59,6 +59,7 @@ end
 -- ctx) is dropped before it waits, so an idle coroutine keeps no run alive.
 local DONE = setmetatable({}, { __name = "airlock.nest.done" })   -- what a finished call yields
 local SUSPEND = setmetatable({}, { __name = "airlock.nest.suspend" })   -- what suspend yields
+local suspended = setmetatable({}, { __mode = "k" })   -- record -> cancel: the I/O its call waits on
 local IDLE_MAX = 32
 local idle, nidle = {}, 0
 
@@ -99,7 +100,10 @@ local function settle(co, ctx, effect, first, resumed, a, ok, v)
   if resumed and a == SUSPEND then
     -- A handler waiting on the host's own I/O (suspend): ok is its register
     -- function, given the resume function that answers the call later.
+    local st = host.record_of(ctx.handle)
+    if st and v then suspended[st] = v end
     ok(function(...)
+      if st then suspended[st] = nil end
       if not ctx.handle:live() then coroutine.close(co) calls[co] = nil return end
       settle(co, ctx, effect, false, coroutine.resume(co, ...))
     end)
@@ -142,14 +146,15 @@ function M.suspendable()
   return not main and calls[co] ~= nil
 end
 
---- suspend(register) -> what the call's handler is resumed with. For a
---- handler that waits on the host's own I/O without holding the broker up
+--- suspend(register, cancel) -> what the call's handler is resumed with. For
+--- a handler that waits on the host's own I/O without holding the broker up
 --- (handlers.http): register(resume) is called once, at once, and keeps
 --- resume; calling resume(...) later goes on with the handler, whose answer
---- is then the call's. A run that ended meanwhile drops it.
-function M.suspend(register)
+--- is then the call's. If the run ends first, cancel() is called (the I/O is
+--- dropped), and a resume that still comes does nothing.
+function M.suspend(register, cancel)
   if not M.suspendable() then error("nest.suspend: not inside a call's handler", 2) end
-  return coroutine.yield(SUSPEND, register)
+  return coroutine.yield(SUSPEND, register, cancel)
 end
 
 --- finished(record, result): the nested run of record has ended with
@@ -173,6 +178,8 @@ end
 --- take their answer. Their end is recorded now, before the parent's (whose
 --- end may close the ledger they share); their own end, later, is not.
 function M.ended(st, cause)
+  local cancel = suspended[st]
+  if cancel then suspended[st] = nil pcall(cancel) end
   local kids = st.nest and st.nest.children
   if not kids then return end
   st.nest.children = nil

@@ -528,7 +528,7 @@ describe("handlers.http", function()
     assert.equal("200 held", sres.value)
   end)
 
-  it("drops the answer of a request whose run was cancelled, and the broker's next request is answered", function()
+  it("drops the request of a run that was cancelled, and the broker's next request is answered", function()
     local b <close> = airlock.broker()
     local pol = { limits = { deadline_ms = 30000 }, effects = {
       ["http.request"] = handlers.http { allow = { "127.0.0.1:" .. port }, timeout = "25s" } } }
@@ -543,9 +543,11 @@ describe("handlers.http", function()
     end
     -- wait until the request is really in flight (the server logged it), then cancel
     step_until(function() return (slurp(tmp .. "/main.log") or ""):find("GET /hold2", 1, true) ~= nil end)
+    assert.equal(1, handlers._http_in_flight(b))
     waiting:cancel()
     step_until(function() return results[waiting:id()] ~= nil end)
     assert.equal("cancelled", results[waiting:id()].cause)
+    assert.equal(0, handlers._http_in_flight(b))   -- its transfer went with it
     assert.equal("released", handlers.http { allow = { "127.0.0.1:" .. port } } { url = base .. "/release2" }.body)
     local after = assert(b:start { policy = pol, guest = string.format(
       "return host.http.request { url = %q }.body", base .. "/hello") })
