@@ -476,13 +476,11 @@ local function pool_take(b, p)
 end
 
 -- Gives a taken worker its run: the start frame, its deadline and frame
--- limits, and what its calls need (handlers, ctx).
-local function pool_send(run, name, source, input, limits, handlers, ctx)
-  return run:_unpark {
-    init = { t = "start", v = core.protocol_version, run = run:id(), guest = { name = name, source = source },
-             input = input },
-    handlers = handlers, ctx = ctx,
-    deadline_ms = limits.deadline_ms, max_frame = limits.max_frame, capture_max = limits.capture }
+-- limits (unpark: {deadline_ms, max_frame, capture_max}), and what its calls
+-- need (handlers, ctx). -> true; nil, message, "input" when the input cannot
+-- be sent (the worker is still parked); or nil, message, code.
+local function pool_send(run, name, source, input, unpark, handlers, ctx)
+  return run:_unpark(name, source, input, handlers, ctx, unpark)
 end
 
 -- What every run under pool p shares, made once: its policy resolved and
@@ -506,7 +504,9 @@ local function pool_fast(p)
   end
   local notify
   for _, name in ipairs(pol.notify or {}) do notify = notify or {}; notify[name] = true end
-  p.fast = { limits = rp.limits, log_max = rp.limits.output or OUTPUT_DEFAULT, digest = policy.digest(pol),
+  local limits = rp.limits
+  p.fast = { limits = limits, log_max = limits.output or OUTPUT_DEFAULT, digest = policy.digest(pol),
+             unpark = { deadline_ms = limits.deadline_ms, max_frame = limits.max_frame, capture_max = limits.capture },
              handlers = handlers, builtin = builtin, notify = notify, secrets = secrets.readonly({}) }
   return p.fast
 end
@@ -533,6 +533,8 @@ end
 -- A run under pool p's policy, on one of its joined workers, with nothing
 -- resolved or built that the pool holds already. -> the run; nil when the
 -- pool has no joined worker (spawn one); or nil, message, code.
+-- Only the checks come before the start frame: the rest of the host's side
+-- is done while the worker wakes (its calls are read in b:step, later).
 local function pooled_start(b, p, opts)
   local f = pool_fast(p)
   if not f then return nil end
@@ -544,15 +546,19 @@ local function pooled_start(b, p, opts)
   if not run then return nil end
   local id = run:id()
   h = h or pool_host_side(b, p, id)
-  local st = h.st
-  st.on_log = opts.on_log
-  st.nest = nest.state(NO_INTERNAL, f.limits, id + 1)   -- its deadline counts from now
-  -- A worker that died since it joined: its end is the pool's, and the run
-  -- goes the general way (another worker, or a spawn).
-  if not pool_send(run, name, source, opts.input, f.limits, h.handlers, h.ctx) then
+  local sent, err, code = pool_send(run, name, source, opts.input, f.unpark, h.handlers, h.ctx)
+  if not sent then
+    -- An input that cannot be sent is the caller's error, as on a fresh
+    -- worker; the worker never had a run, and is cancelled (its end is the
+    -- pool's). One that died since it joined: its end is the pool's too, and
+    -- the run goes the general way (another worker, or a spawn).
     brokers[b].parked[id] = p
+    if code == "input" then run:cancel() error(err, 0) end
     return nil
   end
+  local st = h.st
+  st.on_log = opts.on_log
+  st.nest = nest.state(NO_INTERNAL, f.limits, id + 1)   -- its deadline counts from the start
   brokers[b].live[id] = st
   runs[run] = st
   return run
@@ -654,7 +660,7 @@ local function spawn(b, start, what, parked)
   if parked then   -- a pool's worker: its run is all it needs (it has init)
     local g = start.init.guest
     local ok, err, code = pool_send(parked, g.name, g.source, start.init.input,
-      { deadline_ms = start.deadline_ms, max_frame = start.max_frame, capture = start.capture_max },
+      { deadline_ms = start.deadline_ms, max_frame = start.max_frame, capture_max = start.capture_max },
       start.handlers, start.ctx)
     if not ok then return nil, err, code end
     return parked
@@ -725,6 +731,10 @@ local function start_run(b, opts, internal)
   st.nest = nest.state(internal, rp.limits, internal.next_run or (st.ledger_run or serial) + 1)
   local run
   run, err, code = spawn(b, spawn_options(st, handlers, opts, internal, rp, what, serial, seed), what, parked)
+  if code == "input" and parked then   -- the caller's error, as on a fresh worker (see pooled_start)
+    parked:cancel() brokers[b].parked[parked:id()] = pool
+    error(err, 0)
+  end
   if not run then
     if st.recorder and internal.nested then
       -- The nest record is in; its end says the run never started (replay skips it).
