@@ -66,7 +66,7 @@ local function load_guest(guest, name, level)
   if type(guest) ~= "string" then
     error("airlock: 'guest' must be Lua source or the path of a .lua file", level or 3)
   end
-  if not guest:find("\n", 1, true) and guest:match("%.lua$") then
+  if guest:sub(-4) == ".lua" and not guest:find("\n", 1, true) then
     local src, err = require("airlock.util").read_file(guest)
     if not src then return nil, "guest: cannot read " .. err end
     return src, name or guest:match("([^/]+)$")
@@ -379,6 +379,8 @@ end
 -- spawns one worker in a step that had nothing to deliver; it joins when its
 -- ready has been checked, in a later step.
 
+-- The internal options of a run started by a host (none), shared and read-only.
+local NO_INTERNAL = setmetatable({}, { __newindex = function() error("airlock: NO_INTERNAL is read-only", 2) end })
 local POOL_READY_MS = 10000   -- how long b:warm waits for a worker's ready
 local pool_host_side          -- (below) the host's side of a worker's run, made ahead
 
@@ -487,7 +489,6 @@ end
 -- digested, its handlers wrapped, its ctx. false for a policy with secrets
 -- (resolved per run, as they may change) or whose notify is wrong: those
 -- runs take the general path.
-local NO_INTERNAL = {}
 local function pool_fast(p)
   if p.fast ~= nil then return p.fast end
   local pol = p.policy
@@ -689,11 +690,13 @@ end
 -- open opts.ledger was opened with (airlock.exec's), for the refusal's
 -- message }. -> run, or nil, message, code.
 local function start_run(b, opts, internal)
-  internal = internal or {}
   -- A pooled worker serves an unrecorded run with no seed of its own (see the pool).
-  local poolable = not opts.ledger and not internal.serve and not internal.program and not internal.nested
-    and opts.seed == nil
-  local pool = poolable and pool_for(b, opts) or nil
+  local poolable = not opts.ledger and opts.seed == nil and
+    (internal == nil or not (internal.serve or internal.program or internal.nested))
+  internal = internal or NO_INTERNAL
+  -- A pool is found first by the policy object itself (a frozen policy's own pool).
+  local bs = poolable and brokers[b]
+  local pool = bs and bs.pool_by and bs.pool_by[opts.policy] or poolable and pool_for(b, opts) or nil
   if pool then
     local run, err, code = pooled_start(b, pool, opts)
     if run or err then return run, err, code end
