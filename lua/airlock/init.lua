@@ -464,11 +464,13 @@ end
 -- made for its run (pool_host_side); or nil.
 local function pool_take(b, p)
   if not p or p.failed then return nil end
-  for i, run in ipairs(p.parked) do
+  local parked = p.parked
+  for i = 1, #parked do
+    local run = parked[i]
     if run:_joined() then
-      table.remove(p.parked, i)
-      brokers[b].parked[run:id()] = nil
+      table.remove(parked, i)
       local id = run:id()
+      brokers[b].parked[id] = nil
       local seed, host = p.seed[id], p.host[id]
       p.seed[id], p.host[id] = nil, nil
       return run, seed, host
@@ -506,7 +508,8 @@ local function pool_fast(p)
   local notify
   for _, name in ipairs(pol.notify or {}) do notify = notify or {}; notify[name] = true end
   local limits = rp.limits
-  p.fast = { limits = limits, log_max = limits.output or OUTPUT_DEFAULT, digest = policy.digest(pol),
+  p.fast = { admitted = policy.always_admitted(pol, "untrusted"), limits = limits,
+             log_max = limits.output or OUTPUT_DEFAULT, digest = policy.digest(pol),
              unpark = { deadline_ms = limits.deadline_ms, max_frame = limits.max_frame, capture_max = limits.capture },
              handlers = handlers, builtin = builtin, notify = notify, secrets = secrets.readonly({}) }
   return p.fast
@@ -541,8 +544,10 @@ local function pooled_start(b, p, opts)
   if not f then return nil end
   local source, name = load_guest(opts.guest, opts.name, CALLER)
   if not source then return nil, name end
-  local admitted, aerr = policy.admit(p.policy, "untrusted", "guests", b)
-  if not admitted then return nil, aerr, "confinement" end
+  if not f.admitted then   -- a policy with less confinement: its warning, or its refusal
+    local admitted, aerr = policy.admit(p.policy, "untrusted", "guests", b)
+    if not admitted then return nil, aerr, "confinement" end
+  end
   local run, _, h = pool_take(b, p)
   if not run then return nil end
   local id = run:id()
