@@ -521,7 +521,8 @@ function pool_host_side(b, p, id)
   local f = pool_fast(p)
   if not f then return nil end
   local st = { log = {}, log_bytes = 0, log_max = f.log_max, policy = p.policy.name, plan = p.plan,
-               digest = f.digest, pooled = true, pol = p.policy, broker = b, serial = id }
+               digest = f.digest, pooled = true, pol = p.policy, broker = b, serial = id,
+               nest = nest.state(NO_INTERNAL, f.limits, id + 1) }   -- its deadline is set at the start
   local handlers = {}
   for k, h in pairs(f.handlers) do handlers[k] = h end
   for k, h in pairs(builtin_handlers(st, f.limits)) do
@@ -564,7 +565,8 @@ local function pooled_start(b, p, opts)
   end
   local st = h.st
   st.on_log = opts.on_log
-  st.nest = nest.state(NO_INTERNAL, f.limits, id + 1)   -- its deadline counts from the start
+  -- The nested runs' deadline is the run's own, counted from its start.
+  if st.nest.deadline_at then st.nest.deadline_at = run:_t_start() + st.nest.deadline_ms end
   brokers[b].live[id] = st
   runs[run] = st
   return run

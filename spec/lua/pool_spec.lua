@@ -293,6 +293,31 @@ describe("b:warm", function()
     assert.are_not.equal(fresh, last(860, true))
   end)
 
+  it("counts a pooled run's time for its nested runs from its start, not from the worker's spawn", function()
+    local core = require "airlock.core"
+    local spin_ms = 0
+    local pol = airlock.policy.extend("untrusted", { name = "nest-deadline", limits = { deadline_ms = 800 },
+      effects = { agent = function(_, ctx)
+        local t = core.now_ms()
+        while core.now_ms() - t < spin_ms do end   -- the run's own time goes by
+        return ctx:nest { guest = "return 2" }
+      end } })
+    local b <close> = airlock.broker()
+    assert(b:warm(1, pol))
+    local t = core.now_ms()
+    while core.now_ms() - t < 1000 do assert(b:step(50)) end   -- parked for longer than the deadline
+    local res = finish(b, assert(b:start { guest = "return host.agent()", policy = pol }))
+    assert.is_true(res.pooled)
+    assert.equal("ok", res.cause, res.message)
+    assert.equal(2, res.value)
+    -- Control: a run whose own time is gone gives its nested run none.
+    spin_ms = 900
+    assert(b:warm(1, pol))
+    local late = finish(b, assert(b:start { guest = "local ok, e = pcall(host.agent) return e", policy = pol }))
+    assert.is_true(late.pooled)
+    assert.truthy(late.cause == "deadline" or tostring(late.value):match("no time left"), late.message)
+  end)
+
   it("works the same for an unprivileged host: prepared, checked, and a liar refused", function()
     local script = os.tmpname()
     local build = H.build:match("^/") and H.build or (os.getenv("PWD") .. "/" .. H.build)
