@@ -62,11 +62,12 @@ end
 
 -- A guest is Lua source, or the path of a .lua file. level: where a wrong type
 -- is reported (as error's; default 3, the caller of its caller).
+local byte = string.byte
 local function load_guest(guest, name, level)
   if type(guest) ~= "string" then
     error("airlock: 'guest' must be Lua source or the path of a .lua file", level or 3)
   end
-  if guest:sub(-4) == ".lua" and not guest:find("\n", 1, true) then
+  if byte(guest, -4) == 46 and guest:sub(-3) == "lua" and not guest:find("\n", 1, true) then   -- "%.lua$"
     local src, err = require("airlock.util").read_file(guest)
     if not src then return nil, "guest: cannot read " .. err end
     return src, name or guest:match("([^/]+)$")
@@ -480,11 +481,11 @@ local function pool_take(b, p)
 end
 
 -- Gives a taken worker its run: the start frame, its deadline and frame
--- limits (unpark: {deadline_ms, max_frame, capture_max}), and what its calls
+-- limits (limits: {deadline_ms, max_frame, capture_max}), and what its calls
 -- need (handlers, ctx). -> true; nil, message, "input" when the input cannot
 -- be sent (the worker is still parked); or nil, message, code.
-local function pool_send(run, name, source, input, unpark, handlers, ctx)
-  return run:_unpark(name, source, input, handlers, ctx, unpark)
+local function pool_send(run, name, source, input, limits, handlers, ctx)
+  return run:_unpark(name, source, input, handlers, ctx, limits.deadline_ms, limits.max_frame, limits.capture_max)
 end
 
 -- What every run under pool p shares, made once: its policy resolved and
@@ -541,7 +542,8 @@ end
 -- Only the checks come before the start frame: the rest of the host's side
 -- is done while the worker wakes (its calls are read in b:step, later).
 local function pooled_start(b, p, opts)
-  local f = pool_fast(p)
+  local f = p.fast
+  if f == nil then f = pool_fast(p) end
   if not f then return nil end
   local source, name = load_guest(opts.guest, opts.name, CALLER)
   if not source then return nil, name end

@@ -837,23 +837,31 @@ static int pack_start(lua_State *L, lua_Integer run, msgpack_sbuffer *sb, char *
   return 0;
 }
 
-/* run:_unpark(name, source, input, handlers, ctx, limits) -> true, or nil,
-** message, errno: a parked run (b:_start{park = true}) gets its run, as
-** b:_start would have given it: the start frame (pack_start), the handlers
-** and ctx of its calls, and limits {deadline_ms=, max_frame=, capture_max=}.
-** An input that cannot be sent leaves the run parked: nil, "start: ...",
-** "input". */
+/* Argument i: nil (0), or a whole number from 0 to max. */
+static lua_Integer opt_int_arg(lua_State *L, int i, const char *what, lua_Integer max) {
+  if (lua_isnoneornil(L, i)) return 0;
+  int isnum = 0;
+  lua_Integer v = lua_tointegerx(L, i, &isnum);
+  if (!isnum || v < 0 || v > max) luaL_error(L, "unpark: %s must be a whole number from 0 to %I", what, max);
+  return v;
+}
+
+/* run:_unpark(name, source, input, handlers, ctx, deadline_ms, max_frame,
+** capture_max) -> true, or nil, message, errno: a parked run (b:_start{park =
+** true}) gets its run, as b:_start would have given it: the start frame
+** (pack_start), the handlers and ctx of its calls, and its limits (nil: the
+** defaults). Positional, so a start interns no key. An input that cannot be
+** sent leaves the run parked: nil, "start: ...", "input". */
 static int l_run_unpark(lua_State *L) {
   lrun *lr = check_run(L, 1);
   luaL_checkany(L, 4);
   luaL_checktype(L, 5, LUA_TTABLE);
   if (!lua_isnil(L, 6)) luaL_checktype(L, 6, LUA_TTABLE);
-  luaL_checktype(L, 7, LUA_TTABLE);
   airlock_run_opts o;
   memset(&o, 0, sizeof o);
-  o.deadline_ms = (uint64_t)opt_int_field(L, 7, "deadline_ms", 0, (lua_Integer)1 << 40);
-  o.max_frame = (uint32_t)opt_int_field(L, 7, "max_frame", 0, UINT32_MAX);
-  o.capture_max = (size_t)opt_int_field(L, 7, "capture_max", 0, (lua_Integer)1 << 30);
+  o.deadline_ms = (uint64_t)opt_int_arg(L, 7, "deadline_ms", (lua_Integer)1 << 40);
+  o.max_frame = (uint32_t)opt_int_arg(L, 8, "max_frame", UINT32_MAX);
+  o.capture_max = (size_t)opt_int_arg(L, 9, "capture_max", (lua_Integer)1 << 30);
   char err[256];
   msgpack_sbuffer sb;
   msgpack_sbuffer_init(&sb);
