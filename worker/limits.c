@@ -112,14 +112,23 @@ static int hook_step_of(const worker_init *in)
   return (int)step;
 }
 
-/* Called once, just before the guest's chunk is loaded: from here on every
-** allocation counts against the cap and every instruction against the budgets.
-** Coroutines created later inherit the hook from the main thread. */
-void worker_limits_start(worker *w)
+/* The instruction hook, on the main thread (coroutines created later inherit
+** it), when a budget is set. It counts only bytecode the state runs, and none
+** runs between this and the guest's chunk, so a prepared worker sets it before
+** it parks (nothing is left for after its start) and counts exactly what a
+** fresh one does. Once; worker_limits_start sets it if this was not called. */
+void worker_limits_hook(worker *w)
 {
-  w->mem_exempt = 0;
-  if (w->init.instructions == 0 && w->init.turn_instructions == 0)
+  if (w->hook_step != 0 || (w->init.instructions == 0 && w->init.turn_instructions == 0))
     return;
   w->hook_step = hook_step_of(&w->init);
   lua_sethook(w->L, count_hook, LUA_MASKCOUNT, w->hook_step);
+}
+
+/* Called once, just before the guest's chunk is loaded: from here on every
+** allocation counts against the cap and every instruction against the budgets. */
+void worker_limits_start(worker *w)
+{
+  w->mem_exempt = 0;
+  worker_limits_hook(w);
 }

@@ -166,6 +166,7 @@ int main(void)
     ** collection of the runtime: done here, it costs the run nothing. */
     lua_gc(w.L, LUA_GCGEN, 0, 0);
     confine_and_ready(&w);
+    worker_limits_hook(&w);   /* all that does not wait for the run is done before it */
     read_first(&start, &msg, AIRLOCK_MSG_START, "start");
     worker_start_parse(&w, msg.value);
     push_input(&w, "start");

@@ -126,6 +126,7 @@ void worker_channel_lua(lua_State *L);
 
 /* limits.c */
 lua_State *worker_newstate(worker *w);
+void worker_limits_hook(worker *w);
 void worker_limits_start(worker *w);
 
 /* sandbox_env.c: the guest's globals; runs under lua_pcall. */

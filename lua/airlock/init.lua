@@ -62,11 +62,12 @@ end
 
 -- A guest is Lua source, or the path of a .lua file. level: where a wrong type
 -- is reported (as error's; default 3, the caller of its caller).
+local byte = string.byte
 local function load_guest(guest, name, level)
   if type(guest) ~= "string" then
     error("airlock: 'guest' must be Lua source or the path of a .lua file", level or 3)
   end
-  if not guest:find("\n", 1, true) and guest:match("%.lua$") then
+  if byte(guest, -4) == 46 and guest:sub(-3) == "lua" and not guest:find("\n", 1, true) then   -- "%.lua$"
     local src, err = require("airlock.util").read_file(guest)
     if not src then return nil, "guest: cannot read " .. err end
     return src, name or guest:match("([^/]+)$")
@@ -379,6 +380,8 @@ end
 -- spawns one worker in a step that had nothing to deliver; it joins when its
 -- ready has been checked, in a later step.
 
+-- The internal options of a run started by a host (none), shared and read-only.
+local NO_INTERNAL = setmetatable({}, { __newindex = function() error("airlock: NO_INTERNAL is read-only", 2) end })
 local POOL_READY_MS = 10000   -- how long b:warm waits for a worker's ready
 local pool_host_side          -- (below) the host's side of a worker's run, made ahead
 
@@ -462,11 +465,13 @@ end
 -- made for its run (pool_host_side); or nil.
 local function pool_take(b, p)
   if not p or p.failed then return nil end
-  for i, run in ipairs(p.parked) do
+  local parked = p.parked
+  for i = 1, #parked do
+    local run = parked[i]
     if run:_joined() then
-      table.remove(p.parked, i)
-      brokers[b].parked[run:id()] = nil
+      table.remove(parked, i)
       local id = run:id()
+      brokers[b].parked[id] = nil
       local seed, host = p.seed[id], p.host[id]
       p.seed[id], p.host[id] = nil, nil
       return run, seed, host
@@ -476,20 +481,17 @@ local function pool_take(b, p)
 end
 
 -- Gives a taken worker its run: the start frame, its deadline and frame
--- limits, and what its calls need (handlers, ctx).
+-- limits (limits: {deadline_ms, max_frame, capture_max}), and what its calls
+-- need (handlers, ctx). -> true; nil, message, "input" when the input cannot
+-- be sent (the worker is still parked); or nil, message, code.
 local function pool_send(run, name, source, input, limits, handlers, ctx)
-  return run:_unpark {
-    init = { t = "start", v = core.protocol_version, run = run:id(), guest = { name = name, source = source },
-             input = input },
-    handlers = handlers, ctx = ctx,
-    deadline_ms = limits.deadline_ms, max_frame = limits.max_frame, capture_max = limits.capture }
+  return run:_unpark(name, source, input, handlers, ctx, limits.deadline_ms, limits.max_frame, limits.capture_max)
 end
 
 -- What every run under pool p shares, made once: its policy resolved and
 -- digested, its handlers wrapped, its ctx. false for a policy with secrets
 -- (resolved per run, as they may change) or whose notify is wrong: those
 -- runs take the general path.
-local NO_INTERNAL = {}
 local function pool_fast(p)
   if p.fast ~= nil then return p.fast end
   local pol = p.policy
@@ -506,7 +508,10 @@ local function pool_fast(p)
   end
   local notify
   for _, name in ipairs(pol.notify or {}) do notify = notify or {}; notify[name] = true end
-  p.fast = { limits = rp.limits, log_max = rp.limits.output or OUTPUT_DEFAULT, digest = policy.digest(pol),
+  local limits = rp.limits
+  p.fast = { admitted = policy.always_admitted(pol, "untrusted"), limits = limits,
+             log_max = limits.output or OUTPUT_DEFAULT, digest = policy.digest(pol),
+             unpark = { deadline_ms = limits.deadline_ms, max_frame = limits.max_frame, capture_max = limits.capture },
              handlers = handlers, builtin = builtin, notify = notify, secrets = secrets.readonly({}) }
   return p.fast
 end
@@ -517,7 +522,8 @@ function pool_host_side(b, p, id)
   local f = pool_fast(p)
   if not f then return nil end
   local st = { log = {}, log_bytes = 0, log_max = f.log_max, policy = p.policy.name, plan = p.plan,
-               digest = f.digest, pooled = true, pol = p.policy, broker = b, serial = id }
+               digest = f.digest, pooled = true, pol = p.policy, broker = b, serial = id,
+               nest = nest.state(NO_INTERNAL, f.limits, id + 1) }   -- its deadline is set at the start
   local handlers = {}
   for k, h in pairs(f.handlers) do handlers[k] = h end
   for k, h in pairs(builtin_handlers(st, f.limits)) do
@@ -533,26 +539,36 @@ end
 -- A run under pool p's policy, on one of its joined workers, with nothing
 -- resolved or built that the pool holds already. -> the run; nil when the
 -- pool has no joined worker (spawn one); or nil, message, code.
+-- Only the checks come before the start frame: the rest of the host's side
+-- is done while the worker wakes (its calls are read in b:step, later).
 local function pooled_start(b, p, opts)
-  local f = pool_fast(p)
+  local f = p.fast
+  if f == nil then f = pool_fast(p) end
   if not f then return nil end
   local source, name = load_guest(opts.guest, opts.name, CALLER)
   if not source then return nil, name end
-  local admitted, aerr = policy.admit(p.policy, "untrusted", "guests", b)
-  if not admitted then return nil, aerr, "confinement" end
+  if not f.admitted then   -- a policy with less confinement: its warning, or its refusal
+    local admitted, aerr = policy.admit(p.policy, "untrusted", "guests", b)
+    if not admitted then return nil, aerr, "confinement" end
+  end
   local run, _, h = pool_take(b, p)
   if not run then return nil end
   local id = run:id()
   h = h or pool_host_side(b, p, id)
-  local st = h.st
-  st.on_log = opts.on_log
-  st.nest = nest.state(NO_INTERNAL, f.limits, id + 1)   -- its deadline counts from now
-  -- A worker that died since it joined: its end is the pool's, and the run
-  -- goes the general way (another worker, or a spawn).
-  if not pool_send(run, name, source, opts.input, f.limits, h.handlers, h.ctx) then
+  local sent, err, code = pool_send(run, name, source, opts.input, f.unpark, h.handlers, h.ctx)
+  if not sent then
+    -- An input that cannot be sent is the caller's error, as on a fresh
+    -- worker; the worker never had a run, and is cancelled (its end is the
+    -- pool's). One that died since it joined: its end is the pool's too, and
+    -- the run goes the general way (another worker, or a spawn).
     brokers[b].parked[id] = p
+    if code == "input" then run:cancel() error(err, 0) end
     return nil
   end
+  local st = h.st
+  st.on_log = opts.on_log
+  -- The nested runs' deadline is the run's own, counted from its start.
+  if st.nest.deadline_at then st.nest.deadline_at = run:_t_start() + st.nest.deadline_ms end
   brokers[b].live[id] = st
   runs[run] = st
   return run
@@ -654,7 +670,7 @@ local function spawn(b, start, what, parked)
   if parked then   -- a pool's worker: its run is all it needs (it has init)
     local g = start.init.guest
     local ok, err, code = pool_send(parked, g.name, g.source, start.init.input,
-      { deadline_ms = start.deadline_ms, max_frame = start.max_frame, capture = start.capture_max },
+      { deadline_ms = start.deadline_ms, max_frame = start.max_frame, capture_max = start.capture_max },
       start.handlers, start.ctx)
     if not ok then return nil, err, code end
     return parked
@@ -683,11 +699,13 @@ end
 -- open opts.ledger was opened with (airlock.exec's), for the refusal's
 -- message }. -> run, or nil, message, code.
 local function start_run(b, opts, internal)
-  internal = internal or {}
   -- A pooled worker serves an unrecorded run with no seed of its own (see the pool).
-  local poolable = not opts.ledger and not internal.serve and not internal.program and not internal.nested
-    and opts.seed == nil
-  local pool = poolable and pool_for(b, opts) or nil
+  local poolable = not opts.ledger and opts.seed == nil and
+    (internal == nil or not (internal.serve or internal.program or internal.nested))
+  internal = internal or NO_INTERNAL
+  -- A pool is found first by the policy object itself (a frozen policy's own pool).
+  local bs = poolable and brokers[b]
+  local pool = bs and bs.pool_by and bs.pool_by[opts.policy] or poolable and pool_for(b, opts) or nil
   if pool then
     local run, err, code = pooled_start(b, pool, opts)
     if run or err then return run, err, code end
@@ -725,6 +743,10 @@ local function start_run(b, opts, internal)
   st.nest = nest.state(internal, rp.limits, internal.next_run or (st.ledger_run or serial) + 1)
   local run
   run, err, code = spawn(b, spawn_options(st, handlers, opts, internal, rp, what, serial, seed), what, parked)
+  if code == "input" and parked then   -- the caller's error, as on a fresh worker (see pooled_start)
+    parked:cancel() brokers[b].parked[parked:id()] = pool
+    error(err, 0)
+  end
   if not run then
     if st.recorder and internal.nested then
       -- The nest record is in; its end says the run never started (replay skips it).

@@ -93,6 +93,7 @@ M.digest = digest.digest
 M.resolve = authority.resolve
 M.confinement_required = authority.confinement_required
 M.admit = authority.admit
+M.always_admitted = authority.always_admitted
 M.authority = authority.authority
 M.unconfined = authority.unconfined
 

@@ -898,34 +898,81 @@ static int l_broker_tostring(lua_State *L) {
 
 /* ------------------------------------------------------------ run methods */
 
-/* run:_unpark{init=, handlers=, ctx=, deadline_ms=, max_frame=, capture_max=}
-** -> true, or nil, message, errno: a parked run (b:_start{park = true}) gets
-** its run, as b:_start would have given it. */
+/* The start frame of a prepared worker's run, into sb (initialised): {t =
+** "start", v, run, guest = {name, source}, input} (input only when there is
+** one: a run without input is a script without arguments). Packed straight
+** from the stack (2 the name, 3 the source, 4 the input), as pack_init would
+** pack the same table. 0, or -1 with the cause in err. */
+static int pack_start(lua_State *L, lua_Integer run, msgpack_sbuffer *sb, char *err, size_t n) {
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+  int has_input = !lua_isnoneornil(L, 4);
+  if (airlock_frame_begin(sb) < 0) { snprintf(err, n, "out of memory"); return -1; }
+  airlock_pack_head(&pk, AIRLOCK_MSG_START, 4 + (uint32_t)has_input);
+  airlock_pack_cstr(&pk, "v");
+  msgpack_pack_uint64(&pk, AIRLOCK_PROTOCOL_VERSION);
+  airlock_pack_cstr(&pk, "run");
+  msgpack_pack_int64(&pk, (int64_t)run);
+  airlock_pack_cstr(&pk, "guest");
+  msgpack_pack_map(&pk, 2);
+  airlock_pack_cstr(&pk, "name");
+  if (airlock_lua_pack(L, 2, &pk, "init.guest.name", err, n) < 0) return -1;
+  airlock_pack_cstr(&pk, "source");
+  if (airlock_lua_pack(L, 3, &pk, "init.guest.source", err, n) < 0) return -1;
+  if (has_input) {
+    airlock_pack_cstr(&pk, "input");
+    if (airlock_lua_pack(L, 4, &pk, "init.input", err, n) < 0) return -1;
+  }
+  if (airlock_frame_end(sb, UINT32_MAX) < 0) { snprintf(err, n, "the start frame is too large"); return -1; }
+  return 0;
+}
+
+/* Argument i: nil (0), or a whole number from 0 to max. */
+static lua_Integer opt_int_arg(lua_State *L, int i, const char *what, lua_Integer max) {
+  if (lua_isnoneornil(L, i)) return 0;
+  int isnum = 0;
+  lua_Integer v = lua_tointegerx(L, i, &isnum);
+  if (!isnum || v < 0 || v > max) luaL_error(L, "unpark: %s must be a whole number from 0 to %I", what, max);
+  return v;
+}
+
+/* run:_unpark(name, source, input, handlers, ctx, deadline_ms, max_frame,
+** capture_max) -> true, or nil, message, errno: a parked run (b:_start{park =
+** true}) gets its run, as b:_start would have given it: the start frame
+** (pack_start), the handlers and ctx of its calls, and its limits (nil: the
+** defaults). Positional, so a start interns no key. An input that cannot be
+** sent leaves the run parked: nil, "start: ...", "input". */
 static int l_run_unpark(lua_State *L) {
   lrun *lr = check_run(L, 1);
-  luaL_checktype(L, 2, LUA_TTABLE);
-  static const char *const keys[] = { "init", "handlers", "ctx", "deadline_ms", "max_frame", "capture_max", NULL };
-  const char *bad = airlock_l_unknown_key(L, 2, keys);
-  if (bad) return luaL_error(L, "unpark: unknown option '%s'", bad);
+  luaL_checkany(L, 4);
+  luaL_checktype(L, 5, LUA_TTABLE);
+  if (!lua_isnil(L, 6)) luaL_checktype(L, 6, LUA_TTABLE);
   airlock_run_opts o;
   memset(&o, 0, sizeof o);
-  o.deadline_ms = (uint64_t)opt_int_field(L, 2, "deadline_ms", 0, (lua_Integer)1 << 40);
-  o.max_frame = (uint32_t)opt_int_field(L, 2, "max_frame", 0, UINT32_MAX);
-  o.capture_max = (size_t)opt_int_field(L, 2, "capture_max", 0, (lua_Integer)1 << 30);
-  lua_getfield(L, 2, "handlers");
-  if (!lua_istable(L, -1)) return luaL_error(L, "unpark: field 'handlers' must be a table");
-  lua_setiuservalue(L, 1, RUV_HANDLERS);
-  lua_getfield(L, 2, "ctx");
-  if (lua_isnil(L, -1)) { lua_pop(L, 1); lua_newtable(L); }
-  else if (!lua_istable(L, -1)) return luaL_error(L, "unpark: field 'ctx' must be a table");
-  lua_setiuservalue(L, 1, RUV_CTX);
+  o.deadline_ms = (uint64_t)opt_int_arg(L, 7, "deadline_ms", (lua_Integer)1 << 40);
+  o.max_frame = (uint32_t)opt_int_arg(L, 8, "max_frame", UINT32_MAX);
+  o.capture_max = (size_t)opt_int_arg(L, 9, "capture_max", (lua_Integer)1 << 30);
+  char err[256];
   msgpack_sbuffer sb;
   msgpack_sbuffer_init(&sb);
-  pack_init(L, 2, &sb, &o);
+  if (pack_start(L, lr->serial, &sb, err, sizeof err) < 0) {
+    msgpack_sbuffer_destroy(&sb);
+    lua_pushnil(L);
+    lua_pushfstring(L, "start: %s", err);
+    lua_pushliteral(L, "input");
+    return 3;
+  }
+  o.init = sb.data;
+  o.init_len = sb.size;
   int rc = airlock_run_unpark(lr->r, &o);
   msgpack_sbuffer_destroy(&sb);   /* the broker queued its own copy */
   if (rc == -EINVAL) return luaL_error(L, "unpark: the run is not parked");
   if (rc < 0) return airlock_l_fail(L, "ended", "the parked worker has died", -rc);
+  /* Sent: the calls it makes are read in b:step, after these are in place. */
+  lua_pushvalue(L, 5);
+  lua_setiuservalue(L, 1, RUV_HANDLERS);
+  if (lua_isnil(L, 6)) lua_newtable(L); else lua_pushvalue(L, 6);
+  lua_setiuservalue(L, 1, RUV_CTX);
   lua_pushboolean(L, 1);
   return 1;
 }

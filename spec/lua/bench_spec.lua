@@ -244,3 +244,25 @@ describe("airlock bench net --json", function()
     assert.is_boolean(r.met)
   end)
 end)
+
+describe("airlock bench warm --json", function()
+  it("times only the pooled starts, against the raw pre-forked child and fork+exec from the same run", function()
+    local out, rc = H.sh(AIRLOCK .. " bench warm --quick --json")
+    assert.are.equal(0, rc, out)
+    local got = {}
+    for line in out:gmatch("[^\n]+") do
+      local r = assert(dk.decode(line), "not a JSON line: " .. line)
+      got[#got + 1] = r.bench
+      assert.is_nil(r.skipped, r.skipped)
+      positive(r.median_us, r.bench .. ".median_us")
+      assert.is_true(r.p99_us >= r.median_us, r.bench .. ": p99 below the median")
+      positive(r.baseline_median_us, r.bench .. ".baseline_median_us")
+      if r.target_us then assert.equal(r.median_us <= r.target_us, r.met) end
+    end
+    assert.are.same({ "warm-first-instruction", "warm-first/fork-exec", "warm-first-burst", "warm-first-effect",
+                      "warm-done" }, got)
+    -- Control: "warm" is a mode only as the first word.
+    local _, bad = H.sh(AIRLOCK .. " bench --quick warm")
+    assert.are.equal(2, bad)
+  end)
+end)

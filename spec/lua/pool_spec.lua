@@ -245,6 +245,79 @@ describe("b:warm", function()
     finish(b, run)
   end)
 
+  it("refuses an input that cannot be sent as a fresh worker does, and loses no worker to it", function()
+    local bad = { items = { 1, 2, print } }
+    local want = "start: init.input.items[3]: cannot send a function"
+    -- Control: the same error from a fresh worker.
+    assert.has_error(function() airlock.run { guest = "return 1", input = bad } end, want)
+    for _, pol in ipairs { "untrusted", { limits = { instructions = 1e6 } } } do   -- found by name, by key
+      local b <close> = airlock.broker()
+      local before = kids()
+      assert(b:warm(1, pol))
+      assert.has_error(function() b:start { guest = "return 1", input = bad, policy = pol } end, want)
+      -- The worker never had a run: cancelled, and its end is nobody's result.
+      assert.equal(0, b:pooled(pol))
+      for _ = 1, 50 do
+        local done = assert(b:step(20))
+        assert.equal(0, #done)
+        if kids() == before then break end
+      end
+      assert.equal(before, kids())
+      -- The pool serves the next run as ever.
+      assert(b:warm(1, pol))
+      local res = finish(b, assert(b:start { guest = "return select('#', ...), ...", input = { 7 }, policy = pol }))
+      assert.equal("ok", res.cause, res.message)
+      assert.is_true(res.pooled)
+      assert.equal(1, res.value)
+    end
+  end)
+
+  it("stops a guest at the same instruction as a fresh worker (the hook is set before it parks)", function()
+    -- Each step prints its count: the last line says where the budget stopped
+    -- it. A budget under the hook's step of 1000 is counted to the instruction.
+    local guest = "local i = 0 while true do i = i + 1 print(i) end"
+    local function last(budget, pooled)
+      local pol = airlock.policy.extend("untrusted", { name = "budget-" .. budget,
+        limits = { instructions = budget } })
+      local b <close> = airlock.broker()
+      if pooled then assert(b:warm(1, pol)) end
+      local res = finish(b, assert(b:start { guest = guest, policy = pol }))
+      assert.equal("instructions", res.cause, res.message)
+      assert.equal(pooled or nil, res.pooled)
+      return tonumber(res.log:match("(%d+)\n$"))
+    end
+    local fresh = last(900, false)
+    assert.is_number(fresh)
+    assert.equal(fresh, last(900, true))
+    -- Control: 40 instructions fewer stop it elsewhere, so the count can differ.
+    assert.are_not.equal(fresh, last(860, true))
+  end)
+
+  it("counts a pooled run's time for its nested runs from its start, not from the worker's spawn", function()
+    local core = require "airlock.core"
+    local spin_ms = 0
+    local pol = airlock.policy.extend("untrusted", { name = "nest-deadline", limits = { deadline_ms = 800 },
+      effects = { agent = function(_, ctx)
+        local t = core.now_ms()
+        while core.now_ms() - t < spin_ms do end   -- the run's own time goes by
+        return ctx:nest { guest = "return 2" }
+      end } })
+    local b <close> = airlock.broker()
+    assert(b:warm(1, pol))
+    local t = core.now_ms()
+    while core.now_ms() - t < 1000 do assert(b:step(50)) end   -- parked for longer than the deadline
+    local res = finish(b, assert(b:start { guest = "return host.agent()", policy = pol }))
+    assert.is_true(res.pooled)
+    assert.equal("ok", res.cause, res.message)
+    assert.equal(2, res.value)
+    -- Control: a run whose own time is gone gives its nested run none.
+    spin_ms = 900
+    assert(b:warm(1, pol))
+    local late = finish(b, assert(b:start { guest = "local ok, e = pcall(host.agent) return e", policy = pol }))
+    assert.is_true(late.pooled)
+    assert.truthy(late.cause == "deadline" or tostring(late.value):match("no time left"), late.message)
+  end)
+
   it("works the same for an unprivileged host: prepared, checked, and a liar refused", function()
     local script = os.tmpname()
     local build = H.build:match("^/") and H.build or (os.getenv("PWD") .. "/" .. H.build)

@@ -467,12 +467,47 @@ local NETNS_ROWS = {
   { "netns-newuser-newnet", "clone-newuser-newnet", "clone-newuser", "the unprivileged way" },
 }
 
+-- The pooled-start rows against the raw prefork child and fork+exec (fe),
+-- from the same run; with the whole bench's spawn-done figure, that row too.
+local function warm_rows(rows, quick, fe, spawn_done)
+  local w = bench_warm(quick and 50 or 300)
+  local pf = bench_prefork(quick and 50 or 300)
+  if spawn_done then
+    row(rows, "spawn-done-warm", w.result, "spawn-done", spawn_done,
+      { what = "b:start to the result, on a worker b:warm prepared beforehand" })
+  end
+  row(rows, "warm-first-instruction", w.first, "raw prefork wake", pf.wake,
+    { target_us = 100, what = "b:start to the guest's first instruction" })
+  row(rows, "warm-first/fork-exec", w.first, "fork-exec /bin/true", fe)
+  row(rows, "warm-first-burst", bench_warm_burst(quick and 40 or 200, 20), "raw prefork wake", pf.wake,
+    { target_us = 100, what = "the same, 20 starts back to back from a pool of 20" })
+  row(rows, "warm-first-effect", w.effect, "raw prefork round", pf.round,
+    { what = "b:start to the handler of the guest's first effect" })
+  row(rows, "warm-done", w.done, "fork-exec /bin/true", fe,
+    { what = "b:start to the done frame (before the exit is reaped)" })
+end
+
+local function output(rows, as_json)
+  if as_json then
+    for _, x in ipairs(rows) do io.stdout:write(json.encode(x), "\n") end
+    return 0
+  end
+  M.print_table(rows)
+  return 0
+end
+
 function M.main(args)
-  local as_json, quick = false, false
-  for _, a in ipairs(args or {}) do
+  local as_json, quick, only_warm = false, false, false
+  for i, a in ipairs(args or {}) do
     if a == "--json" then as_json = true
     elseif a == "--quick" then quick = true
+    elseif a == "warm" and i == 1 then only_warm = true
     else io.stderr:write("airlock bench: unknown option ", a, "\n") return 2 end
+  end
+  if only_warm then   -- `airlock bench warm`: the pooled-start rows alone
+    local rows = {}
+    warm_rows(rows, quick, baseline("forkexec " .. (quick and 100 or 300) .. " /bin/true"))
+    return output(rows, as_json)
   end
   local n = quick and 100 or 1000
   local rows = {}
@@ -489,19 +524,7 @@ function M.main(args)
   row(rows, "bwrap-true", bw, "fork-exec /bin/true", fe)
   row(rows, "confined/unconfined", s.confined, "spawn-unconfined", s.unconfined, { target = "<= 1.5" })
   row(rows, "confined/bwrap", s.confined, "bwrap-true", bw, { target = "< 1" })
-  local w = bench_warm(quick and 50 or 300)
-  local pf = bench_prefork(quick and 50 or 300)
-  row(rows, "spawn-done-warm", w.result, "spawn-done", s.confined,
-    { what = "b:start to the result, on a worker b:warm prepared beforehand" })
-  row(rows, "warm-first-instruction", w.first, "raw prefork wake", pf.wake,
-    { target_us = 100, what = "b:start to the guest's first instruction" })
-  row(rows, "warm-first/fork-exec", w.first, "fork-exec /bin/true", fe)
-  row(rows, "warm-first-burst", bench_warm_burst(quick and 40 or 200, 20), "raw prefork wake", pf.wake,
-    { target_us = 100, what = "the same, 20 starts back to back from a pool of 20" })
-  row(rows, "warm-first-effect", w.effect, "raw prefork round", pf.round,
-    { what = "b:start to the handler of the guest's first effect" })
-  row(rows, "warm-done", w.done, "fork-exec /bin/true", fe,
-    { what = "b:start to the done frame (before the exit is reaped)" })
+  warm_rows(rows, quick, fe, s.confined)
 
   local rt = bench_roundtrip(quick and 2000 or 20000)
   -- the raw baseline carries frames of the same size as a ping call (~40 bytes)
@@ -530,12 +553,7 @@ function M.main(args)
     row(rows, l[1], m, l[3], base, { what = l[4] })
   end
 
-  if as_json then
-    for _, x in ipairs(rows) do io.stdout:write(json.encode(x), "\n") end
-    return 0
-  end
-  M.print_table(rows)
-  return 0
+  return output(rows, as_json)
 end
 
 local function fmt(v, f) return v and string.format(f, v) or "-" end

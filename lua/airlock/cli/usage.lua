@@ -82,10 +82,11 @@ M.COMMANDS = {
   { name = "repl", synopsis = "",
     about = "Interactive Lua with the airlock module loaded (:help inside).", options = {},
     exit = "0" },
-  { name = "bench", synopsis = "[exec | ledger | scale | net] [--json] [--quick]",
+  { name = "bench", synopsis = "[exec | ledger | scale | net | warm] [--json] [--quick]",
     about = "Measure spawn and effect round trips (exec: airlock exec; ledger: appends and " ..
       "verify; scale: a plugin host's frames, N guests x K effects; net: an HTTP request through " ..
-      "a program's egress proxy) against baselines taken " ..
+      "a program's egress proxy; warm: only the warm-* rows, pooled starts against a raw " ..
+      "pre-forked child) against baselines taken " ..
       "in the same run, as ratios.",
     options = { { "--json", nil, "one JSON object per row" }, { "--quick", nil, "fewer rounds" },
                 { "--guests", "N", "scale: only N guests (default 10, 50, 200)" },

@@ -122,7 +122,7 @@ local warned = setmetatable({}, { __mode = "k" })     -- host -> policy -> true
 --- line per command, not one per bot of a game host) or on every call when
 --- host is nil; AIRLOCK_REQUIRE_CONFINEMENT=1 refuses it instead (cause
 --- confinement).
-function M.admit(pol, base, what, host)
+local function less_of(pol, base)
   local memo = admitted[pol] or {}
   admitted[pol] = memo
   local less = memo[base]
@@ -138,6 +138,11 @@ function M.admit(pol, base, what, host)
     end
     memo[base] = less
   end
+  return less
+end
+
+function M.admit(pol, base, what, host)
+  local less = less_of(pol, base)
   if not less then return true end
   local name = tostring(pol.name or "(unnamed)")
   if M.confinement_required() then
@@ -153,6 +158,11 @@ function M.admit(pol, base, what, host)
   io.stderr:write(string.format("airlock: WARNING: policy '%s' runs %s WITHOUT confinement%s\n", name, what, less))
   return true
 end
+
+--- always_admitted(pol, base) -> whether admit(pol, base, ...) is true whatever
+--- the environment says and prints nothing: pol has no less confinement than
+--- base (a pool asks once, not at every start).
+function M.always_admitted(pol, base) return less_of(pol, base) == false end
 
 --- authority(p, role, opts) -> the settings of one role, or nil, message.
 ---   "worker": { worker, limits, confine, effects, secrets } (parts of the frozen policy)
