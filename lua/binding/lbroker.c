@@ -113,7 +113,7 @@ static int traceback(lua_State *L) {
 ** table of its own per call, so a handler may set fields of its own; the
 ** grant is read through __index, not copied, which kept a copy loop off
 ** every call. The metatable is made once per grant (RUV_CTX_MT), and again
-** if the grant was replaced (run:_unpark, run:_serve). It comes from
+** if the grant was replaced (run:_unpark). It comes from
 ** the broker's grant, never from guest bytes. */
 static void push_ctx(lua_State *L, int runud, const airlock_event *ev, const char *effect) {
   lrun *lr = lua_touserdata(L, runud);
@@ -977,25 +977,6 @@ static int l_run_unpark(lua_State *L) {
   return 1;
 }
 
-/* run:_serve{handlers=, ctx=}: the handlers and ctx of a run given its start
-** already (a pooled worker: run:_unpark sent its run first, so the guest
-** starts while the host builds these; its calls are read in b:step only). */
-static int l_run_serve(lua_State *L) {
-  check_run(L, 1);
-  luaL_checktype(L, 2, LUA_TTABLE);
-  static const char *const keys[] = { "handlers", "ctx", NULL };
-  const char *bad = airlock_l_unknown_key(L, 2, keys);
-  if (bad) return luaL_error(L, "serve: unknown option '%s'", bad);
-  lua_getfield(L, 2, "handlers");
-  if (!lua_istable(L, -1)) return luaL_error(L, "serve: field 'handlers' must be a table");
-  lua_setiuservalue(L, 1, RUV_HANDLERS);
-  lua_getfield(L, 2, "ctx");
-  if (lua_isnil(L, -1)) { lua_pop(L, 1); lua_newtable(L); }
-  else if (!lua_istable(L, -1)) return luaL_error(L, "serve: field 'ctx' must be a table");
-  lua_setiuservalue(L, 1, RUV_CTX);
-  return 0;
-}
-
 /* run:_t_start() -> when the run started as the broker counts it (spawn, or
 ** unpark for a pooled worker): ms on core.now_ms's clock. */
 static int l_run_t_start(lua_State *L) {
@@ -1185,7 +1166,7 @@ void airlock_l_open_broker(lua_State *L) {
     { "abort", l_run_abort }, { "id", l_run_id }, { "pid", l_run_pid }, { "cpu_time", l_run_cpu_time },
     { "live", l_run_live }, { "result", l_run_result }, { "output", l_run_output },
     { "_unpark", l_run_unpark }, { "_egress_fd", l_run_egress_fd }, { "_egress_close", l_run_egress_close },
-    { "_turn", l_run_turn }, { "_broker", l_run_broker }, { "_joined", l_run_joined }, { "_t_start", l_run_t_start }, { "_serve", l_run_serve }, { "_await_ready", l_run_await_ready },
+    { "_turn", l_run_turn }, { "_broker", l_run_broker }, { "_joined", l_run_joined }, { "_t_start", l_run_t_start }, { "_await_ready", l_run_await_ready },
     { NULL, NULL } };
 
   luaL_newmetatable(L, AIRLOCK_BROKER_MT);
