@@ -242,7 +242,9 @@ static double run_verify(const char *dir, unsigned mb, const struct fields *f,
 
 static void usage(void)
 {
-  fprintf(stderr, "usage: airlock-ledger-bench [--seconds S] [--verify-mb N] [--dir PARENT] [--json]\n");
+  fprintf(stderr, "usage: airlock-ledger-bench [--seconds S] [--verify-mb N] [--dir PARENT] [--json]\n"
+                  "       airlock-ledger-bench one none|batch|always|waited|queued|process-always [SECONDS]\n"
+                  "       airlock-ledger-bench seal DIR...\n");
   exit(2);
 }
 
@@ -293,10 +295,52 @@ static int seal_sessions(int argc, char **argv)
   return 0;
 }
 
+static const char *program_beside(char *program, size_t len);
+
+/* one WHAT [SECONDS]: one of the measurements alone (for perf record):
+** none, batch, always (in-process), waited, queued, process-always. */
+static int run_one(int argc, char **argv)
+{
+  if (argc < 3 || argc > 4)
+    usage();
+  double seconds = argc == 4 ? strtod(argv[3], NULL) : 2.0;
+  if (!(seconds > 0 && seconds <= 600))
+    usage();
+  char base[] = "/tmp/airlock-ledger-bench-XXXXXX", dir[600], program[PATH_MAX];
+  if (mkdtemp(base) == NULL)
+    die("mkdtemp", strerror(errno));
+  snprintf(dir, sizeof dir, "%s/one", base);
+  struct fields f;
+  fields_init(&f);
+  program_beside(program, sizeof program);
+  const char *w = argv[2];
+  struct result r;
+  if (strcmp(w, "queued") == 0) r = run_proc(program, dir, AIRLOCK_DURABLE_BATCH, 0, seconds, &f);
+  else if (strcmp(w, "waited") == 0) r = run_proc(program, dir, AIRLOCK_DURABLE_BATCH, 1, seconds, &f);
+  else if (strcmp(w, "process-always") == 0) r = run_proc(program, dir, AIRLOCK_DURABLE_ALWAYS, 1, seconds, &f);
+  else if (airlock_ledger_durability_from_name(w) >= 0) r = run_mode(dir, airlock_ledger_durability_from_name(w), seconds, &f);
+  else usage();
+  nftw(base, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  printf("%s %.0f records/s (%" PRIu64 " records)\n", w, r.per_s, r.count);
+  return 0;
+}
+
+/* airlock-ledgerd beside this program */
+static const char *program_beside(char *program, size_t len)
+{
+  ssize_t pn = readlink("/proc/self/exe", program, len - 32);
+  program[pn > 0 ? pn : 0] = '\0';
+  char *slash = strrchr(program, '/');
+  snprintf(slash ? slash + 1 : program, 32, "airlock-ledgerd");
+  return program;
+}
+
 int main(int argc, char **argv)
 {
   if (argc >= 2 && strcmp(argv[1], "seal") == 0)
     return seal_sessions(argc, argv);
+  if (argc >= 2 && strcmp(argv[1], "one") == 0)
+    return run_one(argc, argv);
   double seconds = 2.0;
   unsigned verify_mb = 256;
   const char *parent = "/tmp";
@@ -332,12 +376,8 @@ int main(int argc, char **argv)
     snprintf(dir, sizeof dir, "%s/%s", base, airlock_ledger_durability_name(modes[m]));
     res[m] = run_mode(dir, modes[m], seconds, &f);
   }
-  /* airlock-ledgerd beside this program */
   char program[PATH_MAX];
-  ssize_t pn = readlink("/proc/self/exe", program, sizeof program - 32);
-  program[pn > 0 ? pn : 0] = '\0';
-  char *slash = strrchr(program, '/');
-  snprintf(slash ? slash + 1 : program, 32, "airlock-ledgerd");
+  program_beside(program, sizeof program);
   struct result pw, pq, pa, fs;
   snprintf(dir, sizeof dir, "%s/proc-wait", base);
   pw = run_proc(program, dir, AIRLOCK_DURABLE_BATCH, 1, seconds, &f);
