@@ -134,6 +134,65 @@ static struct result run_proc(const char *program, const char *dir, int mode, in
   return r;
 }
 
+/* The worst waits across seals: n appends of 2 KB records through a ledger
+** process (batch, each waited for, as a run's calls are), the journal sealed
+** every seal_bytes (8 MiB by default: n = 12000 crosses two seals). Each
+** append's time is kept; p50, p99 and max of them. */
+struct stall {
+  uint64_t appends;
+  unsigned seals;
+  double p50_ms, p99_ms, max_ms;
+};
+
+static int cmp_double(const void *a, const void *b);
+
+static struct stall run_seal_stall(const char *program, const char *dir, unsigned n, uint64_t seal_bytes)
+{
+  char pad[2000];
+  memset(pad, 's', sizeof pad);
+  msgpack_sbuffer sb;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  msgpack_pack_map(&pk, 2);
+  airlock_pack_cstr(&pk, "effect");
+  airlock_pack_cstr(&pk, "fs.read");
+  airlock_pack_cstr(&pk, "value");
+  airlock_pack_str(&pk, pad, sizeof pad);
+  airlock_ledger_proc *l;
+  char err[512];
+  airlock_ledger_proc_opts o = { .program = program, .create = 1, .durability = AIRLOCK_DURABLE_BATCH,
+                                 .batch_ms = BATCH_MS, .seal_bytes = seal_bytes };
+  if (airlock_ledger_proc_open(dir, &o, &l, NULL, err, sizeof err) < 0)
+    die("open (ledger process)", err);
+  double *t = malloc(n * sizeof *t);
+  if (t == NULL)
+    die("seal stall", "out of memory");
+  for (unsigned i = 0; i < n; i++) {
+    double t0 = now_s();
+    if (airlock_ledger_proc_append(l, "reply", 1, sb.data, sb.size, 1, NULL, NULL) < 0)
+      die("append (ledger process)", airlock_ledger_proc_error(l));
+    t[i] = (now_s() - t0) * 1e3;
+  }
+  if (airlock_ledger_proc_close(l) < 0)
+    die("close (ledger process)", "the final commit failed");
+  msgpack_sbuffer_destroy(&sb);
+  struct stall r = { .appends = n };
+  for (unsigned s = 1;; s++) {
+    char seg[700];
+    snprintf(seg, sizeof seg, "%s/segment.%06u", dir, s);
+    if (access(seg, F_OK) != 0)
+      break;
+    r.seals = s;
+  }
+  qsort(t, n, sizeof *t, cmp_double);
+  r.p50_ms = t[n / 2];
+  r.p99_ms = t[(size_t)((double)n * 0.99)];
+  r.max_ms = t[n - 1];
+  free(t);
+  return r;
+}
+
 /* The floor of durability always: one write(2) of a record's size and one
 ** fdatasync, in a loop, in the same directory. */
 static struct result run_fdatasync(const char *path, double seconds)
@@ -243,7 +302,7 @@ static double run_verify(const char *dir, unsigned mb, const struct fields *f,
 static void usage(void)
 {
   fprintf(stderr, "usage: airlock-ledger-bench [--seconds S] [--verify-mb N] [--dir PARENT] [--json]\n"
-                  "       airlock-ledger-bench one none|batch|always|waited|queued|process-always [SECONDS]\n"
+                  "       airlock-ledger-bench one none|batch|always|waited|queued|process-always|seal-stall [SECONDS]\n"
                   "       airlock-ledger-bench seal DIR...\n");
   exit(2);
 }
@@ -318,6 +377,16 @@ static int run_one(int argc, char **argv)
   if (strcmp(w, "queued") == 0) r = run_proc(program, dir, AIRLOCK_DURABLE_BATCH, 0, seconds, &f);
   else if (strcmp(w, "waited") == 0) r = run_proc(program, dir, AIRLOCK_DURABLE_BATCH, 1, seconds, &f);
   else if (strcmp(w, "process-always") == 0) r = run_proc(program, dir, AIRLOCK_DURABLE_ALWAYS, 1, seconds, &f);
+  else if (strcmp(w, "seal-stall") == 0) {
+    for (int i = 0; i < 2; i++) {
+      snprintf(dir, sizeof dir, "%s/%d", base, i);
+      struct stall st = run_seal_stall(program, dir, 12000, i ? 1ull << 40 : 0);
+      printf("%s %" PRIu64 " appends, %u seals: p50 %.3f ms, p99 %.3f ms, max %.3f ms\n",
+             i ? "no-seal" : "seal-stall", st.appends, st.seals, st.p50_ms, st.p99_ms, st.max_ms);
+    }
+    nftw(base, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return 0;
+  }
   else if (airlock_ledger_durability_from_name(w) >= 0) r = run_mode(dir, airlock_ledger_durability_from_name(w), seconds, &f);
   else usage();
   nftw(base, rm_entry, 16, FTW_DEPTH | FTW_PHYS);

@@ -53,6 +53,7 @@ struct airlock_ledger {
   struct {                /* the seal in progress (see "sealing" below) */
     int phase;
     int rfd, wfd;         /* the journal, read; the .tmp being written */
+    int old_fd;           /* the journal replaced, its blocks being freed */
     uint64_t jlen;        /* the journal's bytes going into the segment */
     uint64_t at;          /* journal offset read up to */
     uint64_t synced;      /* segment bytes written since its last fdatasync */
@@ -410,7 +411,9 @@ static void put_be32(uint8_t *p, uint32_t v)
 #define TAIL_STEP  (256u << 10)   /* journal bytes copied per step */
 #define SYNC_EVERY (1u << 20)     /* segment bytes written between fdatasyncs */
 
-enum { SEAL_NONE, SEAL_COMPRESS, SEAL_TAIL };
+#define RELEASE_STEP (256u << 10) /* old journal bytes freed per step */
+
+enum { SEAL_NONE, SEAL_COMPRESS, SEAL_SYNC, SEAL_PLACE, SEAL_TAIL, SEAL_RELEASE };
 
 static int pread_all(int fd, uint8_t *p, size_t n, uint64_t at)
 {
@@ -430,6 +433,8 @@ static void seal_drop(airlock_ledger *l)
 {
   if (l->sj.rfd >= 0) close(l->sj.rfd);
   if (l->sj.wfd >= 0) close(l->sj.wfd);
+  if (l->sj.old_fd >= 0) close(l->sj.old_fd);
+  l->sj.old_fd = -1;
   if (l->sj.phase != SEAL_NONE && l->sj.tmp[0])
     unlink(l->sj.tmp);
   l->sj.rfd = l->sj.wfd = -1;
@@ -451,6 +456,8 @@ static int seal_abort(airlock_ledger *l, int rc, const char *what)
   l->seal_at = l->off - l->base + l->seal_bytes / 4 + 1;
   return rc;
 }
+
+static int seal_broken(airlock_ledger *l, int rc, const char *what);
 
 static int seal_start(airlock_ledger *l)
 {
@@ -510,11 +517,25 @@ static int seal_compress_step(airlock_ledger *l)
     }
     return 0;
   }
-  /* the segment is on disk, and its name, before the journal is replaced */
-  char seg[4096];
-  ledger_seg_name(l->dir, l->nseg + 1, NULL, seg, sizeof seg);
+  l->sj.phase = SEAL_SYNC;
+  return 0;
+}
+
+/* The segment is on disk (a step), and its name (the next), before the
+** journal is replaced. */
+static int seal_sync_step(airlock_ledger *l)
+{
   if (fsync(l->sj.wfd) < 0)
     return seal_abort(l, -errno, "fsync");
+  l->sj.phase = SEAL_PLACE;
+  return 0;
+}
+
+static int seal_place_step(airlock_ledger *l)
+{
+  int rc;
+  char seg[4096];
+  ledger_seg_name(l->dir, l->nseg + 1, NULL, seg, sizeof seg);
   if (rename(l->sj.tmp, seg) < 0)
     return seal_abort(l, -errno, "rename");
   l->nseg++;
@@ -532,7 +553,7 @@ static int seal_compress_step(airlock_ledger *l)
   l->sj.wfd = open(l->sj.tmp, O_WRONLY | O_APPEND | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   l->sj.at = l->sj.jlen;   /* the journal's offset copied up to */
   if (l->sj.wfd < 0)
-    return -(l->sticky = -errno);
+    return seal_broken(l, -errno, "open");
   return 0;
 }
 
@@ -589,19 +610,34 @@ static int seal_tail_step(airlock_ledger *l)
   if (rename(l->sj.tmp, l->journal) < 0)
     return seal_broken(l, -errno, "rename");
   l->sj.tmp[0] = '\0';   /* in place: nothing to remove */
-  close(l->fd);
+  /* the old journal's blocks are freed a step at a time (its last close
+  ** would free them all at once, with a discard each) */
+  l->sj.old_fd = l->fd;
   l->fd = l->sj.wfd;
   l->sj.wfd = -1;
   l->base += l->sj.jlen;
   l->durable_seq = l->seq;   /* all of it is in the fdatasynced new journal */
   l->pending_since = 0;
   l->seal_at = l->seal_bytes;
-  seal_drop(l);
+  l->sj.phase = SEAL_RELEASE;
+  /* before any later record can be called durable: its journal's name is */
   if ((rc = fsync_path(l->dir)) < 0) {
     l->sticky = rc;
+    seal_drop(l);
     return set_err(l, rc, "ledger: after sealing segment.%06u, fsync of %s failed: %s; the "
                    "ledger refuses further appends", l->nseg, l->dir, airlock_strerror(-rc));
   }
+  return 0;
+}
+
+static int seal_release_step(airlock_ledger *l)
+{
+  struct stat st;
+  if (fstat(l->sj.old_fd, &st) == 0 && (uint64_t)st.st_size > RELEASE_STEP) {
+    if (ftruncate(l->sj.old_fd, st.st_size - RELEASE_STEP) == 0)
+      return 0;
+  }
+  seal_drop(l);   /* the last of it goes with the descriptor */
   return 0;
 }
 
@@ -616,7 +652,10 @@ int airlock_ledger_seal_step(airlock_ledger *l)
     return l->sticky;
   switch (l->sj.phase) {
   case SEAL_COMPRESS: return seal_compress_step(l);
+  case SEAL_SYNC: return seal_sync_step(l);
+  case SEAL_PLACE: return seal_place_step(l);
   case SEAL_TAIL: return seal_tail_step(l);
+  case SEAL_RELEASE: return seal_release_step(l);
   default: return 0;
   }
 }
@@ -1129,7 +1168,7 @@ int airlock_ledger_open(const char *dir, const airlock_ledger_opts *o, airlock_l
   airlock_ledger *l = calloc(1, sizeof *l);
   if (l == NULL)
     return ledger_fail(err, errlen, -ENOMEM, "ledger: out of memory");
-  l->fd = l->lock_fd = l->sj.rfd = l->sj.wfd = -1;
+  l->fd = l->lock_fd = l->sj.rfd = l->sj.wfd = l->sj.old_fd = -1;
   l->seal_stepped = o->seal_stepped;
   msgpack_sbuffer_init(&l->sb);
   msgpack_sbuffer_init(&l->wq);
