@@ -97,6 +97,7 @@ ssize_t ledger_inbox_fill(ledger_inbox *in, int fd)
   for (;;) {
     ssize_t n = recv(fd, in->buf + in->len, in->cap - in->len, MSG_DONTWAIT);
     if (n > 0) {
+      in->drained = (size_t)n < in->cap - in->len;
       in->len += (size_t)n;
       return n;
     }

@@ -304,6 +304,13 @@ static int next_body(const uint8_t **body, uint32_t *len, int *timed_out)
           LEDGER_PROTO_FRAME_MAX);
     if (rc < 0)
       die(LEDGER_EXIT_PROTOCOL, rc, "ledger: protocol: the producer sent a frame of length 0");
+    /* always: the socket was empty at the last read, and the producer waits
+    ** for its answer (each append synced alone): it goes now, without first
+    ** asking the socket again */
+    if (in.drained && acks.l && airlock_ledger_durability(acks.l) == AIRLOCK_DURABLE_ALWAYS) {
+      in.drained = 0;
+      send_acks();
+    }
     ssize_t n = ledger_inbox_fill(&in, CHAN);
     if (n > 0)
       continue;
