@@ -29,7 +29,7 @@
 #include "ledger_int.h"
 #include "ledger_proto.h"
 
-#define WINDOW      1024         /* queued appends in flight at most */
+#define WINDOW      4096         /* queued appends in flight at most */
 #define SEND_BYTES  (16u << 10)  /* queued bytes sent at once, without waiting */
 #define CLOSE_MS    30000        /* the final commit may take a slow disk's while */
 #define READ_MS     60000        /* a reader's next record */
