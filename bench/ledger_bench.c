@@ -30,6 +30,7 @@
 #define TARGET_VERIFY_MBPS 300.0
 #define TARGET_PROC_OVER_BATCH 0.8    /* queued through the ledger process / in-process batch */
 #define TARGET_ALWAYS_OVER_SYNC 1.2   /* always through the process: time per record / one fdatasync */
+#define STALL_APPENDS 12000           /* 2 KB records: two seals of 8 MiB */
 
 static double now_s(void)
 {
@@ -131,6 +132,65 @@ static struct result run_proc(const char *program, const char *dir, int mode, in
   if (airlock_ledger_proc_close(l) < 0)
     die("close (ledger process)", "the final commit failed");
   r.per_s = (double)r.count / (now_s() - t0);
+  return r;
+}
+
+/* The worst waits across seals: n appends of 2 KB records through a ledger
+** process (batch, each waited for, as a run's calls are), the journal sealed
+** every seal_bytes (8 MiB by default: n = 12000 crosses two seals). Each
+** append's time is kept; p50, p99 and max of them. */
+struct stall {
+  uint64_t appends;
+  unsigned seals;
+  double p50_ms, p99_ms, max_ms;
+};
+
+static int cmp_double(const void *a, const void *b);
+
+static struct stall run_seal_stall(const char *program, const char *dir, unsigned n, uint64_t seal_bytes)
+{
+  char pad[2000];
+  memset(pad, 's', sizeof pad);
+  msgpack_sbuffer sb;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  msgpack_pack_map(&pk, 2);
+  airlock_pack_cstr(&pk, "effect");
+  airlock_pack_cstr(&pk, "fs.read");
+  airlock_pack_cstr(&pk, "value");
+  airlock_pack_str(&pk, pad, sizeof pad);
+  airlock_ledger_proc *l;
+  char err[512];
+  airlock_ledger_proc_opts o = { .program = program, .create = 1, .durability = AIRLOCK_DURABLE_BATCH,
+                                 .batch_ms = BATCH_MS, .seal_bytes = seal_bytes };
+  if (airlock_ledger_proc_open(dir, &o, &l, NULL, err, sizeof err) < 0)
+    die("open (ledger process)", err);
+  double *t = malloc(n * sizeof *t);
+  if (t == NULL)
+    die("seal stall", "out of memory");
+  for (unsigned i = 0; i < n; i++) {
+    double t0 = now_s();
+    if (airlock_ledger_proc_append(l, "reply", 1, sb.data, sb.size, 1, NULL, NULL) < 0)
+      die("append (ledger process)", airlock_ledger_proc_error(l));
+    t[i] = (now_s() - t0) * 1e3;
+  }
+  if (airlock_ledger_proc_close(l) < 0)
+    die("close (ledger process)", "the final commit failed");
+  msgpack_sbuffer_destroy(&sb);
+  struct stall r = { .appends = n };
+  for (unsigned s = 1;; s++) {
+    char seg[700];
+    snprintf(seg, sizeof seg, "%s/segment.%06u", dir, s);
+    if (access(seg, F_OK) != 0)
+      break;
+    r.seals = s;
+  }
+  qsort(t, n, sizeof *t, cmp_double);
+  r.p50_ms = t[n / 2];
+  r.p99_ms = t[(size_t)((double)n * 0.99)];
+  r.max_ms = t[n - 1];
+  free(t);
   return r;
 }
 
@@ -242,7 +302,9 @@ static double run_verify(const char *dir, unsigned mb, const struct fields *f,
 
 static void usage(void)
 {
-  fprintf(stderr, "usage: airlock-ledger-bench [--seconds S] [--verify-mb N] [--dir PARENT] [--json]\n");
+  fprintf(stderr, "usage: airlock-ledger-bench [--seconds S] [--verify-mb N] [--dir PARENT] [--json]\n"
+                  "       airlock-ledger-bench one none|batch|always|waited|queued|process-always|seal-stall [SECONDS]\n"
+                  "       airlock-ledger-bench seal DIR...\n");
   exit(2);
 }
 
@@ -293,10 +355,62 @@ static int seal_sessions(int argc, char **argv)
   return 0;
 }
 
+static const char *program_beside(char *program, size_t len);
+
+/* one WHAT [SECONDS]: one of the measurements alone (for perf record):
+** none, batch, always (in-process), waited, queued, process-always. */
+static int run_one(int argc, char **argv)
+{
+  if (argc < 3 || argc > 4)
+    usage();
+  double seconds = argc == 4 ? strtod(argv[3], NULL) : 2.0;
+  if (!(seconds > 0 && seconds <= 600))
+    usage();
+  char base[] = "/tmp/airlock-ledger-bench-XXXXXX", dir[600], program[PATH_MAX];
+  if (mkdtemp(base) == NULL)
+    die("mkdtemp", strerror(errno));
+  snprintf(dir, sizeof dir, "%s/one", base);
+  struct fields f;
+  fields_init(&f);
+  program_beside(program, sizeof program);
+  const char *w = argv[2];
+  struct result r;
+  if (strcmp(w, "queued") == 0) r = run_proc(program, dir, AIRLOCK_DURABLE_BATCH, 0, seconds, &f);
+  else if (strcmp(w, "waited") == 0) r = run_proc(program, dir, AIRLOCK_DURABLE_BATCH, 1, seconds, &f);
+  else if (strcmp(w, "process-always") == 0) r = run_proc(program, dir, AIRLOCK_DURABLE_ALWAYS, 1, seconds, &f);
+  else if (strcmp(w, "seal-stall") == 0) {
+    for (int i = 0; i < 2; i++) {
+      snprintf(dir, sizeof dir, "%s/%d", base, i);
+      struct stall st = run_seal_stall(program, dir, STALL_APPENDS, i ? 1ull << 40 : 0);
+      printf("%s %" PRIu64 " appends, %u seals: p50 %.3f ms, p99 %.3f ms, max %.3f ms\n",
+             i ? "no-seal" : "seal-stall", st.appends, st.seals, st.p50_ms, st.p99_ms, st.max_ms);
+    }
+    nftw(base, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return 0;
+  }
+  else if (airlock_ledger_durability_from_name(w) >= 0) r = run_mode(dir, airlock_ledger_durability_from_name(w), seconds, &f);
+  else usage();
+  nftw(base, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  printf("%s %.0f records/s (%" PRIu64 " records)\n", w, r.per_s, r.count);
+  return 0;
+}
+
+/* airlock-ledgerd beside this program */
+static const char *program_beside(char *program, size_t len)
+{
+  ssize_t pn = readlink("/proc/self/exe", program, len - 32);
+  program[pn > 0 ? pn : 0] = '\0';
+  char *slash = strrchr(program, '/');
+  snprintf(slash ? slash + 1 : program, 32, "airlock-ledgerd");
+  return program;
+}
+
 int main(int argc, char **argv)
 {
   if (argc >= 2 && strcmp(argv[1], "seal") == 0)
     return seal_sessions(argc, argv);
+  if (argc >= 2 && strcmp(argv[1], "one") == 0)
+    return run_one(argc, argv);
   double seconds = 2.0;
   unsigned verify_mb = 256;
   const char *parent = "/tmp";
@@ -332,12 +446,8 @@ int main(int argc, char **argv)
     snprintf(dir, sizeof dir, "%s/%s", base, airlock_ledger_durability_name(modes[m]));
     res[m] = run_mode(dir, modes[m], seconds, &f);
   }
-  /* airlock-ledgerd beside this program */
   char program[PATH_MAX];
-  ssize_t pn = readlink("/proc/self/exe", program, sizeof program - 32);
-  program[pn > 0 ? pn : 0] = '\0';
-  char *slash = strrchr(program, '/');
-  snprintf(slash ? slash + 1 : program, 32, "airlock-ledgerd");
+  program_beside(program, sizeof program);
   struct result pw, pq, pa, fs;
   snprintf(dir, sizeof dir, "%s/proc-wait", base);
   pw = run_proc(program, dir, AIRLOCK_DURABLE_BATCH, 1, seconds, &f);
@@ -355,10 +465,30 @@ int main(int argc, char **argv)
   qsort(bs, 3, sizeof bs[0], by_rate);
   pq = qs[1];
   struct result pb = bs[1];
-  snprintf(dir, sizeof dir, "%s/proc-always", base);
-  pa = run_proc(program, dir, AIRLOCK_DURABLE_ALWAYS, 1, seconds, &f);
-  snprintf(dir, sizeof dir, "%s/fdatasync", base);
-  fs = run_fdatasync(dir, seconds);
+  /* always through the process against its floor: three short runs of each,
+  ** interleaved, after the earlier runs' dirty pages are written out (they
+  ** would load the disk under whichever came first); the median of each, and
+  ** of the three ratios */
+  sync();
+  struct result as[3], fss[3];
+  double ar[3];
+  for (int i = 0; i < 3; i++) {
+    snprintf(dir, sizeof dir, "%s/proc-always-%d", base, i);
+    as[i] = run_proc(program, dir, AIRLOCK_DURABLE_ALWAYS, 1, seconds / 2, &f);
+    snprintf(dir, sizeof dir, "%s/fdatasync-%d", base, i);
+    fss[i] = run_fdatasync(dir, seconds / 2);
+    ar[i] = fss[i].per_s / as[i].per_s;
+  }
+  qsort(as, 3, sizeof as[0], by_rate);
+  qsort(fss, 3, sizeof fss[0], by_rate);
+  qsort(ar, 3, sizeof ar[0], cmp_double);
+  pa = as[1];
+  fs = fss[1];
+  /* the worst waits, across seals and without any (the same appends) */
+  snprintf(dir, sizeof dir, "%s/seal-stall", base);
+  struct stall ss = run_seal_stall(program, dir, STALL_APPENDS, 0);
+  snprintf(dir, sizeof dir, "%s/no-seal", base);
+  struct stall ns = run_seal_stall(program, dir, STALL_APPENDS, 1ull << 40);
   snprintf(dir, sizeof dir, "%s/sqlite.db", base);
   sq = run_sqlite(dir, seconds);
   airlock_ledger_report rep;
@@ -368,7 +498,7 @@ int main(int argc, char **argv)
 
   double ratio = res[1].per_s / sq.per_s;
   double proc_batch = pq.per_s / pb.per_s, proc_sqlite = pq.per_s / sq.per_s;
-  double always_sync = fs.per_s / pa.per_s;   /* time per record over one fdatasync's */
+  double always_sync = ar[1];   /* time per record over one fdatasync's: the median round */
   if (json) {
     printf("{\"seconds\":%g,\"args_bytes\":%d,\"batch_ms\":%d", seconds, ARG_BYTES, BATCH_MS);
     for (int m = 0; m < 3; m++)
@@ -383,6 +513,12 @@ int main(int argc, char **argv)
     printf(",\"process_always\":{\"records_per_s\":%.0f,\"records\":%" PRIu64 "}", pa.per_s, pa.count);
     printf(",\"fdatasync\":{\"per_s\":%.0f}", fs.per_s);
     printf(",\"batch_interleaved\":{\"records_per_s\":%.0f}", pb.per_s);
+    for (int i = 0; i < 2; i++) {
+      const struct stall *st = i ? &ns : &ss;
+      printf(",\"%s\":{\"appends\":%" PRIu64 ",\"seals\":%u,\"p50_ms\":%.3f,\"p99_ms\":%.3f,"
+             "\"max_ms\":%.3f}", i ? "no_seal" : "seal_stall", st->appends, st->seals, st->p50_ms,
+             st->p99_ms, st->max_ms);
+    }
     printf(",\"ratios\":{\"batch_over_sqlite\":%.1f,\"always_over_sqlite\":%.2f,"
            "\"process_over_batch\":%.2f,\"process_over_sqlite\":%.1f,\"always_over_fdatasync\":%.2f}",
            ratio, res[2].per_s / sq.per_s, proc_batch, proc_sqlite, always_sync);
@@ -416,10 +552,14 @@ int main(int argc, char **argv)
          "batch, process, queued", pq.per_s, "");
   printf("%-26s %12.0f %9s  in-process, interleaved with the runs above (median of 3)\n",
          "batch, in-process", pb.per_s, "");
-  printf("%-26s %12.0f %9s  ledger process: each append committed before the next\n",
+  printf("%-26s %12.0f %9s  ledger process: each append committed before the next (median of 3)\n",
          "always, process", pa.per_s, "");
-  printf("%-26s %12.0f %9s  write(2) + fdatasync of a record's size, in a loop\n",
+  printf("%-26s %12.0f %9s  write(2) + fdatasync of a record's size, in a loop (interleaved, median of 3)\n",
          "fdatasync alone", fs.per_s, "");
+  printf("%-26s %9.2f ms %9.2f ms  waited 2 KB appends across %u seals: p99, max (p50 %.3f ms)\n",
+         "seal stall", ss.p99_ms, ss.max_ms, ss.seals, ss.p50_ms);
+  printf("%-26s %9.2f ms %9.2f ms  the same appends, never sealed: p99, max (p50 %.3f ms)\n",
+         "no seal", ns.p99_ms, ns.max_ms, ns.p50_ms);
   printf("%-26s %12.0f %9" PRIu64 "  one row per transaction (SQLite %s)\n", "sqlite WAL sync=FULL",
          sq.per_s, sq.syncs, sqlite3_libversion());
   printf("%-26s %9.0f MB/s            %.0f MiB, %" PRIu64 " records (median of 3, warm cache)\n",

@@ -49,6 +49,18 @@ struct airlock_ledger {
   msgpack_sbuffer wq;
   uint64_t w_seq, w_off;
   uint8_t w_head[LEDGER_HASH];
+  int seal_stepped;       /* opts.seal_stepped: the caller runs a seal's steps */
+  struct {                /* the seal in progress (see "sealing" below) */
+    int phase;
+    int rfd, wfd;         /* the journal, read; the .tmp being written */
+    int old_fd;           /* the journal replaced, its blocks being freed */
+    uint64_t jlen;        /* the journal's bytes going into the segment */
+    uint64_t at;          /* journal offset read up to */
+    uint64_t synced;      /* segment bytes written since its last fdatasync */
+    size_t block;
+    uint8_t *plain, *packed;
+    char tmp[4096];       /* the .tmp being written ("" when none) */
+  } sj;
   char err[1024];
 };
 
@@ -182,13 +194,13 @@ static int begin_record(airlock_ledger *l, const char *kind, uint64_t run, doubl
   msgpack_sbuffer_clear(&l->sb);
   int bad = msgpack_sbuffer_write(&l->sb, zero, sizeof zero);
   bad |= msgpack_pack_map(&l->pk, 4 + extra);
-  airlock_pack_cstr(&l->pk, "seq");
+  bad |= msgpack_sbuffer_write(&l->sb, "\xa3seq", 4);
   bad |= msgpack_pack_uint64(&l->pk, l->seq + 1);
-  airlock_pack_cstr(&l->pk, "kind");
+  bad |= msgpack_sbuffer_write(&l->sb, "\xa4kind", 5);
   airlock_pack_cstr(&l->pk, kind);
-  airlock_pack_cstr(&l->pk, "run");
+  bad |= msgpack_sbuffer_write(&l->sb, "\xa3run", 4);
   bad |= msgpack_pack_uint64(&l->pk, run);
-  airlock_pack_cstr(&l->pk, "t");
+  bad |= msgpack_sbuffer_write(&l->sb, "\xa1t", 2);
   bad |= msgpack_pack_double(&l->pk, t);
   return bad ? -ENOMEM : 0;
 }
@@ -293,7 +305,9 @@ static int commit(airlock_ledger *l)
 
   /* batch: a window that has passed is closed before this record opens the next
   ** (coalesce: by the caller's tick, after it has answered what it accepted) */
-  double now = l->durability == AIRLOCK_DURABLE_BATCH ? mono_ms() : 0;
+  /* the clock only when a window is to be checked or opened */
+  double now = l->durability == AIRLOCK_DURABLE_BATCH &&
+               (!l->coalesce || l->durable_seq == l->seq) ? mono_ms() : 0;
   if (l->durability == AIRLOCK_DURABLE_BATCH && !l->coalesce && window_passed(l, now)) {
     int rc = sync_now(l);
     if (rc < 0)
@@ -378,132 +392,294 @@ static void put_be32(uint8_t *p, uint32_t v)
   p[3] = (uint8_t)v;
 }
 
-/* Writes the journal's jlen bytes into the segment file wfd, block by block,
-** each in the codec's form when it is smaller, else plain. */
-static int write_blocks(airlock_ledger *l, int rfd, int wfd, uint64_t jlen)
+/* A seal is a job in steps, each bounded: with seal_stepped the caller runs
+** them when nothing waits (airlock_ledger_seal_step), otherwise the append
+** that starts it runs them all. The journal stays authoritative throughout:
+**   compress  the journal's first jlen bytes (a whole number of records, on
+**             disk: synced first), a block per step, into segment.N.tmp,
+**             fdatasynced every SYNC_EVERY bytes and at the end; then fsync,
+**             rename to segment.N, fsync of the directory. A crash before:
+**             the .tmp is removed on the next open, nothing else changed.
+**   tail      appends went on into the journal meanwhile: its bytes after
+**             jlen are copied into journal.tmp, a step at a time, each
+**             fdatasynced; once it has caught up, the rest (a step's worth at
+**             most), fdatasync, rename over the journal, fsync of the
+**             directory. A crash before: the journal repeats segment N's
+**             bytes, then its own records; readers skip the repeat, the next
+**             open rewrites the journal without it. */
+#define SEAL_BLOCK (128u << 10)   /* plain bytes per block (per step) of a stepped seal */
+#define TAIL_STEP  (256u << 10)   /* journal bytes copied per step */
+#define SYNC_EVERY (1u << 20)     /* segment bytes written between fdatasyncs */
+
+#define RELEASE_STEP (256u << 10) /* old journal bytes freed per step */
+
+enum { SEAL_NONE, SEAL_COMPRESS, SEAL_SYNC, SEAL_PLACE, SEAL_TAIL, SEAL_RELEASE };
+
+static int pread_all(int fd, uint8_t *p, size_t n, uint64_t at)
 {
-  const airlock_ledger_codec *c = airlock_ledger_get_codec();
-  uint8_t *plain = malloc(AIRLOCK_LEDGER_BLOCK_PLAIN);
-  uint8_t *packed = c ? malloc(AIRLOCK_LEDGER_BLOCK_PLAIN) : NULL;
-  int rc = 0;
-  if (plain == NULL || (c != NULL && packed == NULL)) {
-    rc = set_err(l, -ENOMEM, "ledger: out of memory for a segment block");
-    goto out;
+  for (size_t got = 0; got < n;) {
+    ssize_t k = pread(fd, p + got, n - got, (off_t)(at + got));
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k <= 0)
+      return k < 0 ? -errno : -EIO;
+    got += (size_t)k;
   }
-  uint8_t h[LEDGER_SEG_HDR] = LEDGER_SEG_MAGIC;
-  put_be32(h + 8, (uint32_t)(jlen >> 32));
-  put_be32(h + 12, (uint32_t)jlen);
-  size_t done;
-  if ((rc = write_all(wfd, h, sizeof h, &done)) < 0)
-    goto io;
-  for (uint64_t at = 0; at < jlen;) {
-    size_t n = jlen - at < AIRLOCK_LEDGER_BLOCK_PLAIN ? (size_t)(jlen - at) : AIRLOCK_LEDGER_BLOCK_PLAIN;
-    for (size_t got = 0; got < n;) {
-      ssize_t k = pread(rfd, plain + got, n - got, (off_t)(at + got));
-      if (k < 0 && errno == EINTR)
-        continue;
-      if (k <= 0) {
-        rc = k < 0 ? -errno : -EIO;
-        goto io;
-      }
-      got += (size_t)k;
-    }
-    /* stored only when smaller: so a stored block never exceeds its plain size */
-    size_t z = c ? c->compress(plain, n, packed, n - 1) : 0;
-    uint8_t b[LEDGER_BLK_HDR] = { z ? c->id : AIRLOCK_LEDGER_CODEC_NONE, 0, 0, 0 };
-    put_be32(b + 4, (uint32_t)n);
-    put_be32(b + 8, (uint32_t)(z ? z : n));
-    if ((rc = write_all(wfd, b, sizeof b, &done)) < 0 ||
-        (rc = write_all(wfd, z ? packed : plain, z ? z : n, &done)) < 0)
-      goto io;
-    at += n;
-  }
-  goto out;
-io:
-  set_err(l, rc, "ledger: sealing %s into segment.%06u failed: %s", l->journal, l->nseg + 1,
+  return 0;
+}
+
+/* Ends the job; a .tmp left unfinished is removed. */
+static void seal_drop(airlock_ledger *l)
+{
+  if (l->sj.rfd >= 0) close(l->sj.rfd);
+  if (l->sj.wfd >= 0) close(l->sj.wfd);
+  if (l->sj.old_fd >= 0) close(l->sj.old_fd);
+  l->sj.old_fd = -1;
+  if (l->sj.phase != SEAL_NONE && l->sj.tmp[0])
+    unlink(l->sj.tmp);
+  l->sj.rfd = l->sj.wfd = -1;
+  l->sj.phase = SEAL_NONE;
+  l->sj.tmp[0] = '\0';
+  free(l->sj.plain);
+  free(l->sj.packed);
+  l->sj.plain = l->sj.packed = NULL;
+}
+
+/* A step failed before the segment was in place: the journal is as it was,
+** the ledger goes on, and the seal is tried again later. */
+static int seal_abort(airlock_ledger *l, int rc, const char *what)
+{
+  set_err(l, rc, "ledger: sealing %s into segment.%06u failed (%s): %s; the journal is as it "
+          "was and the seal is tried again later", l->journal, l->nseg + 1, what,
           airlock_strerror(-rc));
-out:
-  free(plain);
-  free(packed);
+  seal_drop(l);
+  l->seal_at = l->off - l->base + l->seal_bytes / 4 + 1;
   return rc;
 }
 
-/* Replaces the journal with an empty one once its records are in segment
-** nseg (already in place). Returns 0, or -errno: then the ledger is sticky, as
-** a journal that still holds the segment's bytes must not grow. */
-static int fresh_journal(airlock_ledger *l)
+static int seal_broken(airlock_ledger *l, int rc, const char *what);
+
+static int seal_start(airlock_ledger *l)
 {
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp", l->journal);
-  int fd = open(tmp, O_WRONLY | O_APPEND | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd >= 0 && rename(tmp, l->journal) == 0) {
-    close(l->fd);
-    l->fd = fd;
-    int rc = fsync_path(l->dir);
-    if (rc == 0)
-      return 0;
+  if (l->nseg >= LEDGER_SEG_LAST)
+    return set_err(l, -EFBIG, "ledger: %s has %u segments, the most it may have", l->dir, l->nseg);
+  int rc = sync_now(l);   /* the bytes sealed are on disk in the journal too */
+  if (rc < 0)
+    return rc;
+  l->sj.jlen = l->off - l->base;
+  l->sj.at = l->sj.synced = 0;
+  l->sj.block = l->seal_stepped ? SEAL_BLOCK : AIRLOCK_LEDGER_BLOCK_PLAIN;
+  ledger_seg_name(l->dir, l->nseg + 1, ".tmp", l->sj.tmp, sizeof l->sj.tmp);
+  l->sj.phase = SEAL_COMPRESS;
+  l->sj.rfd = open(l->journal, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  l->sj.wfd = open(l->sj.tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (l->sj.rfd < 0 || l->sj.wfd < 0)
+    return seal_abort(l, -errno, "open");
+  l->sj.plain = malloc(l->sj.block);
+  l->sj.packed = malloc(l->sj.block);
+  if (l->sj.plain == NULL || l->sj.packed == NULL)
+    return seal_abort(l, -ENOMEM, "memory for a block");
+  uint8_t h[LEDGER_SEG_HDR] = LEDGER_SEG_MAGIC;
+  put_be32(h + 8, (uint32_t)(l->sj.jlen >> 32));
+  put_be32(h + 12, (uint32_t)l->sj.jlen);
+  size_t done;
+  if ((rc = write_all(l->sj.wfd, h, sizeof h, &done)) < 0)
+    return seal_abort(l, rc, "write");
+  return 0;
+}
+
+/* One block into the segment, in the codec's form when that is smaller; the
+** last one puts the segment in place and starts the tail. */
+static int seal_compress_step(airlock_ledger *l)
+{
+  const airlock_ledger_codec *c = airlock_ledger_get_codec();
+  uint64_t left = l->sj.jlen - l->sj.at;
+  size_t n = left < l->sj.block ? (size_t)left : l->sj.block, done;
+  int rc = pread_all(l->sj.rfd, l->sj.plain, n, l->sj.at);
+  if (rc < 0)
+    return seal_abort(l, rc, "read");
+  /* stored only when smaller: so a stored block never exceeds its plain size */
+  size_t z = c ? c->compress(l->sj.plain, n, l->sj.packed, n - 1) : 0;
+  uint8_t b[LEDGER_BLK_HDR] = { z ? c->id : AIRLOCK_LEDGER_CODEC_NONE, 0, 0, 0 };
+  put_be32(b + 4, (uint32_t)n);
+  put_be32(b + 8, (uint32_t)(z ? z : n));
+  if ((rc = write_all(l->sj.wfd, b, sizeof b, &done)) < 0 ||
+      (rc = write_all(l->sj.wfd, z ? l->sj.packed : l->sj.plain, z ? z : n, &done)) < 0)
+    return seal_abort(l, rc, "write");
+  l->sj.at += n;
+  l->sj.synced += LEDGER_BLK_HDR + (z ? z : n);
+  if (l->sj.at < l->sj.jlen) {
+    /* the final fsync then has little left to write */
+    if (l->seal_stepped && l->sj.synced >= SYNC_EVERY) {
+      if (fdatasync(l->sj.wfd) < 0)
+        return seal_abort(l, -errno, "fdatasync");
+      l->sj.synced = 0;
+    }
+    return 0;
+  }
+  l->sj.phase = SEAL_SYNC;
+  return 0;
+}
+
+/* The segment is on disk (a step), and its name (the next), before the
+** journal is replaced. */
+static int seal_sync_step(airlock_ledger *l)
+{
+  if (fsync(l->sj.wfd) < 0)
+    return seal_abort(l, -errno, "fsync");
+  l->sj.phase = SEAL_PLACE;
+  return 0;
+}
+
+static int seal_place_step(airlock_ledger *l)
+{
+  int rc;
+  char seg[4096];
+  ledger_seg_name(l->dir, l->nseg + 1, NULL, seg, sizeof seg);
+  if (rename(l->sj.tmp, seg) < 0)
+    return seal_abort(l, -errno, "rename");
+  l->nseg++;
+  close(l->sj.wfd);
+  free(l->sj.packed);
+  l->sj.packed = NULL;
+  l->sj.wfd = -1;
+  l->sj.phase = SEAL_TAIL;   /* from here on, a failure is sticky */
+  if ((rc = fsync_path(l->dir)) < 0) {
     l->sticky = rc;
     return set_err(l, rc, "ledger: after sealing segment.%06u, fsync of %s failed: %s; the "
                    "ledger refuses further appends", l->nseg, l->dir, airlock_strerror(-rc));
   }
-  int rc = -errno;
-  if (fd >= 0) {
-    close(fd);
-    unlink(tmp);
-  }
-  /* the lock is ours: emptying the old journal in place does as well */
-  if (ftruncate(l->fd, 0) == 0 && fdatasync(l->fd) == 0)
-    return 0;
+  snprintf(l->sj.tmp, sizeof l->sj.tmp, "%s.tmp", l->journal);
+  l->sj.wfd = open(l->sj.tmp, O_WRONLY | O_APPEND | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  l->sj.at = l->sj.jlen;   /* the journal's offset copied up to */
+  if (l->sj.wfd < 0)
+    return seal_broken(l, -errno, "open");
+  return 0;
+}
+
+/* After the segment is in place, a failure leaves the journal repeating it
+** (readers skip that); the ledger refuses further appends. */
+static int seal_broken(airlock_ledger *l, int rc, const char *what)
+{
   l->sticky = rc;
-  return set_err(l, rc, "ledger: after sealing segment.%06u, %s could not be replaced or "
-                 "emptied (%s); it is a copy of the segment, which readers skip; the ledger "
-                 "refuses further appends", l->nseg, l->journal, airlock_strerror(-rc));
+  set_err(l, rc, "ledger: after sealing segment.%06u, replacing %s failed (%s: %s); it repeats "
+          "the segment, which readers skip, and the next open replaces it; the ledger refuses "
+          "further appends", l->nseg, l->journal, what, airlock_strerror(-rc));
+  seal_drop(l);
+  return rc;
+}
+
+/* Copies the journal's bytes [at, end) into journal.tmp, at most max of them. */
+static int tail_copy(airlock_ledger *l, uint64_t end, size_t max)
+{
+  while (l->sj.at < end && max > 0) {
+    uint64_t left = end - l->sj.at;
+    size_t n = left < l->sj.block ? (size_t)left : l->sj.block, done;
+    if (n > max)
+      n = max;
+    int rc = pread_all(l->sj.rfd, l->sj.plain, n, l->sj.at);
+    if (rc == 0)
+      rc = write_all(l->sj.wfd, l->sj.plain, n, &done);
+    if (rc < 0)
+      return rc;
+    l->sj.at += n;
+    max -= n;
+  }
+  return 0;
+}
+
+/* A step of the tail; once it has caught up with the journal, the swap. */
+static int seal_tail_step(airlock_ledger *l)
+{
+  /* the journal's end on disk (records kept by coalesce are not yet in it) */
+  uint64_t jend = (l->wq.size > 0 ? l->w_off : l->off) - l->base;
+  if (jend - l->sj.at > TAIL_STEP) {
+    int rc = tail_copy(l, jend, TAIL_STEP);
+    if (rc == 0 && fdatasync(l->sj.wfd) < 0)
+      rc = -errno;
+    return rc < 0 ? seal_broken(l, rc, "copy") : 0;
+  }
+  int rc = write_out(l);   /* every accepted record goes along */
+  if (rc < 0)
+    return rc;
+  jend = l->off - l->base;
+  if ((rc = tail_copy(l, jend, SIZE_MAX)) < 0)
+    return seal_broken(l, rc, "copy");
+  if (fdatasync(l->sj.wfd) < 0)
+    return seal_broken(l, -errno, "fdatasync");
+  if (rename(l->sj.tmp, l->journal) < 0)
+    return seal_broken(l, -errno, "rename");
+  l->sj.tmp[0] = '\0';   /* in place: nothing to remove */
+  /* the old journal's blocks are freed a step at a time (its last close
+  ** would free them all at once, with a discard each) */
+  l->sj.old_fd = l->fd;
+  l->fd = l->sj.wfd;
+  l->sj.wfd = -1;
+  l->base += l->sj.jlen;
+  l->durable_seq = l->seq;   /* all of it is in the fdatasynced new journal */
+  l->pending_since = 0;
+  l->seal_at = l->seal_bytes;
+  l->sj.phase = SEAL_RELEASE;
+  /* before any later record can be called durable: its journal's name is */
+  if ((rc = fsync_path(l->dir)) < 0) {
+    l->sticky = rc;
+    seal_drop(l);
+    return set_err(l, rc, "ledger: after sealing segment.%06u, fsync of %s failed: %s; the "
+                   "ledger refuses further appends", l->nseg, l->dir, airlock_strerror(-rc));
+  }
+  return 0;
+}
+
+static int seal_release_step(airlock_ledger *l)
+{
+  struct stat st;
+  if (fstat(l->sj.old_fd, &st) == 0 && (uint64_t)st.st_size > RELEASE_STEP) {
+    if (ftruncate(l->sj.old_fd, st.st_size - RELEASE_STEP) == 0)
+      return 0;
+  }
+  seal_drop(l);   /* the last of it goes with the descriptor */
+  return 0;
+}
+
+int airlock_ledger_seal_pending(const airlock_ledger *l)
+{
+  return l->sj.phase != SEAL_NONE && !l->sticky;
+}
+
+int airlock_ledger_seal_step(airlock_ledger *l)
+{
+  if (l->sticky)
+    return l->sticky;
+  switch (l->sj.phase) {
+  case SEAL_COMPRESS: return seal_compress_step(l);
+  case SEAL_SYNC: return seal_sync_step(l);
+  case SEAL_PLACE: return seal_place_step(l);
+  case SEAL_TAIL: return seal_tail_step(l);
+  case SEAL_RELEASE: return seal_release_step(l);
+  default: return 0;
+  }
+}
+
+static int seal_finish(airlock_ledger *l)
+{
+  int rc = 0;
+  while (rc == 0 && airlock_ledger_seal_pending(l))
+    rc = airlock_ledger_seal_step(l);
+  return l->sticky ? l->sticky : rc;
 }
 
 int airlock_ledger_seal(airlock_ledger *l)
 {
   if (l->sticky)
     return l->sticky;
-  uint64_t jlen = l->off - l->base;
-  if (jlen == 0)
-    return 0;
-  if (l->nseg >= LEDGER_SEG_LAST)
-    return set_err(l, -EFBIG, "ledger: %s has %u segments, the most it may have", l->dir, l->nseg);
-  int rc = sync_now(l);
-  if (rc < 0)
-    return rc;
-  char seg[4096], tmp[4096];
-  ledger_seg_name(l->dir, l->nseg + 1, NULL, seg, sizeof seg);
-  ledger_seg_name(l->dir, l->nseg + 1, ".tmp", tmp, sizeof tmp);
-  int rfd = open(l->journal, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  int wfd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (rfd < 0 || wfd < 0) {
-    rc = -errno;
-    set_err(l, rc, "ledger: sealing %s: cannot open %s: %s", l->journal, rfd < 0 ? l->journal : tmp,
-            airlock_strerror(-rc));
-  } else if ((rc = write_blocks(l, rfd, wfd, jlen)) == 0) {
-    /* the segment is on disk, and its name, before the journal is replaced */
-    if (fsync(wfd) < 0 || rename(tmp, seg) < 0)
-      rc = -errno;
-    else
-      rc = fsync_path(l->dir);
+  if (l->sj.phase == SEAL_NONE) {
+    if (l->off - l->base == 0)
+      return 0;
+    int rc = seal_start(l);
     if (rc < 0)
-      set_err(l, rc, "ledger: sealing %s into %s failed: %s", l->journal, seg, airlock_strerror(-rc));
+      return rc;
   }
-  if (rfd >= 0)
-    close(rfd);
-  if (wfd >= 0)
-    close(wfd);
-  if (rc < 0) {
-    unlink(tmp);
-    return rc;   /* the journal is as it was: the ledger goes on */
-  }
-  l->nseg++;
-  if ((rc = fresh_journal(l)) < 0)
-    return rc;
-  l->base = l->off;
-  l->seal_at = l->seal_bytes;
-  return 0;
+  return seal_finish(l);
 }
 
 unsigned airlock_ledger_segments(const airlock_ledger *l)
@@ -511,13 +687,19 @@ unsigned airlock_ledger_segments(const airlock_ledger *l)
   return l->nseg;
 }
 
-/* After an append: seal once the journal is big enough. A seal that fails
-** before its segment is in place costs nothing but a retry later (the record
-** is in the journal either way); one that fails after is sticky. */
+/* After an append: seal once the journal is big enough (stepped: start the
+** job; the caller's idle time runs it). A seal that fails before its segment
+** is in place costs nothing but a retry later (the record is in the journal
+** either way); one that fails after is sticky. */
 static void maybe_seal(airlock_ledger *l)
 {
-  if (l->off - l->base < l->seal_at)
+  if (l->sj.phase != SEAL_NONE || l->off - l->base < l->seal_at)
     return;
+  if (l->seal_stepped) {
+    if (seal_start(l) < 0 && !l->sticky)
+      l->seal_at = l->off - l->base + l->seal_bytes / 4 + 1;
+    return;
+  }
   if (airlock_ledger_seal(l) < 0 && !l->sticky)
     l->seal_at = l->off - l->base + l->seal_bytes / 4 + 1;
 }
@@ -529,7 +711,10 @@ static int kind_word(const char *kind)
 {
   if (kind == NULL || kind[0] < 'a' || kind[0] > 'z' || strcmp(kind, "session") == 0)
     return 0;
-  size_t n = strspn(kind, "abcdefghijklmnopqrstuvwxyz0123456789._-");
+  size_t n = 0;
+  for (char c = kind[0]; (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+                         c == '_' || c == '-'; c = kind[++n])
+    ;
   return n <= AIRLOCK_LEDGER_KIND_MAX && kind[n] == '\0';
 }
 
@@ -560,6 +745,149 @@ int airlock_ledger_append(airlock_ledger *l, const char *kind, uint64_t run,
                    l->seq + 1, why);
   }
   if ((rc = commit(l)) < 0)
+    return rc;
+  if (seq_out != NULL)
+    *seq_out = l->seq;
+  return 0;
+}
+
+/* Skips one msgpack object at b[*pos, len): 0, or -1 when it does not fit.
+** Iterative (a count of objects still owed, no recursion); each object takes
+** at least a byte, so a count larger than the bytes left fails at once. The
+** record built from it is walked again by airlock_msg_check (nesting, size). */
+static int skip_object(const uint8_t *b, size_t len, size_t *pos)
+{
+  uint64_t owed = 1;
+  size_t p = *pos;
+  while (owed > 0) {
+    if (p >= len || owed > len - p)
+      return -1;
+    owed--;
+    uint8_t tag = b[p++];
+    uint64_t skip = 0, items = 0;
+    unsigned lb = 0;
+    if (tag <= 0x7f || tag >= 0xe0 || tag == 0xc0 || tag == 0xc2 || tag == 0xc3) {
+      /* fixint, nil, bool */
+    } else if (tag <= 0x8f) {
+      items = 2u * (tag & 0x0f);
+    } else if (tag <= 0x9f) {
+      items = tag & 0x0f;
+    } else if (tag <= 0xbf) {
+      skip = tag & 0x1f;
+    } else {
+      switch (tag) {
+      case 0xc4: case 0xc5: case 0xc6: lb = 1u << (tag - 0xc4); break;               /* bin */
+      case 0xc7: case 0xc8: case 0xc9: lb = 1u << (tag - 0xc7); skip = 1; break;     /* ext */
+      case 0xca: skip = 4; break;
+      case 0xcb: skip = 8; break;
+      case 0xcc: case 0xcd: case 0xce: case 0xcf: skip = 1u << (tag - 0xcc); break;
+      case 0xd0: case 0xd1: case 0xd2: case 0xd3: skip = 1u << (tag - 0xd0); break;
+      case 0xd4: case 0xd5: case 0xd6: case 0xd7: case 0xd8: skip = 1 + (1u << (tag - 0xd4)); break;
+      case 0xd9: case 0xda: case 0xdb: lb = 1u << (tag - 0xd9); break;               /* str */
+      case 0xdc: case 0xdd: lb = 2u << (tag - 0xdc); items = 1; break;               /* array */
+      case 0xde: case 0xdf: lb = 2u << (tag - 0xde); items = 2; break;               /* map */
+      default: return -1;
+      }
+    }
+    if (lb > 0) {
+      if (len - p < lb)
+        return -1;
+      uint64_t n = 0;
+      for (unsigned i = 0; i < lb; i++)
+        n = n << 8 | b[p + i];
+      p += lb;
+      if (items > 0)
+        items *= n;   /* array: n, map: 2n */
+      else
+        skip += n;
+    }
+    if (skip > len - p)
+      return -1;
+    p += (size_t)skip;
+    owed += items;
+  }
+  *pos = p;
+  return 0;
+}
+
+int airlock_ledger_append_packed(airlock_ledger *l, const char *kind, uint64_t run,
+                                 const void *fields, size_t n, uint64_t *seq_out)
+{
+  if (l->sticky)
+    return l->sticky;
+  if (!kind_word(kind))
+    return set_err(l, -EINVAL, "ledger: '%.32s' is not a record kind: a word of 1 to %d "
+                   "lower-case letters, digits, '.', '_' or '-', other than 'session' (the "
+                   "ledger's own)", kind ? kind : "(null)", AIRLOCK_LEDGER_KIND_MAX);
+  /* SECURITY: the fields are a producer's bytes: the top-level map's keys are
+  ** read with every length bounded, and the body they go into is checked
+  ** whole (airlock_msg_check) before it is hashed or written. */
+  const uint8_t *b = fields;
+  uint64_t count = 0;
+  size_t pos = 0;
+  if (n > 0) {
+    if (b[0] >= 0x80 && b[0] <= 0x8f) {
+      count = b[0] & 0x0f;
+      pos = 1;
+    } else if ((b[0] == 0xde && n >= 3) || (b[0] == 0xdf && n >= 5)) {
+      unsigned lb = b[0] == 0xde ? 2 : 4;
+      for (unsigned i = 0; i < lb; i++)
+        count = count << 8 | b[1 + i];
+      pos = 1 + lb;
+    } else {
+      return set_err(l, -EPROTO, "ledger: record fields must be a map");
+    }
+  }
+  if (count > (n - pos) / 2 || count > UINT32_MAX - 8)
+    return set_err(l, -EPROTO, "ledger: record fields claim %" PRIu64 " pairs in %zu bytes", count, n);
+  size_t entries = pos;
+  for (uint64_t i = 0; i < count; i++) {
+    if (pos >= n)
+      return set_err(l, -EPROTO, "ledger: record fields claim %" PRIu64 " pairs and hold %" PRIu64,
+                     count, i);
+    uint8_t tag = b[pos];
+    uint64_t kn = 0;
+    size_t at = pos + 1;
+    if (tag >= 0xa0 && tag <= 0xbf) {
+      kn = tag & 0x1f;
+    } else if (tag >= 0xd9 && tag <= 0xdb) {
+      unsigned lb = 1u << (tag - 0xd9);
+      if (n - at < lb)
+        return set_err(l, -EPROTO, "ledger: record field #%" PRIu64 " is cut short", i + 1);
+      for (unsigned k = 0; k < lb; k++)
+        kn = kn << 8 | b[at + k];
+      at += lb;
+    } else {
+      return set_err(l, -EINVAL, "ledger: record field #%" PRIu64 " has a key that is not a string",
+                     i + 1);
+    }
+    if (kn > n - at)
+      return set_err(l, -EPROTO, "ledger: record field #%" PRIu64 " is cut short", i + 1);
+    for (const char *const *r = reserved_record; *r != NULL; r++)
+      if (strlen(*r) == kn && memcmp(b + at, *r, kn) == 0)
+        return set_err(l, -EINVAL, "ledger: field '%s' is the ledger's own and cannot be given", *r);
+    pos = at + (size_t)kn;
+    if (skip_object(b, n, &pos) < 0)
+      return set_err(l, -EPROTO, "ledger: record field #%" PRIu64 " is not a whole msgpack value",
+                     i + 1);
+  }
+  if (pos != n)
+    return set_err(l, -EPROTO, "ledger: %zu bytes follow the record fields' map", n - pos);
+  if (begin_record(l, kind, run, unix_now(), (uint32_t)count) < 0 ||
+      msgpack_sbuffer_write(&l->sb, (const char *)b + entries, n - entries) != 0) {
+    release_big_buffer(l);
+    return set_err(l, -ENOMEM, "ledger: out of memory packing record seq %" PRIu64, l->seq + 1);
+  }
+  char why[160];
+  size_t len = l->sb.size - LEDGER_HDR;
+  if (len <= AIRLOCK_LEDGER_BODY_MAX &&
+      airlock_msg_check(l->sb.data + LEDGER_HDR, len, why, sizeof why) < 0) {
+    release_big_buffer(l);
+    return set_err(l, -EINVAL, "ledger: record seq %" PRIu64 " cannot be read back: %s",
+                   l->seq + 1, why);
+  }
+  int rc = commit(l);
+  if (rc < 0)
     return rc;
   if (seq_out != NULL)
     *seq_out = l->seq;
@@ -716,6 +1044,7 @@ static void free_ledger(airlock_ledger *l)
 {
   if (l == NULL)
     return;
+  seal_drop(l);
   if (l->fd >= 0)
     close(l->fd);
   if (l->lock_fd >= 0) {
@@ -731,6 +1060,44 @@ static void free_ledger(airlock_ledger *l)
   free(l);
 }
 
+/* The journal's first skip bytes repeat the last segment: it is replaced by
+** one holding only what follows them (synced, renamed, directory synced). */
+static int drop_repeat(airlock_ledger *l, uint64_t skip)
+{
+  struct stat st;
+  if (fstat(l->fd, &st) < 0)
+    return -errno;
+  if ((uint64_t)st.st_size <= skip)
+    return ftruncate(l->fd, 0) < 0 || fdatasync(l->fd) < 0 ? -errno : 0;
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp", l->journal);
+  int rfd = open(l->journal, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  int wfd = open(tmp, O_WRONLY | O_APPEND | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  uint8_t *buf = malloc(1u << 20);
+  int rc = rfd < 0 || wfd < 0 ? -errno : buf == NULL ? -ENOMEM : 0;
+  for (uint64_t at = skip; rc == 0 && at < (uint64_t)st.st_size;) {
+    uint64_t left = (uint64_t)st.st_size - at;
+    size_t n = left < (1u << 20) ? (size_t)left : (1u << 20), done;
+    if ((rc = pread_all(rfd, buf, n, at)) == 0)
+      rc = write_all(wfd, buf, n, &done);
+    at += n;
+  }
+  if (rc == 0 && (fdatasync(wfd) < 0 || rename(tmp, l->journal) < 0))
+    rc = -errno;
+  if (rc == 0 && (rc = fsync_path(l->dir)) == 0) {
+    close(l->fd);
+    l->fd = wfd;
+    wfd = -1;
+  }
+  free(buf);
+  if (rfd >= 0) close(rfd);
+  if (wfd >= 0) {
+    close(wfd);
+    unlink(tmp);
+  }
+  return rc;
+}
+
 /* Scans the journal; cuts a torn tail (unless the open is going to fail for
 ** want of records anyway). Fills rep and l's position. */
 static int recover(airlock_ledger *l, airlock_ledger_report *rep, int create)
@@ -743,7 +1110,7 @@ static int recover(airlock_ledger *l, airlock_ledger_report *rep, int create)
   while ((rc = airlock_ledger_reader_next(r, &rec)) == 1)
     ;
   airlock_ledger_reader_report(r, rep);
-  int stale = 0;
+  uint64_t stale = 0;
   ledger_reader_layout(r, &l->base, &l->nseg, &stale);
   if (rc == -EBADMSG)
     set_err(l, rc, "%s; the journal is left as it is and cannot be written",
@@ -756,18 +1123,16 @@ static int recover(airlock_ledger *l, airlock_ledger_report *rep, int create)
   if (rep->last_seq == 0 && !create)
     return set_err(l, -ENOENT, "ledger: %s holds no records%s (open with create to start a "
                    "session)", l->journal, rep->torn_bytes ? ", only a torn one" : "");
-  /* a seal cut short between its renames left the journal a copy of the last
-  ** segment (the reader skipped it); an unfinished seal left .tmp files */
-  if (stale && (ftruncate(l->fd, 0) < 0 || fdatasync(l->fd) < 0)) {
-    int e = -errno;
-    return set_err(l, e, "ledger: emptying %s, a copy of segment.%06u left by an interrupted "
-                   "seal, failed: %s", l->journal, l->nseg, airlock_strerror(-e));
-  }
+  /* an unfinished seal left .tmp files; one cut short after its segment was
+  ** in place left a journal that repeats the segment (the reader skipped it) */
   char tmp[4096];
   ledger_seg_name(l->dir, l->nseg + 1, ".tmp", tmp, sizeof tmp);
   unlink(tmp);
   snprintf(tmp, sizeof tmp, "%s.tmp", l->journal);
   unlink(tmp);
+  if (stale && (rc = drop_repeat(l, stale)) < 0)
+    return set_err(l, rc, "ledger: replacing %s, which repeats segment.%06u after an interrupted "
+                   "seal, failed: %s", l->journal, l->nseg, airlock_strerror(-rc));
   if (rep->torn_bytes > 0 &&
       (ftruncate(l->fd, (off_t)(rep->bytes - l->base)) < 0 || fdatasync(l->fd) < 0)) {
     int e = -errno;
@@ -803,7 +1168,8 @@ int airlock_ledger_open(const char *dir, const airlock_ledger_opts *o, airlock_l
   airlock_ledger *l = calloc(1, sizeof *l);
   if (l == NULL)
     return ledger_fail(err, errlen, -ENOMEM, "ledger: out of memory");
-  l->fd = l->lock_fd = -1;
+  l->fd = l->lock_fd = l->sj.rfd = l->sj.wfd = l->sj.old_fd = -1;
+  l->seal_stepped = o->seal_stepped;
   msgpack_sbuffer_init(&l->sb);
   msgpack_sbuffer_init(&l->wq);
   msgpack_packer_init(&l->pk, &l->sb, msgpack_sbuffer_write);
@@ -942,7 +1308,9 @@ int airlock_ledger_close(airlock_ledger *l)
     return 0;
   /* Durability none promised no sync, and a host closing many sessions on its
   ** event loop should not pay one each. */
-  int rc = l->sticky ? l->sticky : l->durability == AIRLOCK_DURABLE_NONE ? write_out(l) : sync_now(l);
+  int rc = seal_finish(l);   /* a seal in progress is finished: nobody waits now */
+  if (rc == 0)
+    rc = l->durability == AIRLOCK_DURABLE_NONE ? write_out(l) : sync_now(l);
   free_ledger(l);
   return rc;
 }

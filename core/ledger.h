@@ -124,6 +124,11 @@ typedef struct airlock_ledger_opts {
                               one write(2); a record is in the journal only then.
                               In batch, an append then never syncs: the caller's
                               airlock_ledger_tick does, within batch_ms */
+  int seal_stepped;        /* 1: a seal does not run inside the append that
+                              starts it; the caller runs its steps (each a
+                              bounded piece of work) with
+                              airlock_ledger_seal_step when nothing waits, and
+                              close finishes it */
 } airlock_ledger_opts;
 
 /* What a scan found. Filled by open, verify and the reader. */
@@ -187,6 +192,14 @@ int airlock_ledger_open(const char *dir, const airlock_ledger_opts *o, airlock_l
 int airlock_ledger_append(airlock_ledger *l, const char *kind, uint64_t run,
                           const msgpack_object *fields, uint64_t *seq_out);
 
+/* The same with the fields as a packed msgpack map (fields, n; n == 0: none),
+** untrusted bytes: its pairs are copied into the body as they are, not
+** decoded and packed again. Bytes that are not one map with string keys are
+** -EPROTO; a reserved key, -EINVAL; the body is checked as a reader would
+** (airlock_msg_check) before it is written. */
+int airlock_ledger_append_packed(airlock_ledger *l, const char *kind, uint64_t run,
+                                 const void *fields, size_t n, uint64_t *seq_out);
+
 /* Coalesce: writes the records appends kept in memory, in one write(2).
 ** Returns 0, or -errno: then none of them is in the journal (seq and head go
 ** back to the last record written), the file holds no partial record, and
@@ -200,6 +213,15 @@ int airlock_ledger_write_out(airlock_ledger *l);
 ** -errno: before the segment is in place the journal is left as it was and the
 ** ledger stays usable; after, a journal that cannot be replaced is sticky. */
 int airlock_ledger_seal(airlock_ledger *l);
+/* 1 while a seal is in progress (seal_stepped: started by an append). */
+int airlock_ledger_seal_pending(const airlock_ledger *l);
+/* Runs one step of the seal in progress: a block compressed (at most 128
+** KiB of the journal) or 256 KiB of the journal's tail copied, each
+** fdatasynced now and then; the last step swaps the journal (a copy of what
+** is left, an fdatasync, two renames' worth of directory syncs). Returns 0 or
+** -errno (before the segment is in place the seal is dropped and tried again
+** later; after, the ledger is sticky). */
+int airlock_ledger_seal_step(airlock_ledger *l);
 /* Sealed segments so far. */
 unsigned airlock_ledger_segments(const airlock_ledger *l);
 

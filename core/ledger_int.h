@@ -45,9 +45,10 @@ void ledger_seg_name(const char *dir, unsigned n, const char *suffix, char *out,
 int ledger_reader_open_dir(const char *dir, int decode, airlock_ledger_reader **out,
                            char *err, size_t errlen);
 /* After the end: where the journal starts in the plain stream, the segments
-** read, and whether the journal was a stale copy of the last segment (a seal
-** interrupted between its two renames), which the reader skipped. */
+** read, and *stale: 0, or how many of the journal's first bytes repeat the
+** last segment (a seal interrupted before it replaced the journal), which the
+** reader skipped (the journal's records, if any, follow them). */
 void ledger_reader_layout(const airlock_ledger_reader *r, uint64_t *base, unsigned *nseg,
-                          int *stale);
+                          uint64_t *stale);
 
 #endif

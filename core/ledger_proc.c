@@ -29,8 +29,8 @@
 #include "ledger_int.h"
 #include "ledger_proto.h"
 
-#define WINDOW      256          /* queued appends in flight at most */
-#define QUEUE_BYTES (64u << 10)  /* queued bytes sent at once */
+#define WINDOW      4096         /* queued appends in flight at most */
+#define SEND_BYTES  (16u << 10)  /* queued bytes sent at once, without waiting */
 #define CLOSE_MS    30000        /* the final commit may take a slow disk's while */
 #define READ_MS     60000        /* a reader's next record */
 
@@ -330,10 +330,11 @@ static int lost(airlock_ledger_proc *p, int rc, const char *why)
 }
 
 /* Sends the queue, then reads answers until at most target appends are in
-** flight. A refusal of a queued append (one its producer was not waiting
-** for) makes p sticky; one of the last append, when target is 0 and it was
-** waited for, is returned as it is (the ledger says whether it stays usable). */
-static int pump(airlock_ledger_proc *p, uint64_t target, int waited)
+** flight (nowait: only the answers already there). A refusal of a queued
+** append (one its producer was not waiting for) makes p sticky; one of the
+** last append, when target is 0 and it was waited for, is returned as it is
+** (the ledger says whether it stays usable). */
+static int pump(airlock_ledger_proc *p, uint64_t target, int waited, int nowait)
 {
   double deadline = mono_ms() + p->admit_ms;
   if (p->q.size > 0) {
@@ -348,6 +349,11 @@ static int pump(airlock_ledger_proc *p, uint64_t target, int waited)
   }
   int result = 0;
   while (p->queued > target) {
+    if (nowait && airlock_frame_reader_buffered(&p->c.rd) == 0) {
+      struct pollfd pf = { .fd = p->c.fd, .events = POLLIN };
+      if (poll(&pf, 1, 0) == 0)
+        break;
+    }
     const msgpack_object *m;
     char why[200];
     int rc = recv_msg(&p->c, deadline, &m, why, sizeof why);
@@ -571,12 +577,18 @@ int airlock_ledger_proc_append(airlock_ledger_proc *p, const char *kind, uint64_
   }
   queue_end(p, start);
   p->queued++;
-  if (!wait && p->queued < WINDOW && p->q.size < QUEUE_BYTES) {
+  /* Queued appends go out in batches of SEND_BYTES without waiting, so the
+  ** process works on one while the next is made; only a full window waits. */
+  int rc = 0;
+  if (wait || p->queued >= WINDOW)
+    rc = pump(p, wait ? 0 : WINDOW / 2, wait, 0);
+  else if (p->q.size >= SEND_BYTES)
+    rc = pump(p, 0, 0, 1);
+  else {
     if (seq) *seq = p->seq + p->queued;
     if (bytes) *bytes = 0;
     return 0;
   }
-  int rc = pump(p, wait ? 0 : WINDOW / 2, wait);
   if (rc < 0)
     return rc;
   if (seq) *seq = wait ? p->seq : p->seq + p->queued;
@@ -589,14 +601,14 @@ int airlock_ledger_proc_sync(airlock_ledger_proc *p)
 {
   if (p->sticky)
     return p->sticky;
-  return pump(p, 0, 0);
+  return pump(p, 0, 0, 0);
 }
 
 int airlock_ledger_proc_send(airlock_ledger_proc *p)
 {
   if (p->sticky)
     return p->sticky;
-  return pump(p, p->queued, 0);   /* sends the queue; waits for no answer */
+  return pump(p, p->queued, 0, 0);   /* sends the queue; waits for no answer */
 }
 
 uint64_t airlock_ledger_proc_take_bytes(airlock_ledger_proc *p)

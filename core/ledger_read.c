@@ -502,8 +502,12 @@ static uint64_t get_be64(const uint8_t *p)
 
 /* The journal follows the last segment. A seal renames the new segment into
 ** place before it replaces the journal, so a journal whose first bytes are
-** the last segment's is the copy a seal left behind (or one a reader opened
-** before the seal): the stream ends with the segment. */
+** the last segment's is the one a seal left behind (or one a reader opened
+** before the seal): it repeats the segment's bytes, then holds the records
+** appended while the seal ran (or none). The stream goes on after the
+** repeated bytes; what follows them is checked as ever (seq and chain from
+** the segment's last record), so a journal that only looked like a copy
+** fails there. */
 static int start_journal(airlock_ledger_reader *r)
 {
   r->in_journal = 1;
@@ -513,8 +517,11 @@ static int start_journal(airlock_ledger_reader *r)
   int rc = pread_full(r->fd, b, r->head_len, 0);
   if (rc < 0)
     return rc;
-  if (rc == 0 && memcmp(b, r->head, r->head_len) == 0)
+  if (rc == 0 && memcmp(b, r->head, r->head_len) == 0) {
     r->stale = 1;
+    if (lseek(r->fd, (off_t)r->seg_plain, SEEK_SET) < 0)
+      return -errno;
+  }
   return 0;
 }
 
@@ -623,8 +630,6 @@ static ssize_t src_read(airlock_ledger_reader *r, uint8_t *dst, size_t cap)
       return (ssize_t)n;
     }
     if (r->in_journal) {
-      if (r->stale)
-        return 0;
       ssize_t n = read(r->fd, dst, cap);
       return n < 0 ? -errno : n;
     }
@@ -651,11 +656,11 @@ static ssize_t src_read(airlock_ledger_reader *r, uint8_t *dst, size_t cap)
 }
 
 void ledger_reader_layout(const airlock_ledger_reader *r, uint64_t *base, unsigned *nseg,
-                          int *stale)
+                          uint64_t *stale)
 {
   *base = r->base;
   *nseg = r->seg > 0 ? r->seg - 1 : 0;
-  *stale = r->stale;
+  *stale = r->stale ? r->seg_plain : 0;
 }
 
 /* Makes need bytes readable at buf + pos. Returns 0, 1 when the file ends first

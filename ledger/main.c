@@ -30,6 +30,7 @@
 #include "ledger_proc.h"
 #include "ledger_proto.h"
 #include "ledger_zstd.h"
+#include "inbox.h"
 
 #define CHAN 3
 
@@ -266,59 +267,88 @@ static void prepare(void)
 
 /* ------------------------------------------------------------------ frames in */
 
-static airlock_frame_reader rd;
+static ledger_inbox in;
 static msgpack_zone msg_zone;   /* the last frame's decoded objects; cleared for the next */
 static msgpack_object msg;
 
-/* The next frame from the client, decoded, or NULL at EOF. poll_ms: wait at
-** most this long (-1: forever); *timed_out is set when it passed. */
-static const msgpack_object *next_frame(int poll_ms, int *timed_out)
+/* Work for the time no client message waits: a step of the seal in progress,
+** one at a time, as long as the socket stays empty. */
+static void idle_work(void)
+{
+  if (acks.l == NULL)
+    return;
+  while (airlock_ledger_seal_pending(acks.l)) {
+    struct pollfd p = { .fd = CHAN, .events = POLLIN };
+    if (poll(&p, 1, 0) != 0)
+      return;
+    airlock_ledger_seal_step(acks.l);   /* a failure is the ledger's: sticky, or retried later */
+  }
+}
+
+/* The next frame's body from the client (1), or 0 at EOF. Once nothing more
+** is there to read, the acks go out (before this process would wait), then a
+** pending seal gets the idle time; it waits at most until the open session's
+** next commit is due (wait: 0, or -1 forever before there is one); *timed_out
+** says that time came. */
+static int next_body(const uint8_t **body, uint32_t *len, int *timed_out)
 {
   *timed_out = 0;
-  airlock_frame_reader_reset(&rd);
-  /* Nothing read ahead and nothing more on the socket: the acks go out now,
-  ** before this process waits (the read below may block). */
-  if (acks.n > 0 && rd.ahead_len == 0) {
-    struct pollfd p = { .fd = CHAN, .events = POLLIN };
-    if (airlock_frame_reader_drained(&rd) || poll(&p, 1, 0) == 0)
-      send_acks();
-  }
   for (;;) {
-    int rc = airlock_frame_read_fd(&rd, CHAN);
-    if (rc == AIRLOCK_FRAME_READY)
-      break;
-    if (rc == AIRLOCK_FRAME_EOF)
-      return NULL;
-    if (rc == AIRLOCK_FRAME_AGAIN) {
-      send_acks();   /* nothing more to read now: answer what was */
-      struct pollfd p = { .fd = CHAN, .events = POLLIN };
-      int n = poll(&p, 1, poll_ms);
-      if (n == 0) {
-        *timed_out = 1;
-        return NULL;
-      }
-      continue;
-    }
+    int rc = ledger_inbox_next(&in, body, len);
+    if (rc == 1)
+      return 1;
     /* SECURITY: a length over the limit is refused before any allocation. */
     if (rc == -EMSGSIZE)
       die(LEDGER_EXIT_PROTOCOL, rc, "ledger: protocol: the producer sent a frame of %" PRIu32
-          " bytes, over the limit of %u; the ledger process refuses it and ends", rd.len,
+          " bytes, over the limit of %u; the ledger process refuses it and ends", *len,
           LEDGER_PROTO_FRAME_MAX);
-    die(LEDGER_EXIT_PROTOCOL, rc, "ledger: protocol: reading a frame failed: %s",
-        airlock_strerror(-rc));
+    if (rc < 0)
+      die(LEDGER_EXIT_PROTOCOL, rc, "ledger: protocol: the producer sent a frame of length 0");
+    /* always: the socket was empty at the last read, and the producer waits
+    ** for its answer (each append synced alone): it goes now, without first
+    ** asking the socket again */
+    if (in.drained && acks.l && airlock_ledger_durability(acks.l) == AIRLOCK_DURABLE_ALWAYS) {
+      in.drained = 0;
+      send_acks();
+    }
+    ssize_t n = ledger_inbox_fill(&in, CHAN);
+    if (n > 0)
+      continue;
+    if (n == 0) {
+      if (ledger_inbox_partial(&in))
+        die(LEDGER_EXIT_PROTOCOL, -EPROTO, "ledger: protocol: the producer closed the connection "
+            "inside a frame");
+      return 0;
+    }
+    if (n != -EAGAIN)
+      die(LEDGER_EXIT_PROTOCOL, (int)n, "ledger: protocol: reading a frame failed: %s",
+          airlock_strerror((int)-n));
+    send_acks();   /* nothing more to read now: answer what was */
+    idle_work();
+    int due = acks.l ? airlock_ledger_sync_due_ms(acks.l) : -1;
+    struct pollfd p = { .fd = CHAN, .events = POLLIN };
+    if (poll(&p, 1, due) == 0) {
+      *timed_out = 1;
+      return 0;
+    }
   }
+}
+
+/* A frame's body decoded (checked first as untrusted bytes): a map. */
+static const msgpack_object *decode(const uint8_t *body, uint32_t len)
+{
   char why[200];
-  if (airlock_msg_check(rd.body, rd.len, why, sizeof why) < 0)
+  if (airlock_msg_check(body, len, why, sizeof why) < 0)
     die(LEDGER_EXIT_PROTOCOL, -EPROTO, "ledger: protocol: the producer sent bytes that are not "
         "one message (%s)", why);
   msgpack_zone_clear(&msg_zone);
-  if (rd.len > (64u << 10)) {   /* a big frame's chunk is not kept for the next ones */
+  if (len > (64u << 10)) {   /* a big frame's chunk is not kept for the next ones */
     msgpack_zone_destroy(&msg_zone);
     msgpack_zone_init(&msg_zone, 4096);
   }
   size_t off = 0;
-  if (msgpack_unpack((const char *)rd.body, rd.len, &off, &msg_zone, &msg) != MSGPACK_UNPACK_SUCCESS ||
-      off != rd.len || msg.type != MSGPACK_OBJECT_MAP)
+  if (msgpack_unpack((const char *)body, len, &off, &msg_zone, &msg) != MSGPACK_UNPACK_SUCCESS ||
+      off != len || msg.type != MSGPACK_OBJECT_MAP)
     die(LEDGER_EXIT_PROTOCOL, -EPROTO, "ledger: protocol: a message must be a map");
   return &msg;
 }
@@ -343,16 +373,129 @@ static const msgpack_object *blob_map(const msgpack_object *m, const char *key, 
   return obj;
 }
 
-/* A producer never names the session, a seq or a grant: what it is writing
-** to is this process's grant. A message that tries is a lie, and ends it. */
-static void no_identity(const msgpack_object *m)
+/* A request's fields, found in one pass over its map. A producer never names
+** the session, a seq or a grant: what it is writing to is this process's
+** grant. A message that tries is a lie, and ends it. */
+struct request {
+  const msgpack_object *t, *kind, *run, *fields, *session;
+};
+
+static int key_is(const msgpack_object *k, const char *w, size_t n)
+{
+  return k->via.str.size == n && memcmp(k->via.str.ptr, w, n) == 0;
+}
+
+static void scan(const msgpack_object *m, struct request *r)
 {
   static const char *const own[] = { "session_id", "grant", "dir", "seq", "id", NULL };
-  for (const char *const *k = own; *k; k++)
-    if (airlock_msg_field(m, *k) != NULL)
-      die(LEDGER_EXIT_PROTOCOL, -EPERM, "ledger: protocol: the producer named '%s' in its "
-          "message; the session, its seqs and the grant are the ledger process's own, never a "
-          "producer's; the ledger process ends the connection", *k);
+  memset(r, 0, sizeof *r);
+  for (uint32_t i = 0; i < m->via.map.size; i++) {
+    const msgpack_object *k = &m->via.map.ptr[i].key, *v = &m->via.map.ptr[i].val;
+    if (k->type != MSGPACK_OBJECT_STR)
+      continue;
+    if (key_is(k, "t", 1)) r->t = v;
+    else if (key_is(k, "kind", 4)) r->kind = v;
+    else if (key_is(k, "run", 3)) r->run = v;
+    else if (key_is(k, "fields", 6)) r->fields = v;
+    else if (key_is(k, "session", 7)) r->session = v;
+    else
+      for (const char *const *o = own; *o; o++)
+        if (key_is(k, *o, strlen(*o)))
+          die(LEDGER_EXIT_PROTOCOL, -EPERM, "ledger: protocol: the producer named '%s' in its "
+              "message; the session, its seqs and the grant are the ledger process's own, never a "
+              "producer's; the ledger process ends the connection", *o);
+  }
+}
+
+/* An append as producers send it: a map of t = "append", kind (a string),
+** run (an unsigned integer) and fields (bin) or not, nothing else, each once.
+** Read in place, every length bounded by the frame's; 1 when the frame is
+** exactly that. Anything else is 0, and the general path decodes it and says
+** what is wrong with it (or what it is). */
+struct quick {
+  const char *kind, *fields;
+  uint32_t kn, fn;
+  uint64_t run;
+};
+
+static int quick_append(const uint8_t *b, uint32_t len, struct quick *q)
+{
+  if (len < 1 || (b[0] != 0x83 && b[0] != 0x84))
+    return 0;
+  unsigned pairs = b[0] & 0x0f, seen = 0;
+  size_t p = 1;
+  q->fields = NULL;
+  q->fn = 0;
+  for (unsigned i = 0; i < pairs; i++) {
+    if (p >= len || b[p] < 0xa1 || b[p] > 0xa6)
+      return 0;
+    size_t kl = b[p] & 0x1f;
+    if (len - p - 1 < kl + 1)
+      return 0;
+    const char *k = (const char *)b + p + 1;
+    p += 1 + kl;
+    uint8_t tag = b[p++];
+    uint64_t n = 0;
+    unsigned lb = 0;
+    if (kl == 1 && k[0] == 't' && !(seen & 1)) {
+      if (tag != 0xa6 || len - p < 6 || memcmp(b + p, "append", 6) != 0)
+        return 0;
+      p += 6;
+      seen |= 1;
+      continue;
+    }
+    if (kl == 4 && memcmp(k, "kind", 4) == 0 && !(seen & 2)) {
+      if (tag >= 0xa0 && tag <= 0xbf) n = tag & 0x1f;
+      else if (tag == 0xd9 && p < len) n = b[p++];
+      else return 0;
+      if (len - p < n)
+        return 0;
+      q->kind = (const char *)b + p;
+      q->kn = (uint32_t)n;
+      p += n;
+      seen |= 2;
+      continue;
+    }
+    if (kl == 3 && memcmp(k, "run", 3) == 0 && !(seen & 4)) {
+      if (tag <= 0x7f) n = tag;
+      else if (tag >= 0xcc && tag <= 0xcf) lb = 1u << (tag - 0xcc);
+      else return 0;
+      if (len - p < lb)
+        return 0;
+      for (unsigned j = 0; j < lb; j++)
+        n = n << 8 | b[p + j];
+      p += lb;
+      q->run = n;
+      seen |= 4;
+      continue;
+    }
+    if (kl == 6 && memcmp(k, "fields", 6) == 0 && !(seen & 8)) {
+      if (tag < 0xc4 || tag > 0xc6)
+        return 0;
+      lb = 1u << (tag - 0xc4);
+      if (len - p < lb)
+        return 0;
+      for (unsigned j = 0; j < lb; j++)
+        n = n << 8 | b[p + j];
+      p += lb;
+      if (len - p < n)
+        return 0;
+      q->fields = (const char *)b + p;
+      q->fn = (uint32_t)n;
+      p += n;
+      seen |= 8;
+      continue;
+    }
+    return 0;
+  }
+  return p == len && (seen & 7) == 7 && pairs == (seen & 8 ? 4u : 3u);
+}
+
+static int request_is(const struct request *r, const char *w)
+{
+  size_t n = strlen(w);
+  return r->t != NULL && r->t->type == MSGPACK_OBJECT_STR && r->t->via.str.size == n &&
+         memcmp(r->t->via.str.ptr, w, n) == 0;
 }
 
 /* ------------------------------------------------------------------ write mode */
@@ -403,18 +546,22 @@ static int serve_write(int argc, char **argv)
 
   /* The first message: the new session's fields, if any. */
   int timed_out;
-  const msgpack_object *m = next_frame(-1, &timed_out);
-  if (m == NULL)
+  const uint8_t *body;
+  uint32_t blen;
+  if (!next_body(&body, &blen, &timed_out))
     return LEDGER_EXIT_OK;
-  if (!ledger_proto_is(m, "open"))
+  const msgpack_object *m = decode(body, blen);
+  struct request req;
+  scan(m, &req);
+  if (!request_is(&req, "open"))
     die(LEDGER_EXIT_PROTOCOL, -EPROTO, "ledger: protocol: the first message must be 'open'");
-  no_identity(m);
   msgpack_zone zone;
   msgpack_zone_init(&zone, 4096);
   msgpack_object sfields;
   airlock_ledger_opts o = { .create = (int)create, .durability = durability,
                             .batch_ms = (unsigned)batch_ms, .seal_bytes = seal_bytes,
-                            .coalesce = 1 };   /* written once per batch of requests, before its ack */
+                            .coalesce = 1,     /* written once per batch of requests, before its ack */
+                            .seal_stepped = 1 };   /* compressed in idle time: idle_work */
   o.session_fields = blob_map(m, "session", &zone, &sfields);
   airlock_ledger *l;
   airlock_ledger_report rep;
@@ -435,38 +582,48 @@ static int serve_write(int argc, char **argv)
   }
   hello(l, &rep);
   acks.l = l;
-  msgpack_zone_init(&zone, 4096);
 
   for (;;) {
-    int due = airlock_ledger_sync_due_ms(l);
-    m = next_frame(due, &timed_out);
+    int got = next_body(&body, &blen, &timed_out);
     if (timed_out) {
       airlock_ledger_tick(l);   /* a failure is sticky: the next append is refused */
       continue;
     }
-    if (m == NULL)
+    if (!got)
       break;
     if (acks.n == 0)   /* with acks to send, the commit follows them (send_acks) */
       airlock_ledger_tick(l);
-    no_identity(m);
-    if (ledger_proto_is(m, "append")) {
-      const char *kind;
-      uint32_t kn;
-      uint64_t run;
+    struct quick q = { 0 };
+    int quick = quick_append(body, blen, &q);
+    if (!quick) {
+      m = decode(body, blen);
+      scan(m, &req);
+    }
+    if (quick || request_is(&req, "append")) {
       char kbuf[AIRLOCK_LEDGER_KIND_MAX + 2];
-      if (!ledger_proto_str(m, "kind", &kind, &kn) || !ledger_proto_u64(m, "run", &run))
-        die(LEDGER_EXIT_PROTOCOL, -EPROTO, "ledger: protocol: append needs kind (a string) and "
-            "run (an unsigned integer)");
+      if (!quick) {
+        if (req.kind == NULL || req.kind->type != MSGPACK_OBJECT_STR || req.run == NULL ||
+            req.run->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+          die(LEDGER_EXIT_PROTOCOL, -EPROTO, "ledger: protocol: append needs kind (a string) and "
+              "run (an unsigned integer)");
+        if (req.fields != NULL && req.fields->type != MSGPACK_OBJECT_BIN)
+          die(LEDGER_EXIT_PROTOCOL, -EPROTO, "ledger: protocol: field 'fields' must be a packed "
+              "map (bin)");
+        q.kind = req.kind->via.str.ptr;
+        q.kn = req.kind->via.str.size;
+        q.run = req.run->via.u64;
+        q.fields = req.fields ? req.fields->via.bin.ptr : NULL;
+        q.fn = req.fields ? req.fields->via.bin.size : 0;
+      }
       /* a kind too long for a word is the ledger's own refusal, with its message */
+      const char *kind = q.kind;
+      uint32_t kn = q.kn;
       if (kn > AIRLOCK_LEDGER_KIND_MAX)
         kn = AIRLOCK_LEDGER_KIND_MAX + 1;
       memcpy(kbuf, kind, kn);
       kbuf[kn] = '\0';
       if (memchr(kind, '\0', kn) != NULL)
         kbuf[0] = '\0';
-      msgpack_zone_clear(&zone);   /* one zone for every append: no allocation per record */
-      msgpack_object fobj;
-      const msgpack_object *fields = blob_map(m, "fields", &zone, &fobj);
       uint64_t before = airlock_ledger_size(l), seq = 0;
       if (max_bytes > 0 && before >= max_bytes) {
         snprintf(err, sizeof err, "ledger: the session's journal has reached %" PRIu64 " bytes, "
@@ -475,11 +632,11 @@ static int serve_write(int argc, char **argv)
         refuse(-EDQUOT, err, 0);
         continue;
       }
-      rc = airlock_ledger_append(l, kbuf, run, fields, &seq);
-      if (rd.len > (64u << 10)) {   /* a big record's chunk is not kept for the next ones */
-        msgpack_zone_destroy(&zone);
-        msgpack_zone_init(&zone, 4096);
-      }
+      /* the fields' pairs go into the record as they came, checked, not re-encoded */
+      rc = airlock_ledger_append_packed(l, kbuf, q.run, q.fields, q.fn, &seq);
+      if (rc == -EPROTO)
+        die(LEDGER_EXIT_PROTOCOL, rc, "ledger: protocol: field 'fields' is not one packed map "
+            "(%s)", airlock_ledger_error(l));
       if (rc < 0) {
         refuse(rc, airlock_ledger_error(l), 0);
         continue;
@@ -489,7 +646,7 @@ static int serve_write(int argc, char **argv)
       acks.seq = seq;
       if (acks.n >= ACK_MAX)
         send_acks();
-    } else if (ledger_proto_is(m, "flush")) {
+    } else if (request_is(&req, "flush")) {
       send_acks();
       rc = airlock_ledger_flush(l);
       if (rc < 0) {
@@ -499,7 +656,7 @@ static int serve_write(int argc, char **argv)
       begin("synced", 2);
       kv_u64("durable", airlock_ledger_durable_seq(l));
       send_frame();
-    } else if (ledger_proto_is(m, "close")) {
+    } else if (request_is(&req, "close")) {
       break;
     } else {
       const char *t = "?";
@@ -511,7 +668,6 @@ static int serve_write(int argc, char **argv)
   }
   send_acks();
   acks.l = NULL;
-  msgpack_zone_destroy(&zone);
   /* durability none promised no sync, and gets none at the end either */
   rc = durability == AIRLOCK_DURABLE_NONE ? 0 : airlock_ledger_flush(l);
   snprintf(err, sizeof err, "%s", rc < 0 ? airlock_ledger_error(l) : "");
@@ -762,7 +918,8 @@ int main(int argc, char **argv)
   if (!hex_word(g, LEDGER_PROTO_GRANT_HEX))
     _exit(LEDGER_EXIT_USAGE);
   memcpy(grant, g, sizeof grant);
-  airlock_frame_reader_init(&rd, LEDGER_PROTO_FRAME_MAX);
+  if (ledger_inbox_init(&in, LEDGER_PROTO_FRAME_MAX) < 0)
+    _exit(LEDGER_EXIT_USAGE);
   msgpack_zone_init(&msg_zone, 4096);
   if (strcmp(mode, "write") == 0) return serve_write(argc, argv);
   if (strcmp(mode, "read") == 0) return serve_read(argc, argv);

@@ -206,6 +206,14 @@ describe("airlock bench ledger --quick --json", function()
     end
     assert.are.equal(0.8, r.targets.process_over_batch)
     assert.are.equal(1.2, r.targets.always_over_fdatasync)
+    -- the worst waits across seals, beside the same appends never sealed
+    assert.is_true(r.seal_stall.seals >= 1, "the seal stall run sealed nothing")
+    assert.equal(0, r.no_seal.seals)
+    for _, k in ipairs { "seal_stall", "no_seal" } do
+      assert.equal(12000, r[k].appends)
+      positive(r[k].p50_ms, k .. ".p50_ms")
+      assert.is_true(r[k].p99_ms >= r[k].p50_ms and r[k].max_ms >= r[k].p99_ms, k)
+    end
   end)
 end)
 

@@ -306,6 +306,50 @@ describe("a hostile producer", function()
     assert.equal(1, count(b))
   end)
 
+  -- An append's fields are a producer's bytes, copied into the record as they
+  -- came: each wrong shape is refused before anything is written, beside a
+  -- control append that goes in.
+  it("that sends fields that are not one map of its own keys is refused, nothing of it written", function()
+    local function append_with(fields)
+      return frame(string.char(0x84) .. mp("fields") .. string.char(0xc4, #fields) .. fields ..
+                   mp("kind") .. mp("call") .. mp("run") .. mp(1) .. mp("t") .. mp("append"))
+    end
+    for _, case in ipairs {
+      { fields = mp { seq = 7 }, says = "field 'seq' is the ledger's own and cannot be given" },
+      { fields = mp { t = 1 }, says = "field 't' is the ledger's own" },
+      { fields = string.char(0x81, 0x01, 0x01), says = "has a key that is not a string" },
+      { fields = string.char(0x81, 0xa1) .. "n", says = "is not one packed map" },   -- no value
+      { fields = string.char(0xdf, 0xff, 0xff, 0xff, 0xff), says = "is not one packed map" },
+      { fields = mp { n = 1 } .. "x", says = "1 bytes follow the record fields' map" },
+      { fields = mp("n"), says = "record fields must be a map" },
+    } do
+      local d = tmpdir()
+      local L = assert(ledger.open(d, { create = true }))
+      assert.equal(2, (L:append("call", 1, { n = 1 })))   -- the control
+      assert(L:raw_send(append_with(case.fields)))
+      local seq, err = L:append("call", 1, { n = 2 })
+      assert.is_nil(seq, case.says)
+      assert.matches(case.says, err, 1, true)
+      L:close()
+      local v = ledger.verify(d)
+      assert.is_true(v.ok, v.reason)
+      for rec in ledger.records(d) do
+        assert.is_true(rec.seq == 1 or rec.n == 1 or rec.n == 2, case.says)
+      end
+    end
+    -- the same frame with well-formed fields is written, its pairs as they came
+    local d = tmpdir()
+    local L = assert(ledger.open(d, { create = true }))
+    assert(L:raw_send(append_with(mp { effect = "fs.read", n = 9 })))
+    L:close()
+    local got
+    for rec in ledger.records(d) do got = rec end
+    assert.equal(2, got.seq)
+    assert.equal("call", got.kind)
+    assert.equal(9, got.n)
+    assert.equal("fs.read", got.effect)
+  end)
+
   it("that sends a 4 GiB frame header is refused before any allocation", function()
     local d = tmpdir()
     local L = assert(ledger.open(d, { create = true }))

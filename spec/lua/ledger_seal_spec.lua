@@ -125,3 +125,96 @@ describe("sealed segments", function()
     assert.is_true(ledger.verify(control).ok)
   end)
 end)
+
+-- A seal runs in steps, in the ledger process's idle time, while appends go
+-- on. Killing the process (-9, the real one) in each of its phases must leave
+-- a session that reads and verifies as it stands, reopens, and holds every
+-- acknowledged record: while the segment is written (segment.000001.tmp), and
+-- after it is in place while the journal is being replaced (journal.tmp; the
+-- journal then repeats the segment, which readers skip and the next open
+-- drops). The process is stopped (SIGSTOP) once the phase is seen, so the
+-- kill lands in it, not after it.
+describe("a ledger process killed -9 in the middle of a seal", function()
+  after_each(function()
+    for _, d in ipairs(dirs) do os.execute("rm -rf '" .. d .. "'") end
+    dirs = {}
+  end)
+
+  local function signal(sig, pid)
+    os.execute("env -u LD_PRELOAD kill -" .. sig .. " " .. pid)
+  end
+
+  local function kill_in(phase, seal_bytes)
+    local d = tmpdir()
+    local L = assert(ledger.open(d, { create = true, seal_bytes = seal_bytes }))
+    local pid = L:pid()
+    local acked, caught = 0, false
+    local pad = ("record of a run, "):rep(20)
+    -- bursts of queued appends, each then acknowledged whole (sync): the
+    -- journal grows while the seal runs, so its tail takes steps of its own
+    local i = 0
+    for _ = 1, 2000 do
+      for _ = 1, 500 do
+        i = i + 1
+        assert(L:append("call", 1, { i = i, pad = pad }, false))
+      end
+      assert(L:sync())
+      acked = L:head()
+      assert.equal(i + 1, acked)
+      if exists(d .. "/" .. phase) then
+        signal("STOP", pid)
+        if exists(d .. "/" .. phase) then
+          caught = true
+          break
+        end
+        signal("CONT", pid)
+      end
+    end
+    assert.is_true(caught, "the seal never showed " .. phase .. " between appends")
+    H.kill_dead(pid)
+    L:close()
+    return d, acked
+  end
+
+  for _, case in ipairs {
+    -- a large segment takes many steps (128 KiB each) to write; a small one
+    -- is written in one idle spell, and its journal's tail then takes steps
+    { phase = "segment.000001.tmp", seal_bytes = 8 << 20, what = "while the segment is written" },
+    { phase = "journal.tmp", seal_bytes = 1 << 20,
+      what = "after the segment is in place, before the journal is replaced" },
+  } do
+    it(case.what .. ": it verifies as it stands, reopens, and holds every acknowledged record", function()
+      local d, acked = kill_in(case.phase, case.seal_bytes)
+      -- as the crash left it: readers see every acknowledged record, once, in order
+      local v = ledger.verify(d)
+      assert.is_true(v.ok, v.reason)
+      assert.is_true(v.last_seq >= acked, v.last_seq .. " < " .. acked)
+      local n = 0
+      for rec in ledger.records(d) do
+        n = n + 1
+        assert.equal(n, rec.seq)
+        if rec.seq > 1 then assert.equal(rec.seq - 1, rec.i) end
+      end
+      assert.equal(v.records, n)
+      -- a new ledger process reopens it and goes on; the .tmp files are gone
+      local L2 = assert(ledger.open(d, { seal_bytes = case.seal_bytes }))
+      assert.is_true(L2:report().last_seq >= acked)
+      assert.is_false(exists(d .. "/" .. case.phase))
+      local next = L2:report().last_seq + 1
+      assert.equal(next, (L2:append("resume", 1, { input = "after" })))
+      L2:close()
+      local v2 = ledger.verify(d)
+      assert.is_true(v2.ok, v2.reason)
+      assert.equal(next, v2.last_seq)
+      assert.equal(v.head:match("^%d+") + 0 + 1, next)
+      if case.phase == "journal.tmp" then
+        -- the reopen dropped the repeat: the journal starts after the segment
+        local f = assert(io.open(d .. "/journal", "rb"))
+        local size = f:seek("end")
+        f:close()
+        assert.is_true(exists(d .. "/segment.000001"))
+        assert.is_true(size < case.seal_bytes, tostring(size))
+      end
+    end)
+  end
+end)
