@@ -704,6 +704,27 @@ static void maybe_seal(airlock_ledger *l)
     l->seal_at = l->off - l->base + l->seal_bytes / 4 + 1;
 }
 
+/* The record packed in l->sb, checked as a reader will read it (a body a
+** reader would refuse, nesting over the limit, is never written) and
+** committed. -> 0 with its seq in *seq_out, or the error. */
+static int check_and_commit(airlock_ledger *l, uint64_t *seq_out)
+{
+  char why[160];
+  size_t len = l->sb.size - LEDGER_HDR;
+  if (len <= AIRLOCK_LEDGER_BODY_MAX &&
+      airlock_msg_check(l->sb.data + LEDGER_HDR, len, why, sizeof why) < 0) {
+    release_big_buffer(l);
+    return set_err(l, -EINVAL, "ledger: record seq %" PRIu64 " cannot be read back: %s",
+                   l->seq + 1, why);
+  }
+  int rc = commit(l);
+  if (rc < 0)
+    return rc;
+  if (seq_out != NULL)
+    *seq_out = l->seq;
+  return 0;
+}
+
 /* The journal is generic: what kinds of record there are is its users' (the
 ** Lua session layer writes init, call, reply, pause, resume, done). A kind
 ** is only held to be a short word, and "session" is the ledger's own. */
@@ -735,20 +756,7 @@ int airlock_ledger_append(airlock_ledger *l, const char *kind, uint64_t run,
     release_big_buffer(l);
     return set_err(l, -ENOMEM, "ledger: out of memory packing record seq %" PRIu64, l->seq + 1);
   }
-  /* never write a body that a reader would refuse (nesting over the limit) */
-  char why[160];
-  size_t len = l->sb.size - LEDGER_HDR;
-  if (len <= AIRLOCK_LEDGER_BODY_MAX &&
-      airlock_msg_check(l->sb.data + LEDGER_HDR, len, why, sizeof why) < 0) {
-    release_big_buffer(l);
-    return set_err(l, -EINVAL, "ledger: record seq %" PRIu64 " cannot be read back: %s",
-                   l->seq + 1, why);
-  }
-  if ((rc = commit(l)) < 0)
-    return rc;
-  if (seq_out != NULL)
-    *seq_out = l->seq;
-  return 0;
+  return check_and_commit(l, seq_out);
 }
 
 /* Skips one msgpack object at b[*pos, len): 0, or -1 when it does not fit.
@@ -878,20 +886,7 @@ int airlock_ledger_append_packed(airlock_ledger *l, const char *kind, uint64_t r
     release_big_buffer(l);
     return set_err(l, -ENOMEM, "ledger: out of memory packing record seq %" PRIu64, l->seq + 1);
   }
-  char why[160];
-  size_t len = l->sb.size - LEDGER_HDR;
-  if (len <= AIRLOCK_LEDGER_BODY_MAX &&
-      airlock_msg_check(l->sb.data + LEDGER_HDR, len, why, sizeof why) < 0) {
-    release_big_buffer(l);
-    return set_err(l, -EINVAL, "ledger: record seq %" PRIu64 " cannot be read back: %s",
-                   l->seq + 1, why);
-  }
-  int rc = commit(l);
-  if (rc < 0)
-    return rc;
-  if (seq_out != NULL)
-    *seq_out = l->seq;
-  return 0;
+  return check_and_commit(l, seq_out);
 }
 
 /* Appends a body as it is (branch copies records); its seq must be the next. */

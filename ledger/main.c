@@ -407,6 +407,15 @@ static void scan(const msgpack_object *m, struct request *r)
   }
 }
 
+/* The big-endian unsigned integer in b[0..n), n at most 8. */
+static uint64_t be_uint(const uint8_t *b, unsigned n)
+{
+  uint64_t v = 0;
+  for (unsigned j = 0; j < n; j++)
+    v = v << 8 | b[j];
+  return v;
+}
+
 /* An append as producers send it: a map of t = "append", kind (a string),
 ** run (an unsigned integer) and fields (bin) or not, nothing else, each once.
 ** Read in place, every length bounded by the frame's; 1 when the frame is
@@ -462,8 +471,7 @@ static int quick_append(const uint8_t *b, uint32_t len, struct quick *q)
       else return 0;
       if (len - p < lb)
         return 0;
-      for (unsigned j = 0; j < lb; j++)
-        n = n << 8 | b[p + j];
+      n = be_uint(b + p, lb);
       p += lb;
       q->run = n;
       seen |= 4;
@@ -475,8 +483,7 @@ static int quick_append(const uint8_t *b, uint32_t len, struct quick *q)
       lb = 1u << (tag - 0xc4);
       if (len - p < lb)
         return 0;
-      for (unsigned j = 0; j < lb; j++)
-        n = n << 8 | b[p + j];
+      n = be_uint(b + p, lb);
       p += lb;
       if (len - p < n)
         return 0;

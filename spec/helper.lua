@@ -81,6 +81,15 @@ function H.kill_dead(pid)
   until st == nil or st == "Z" or os.time() - t0 > 10
 end
 
+-- Steps broker b until n runs have ended; -> their results by run id.
+function H.step_all(b, n)
+  local results, ended = {}, 0
+  while ended < n do
+    for _, res in ipairs(assert(b:step(-1))) do results[res.run], ended = res, ended + 1 end
+  end
+  return results
+end
+
 function H.tmpdir()
   local p = io.popen("mktemp -d /tmp/airlock-spec-XXXXXX")
   local d = p:read("l")

@@ -567,10 +567,7 @@ describe("handlers.http", function()
         if not ok then return "refused: " .. tostring(r) end
         return r.body ]], url, i) })
     end
-    local results, n = {}, 0
-    while n < 12 do
-      for _, res in ipairs(assert(b:step(-1))) do results[res.run], n = res, n + 1 end
-    end
+    local results = require("helper").step_all(b, 12)
     for i, run in ipairs(runs) do
       local res = results[run:id()]
       assert.equal("ok", res.cause, res.message)

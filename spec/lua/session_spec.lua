@@ -178,10 +178,7 @@ describe("many recorded runs on one broker", function()
       runs[i] = assert(b:start { guest = "local s = 0 for i = 1, 60 do s = s + host.double(i) end return s",
                                  policy = pol, ledger = l })
     end
-    local results, ended = {}, 0
-    while ended < 8 do
-      for _, res in ipairs(assert(b:step(-1))) do results[res.run], ended = res, ended + 1 end
-    end
+    local results = require("helper").step_all(b, 8)
     for i, run in ipairs(runs) do
       local res = results[run:id()]
       local calls = 0
@@ -224,10 +221,7 @@ describe("many recorded runs sending notes, then a call", function()
         for i = 1, 40 do host.move(i) host.move(-i) s = s + host.ask(i) end
         return s ]] })
     end
-    local results, ended = {}, 0
-    while ended < 6 do
-      for _, res in ipairs(assert(b:step(-1))) do results[res.run], ended = res, ended + 1 end
-    end
+    local results = require("helper").step_all(b, 6)
     for i, run in ipairs(runs) do
       local res, got = results[run:id()], seen[run:id()] or {}
       local recorded = {}
