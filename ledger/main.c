@@ -471,7 +471,8 @@ static int quick_append(const uint8_t *b, uint32_t len, struct quick *q)
       else return 0;
       if (len - p < lb)
         return 0;
-      n = be_uint(b + p, lb);
+      if (lb > 0)                 /* else a positive fixint: the tag is the value */
+        n = be_uint(b + p, lb);
       p += lb;
       q->run = n;
       seen |= 4;
