@@ -739,8 +739,9 @@ static int kind_word(const char *kind)
   return n <= AIRLOCK_LEDGER_KIND_MAX && kind[n] == '\0';
 }
 
-int airlock_ledger_append(airlock_ledger *l, const char *kind, uint64_t run,
-                          const msgpack_object *fields, uint64_t *seq_out)
+/* 0 when l takes a record of this kind now, else the error: a sticky one,
+** or a kind that is not a record kind. */
+static int may_append(airlock_ledger *l, const char *kind)
 {
   if (l->sticky)
     return l->sticky;
@@ -748,7 +749,16 @@ int airlock_ledger_append(airlock_ledger *l, const char *kind, uint64_t run,
     return set_err(l, -EINVAL, "ledger: '%.32s' is not a record kind: a word of 1 to %d "
                    "lower-case letters, digits, '.', '_' or '-', other than 'session' (the "
                    "ledger's own)", kind ? kind : "(null)", AIRLOCK_LEDGER_KIND_MAX);
-  int rc = check_fields(l, fields, reserved_record);
+  return 0;
+}
+
+int airlock_ledger_append(airlock_ledger *l, const char *kind, uint64_t run,
+                          const msgpack_object *fields, uint64_t *seq_out)
+{
+  int rc = may_append(l, kind);
+  if (rc < 0)
+    return rc;
+  rc = check_fields(l, fields, reserved_record);
   if (rc < 0)
     return rc;
   uint32_t extra = fields ? fields->via.map.size : 0;
@@ -821,12 +831,9 @@ static int skip_object(const uint8_t *b, size_t len, size_t *pos)
 int airlock_ledger_append_packed(airlock_ledger *l, const char *kind, uint64_t run,
                                  const void *fields, size_t n, uint64_t *seq_out)
 {
-  if (l->sticky)
-    return l->sticky;
-  if (!kind_word(kind))
-    return set_err(l, -EINVAL, "ledger: '%.32s' is not a record kind: a word of 1 to %d "
-                   "lower-case letters, digits, '.', '_' or '-', other than 'session' (the "
-                   "ledger's own)", kind ? kind : "(null)", AIRLOCK_LEDGER_KIND_MAX);
+  int rc = may_append(l, kind);
+  if (rc < 0)
+    return rc;
   /* SECURITY: the fields are a producer's bytes: the top-level map's keys are
   ** read with every length bounded, and the body they go into is checked
   ** whole (airlock_msg_check) before it is hashed or written. */

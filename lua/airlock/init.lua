@@ -62,12 +62,11 @@ end
 
 -- A guest is Lua source, or the path of a .lua file. level: where a wrong type
 -- is reported (as error's; default 3, the caller of its caller).
-local byte = string.byte
 local function load_guest(guest, name, level)
   if type(guest) ~= "string" then
     error("airlock: 'guest' must be Lua source or the path of a .lua file", level or 3)
   end
-  if byte(guest, -4) == 46 and guest:sub(-3) == "lua" and not guest:find("\n", 1, true) then   -- "%.lua$"
+  if guest:sub(-4) == ".lua" and not guest:find("\n", 1, true) then
     local src, err = require("airlock.util").read_file(guest)
     if not src then return nil, "guest: cannot read " .. err end
     return src, name or guest:match("([^/]+)$")
@@ -542,8 +541,7 @@ end
 -- Only the checks come before the start frame: the rest of the host's side
 -- is done while the worker wakes (its calls are read in b:step, later).
 local function pooled_start(b, p, opts)
-  local f = p.fast
-  if f == nil then f = pool_fast(p) end
+  local f = pool_fast(p)
   if not f then return nil end
   local source, name = load_guest(opts.guest, opts.name, CALLER)
   if not source then return nil, name end

@@ -725,6 +725,13 @@ static int l_broker_start(lua_State *L) {
   return 1;
 }
 
+/* Whether the call ev of run lr is still to be given to admission: its run
+** is recorded (or not looked at yet), and admit_calls has not looked at this
+** call (one a run sent after its notes, in this step, comes in a second round). */
+static int needs_admission(const lrun *lr, const airlock_event *ev) {
+  return lr->recorded >= 0 && !(lr->recorded > 0 && lr->admitted == ev->id);
+}
+
 /* The calls waiting in the queue of recorded runs (whose ctx has admit, a
 ** function): admit(effect, args, id) for each, before any call is handled,
 ** then the first one's ctx.admit_flush() once. The recorder queues each call
@@ -747,7 +754,7 @@ static void admit_calls(lua_State *L, lbroker *lb, int runs) {
     if (lua_rawgeti(L, runs, (lua_Integer)airlock_run_serial(ev->run)) != LUA_TUSERDATA) continue;
     int runud = lua_gettop(L);
     lrun *lr = lua_touserdata(L, runud);
-    if (lr->recorded < 0 || (lr->recorded > 0 && lr->admitted == ev->id)) continue;
+    if (!needs_admission(lr, ev)) continue;
     lua_getiuservalue(L, runud, RUV_CTX);
     int ctxt = lua_gettop(L);
     if (lua_getfield(L, ctxt, "admit") != LUA_TFUNCTION) { lr->recorded = -1; continue; }
@@ -771,13 +778,6 @@ static void admit_calls(lua_State *L, lbroker *lb, int runs) {
   lua_settop(L, fslot);
   if (lua_isfunction(L, fslot)) lua_pcall(L, 0, 0, 0);
   lua_settop(L, top);
-}
-
-/* Whether the call ev of run lr should be admitted before it is handled: its
-** run is recorded (or not looked at yet), and this call was not waiting when
-** the step's admissions were made (a run's call after its notes). */
-static int needs_admission(const lrun *lr, const airlock_event *ev) {
-  return lr->recorded >= 0 && !(lr->recorded > 0 && lr->admitted == ev->id);
 }
 
 /* b:_step(timeout_ms) -> list of finished results (each also kept by its run) */

@@ -156,6 +156,20 @@ describe("a run recorded in a ledger", function()
   end)
 end)
 
+-- n recorded runs of guest under pol on broker b, each in a session of its
+-- own (dirs[i], runs[i]); the third's ledger is opened here, so a spec can
+-- kill its process: -> that ledger.
+local function start_recorded(b, n, pol, guest, dirs, runs)
+  local victim
+  for i = 1, n do
+    dirs[i] = tmpdir()
+    local l = i == 3 and assert(ledger.open(dirs[i], { create = true })) or dirs[i]
+    if i == 3 then victim = l end
+    runs[i] = assert(b:start { guest = guest, policy = pol, ledger = l })
+  end
+  return victim
+end
+
 describe("many recorded runs on one broker", function()
   -- b:step records the calls waiting in all of them first (each ledger
   -- process gets its records, then each is waited for), then handles them.
@@ -171,13 +185,8 @@ describe("many recorded runs on one broker", function()
         end
         return n * 2
       end } }
-    for i = 1, 8 do
-      dirs[i] = tmpdir()
-      local l = i == 3 and assert(ledger.open(dirs[i], { create = true })) or dirs[i]
-      if i == 3 then victim = l end
-      runs[i] = assert(b:start { guest = "local s = 0 for i = 1, 60 do s = s + host.double(i) end return s",
-                                 policy = pol, ledger = l })
-    end
+    victim = start_recorded(b, 8, pol, "local s = 0 for i = 1, 60 do s = s + host.double(i) end return s",
+                            dirs, runs)
     local results = require("helper").step_all(b, 8)
     for i, run in ipairs(runs) do
       local res = results[run:id()]
@@ -212,15 +221,10 @@ describe("many recorded runs sending notes, then a call", function()
         if n == 20 and victim and ctx.run == runs[1]:id() then require("helper").kill_dead(victim:pid()) end
         return n
       end } }
-    for i = 1, 6 do
-      dirs[i] = tmpdir()
-      local l = i == 3 and assert(ledger.open(dirs[i], { create = true })) or dirs[i]
-      if i == 3 then victim = l end
-      runs[i] = assert(b:start { policy = pol, ledger = l, guest = [[
-        local s = 0
-        for i = 1, 40 do host.move(i) host.move(-i) s = s + host.ask(i) end
-        return s ]] })
-    end
+    victim = start_recorded(b, 6, pol, [[
+      local s = 0
+      for i = 1, 40 do host.move(i) host.move(-i) s = s + host.ask(i) end
+      return s ]], dirs, runs)
     local results = require("helper").step_all(b, 6)
     for i, run in ipairs(runs) do
       local res, got = results[run:id()], seen[run:id()] or {}
