@@ -14,9 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <poll.h>
 #include <sqlite3.h>
 
 #include "airlock.h"
@@ -213,6 +216,70 @@ static struct result run_fdatasync(const char *path, double seconds)
   close(fd);
   r.syncs = r.count;
   r.per_s = (double)r.count / (now_s() - t0);
+  return r;
+}
+
+/* The floor of any ledger that runs in a process of its own: a raw child
+** that reads a record over a socketpair, writes it, fdatasyncs it and answers
+** with an ack of a ledger ack's size, while the producer waits, in a loop.
+** Nothing is parsed or hashed: what this costs over run_fdatasync is the
+** process boundary alone (a round trip, and each side's wake-up). */
+#define BOUNDARY_ACK_BYTES 84
+static int read_all(int fd, char *buf, size_t n)
+{
+  for (size_t got = 0; got < n;) {
+    /* poll first, as both ends of the ledger's channel wait: a reader blocked
+    ** in read(2) on a unix socket is also woken when its own last write is
+    ** consumed, a wake-up for nothing */
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+    if (poll(&p, 1, -1) < 0 && errno != EINTR)
+      return -1;
+    ssize_t k = read(fd, buf + got, n - got);
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k <= 0)
+      return -1;
+    got += (size_t)k;
+  }
+  return 0;
+}
+
+static struct result run_boundary(const char *path, double seconds)
+{
+  char rec[ARG_BYTES + 80], ack[BOUNDARY_ACK_BYTES];
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+    die("socketpair (boundary baseline)", strerror(errno));
+  pid_t pid = fork();
+  if (pid < 0)
+    die("fork (boundary baseline)", strerror(errno));
+  if (pid == 0) {
+    close(sv[0]);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd < 0)
+      _exit(2);
+    memset(ack, 'k', sizeof ack);
+    while (read_all(sv[1], rec, sizeof rec) == 0)
+      if (write(fd, rec, sizeof rec) != (ssize_t)sizeof rec || fdatasync(fd) < 0 ||
+          write(sv[1], ack, sizeof ack) != (ssize_t)sizeof ack)
+        _exit(3);
+    _exit(0);
+  }
+  close(sv[1]);
+  memset(rec, 'r', sizeof rec);
+  struct result r = { 0, 0, 0 };
+  double t0 = now_s(), end = t0 + seconds;
+  do {
+    if (write(sv[0], rec, sizeof rec) != (ssize_t)sizeof rec || read_all(sv[0], ack, sizeof ack) < 0)
+      die("boundary baseline", "the child stopped answering");
+    r.count++;
+  } while (now_s() < end);
+  r.per_s = (double)r.count / (now_s() - t0);
+  close(sv[0]);
+  int status;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    die("boundary baseline", "the child failed");
+  r.syncs = r.count;
   return r;
 }
 
@@ -470,20 +537,28 @@ int main(int argc, char **argv)
   ** would load the disk under whichever came first); the median of each, and
   ** of the three ratios */
   sync();
-  struct result as[3], fss[3];
-  double ar[3];
+  struct result as[3], fss[3], bds[3];
+  double ar[3], br[3], bfr[3];
   for (int i = 0; i < 3; i++) {
     snprintf(dir, sizeof dir, "%s/proc-always-%d", base, i);
     as[i] = run_proc(program, dir, AIRLOCK_DURABLE_ALWAYS, 1, seconds / 2, &f);
     snprintf(dir, sizeof dir, "%s/fdatasync-%d", base, i);
     fss[i] = run_fdatasync(dir, seconds / 2);
+    snprintf(dir, sizeof dir, "%s/boundary-%d", base, i);
+    bds[i] = run_boundary(dir, seconds / 2);
     ar[i] = fss[i].per_s / as[i].per_s;
+    br[i] = bds[i].per_s / as[i].per_s;
+    bfr[i] = fss[i].per_s / bds[i].per_s;
   }
   qsort(as, 3, sizeof as[0], by_rate);
   qsort(fss, 3, sizeof fss[0], by_rate);
+  qsort(bds, 3, sizeof bds[0], by_rate);
   qsort(ar, 3, sizeof ar[0], cmp_double);
+  qsort(br, 3, sizeof br[0], cmp_double);
+  qsort(bfr, 3, sizeof bfr[0], cmp_double);
   pa = as[1];
   fs = fss[1];
+  struct result bd = bds[1];
   /* the worst waits, across seals and without any (the same appends) */
   snprintf(dir, sizeof dir, "%s/seal-stall", base);
   struct stall ss = run_seal_stall(program, dir, STALL_APPENDS, 0);
@@ -499,6 +574,8 @@ int main(int argc, char **argv)
   double ratio = res[1].per_s / sq.per_s;
   double proc_batch = pq.per_s / pb.per_s, proc_sqlite = pq.per_s / sq.per_s;
   double always_sync = ar[1];   /* time per record over one fdatasync's: the median round */
+  double always_boundary = br[1];   /* the same over the raw process boundary's */
+  double boundary_sync = bfr[1];    /* the raw process boundary over one fdatasync */
   if (json) {
     printf("{\"seconds\":%g,\"args_bytes\":%d,\"batch_ms\":%d", seconds, ARG_BYTES, BATCH_MS);
     for (int m = 0; m < 3; m++)
@@ -512,6 +589,7 @@ int main(int argc, char **argv)
            vmbps, rep.bytes, rep.records);
     printf(",\"process_always\":{\"records_per_s\":%.0f,\"records\":%" PRIu64 "}", pa.per_s, pa.count);
     printf(",\"fdatasync\":{\"per_s\":%.0f}", fs.per_s);
+    printf(",\"boundary\":{\"per_s\":%.0f}", bd.per_s);
     printf(",\"batch_interleaved\":{\"records_per_s\":%.0f}", pb.per_s);
     for (int i = 0; i < 2; i++) {
       const struct stall *st = i ? &ns : &ss;
@@ -520,8 +598,10 @@ int main(int argc, char **argv)
              st->p99_ms, st->max_ms);
     }
     printf(",\"ratios\":{\"batch_over_sqlite\":%.1f,\"always_over_sqlite\":%.2f,"
-           "\"process_over_batch\":%.2f,\"process_over_sqlite\":%.1f,\"always_over_fdatasync\":%.2f}",
-           ratio, res[2].per_s / sq.per_s, proc_batch, proc_sqlite, always_sync);
+           "\"process_over_batch\":%.2f,\"process_over_sqlite\":%.1f,\"always_over_fdatasync\":%.2f,"
+           "\"always_over_boundary\":%.2f,\"boundary_over_fdatasync\":%.2f}",
+           ratio, res[2].per_s / sq.per_s, proc_batch, proc_sqlite, always_sync, always_boundary,
+           boundary_sync);
     printf(",\"targets\":{\"batch_over_sqlite\":%.0f,\"verify_mb_per_s\":%.0f,\"process_over_batch\":%.1f,"
            "\"always_over_fdatasync\":%.1f}", TARGET_BATCH_OVER_SQLITE, TARGET_VERIFY_MBPS,
            TARGET_PROC_OVER_BATCH, TARGET_ALWAYS_OVER_SYNC);
@@ -556,6 +636,8 @@ int main(int argc, char **argv)
          "always, process", pa.per_s, "");
   printf("%-26s %12.0f %9s  write(2) + fdatasync of a record's size, in a loop (interleaved, median of 3)\n",
          "fdatasync alone", fs.per_s, "");
+  printf("%-26s %12.0f %9s  a raw child writes, fdatasyncs and answers each record (interleaved, median of 3)\n",
+         "fdatasync, other process", bd.per_s, "");
   printf("%-26s %9.2f ms %9.2f ms  waited 2 KB appends across %u seals: p99, max (p50 %.3f ms)\n",
          "seal stall", ss.p99_ms, ss.max_ms, ss.seals, ss.p50_ms);
   printf("%-26s %9.2f ms %9.2f ms  the same appends, never sealed: p99, max (p50 %.3f ms)\n",
@@ -574,5 +656,7 @@ int main(int argc, char **argv)
          proc_sqlite >= TARGET_BATCH_OVER_SQLITE ? "met" : "MISSED");
   printf("always / fsync   %7.2fx   target <= %.1fx   %s   (time per record, through the process)\n",
          always_sync, TARGET_ALWAYS_OVER_SYNC, always_sync <= TARGET_ALWAYS_OVER_SYNC ? "met" : "MISSED");
+  printf("  of which the process boundary: a raw child's fdatasync / fdatasync alone %.2fx, "
+         "always / the raw child's %.2fx\n", boundary_sync, always_boundary);
   return 0;
 }

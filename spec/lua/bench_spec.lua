@@ -200,6 +200,10 @@ describe("airlock bench ledger --quick --json", function()
     positive(r.batch_interleaved.records_per_s, "in-process batch, interleaved")
     positive(r.process_always.records_per_s, "process always")
     positive(r.fdatasync.per_s, "fdatasync alone")
+    -- the floor of a ledger in its own process: a raw child that syncs and answers
+    positive(r.boundary.per_s, "fdatasync behind a raw process boundary")
+    positive(r.ratios.always_over_boundary, "always over the raw boundary")
+    positive(r.ratios.boundary_over_fdatasync, "the raw boundary over fdatasync alone")
     for _, k in ipairs { "process_over_batch", "process_over_sqlite", "always_over_fdatasync" } do
       positive(r.ratios[k], k)
       assert.is_boolean(r.met[k], k)
