@@ -83,6 +83,12 @@ describe("airlock bench --quick --json", function()
     positive(rss.runs, "parent-rss-per-run.runs")
   end)
 
+  it("says what a round trip costs in CPU on each side, beside the raw ping-pong's", function()
+    local c = bench()["roundtrip-cpu"]
+    assert.is_table(c, "no roundtrip-cpu row")
+    for _, k in ipairs { "cpu_host_us", "cpu_worker_us", "raw_parent_us", "raw_child_us" } do positive(c[k], k) end
+  end)
+
   it("times a pooled start against a raw pre-forked child and fork+exec, from the same run", function()
     local first = measured("warm-first-instruction", "raw prefork wake")
     assert.equal(100, first.target_us)

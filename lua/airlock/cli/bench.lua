@@ -308,14 +308,20 @@ local function bench_roundtrip(n)
   local stamps = {}
   local pol = { limits = { instructions = 0, deadline_ms = 60000 }, effects = {
     ping = function(args) stamps[#stamps + 1] = core.now_ms() return args end } }
+  local cpu0 = os.clock()
   local res = assert(airlock.run { guest = "local n = ... for i = 1, n do host.ping({ i = i }) end return n",
     input = n + 100, policy = pol })
+  local cpu_host = (os.clock() - cpu0) * 1e6 / (n + 100)
   assert(res.ok, res.message)
   local d = {}
   for i = 102, #stamps do d[#d + 1] = (stamps[i] - stamps[i - 1]) * 1000 end
   local total = 0
   for _, x in ipairs(d) do total = total + x end
-  return { median_us = percentile(d, 0.5), p99_us = percentile(d, 0.99), per_sec = #d / (total / 1e6) }
+  -- CPU time (user + system) per call on each side, the spawn included
+  -- (a few ms over the whole loop): where a round trip's time goes
+  return { median_us = percentile(d, 0.5), p99_us = percentile(d, 0.99), per_sec = #d / (total / 1e6),
+           cpu_host_us = cpu_host,
+           cpu_worker_us = ((res.usage.user_ms or 0) + (res.usage.sys_ms or 0)) * 1000 / (n + 100) }
 end
 
 -- A pooled start, as a host makes it: a worker b:warm prepared beforehand
@@ -530,6 +536,10 @@ function M.main(args)
   -- the raw baseline carries frames of the same size as a ping call (~40 bytes)
   local pp = baseline("pingpong " .. (quick and 2000 or 20000) .. " 48")
   row(rows, "effect-roundtrip", rt, "raw socketpair ping-pong", pp)
+  if not pp.skipped and pp.cpu_parent_us then
+    rows[#rows + 1] = { bench = "roundtrip-cpu", cpu_host_us = rt.cpu_host_us, cpu_worker_us = rt.cpu_worker_us,
+                        raw_parent_us = pp.cpu_parent_us, raw_child_us = pp.cpu_child_us }
+  end
   local r = bench_rss(quick and 50 or 200)
   rows[#rows + 1] = { bench = "parent-rss-per-run", kb = r.per_run_kb, runs = r.runs }
 
@@ -568,6 +578,10 @@ function M.print_table(rows)
     elseif x.bench == "netns-clone-newnet" then print("-- net namespace alone: clone + _exit + wait (airlock-netns)") end
     if x.kb then
       print(string.format("%-24s %.0f KiB of parent RSS per live run (%d runs parked on an effect)", x.bench, x.kb, x.runs))
+    elseif x.cpu_host_us then
+      print(string.format("%-24s CPU us per call: host %.1f + worker %.1f = %.1f; raw ping-pong: parent %.1f + child %.1f = %.1f",
+        x.bench, x.cpu_host_us, x.cpu_worker_us, x.cpu_host_us + x.cpu_worker_us, x.raw_parent_us, x.raw_child_us,
+        x.raw_parent_us + x.raw_child_us))
     elseif x.skipped and not x.median_us then
       print(string.format("%-24s skipped: %s", x.bench, x.skipped))
     elseif x.skipped then
