@@ -34,6 +34,12 @@
 ** channel) and fd 2 (stderr), allocates memory, reads a clock, and exits.
 **
 **   read            the channel (fd 3): init and reply frames.
+**   poll            waits for the channel to be readable before the read: a
+**                   reader blocked in read(2) on a unix socket is also woken
+**                   when the parent consumes its own last frame (write space),
+**                   for nothing; poll(POLLIN) sleeps through that. It only
+**                   reports readiness of fds the worker already holds, with
+**                   a timeout of its own choosing (the worker passes -1).
 **   sendmsg         the channel: frames are sent with sendmsg(MSG_NOSIGNAL) so a
 **                   closed parent end is EPIPE, not a SIGPIPE death.
 **   write           stderr (worker_die messages, the SIGSYS report below).
@@ -71,8 +77,9 @@
 **   futex           uncontended locks of a single thread never reach the kernel.
 **   exit            ends one thread; glibc calls it only if exit_group returned.
 **   rt_sigreturn,   the one handler (SIGSYS, below) never returns, and
-**   rt_sigaction    restart_syscall is only for interrupted sleeps/polls,
-**   restart_syscall none of which are allowed.
+**   rt_sigaction    restart_syscall is only for interrupted sleeps and polls
+**   restart_syscall with a timeout: nothing sleeps, and the one poll waits
+**                   forever, which the kernel restarts as poll itself.
 **   getrandom       Lua 5.4 seeds from time and addresses; the worker seeds
 **                   explicitly from the init frame.
 **   time, gettimeofday  served by the vDSO on x86_64 (the vDSO time() never
@@ -176,7 +183,7 @@ static int prepare_process(airlock_layer *out)
 #define WORKER_FILTER_DETAIL \
   "allowlist of %d syscalls%s; others trap, are named on stderr and end the process by " \
   "SIGSYS; other arch and x32: %s; mmap anonymous non-exec, no mprotect, tgkill self SIGABRT only"
-#define WORKER_FILTER_RULES 14
+#define WORKER_FILTER_RULES 15
 
 /* Builds the worker's filter for a process whose pid is tgid into *pctx. */
 static int build_worker_filter(long tgid, scmp_filter_ctx *pctx, const char **kill_word,
@@ -186,6 +193,7 @@ static int build_worker_filter(long tgid, scmp_filter_ctx *pctx, const char **ki
   int rc;
   const struct rule rules[] = {
     ALLOW(SCMP_SYS(read)),
+    ALLOW(SCMP_SYS(poll)),
     ALLOW(SCMP_SYS(sendmsg)),
     ALLOW(SCMP_SYS(write)),
     ALLOW(SCMP_SYS(writev)),
