@@ -11,6 +11,7 @@
 #include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include <poll.h>
 #include <sqlite3.h>
 
 #include "airlock.h"
