@@ -349,7 +349,19 @@ local CASES = {
     end },
   { name = "private /tmp: holds only the workspace's mount point; writable", needs = { "ls" },
     script = "ls -A /tmp; echo x > /tmp/f && cat /tmp/f && rm /tmp/f",
-    expect = { out = "WSNAME\nx\n", err = "", rc = 0 } },
+    check = function(a, b)
+      assert.are.same({ out = "WSNAME\nx\n", err = "", rc = 0 }, { out = b.out, err = b.err, rc = b.rc })
+      -- An airlock built or installed under /tmp is kept in the private /tmp
+      -- too, at its own path, so `airlock call` runs inside (docs/TOOLS.md):
+      -- its first directory there is the one entry bwrap's view lacks.
+      local kept = AIRLOCK:match("^/tmp/([^/]+)/")
+      local listed = {}
+      for line in a.out:gmatch("[^\n]+") do
+        if line ~= kept then listed[#listed + 1] = line end
+      end
+      assert.are.same({ "WSNAME", "x" }, listed)
+      assert.are.same({ "", 0 }, { a.err, a.rc })
+    end },
   { name = "files made in the workspace are owned by nobody inside", needs = { "stat" },
     script = "echo a > f && mkdir d && stat -c '%U %G %a %s %F' . f d",
     check = function(a, b)
