@@ -240,6 +240,8 @@ describe("airlock bench scale --json", function()
     positive(r.effects_per_sec, "effects/s")
     positive(r.baseline_effects_per_sec, "raw effects/s")
     positive(r.ratio, "ratio")
+    positive(r.cpu_host_us, "host CPU per effect")
+    positive(r.baseline_cpu_parent_us, "the raw loop's parent CPU per effect")
     assert.is_true(r.fps > 0 and r.p99_us >= r.median_us)
     -- A bad option is a usage error, not a run.
     local _, bad = H.sh(AIRLOCK .. " bench scale --guests 0")
