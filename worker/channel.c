@@ -67,9 +67,10 @@ static const char *read_error(int rc)
 ** its unix socket is woken twice per answer: once when the parent reads what
 ** the worker sent (the socket's write space wakes every waiter, readers too),
 ** and once for the answer itself. Waiting in poll for POLLIN sleeps through
-** the first; on a machine whose wake-ups are dear (a VM) that is ~15% of the
-** broker's effects a second with 200 guests (airlock bench scale). An error or
-** a hang-up is left to the read that follows, which says what it was. */
+** the first; on a machine whose wake-ups are dear (a VM) that is about a
+** fifth more effects a second through one broker with 200 guests (airlock
+** bench scale, four interleaved runs: +11% to +27%). An error or a hang-up is
+** left to the read that follows, which says what it was. */
 static void wait_readable(void)
 {
   struct pollfd p = { .fd = AIRLOCK_CHANNEL_FD, .events = POLLIN };
