@@ -143,13 +143,15 @@ static stats summarise(double *us, size_t n, double span_us)
   return s;
 }
 
-/* One JSON line; bytes < 0 leaves the field out (fork-exec has no frame size). */
-static void print_json(const char *bench, uint64_t n, long bytes, stats s)
+/* One JSON line; bytes < 0 leaves the field out (fork-exec has no frame size);
+** extra, when not NULL, is more fields, already written as ",\"k\":v...". */
+static void print_json(const char *bench, uint64_t n, long bytes, stats s, const char *extra)
 {
   printf("{\"bench\":\"%s\",\"n\":%" PRIu64 ",", bench, n);
   if (bytes >= 0)
     printf("\"bytes\":%ld,", bytes);
-  printf("\"median_us\":%.2f,\"p99_us\":%.2f,\"per_sec\":%.0f}\n", s.median_us, s.p99_us, s.per_sec);
+  printf("\"median_us\":%.2f,\"p99_us\":%.2f,\"per_sec\":%.0f%s}\n", s.median_us, s.p99_us, s.per_sec,
+         extra ? extra : "");
 }
 
 /* ------------------------------------------------------------------ protocol-shaped frames */
@@ -365,12 +367,11 @@ static int cmd_pingpong(uint64_t n, size_t target)
   close(sv[0]);   /* EOF tells the echo child to finish */
   reap(pid);
   double cpu_child = cpu_us(RUSAGE_CHILDREN) / (double)rounds;
-  stats st = summarise(us, n, span);
   /* CPU time (user + system) per round trip, each side: what the process
   ** boundary costs the two processes, beside what it costs in wall time */
-  printf("{\"bench\":\"raw-pingpong\",\"n\":%" PRIu64 ",\"bytes\":%ld,\"median_us\":%.2f,"
-         "\"p99_us\":%.2f,\"per_sec\":%.0f,\"cpu_parent_us\":%.2f,\"cpu_child_us\":%.2f}\n", n, bytes,
-         st.median_us, st.p99_us, st.per_sec, cpu_parent, cpu_child);
+  char cpu[96];
+  snprintf(cpu, sizeof cpu, ",\"cpu_parent_us\":%.2f,\"cpu_child_us\":%.2f", cpu_parent, cpu_child);
+  print_json("raw-pingpong", n, bytes, summarise(us, n, span), cpu);
   free(us);
   return 0;
 }
@@ -626,7 +627,7 @@ static int cmd_forkexec(uint64_t n, char *const *argv)
   }
   double span = now_us() - start;
   close(devnull);
-  print_json("fork-exec", n, -1, summarise(us, n, span));
+  print_json("fork-exec", n, -1, summarise(us, n, span), NULL);
   free(us);
   return 0;
 }
@@ -680,8 +681,8 @@ static int cmd_prefork(uint64_t n, size_t bytes, uint64_t idle_us)
     }
   }
   double span = now_us() - start;
-  print_json("prefork-wake", n, (long)bytes, summarise(wake, n, span));
-  print_json("prefork-round", n, (long)bytes, summarise(round, n, span));
+  print_json("prefork-wake", n, (long)bytes, summarise(wake, n, span), NULL);
+  print_json("prefork-round", n, (long)bytes, summarise(round, n, span), NULL);
   free(frame);
   free(wake);
   free(round);
