@@ -29,6 +29,7 @@
 #include "confine.h"
 #include "check.h"
 #include "child.h"
+#include "arch_guard.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define UNDER_ASAN 1
@@ -279,6 +280,17 @@ struct attack {
   void (*fn)(void);
 };
 
+/* An i386 call through int $0x80: tried only where the machine runs them. */
+static int is_ia32(const struct attack *a)
+{
+#if defined(__x86_64__)
+  return a->fn == atk_int80_getpid || a->fn == atk_int80_write;
+#else
+  (void)a;
+  return 0;
+#endif
+}
+
 static void child_attack(void *arg)
 {
   const struct attack *a = arg;
@@ -326,8 +338,18 @@ static void test_seccomp_attacks(void)
     { "unshare", atk_unshare },
     { "kill(self, SIGKILL)", atk_kill_self_sigkill },
   };
+#if defined(__x86_64__)
+  int ia32 = ia32_syscalls_work();
+#else
+  int ia32 = 0;
+#endif
   for (use_program = 0; use_program < 2; use_program++) {
     for (size_t i = 0; i < sizeof attacks / sizeof attacks[0]; i++) {
+      if (is_ia32(&attacks[i]) && !ia32) {
+        SKIP("i386 calls (int $0x80) fault even unconfined on this kernel (IA32 emulation off), "
+             "so the attack cannot be tried; the filter's architecture guard is checked instead");
+        continue;
+      }
       int st = run_child(child_attack, (void *)&attacks[i]);
       int ok = killed_by(st, SIGSYS);
       CHECK(ok);
@@ -336,6 +358,16 @@ static void test_seccomp_attacks(void)
     }
   }
   use_program = 0;
+
+  /* Whether or not the machine runs i386 calls, the compiled program must kill
+  ** every call of a foreign architecture before looking at its number. */
+  void *prog;
+  size_t len;
+  char err[256];
+  CHECK(airlock_seccomp_worker_program(1, &prog, &len, err, sizeof err) == 0);
+  CHECK_MSG(bpf_kills_foreign_arch(prog, len / sizeof(struct sock_filter)),
+            "the worker's filter starts with an architecture guard that kills");
+  free(prog);
 }
 
 /* A blocked call is named on stderr before the SIGSYS death. */
