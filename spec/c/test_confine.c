@@ -139,11 +139,17 @@ static void child_landlock(void *arg)
 static void test_landlock(void)
 {
   int abi = airlock_landlock_abi();
-  CHECK(abi >= 1);
   if (abi < 1) {
-    fprintf(stderr, "  landlock unavailable (%d): tests skipped\n", abi);
+    SKIP("this kernel has no Landlock (landlock_create_ruleset answers an error): "
+         "the Landlock layer cannot be tried");
     return;
   }
+  /* Rights a kernel's ABI lacks are checked as not enforced (the child's gated
+  ** checks), and the case that needed them is counted as skipped. */
+  if (abi < 4)
+    SKIP("Landlock ABI < 4 on this kernel: TCP connect and bind rules cannot be tried");
+  if (abi < 6)
+    SKIP("Landlock ABI < 6 on this kernel: signal and abstract-socket scopes cannot be tried");
 
   struct ll_targets t = { .abi = abi };
   int lt = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -532,7 +538,8 @@ static void test_seccomp_positive(void)
     /* ASan's allocator madvise()s every new shadow/allocator region, and its
     ** reports and LeakSanitizer need many more syscalls: a confined child
     ** cannot run under ASan. The attacks above still run. */
-    fprintf(stderr, "  seccomp positive tests skipped under ASan (its runtime needs madvise)\n");
+    SKIP("the seccomp positive tests cannot run under ASan (its runtime needs madvise and more); "
+         "the release build runs them");
     return;
   }
   for (int how = 0; how < 2; how++) {
@@ -577,6 +584,8 @@ static void test_seccomp_positive(void)
       out[n] = '\0';
     CHECK(strstr(out, "double free") != NULL);   /* the writev message got out */
   } else {
+    SKIP("glibc's double-free abort cannot be tried under ASan (it reports double frees itself); "
+         "the release build tries it");
     close(ep[1]);
   }
   close(ep[0]);
@@ -758,6 +767,9 @@ static void test_rlimits(void)
   if (!UNDER_ASAN) {   /* ASan reserves terabytes of shadow: RLIMIT_AS breaks it */
     st = run_child(child_as, NULL);
     CHECK(exited_ok(st));
+  } else {
+    SKIP("RLIMIT_AS cannot be tried under ASan (its shadow memory reserves terabytes); "
+         "the release build tries it");
   }
   st = run_child(child_misc, NULL);
   CHECK(exited_ok(st));

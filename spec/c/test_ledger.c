@@ -286,13 +286,17 @@ static void test_round_trip(int mode)
     CHECK(airlock_ledger_append(l, "call", 9, NULL, &seq) == 0 && seq == 41);
     CHECK(airlock_ledger_durable_seq(l) == 40);
     usleep(25000);
+    double opened = now_s();
     CHECK(airlock_ledger_append(l, "reply", 9, NULL, &seq) == 0 && seq == 42);
     CHECK(airlock_ledger_durable_seq(l) == 41);
-    /* The window of seq 42 is still open, so a tick syncs nothing, unless the
-    ** machine was too loaded to get here within its 20 ms. */
-    int open_ms = airlock_ledger_sync_due_ms(l);
+    /* The window of seq 42 opened with its append: a tick syncs nothing while
+    ** it is open, and syncs 42 once 20 ms have passed. Which one a tick sees
+    ** depends on how loaded the machine is, so the test measures which it
+    ** must be: 42 synced is right only if the window could have closed. */
     CHECK(airlock_ledger_tick(l) == 0);
-    CHECK(airlock_ledger_durable_seq(l) == 41 || (open_ms <= 5 && airlock_ledger_durable_seq(l) == 42));
+    uint64_t durable = airlock_ledger_durable_seq(l);
+    double elapsed = now_s() - opened;
+    CHECK(durable == 41 || (durable == 42 && elapsed >= 0.019));
   }
   uint64_t head_seq;
   uint8_t head[32];
@@ -1429,8 +1433,8 @@ static void test_big(unsigned mb)
   /* ASan keeps freed blocks in a quarantine of up to 256 MB, and OpenSSL's
   ** digest init allocates, so RSS says nothing about the ledger here: the
   ** release build of this test (run by spec/run too) holds the bound. */
-  printf("long test: RSS bound not checked under ASan (its quarantine holds freed memory); "
-         "the release run checks it\n");
+  SKIP("verify's RSS bound cannot be checked under ASan (its quarantine holds freed memory); "
+       "the release run checks it");
 #else
   CHECK_MSG(growth < 16 * 1024, "verify's peak RSS grew by 16 MB or more");
 #endif
