@@ -29,11 +29,17 @@ static void *capped_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
   }
   size_t cap = (size_t)w->init.memory;
   if (nsize > old && cap != 0 && w->mem_exempt == 0 &&
-      (w->mem_used > cap || nsize - old > cap - w->mem_used))
+      (w->mem_used > cap || nsize - old > cap - w->mem_used)) {
+    w->mem_refused = MEM_CAP;
     return NULL;
+  }
   void *p = realloc(ptr, nsize);
-  if (p == NULL)
-    return nsize <= old ? ptr : NULL;
+  if (p == NULL) {
+    if (nsize <= old)
+      return ptr;
+    w->mem_refused = MEM_SYSTEM;
+    return NULL;
+  }
   w->mem_used = w->mem_used - old + nsize;
   return p;
 }

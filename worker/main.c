@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sys/resource.h>
+
 #include <lauxlib.h>
 
 #include "convert.h"
@@ -153,6 +155,11 @@ int main(void)
   static msgpack_unpacked init, start;   /* live as long as the process: w.init points into them */
   airlock_msg msg;
 
+  /* The address space limit the spawner set, for "not enough memory" to
+  ** name; read now, while getrlimit is still allowed. */
+  struct rlimit as;
+  if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
+    w.as_limit = (uint64_t)as.rlim_cur;
   worker_channel_open(&w);
   read_first(&init, &msg, AIRLOCK_MSG_INIT, "init");
   worker_init_parse(&w, msg.value);

@@ -2,6 +2,7 @@
 ** run.c -- runs the guest chunk once and reports how it ended in a done frame:
 ** its value, or an error with message, traceback and the worker's cause word.
 */
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -167,6 +168,39 @@ static const char *text_field(lua_State *L, int idx, const char *key, size_t *le
   return s != NULL ? s : "";
 }
 
+/* Sizes as a policy writes them: "1G", "64M", "1536K", or bytes. */
+static void size_text(char *buf, size_t len, uint64_t n)
+{
+  if (n != 0 && n % (1u << 30) == 0)
+    snprintf(buf, len, "%" PRIu64 "G", n >> 30);
+  else if (n != 0 && n % (1u << 20) == 0)
+    snprintf(buf, len, "%" PRIu64 "M", n >> 20);
+  else if (n != 0 && n % (1u << 10) == 0)
+    snprintf(buf, len, "%" PRIu64 "K", n >> 10);
+  else
+    snprintf(buf, len, "%" PRIu64, n);
+}
+
+/* Lua's "not enough memory", with the limit that was reached and the field
+** that sets it: the guest's heap cap (limits.memory), or the process's
+** address space (confine.rlimits.as), which the heap could not fill first. */
+static const char *memory_message(const worker *w, char *buf, size_t len)
+{
+  char cap[32], as[32];
+  size_text(cap, sizeof cap, w->init.memory);
+  size_text(as, sizeof as, w->as_limit);
+  if (w->mem_refused == MEM_CAP)
+    snprintf(buf, len, "not enough memory: the guest's Lua heap reached its limit of %s "
+             "(limits.memory)", cap);
+  else if (w->as_limit != 0)
+    snprintf(buf, len, "not enough memory: the worker's address space reached its limit of %s "
+             "(confine.rlimits.as) before the heap reached %s (limits.memory)",
+             as, w->init.memory != 0 ? cap : "its limit");
+  else
+    snprintf(buf, len, "not enough memory: the system refused the worker more memory");
+  return buf;
+}
+
 /* status is lua_pcall's; the error value is on top. A memory error skips the
 ** message handler, so it has a message but no traceback. */
 __attribute__((noreturn))
@@ -174,6 +208,7 @@ static void report_error(worker *w, int status)
 {
   lua_State *L = w->L;
   w->mem_exempt++;
+  char text[256];
   size_t mlen, tlen = 0;
   const char *msg, *tb = "", *cause = "error";
   if (status == LUA_ERRRUN && lua_type(L, -1) == LUA_TTABLE) {
@@ -189,8 +224,11 @@ static void report_error(worker *w, int status)
       msg = "(error object is not a string)";
       mlen = strlen(msg);
     }
-    if (status == LUA_ERRMEM)
+    if (status == LUA_ERRMEM) {
       cause = "memory";
+      msg = memory_message(w, text, sizeof text);
+      mlen = strlen(msg);
+    }
   }
   pack_error(w, msg, mlen, tb, tlen, cause);
   send_done(w);

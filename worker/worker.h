@@ -48,6 +48,8 @@ typedef struct worker {
   /* limits.c: the allocator's account and the instruction budget */
   size_t mem_used;
   int mem_exempt;        /* >0: the cap is lifted (runtime setup, reports) */
+  int mem_refused;       /* why the last growth failed: MEM_CAP or MEM_SYSTEM (0: none) */
+  uint64_t as_limit;     /* RLIMIT_AS as the spawner set it (0: none), read before confining */
   uint64_t executed;     /* instructions counted by the hook so far */
   uint64_t turn_start;   /* executed when the last turn ended (a reply marked turn) */
   int hook_step;
@@ -80,6 +82,11 @@ typedef struct worker {
   msgpack_sbuffer notes;
   uint32_t notes_n;
 } worker;
+
+/* worker.mem_refused: the allocator refused past limits.memory, or the
+** system refused (the address space limit, confine.rlimits.as, or the host). */
+#define MEM_CAP    1
+#define MEM_SYSTEM 2
 
 /* The worker owning L (kept in the state's extra space). */
 static inline worker *worker_of(lua_State *L)
