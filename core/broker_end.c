@@ -38,9 +38,10 @@ static int worker_cause_word(airlock_run *r, const msgpack_object *err, airlock_
   memcpy(word, w->via.str.ptr, w->via.str.size);
   word[w->via.str.size] = 0;
   int c = airlock_cause_from_name(word);
-  /* A child may only claim causes it can observe itself; "denied" only when the
-  ** parent really refused one of its effects. */
-  if (c == AIRLOCK_CAUSE_INSTRUCTIONS || c == AIRLOCK_CAUSE_MEMORY ||
+  /* A child may only claim causes it can observe itself (its budgets: the
+  ** instructions, its heap, its own CPU time); "denied" only when the parent
+  ** really refused one of its effects. */
+  if (c == AIRLOCK_CAUSE_INSTRUCTIONS || c == AIRLOCK_CAUSE_MEMORY || c == AIRLOCK_CAUSE_CPU ||
       (c == AIRLOCK_CAUSE_DENIED && r->denied_noted)) {
     *out = (airlock_cause)c;
     return 1;

@@ -57,6 +57,12 @@
 **                   never serves; CLOCK_REALTIME/MONOTONIC also fall back to the
 **                   syscall when the clocksource is not vDSO-capable (some VMs).
 **   exit_group      the way glibc's _exit/exit end the process.
+**   rt_sigreturn    the return from the CPU budgets' timer signal (SIGVTALRM,
+**                   worker/limits.c), whose handler only sets a Lua hook. The
+**                   handler and the timer are installed before confining; no
+**                   other handler returns (SIGSYS's ends the process). It
+**                   restores a context the kernel saved for this thread: a
+**                   guest that cannot run native code cannot forge one.
 **   rt_sigprocmask  abort() unblocks SIGABRT first.
 **   getpid, gettid  raise(SIGABRT) asks both for tgkill's arguments (glibc no
 **                   longer caches the pid).
@@ -76,10 +82,11 @@
 **   madvise         only malloc_trim() and the hugepage tunable use it.
 **   futex           uncontended locks of a single thread never reach the kernel.
 **   exit            ends one thread; glibc calls it only if exit_group returned.
-**   rt_sigreturn,   the one handler (SIGSYS, below) never returns, and
-**   rt_sigaction    restart_syscall is only for interrupted sleeps and polls
-**   restart_syscall with a timeout: nothing sleeps, and the one poll waits
-**                   forever, which the kernel restarts as poll itself.
+**   rt_sigaction    the handlers are installed before confining, and
+**   restart_syscall restart_syscall is only for interrupted sleeps and polls
+**                   with a timeout: nothing sleeps, and the one poll waits
+**                   forever (interrupted by the timer's signal it answers
+**                   EINTR, and the worker polls again).
 **   getrandom       Lua 5.4 seeds from time and addresses; the worker seeds
 **                   explicitly from the init frame.
 **   time, gettimeofday  served by the vDSO on x86_64 (the vDSO time() never
@@ -183,7 +190,7 @@ static int prepare_process(airlock_layer *out)
 #define WORKER_FILTER_DETAIL \
   "allowlist of %d syscalls%s; others trap, are named on stderr and end the process by " \
   "SIGSYS; other arch and x32: %s; mmap anonymous non-exec, no mprotect, tgkill self SIGABRT only"
-#define WORKER_FILTER_RULES 15
+#define WORKER_FILTER_RULES 16
 
 /* Builds the worker's filter for a process whose pid is tgid into *pctx. */
 static int build_worker_filter(long tgid, scmp_filter_ctx *pctx, const char **kill_word,
@@ -205,6 +212,7 @@ static int build_worker_filter(long tgid, scmp_filter_ctx *pctx, const char **ki
     ALLOW(SCMP_SYS(brk)),
     ALLOW(SCMP_SYS(clock_gettime)),
     ALLOW(SCMP_SYS(exit_group)),
+    ALLOW(SCMP_SYS(rt_sigreturn)),
     ALLOW(SCMP_SYS(rt_sigprocmask)),
     ALLOW(SCMP_SYS(getpid)),
     ALLOW(SCMP_SYS(gettid)),

@@ -217,8 +217,10 @@ static void await_reply(worker *w, uint64_t id, airlock_msg *msg)
                msg->id);
   /* The host answered a call it deferred: the guest's turn ends here, and the
   ** next one starts with a whole limits.turn_instructions (see limits.c). */
-  if (msg->turn)
+  if (msg->turn) {
     w->turn_start = w->executed;
+    worker_cpu_turn(w);
+  }
 }
 
 /* Registry key of the guard worker_call_finish holds while a call is out. */

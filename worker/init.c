@@ -63,6 +63,10 @@ static void parse_limits(worker_init *in, const msgpack_object *init)
   in->memory = count_of(limits, "memory", "limits.");
   in->output = count_of(limits, "output", "limits.");
   in->turn_instructions = count_of(limits, "turn_instructions", "limits.");
+  in->cpu_ms = count_of(limits, "cpu", "limits.");
+  in->turn_cpu_ms = count_of(limits, "turn_cpu", "limits.");
+  if (in->cpu_ms > UINT64_MAX / 1000000u || in->turn_cpu_ms > UINT64_MAX / 1000000u)
+    worker_die(WORKER_EXIT_BADINIT, "init: limits.cpu and limits.turn_cpu are milliseconds below 2^44");
   if (in->memory > SIZE_MAX)
     worker_die(WORKER_EXIT_BADINIT, "init: limits.memory is larger than the address space");
 }

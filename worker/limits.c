@@ -1,19 +1,27 @@
 /*
-** limits.c -- the limits enforced inside the worker: a capped Lua allocator
-** and an instruction-count hook that ends the run from within, past any pcall.
+** limits.c -- the limits enforced inside the worker: a capped Lua allocator,
+** an instruction-count hook, and CPU-time budgets read at a timer's ticks;
+** a budget ends the run from within, past any pcall.
 */
+#define _GNU_SOURCE /* RTLD_NEXT */
+#include <dlfcn.h>
+#include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <lauxlib.h>
+#include <lualib.h>
 
 #include <time.h>
 
 #include "worker.h"
 
 #define HOOK_STEP 1000   /* instructions between two hook calls */
+#define CPU_TICK_NS 1000000u   /* the CPU budgets' clock is read once per ms of CPU */
 
 /* Lua's allocator contract: nsize 0 frees; growing may fail (return NULL, and
 ** Lua collects garbage and retries once before raising a memory error); a
@@ -75,13 +83,186 @@ lua_State *worker_newstate(worker *w)
 /* Ends the run from within: returning or raising would let a guest pcall
 ** swallow the error and run on. */
 __attribute__((noreturn))
-static void budget_exhausted(lua_State *L, worker *w, const char *msg, int n)
+static void budget_exhausted(lua_State *L, worker *w, const char *msg, int n, const char *cause)
 {
   w->mem_exempt++;   /* the run is over; the traceback may need memory */
   luaL_traceback(L, L, NULL, 0);
   size_t tlen;
   const char *tb = lua_tolstring(L, -1, &tlen);
-  worker_send_error(w, msg, (size_t)n, tb, tlen, "instructions");
+  worker_send_error(w, msg, (size_t)n, tb, tlen, cause);
+}
+
+/* ------------------------------------------------------------ CPU budgets */
+
+/* The budgets are the worker's own CPU time, user and system, as os.clock
+** reads it (CLOCK_PROCESS_CPUTIME_ID: the worker is one thread). Reading the
+** clock at every instruction would cost what a count hook costs (Lua 5.4 runs
+** its hook dispatch at every instruction while any count hook is set), so a
+** timer on the same clock ticks each CPU_TICK_NS of CPU; its signal handler
+** sets a one-instruction hook on the thread that runs, and that hook reads
+** the clock and clears itself. Between ticks no hook is set. A tick is due
+** only while the worker spends CPU, so a parked or waiting worker gets none.
+** A budget strikes at most a tick (plus the kernel's timer granularity, one
+** scheduler tick) after it is used up; the guest cannot delay the hook: it
+** runs at its next instruction, inside any pcall, coroutine or metamethod,
+** and a C function that runs long (string.rep, say) is bounded by the heap. */
+static worker *cpu_worker;   /* the one worker, for the signal handler */
+
+static uint64_t cpu_now_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Ends the run when a CPU budget is used up. */
+static void cpu_check(lua_State *L, worker *w)
+{
+  if (!w->cpu_on)
+    return;
+  w->cpu_due = 0;
+  uint64_t now = cpu_now_ns();
+  char msg[200];
+  uint64_t run = w->init.cpu_ms, turn = w->init.turn_cpu_ms;
+  if (run != 0 && now - w->cpu_start_ns >= run * 1000000u)
+    budget_exhausted(L, w, msg, snprintf(msg, sizeof msg, "CPU budget of %" PRIu64 " ms used up "
+                                         "(limits.cpu)", run), "cpu");
+  if (turn != 0 && now - w->turn_cpu_start_ns >= turn * 1000000u)
+    budget_exhausted(L, w, msg, snprintf(msg, sizeof msg, "turn CPU budget of %" PRIu64 " ms used "
+                                         "up (limits.turn_cpu: a turn ends when the host answers a "
+                                         "deferred call)", turn), "cpu");
+}
+
+/* The tick's hook: one call on the thread that ran, then gone. */
+static void cpu_hook(lua_State *L, lua_Debug *ar)
+{
+  (void)ar;
+  worker *w = worker_of(L);
+  lua_sethook(L, NULL, 0, 0);
+  if (w->notes.size > 0)
+    worker_notes_flush(w);
+  cpu_check(L, w);
+}
+
+/* The tick. Lua documents lua_sethook as safe to call from a signal handler
+** (lua.c stops a script on SIGINT so). With an instruction budget the count
+** hook is already there and checks cpu_due itself; otherwise the hook goes on
+** the running coroutine and the main thread (whichever runs next sees it). */
+static void cpu_tick(int sig)
+{
+  (void)sig;
+  worker *w = cpu_worker;
+  if (w == NULL || !w->cpu_on || w->L == NULL)
+    return;
+  int saved = errno;
+  w->cpu_due = 1;
+  if (w->hook_step == 0) {
+    if (w->running != NULL)
+      lua_sethook(w->running, cpu_hook, LUA_MASKCOUNT, 1);
+    lua_sethook(w->L, cpu_hook, LUA_MASKCOUNT, 1);
+  }
+  errno = saved;
+}
+
+/* Which coroutine runs: Lua's coroutine library (lcorolib) resumes through
+** lua_resume and closes through lua_resetthread, and calls both through the
+** shared library's own symbol table, so the worker's definitions below come
+** first (as its time() does) and wrap Lua's own, found with RTLD_NEXT. These
+** are the only ways Lua code runs on another thread. */
+typedef int (*resume_fn)(lua_State *, lua_State *, int, int *);
+typedef int (*reset_fn)(lua_State *);
+static resume_fn lua_resume_real;
+static reset_fn lua_resetthread_real;
+static unsigned wrapped_calls;   /* for coroutines_are_tracked */
+
+int lua_resume(lua_State *L, lua_State *from, int narg, int *nres)
+{
+  worker *w = worker_of(L);
+  lua_State *was = w->running;
+  w->running = L;
+  wrapped_calls++;
+  int status = lua_resume_real(L, from, narg, nres);
+  w->running = was;
+  return status;
+}
+
+int lua_resetthread(lua_State *L)
+{
+  worker *w = worker_of(L);
+  lua_State *was = w->running;
+  w->running = L;
+  wrapped_calls++;
+  int status = lua_resetthread_real(L);
+  w->running = was;
+  return status;
+}
+
+/* Found before anything runs. A Lua library that binds these calls inside
+** itself cannot be wrapped so: worker_cpu_timer then refuses a CPU budget
+** rather than leave a coroutine outside it. */
+__attribute__((constructor))
+static void find_lua_coroutine_calls(void)
+{
+  lua_resume_real = (resume_fn)(uintptr_t)dlsym(RTLD_NEXT, "lua_resume");
+  lua_resetthread_real = (reset_fn)(uintptr_t)dlsym(RTLD_NEXT, "lua_resetthread");
+  if (lua_resume_real == NULL || lua_resetthread_real == NULL) {
+    static const char msg[] = "airlock-worker: cannot find Lua's lua_resume and lua_resetthread\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    _exit(WORKER_EXIT_INTERNAL);
+  }
+}
+
+/* Whether Lua's own coroutine library resumes through lua_resume above:
+** counts the wrapper's calls while a throwaway state resumes two coroutines
+** (coroutine.resume and coroutine.wrap) and closes one. */
+static int coroutines_are_tracked(void)
+{
+  static worker probe;   /* zeroed: nothing runs but the wrappers' bookkeeping */
+  lua_State *L = luaL_newstate();
+  if (L == NULL)
+    return 0;
+  *(worker **)lua_getextraspace(L) = &probe;
+  luaL_requiref(L, LUA_COLIBNAME, luaopen_coroutine, 1);
+  lua_pop(L, 1);
+  static const char chunk[] =
+    "local co = coroutine.create(function() coroutine.yield() end)\n"
+    "coroutine.resume(co) coroutine.close(co)\n"
+    "return coroutine.wrap(function() return 1 end)()";
+  unsigned before = wrapped_calls;
+  int ok = luaL_loadbufferx(L, chunk, sizeof chunk - 1, "=probe", "t") == LUA_OK &&
+           lua_pcall(L, 0, 1, 0) == LUA_OK;
+  lua_close(L);
+  return ok && wrapped_calls - before >= 3 && probe.running == NULL;
+}
+
+void worker_cpu_timer(worker *w)
+{
+  if (w->init.cpu_ms == 0 && w->init.turn_cpu_ms == 0)
+    return;
+  if (!coroutines_are_tracked())
+    worker_die(WORKER_EXIT_INTERNAL, "limits.cpu: this Lua library resumes coroutines without "
+               "going through lua_resume, so a coroutine could run outside the CPU budget");
+  cpu_worker = w;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = cpu_tick;
+  sa.sa_flags = SA_RESTART;
+  sigfillset(&sa.sa_mask);
+  struct sigevent ev;
+  memset(&ev, 0, sizeof ev);
+  ev.sigev_notify = SIGEV_SIGNAL;
+  ev.sigev_signo = SIGVTALRM;
+  timer_t t;
+  struct itimerspec every = { .it_interval = { 0, CPU_TICK_NS }, .it_value = { 0, CPU_TICK_NS } };
+  if (sigaction(SIGVTALRM, &sa, NULL) != 0 ||
+      timer_create(CLOCK_PROCESS_CPUTIME_ID, &ev, &t) != 0 || timer_settime(t, 0, &every, NULL) != 0)
+    worker_die(WORKER_EXIT_INTERNAL, "limits.cpu: cannot start the CPU timer: %s", strerror(errno));
+}
+
+void worker_cpu_turn(worker *w)
+{
+  if (w->init.turn_cpu_ms != 0)
+    w->turn_cpu_start_ns = cpu_now_ns();
 }
 
 /* Counts in hook steps: the instructions between the last step and a turn's
@@ -99,12 +280,14 @@ static void count_hook(lua_State *L, lua_Debug *ar)
   char msg[160];
   if (w->init.instructions != 0 && w->executed >= w->init.instructions)
     budget_exhausted(L, w, msg, snprintf(msg, sizeof msg, "instruction budget of %" PRIu64
-                                         " exhausted", w->init.instructions));
+                                         " exhausted", w->init.instructions), "instructions");
   uint64_t turn = w->init.turn_instructions;
   if (turn != 0 && w->executed - w->turn_start >= turn)
     budget_exhausted(L, w, msg, snprintf(msg, sizeof msg, "turn instruction budget of %" PRIu64
                                          " exhausted (limits.turn_instructions: a turn ends when "
-                                         "the host answers a deferred call)", turn));
+                                         "the host answers a deferred call)", turn), "instructions");
+  if (w->cpu_due)
+    cpu_check(L, w);
 }
 
 /* The smaller of the budgets in force, as the hook's step, at most HOOK_STEP. */
@@ -137,4 +320,8 @@ void worker_limits_start(worker *w)
 {
   w->mem_exempt = 0;
   worker_limits_hook(w);
+  if (w->init.cpu_ms != 0 || w->init.turn_cpu_ms != 0) {
+    w->cpu_start_ns = w->turn_cpu_start_ns = cpu_now_ns();
+    w->cpu_on = 1;
+  }
 }

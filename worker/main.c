@@ -164,6 +164,7 @@ int main(void)
   read_first(&init, &msg, AIRLOCK_MSG_INIT, "init");
   worker_init_parse(&w, msg.value);
   build_state(&w);
+  worker_cpu_timer(&w);   /* before confining: timer_create and sigaction are not allowed after */
   if (!w.init.prepared) {
     push_input(&w, "init");
     confine_and_ready(&w);

@@ -39,6 +39,8 @@ typedef struct worker_init {
   uint64_t instructions, memory, output;   /* limits; 0 = unlimited */
   uint64_t turn_instructions;   /* limits.turn: instructions between two turns (replies
                                    marked turn); 0 = unlimited */
+  uint64_t cpu_ms, turn_cpu_ms; /* limits.cpu, limits.turn_cpu: the worker's own CPU time
+                                   (user + system) for the run, and for one turn; 0 = none */
 } worker_init;
 
 typedef struct worker {
@@ -53,6 +55,15 @@ typedef struct worker {
   uint64_t executed;     /* instructions counted by the hook so far */
   uint64_t turn_start;   /* executed when the last turn ended (a reply marked turn) */
   int hook_step;
+
+  /* limits.c: the CPU budgets. A CPU-time timer's signal sets cpu_due and
+  ** arms a one-instruction hook on the running thread, which reads the clock;
+  ** between two ticks no hook is set and the interpreter runs at full speed. */
+  lua_State *running;          /* the coroutine being resumed (NULL: the main thread) */
+  int cpu_on;                  /* the budgets count (from the guest's first instruction) */
+  volatile int cpu_due;        /* a tick came: check the clock at the next instruction */
+  uint64_t cpu_start_ns;       /* the process's CPU time when the guest started */
+  uint64_t turn_cpu_start_ns;  /* ... when the last turn ended (a reply marked turn) */
 
   /* run.c: CLOCK_MONOTONIC ns just before the guest's first instruction */
   uint64_t started_ns;
@@ -133,6 +144,11 @@ void worker_channel_lua(lua_State *L);
 
 /* limits.c */
 lua_State *worker_newstate(worker *w);
+/* Before confining (it needs timer_create and sigaction): when a CPU budget is
+** set, a timer on the process's CPU clock ticking every AIRLOCK_CPU_TICK_MS. */
+void worker_cpu_timer(worker *w);
+/* A reply marked turn arrived: the next turn's CPU budget starts now. */
+void worker_cpu_turn(worker *w);
 void worker_limits_hook(worker *w);
 void worker_limits_start(worker *w);
 

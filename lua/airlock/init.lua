@@ -231,7 +231,8 @@ local function record_run(st, handlers, opts, internal, rp, what, serial, seed)
       policy = { name = rp.policy.name, digest = st.digest },
       limits = { instructions = limits.instructions or 0, memory = limits.memory or 0,
                  output = limits.output or 65536, deadline_ms = nested.deadline_ms or 0,
-                 turn_instructions = limits.turn_instructions or 0 },
+                 turn_instructions = limits.turn_instructions or 0,
+                 cpu = limits.cpu or 0, turn_cpu = limits.turn_cpu or 0 },
     }
     if not rec:append("nest", fields) then
       return nil, "ledger: cannot record the nested run's start: " .. rec.failed, "ledger"
@@ -315,6 +316,12 @@ local function spawn_options(st, handlers, opts, internal, rp, what, serial, see
     for _, name in ipairs(notify) do ctx.notify[name] = true end
     ctx.on_note_error = note_error_sink(st)
   end
+  -- A replay answered only from its journal runs without the CPU budgets: the
+  -- CPU a guest gets is the machine's, not the guest's, so a budget could
+  -- strike at another point than it did. The journal's end stands in for
+  -- them (session.lua, server:exhausted): a run the budget ended is ended
+  -- with its recorded cause once every recorded effect has been served.
+  local replaying = internal.serve ~= nil and not internal.serve.live
   local start
   if what.program then
     -- No init, no ready: the program gets fd 3 for calls, and nothing else of a worker's.
@@ -332,6 +339,8 @@ local function spawn_options(st, handlers, opts, internal, rp, what, serial, see
         limits = {
           instructions = limits.instructions or 0,
           turn_instructions = limits.turn_instructions or 0,
+          cpu = not replaying and limits.cpu or 0,
+          turn_cpu = not replaying and limits.turn_cpu or 0,
           memory = limits.memory or 0,
           output = limits.output or OUTPUT_DEFAULT,
         },
@@ -409,6 +418,8 @@ local function prepared_init(rp, what)
     limits = {
       instructions = limits.instructions or 0,
       turn_instructions = limits.turn_instructions or 0,
+      cpu = limits.cpu or 0,
+      turn_cpu = limits.turn_cpu or 0,
       memory = limits.memory or 0,
       output = limits.output or OUTPUT_DEFAULT,
     },
@@ -759,6 +770,7 @@ local function start_run(b, opts, internal)
   bs.live[run:id()] = st
   if st.ledger then bs.ledgered[run:id()] = st end
   runs[run] = st
+  if internal.serve then internal.serve:started(run) end
   return run
 end
 

@@ -359,7 +359,7 @@ end
 
 -- The recorded limits of a nested run, never looser than the replaying
 -- parent's: a journal may narrow a replay (which then differs), never widen it.
-local LIMIT_KEYS = { "instructions", "memory", "output", "deadline_ms", "turn_instructions" }
+local LIMIT_KEYS = { "instructions", "memory", "output", "deadline_ms", "turn_instructions", "cpu", "turn_cpu" }
 local function clamp_limits(recorded, parent)
   local out = {}
   for _, k in ipairs(LIMIT_KEYS) do

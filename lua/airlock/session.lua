@@ -370,6 +370,27 @@ function M.server(s, live, nested)
   return setmetatable({ s = s, next = 1, live = live, served = 0, live_calls = 0, nested = nested }, server)
 end
 
+-- The CPU budgets do not run in a replay (init.lua, spawn_options): a run
+-- one of them ended is ended here with the recorded cause and message once
+-- the journal has nothing more to serve. What the guest did after its last
+-- recorded effect had no observable result, so the replay ends alike: the
+-- same effects, values and cause; only where the budget struck may differ.
+local BUDGET_CAUSES = { cpu = true }
+
+function server:exhausted(handle)
+  local fin = self.s.final
+  if self.live or self.next <= #self.s.calls or type(fin) ~= "table" then return end
+  if fin.kind == "done" and BUDGET_CAUSES[fin.cause] then
+    handle:abort(fin.cause, type(fin.message) == "string" and fin.message or fin.cause)
+  end
+end
+
+-- The run that serves from this journal has started: one that recorded no
+-- effect at all is ended at once, if a budget ended it.
+function server:started(handle)
+  self:exhausted(handle)
+end
+
 function server:handler(effect)
   return function(args, ctx)
     local rec = self.s.calls[self.next]
@@ -398,6 +419,7 @@ function server:handler(effect)
     end
     self.next = self.next + 1
     self.served = self.served + 1
+    self:exhausted(ctx.handle)
     if ctx.note then return nil end   -- a note has no answer to give
     local kids = self.s.children and self.s.children[rec.id]
     if kids then

@@ -212,6 +212,10 @@ M.SCHEMA = section({
     instructions = field(count, { doc = "Lua VM instructions of a run (0: unlimited)", looser = UNLIMITED }),
     turn_instructions = field(count, { doc = "Lua VM instructions of one turn, from one deferred " ..
       "answer to the next (then cause instructions; 0: unlimited)", looser = UNLIMITED }),
+    cpu = field(duration_ms, { doc = "the worker's own CPU time (user + system, as os.clock reads " ..
+      "it) for the whole run, checked once per ms of CPU (then cause cpu; 0: none)", looser = UNLIMITED }),
+    turn_cpu = field(duration_ms, { doc = "the worker's own CPU time for one turn, from one deferred " ..
+      "answer to the next (then cause cpu; 0: none)", looser = UNLIMITED }),
     output = field(size, { doc = "bytes the guest may print (the log)", default = 65536, looser = upper() }),
     max_frame = field(size, { doc = "the largest frame accepted from the child (0: the default)",
       default = 16 * 1024 * 1024, looser = upper { zero = "default" } }),
