@@ -3,8 +3,6 @@
 ** an instruction-count hook, and CPU-time budgets read at a timer's ticks;
 ** a budget ends the run from within, past any pcall.
 */
-#define _GNU_SOURCE /* RTLD_NEXT */
-#include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -138,16 +136,32 @@ static void cpu_hook(lua_State *L, lua_Debug *ar)
 {
   (void)ar;
   worker *w = worker_of(L);
-  lua_sethook(L, NULL, 0, 0);
+  lua_sethook(L, NULL, 0, 0);   /* taking a hook off walks nothing */
+  w->cpu_armed = 0;
   if (w->notes.size > 0)
     worker_notes_flush(w);
   cpu_check(L, w);
 }
 
 /* The tick. Lua documents lua_sethook as safe to call from a signal handler
-** (lua.c stops a script on SIGINT so). With an instruction budget the count
-** hook is already there and checks cpu_due itself; otherwise the hook goes on
-** the running coroutine and the main thread (whichever runs next sees it). */
+** (lua.c stops a script on SIGINT so): it stores the hook and marks the
+** thread's live call frames, which Lua links before it enters them. The two
+** threads it may touch are alive: the main thread until the chunk ends (the
+** tick is off before lua_close frees its frames: run.c), a coroutine while
+** it is being resumed (the wrappers below). With an instruction budget the
+** count hook is already there and checks cpu_due itself; otherwise the hook
+** goes on the running coroutine and the main thread (whichever runs next
+** sees it).
+**
+** Setting a hook marks every call frame of the thread, so its cost grows
+** with the depth of the guest's stack (a millisecond for some 10^5 frames).
+** A tick that cost more than its share would leave the next tick pending at
+** once, and a deep enough guest would get nothing but ticks. So a hook is set
+** only when the last one has run (cpu_armed), and after a costly setting the
+** next ticks are skipped (unless another coroutine runs by then), keeping
+** the setting under a tenth of the CPU: the
+** budget then strikes within ten times the cost of one setting (still about
+** a millisecond for stacks of ordinary depth). */
 static void cpu_tick(int sig)
 {
   (void)sig;
@@ -156,60 +170,55 @@ static void cpu_tick(int sig)
     return;
   int saved = errno;
   w->cpu_due = 1;
-  if (w->hook_step == 0) {
-    if (w->running != NULL)
-      lua_sethook(w->running, cpu_hook, LUA_MASKCOUNT, 1);
-    lua_sethook(w->L, cpu_hook, LUA_MASKCOUNT, 1);
+  /* armed on another thread than the one running now (a resume began in
+  ** between): that hook may never run, so this one is set regardless */
+  if (w->hook_step == 0 && (!w->cpu_armed || w->cpu_armed_on != w->running)) {
+    if (w->cpu_skip > 0 && w->cpu_armed_on == w->running) {
+      w->cpu_skip--;
+    } else {
+      uint64_t t0 = cpu_now_ns();
+      w->cpu_armed = 1;
+      w->cpu_armed_on = w->running;
+      if (w->running != NULL)
+        lua_sethook(w->running, cpu_hook, LUA_MASKCOUNT, 1);
+      lua_sethook(w->L, cpu_hook, LUA_MASKCOUNT, 1);
+      w->cpu_skip = (unsigned)((cpu_now_ns() - t0) * 10 / CPU_TICK_NS);
+    }
   }
   errno = saved;
 }
 
 /* Which coroutine runs: Lua's coroutine library (lcorolib) resumes through
-** lua_resume and closes through lua_resetthread, and calls both through the
-** shared library's own symbol table, so the worker's definitions below come
-** first (as its time() does) and wrap Lua's own, found with RTLD_NEXT. These
-** are the only ways Lua code runs on another thread. */
-typedef int (*resume_fn)(lua_State *, lua_State *, int, int *);
-typedef int (*reset_fn)(lua_State *);
-static resume_fn lua_resume_real;
-static reset_fn lua_resetthread_real;
+** lua_resume and closes through lua_resetthread, the only ways Lua code runs
+** on another thread. The worker links Lua in statically with both wrapped
+** (-Wl,--wrap: every call to lua_resume outside ldo.c comes here, and
+** __real_lua_resume is Lua's own), so the running thread is known. */
+int __real_lua_resume(lua_State *L, lua_State *from, int narg, int *nres);
+int __real_lua_resetthread(lua_State *L);
+int __wrap_lua_resume(lua_State *L, lua_State *from, int narg, int *nres);
+int __wrap_lua_resetthread(lua_State *L);
 static unsigned wrapped_calls;   /* for coroutines_are_tracked */
 
-int lua_resume(lua_State *L, lua_State *from, int narg, int *nres)
+int __wrap_lua_resume(lua_State *L, lua_State *from, int narg, int *nres)
 {
   worker *w = worker_of(L);
   lua_State *was = w->running;
   w->running = L;
   wrapped_calls++;
-  int status = lua_resume_real(L, from, narg, nres);
+  int status = __real_lua_resume(L, from, narg, nres);
   w->running = was;
   return status;
 }
 
-int lua_resetthread(lua_State *L)
+int __wrap_lua_resetthread(lua_State *L)
 {
   worker *w = worker_of(L);
   lua_State *was = w->running;
   w->running = L;
   wrapped_calls++;
-  int status = lua_resetthread_real(L);
+  int status = __real_lua_resetthread(L);
   w->running = was;
   return status;
-}
-
-/* Found before anything runs. A Lua library that binds these calls inside
-** itself cannot be wrapped so: worker_cpu_timer then refuses a CPU budget
-** rather than leave a coroutine outside it. */
-__attribute__((constructor))
-static void find_lua_coroutine_calls(void)
-{
-  lua_resume_real = (resume_fn)(uintptr_t)dlsym(RTLD_NEXT, "lua_resume");
-  lua_resetthread_real = (reset_fn)(uintptr_t)dlsym(RTLD_NEXT, "lua_resetthread");
-  if (lua_resume_real == NULL || lua_resetthread_real == NULL) {
-    static const char msg[] = "airlock-worker: cannot find Lua's lua_resume and lua_resetthread\n";
-    (void)!write(2, msg, sizeof msg - 1);
-    _exit(WORKER_EXIT_INTERNAL);
-  }
 }
 
 /* Whether Lua's own coroutine library resumes through lua_resume above:
@@ -240,8 +249,9 @@ void worker_cpu_timer(worker *w)
   if (w->init.cpu_ms == 0 && w->init.turn_cpu_ms == 0)
     return;
   if (!coroutines_are_tracked())
-    worker_die(WORKER_EXIT_INTERNAL, "limits.cpu: this Lua library resumes coroutines without "
-               "going through lua_resume, so a coroutine could run outside the CPU budget");
+    worker_die(WORKER_EXIT_INTERNAL, "limits.cpu: this worker's Lua resumes coroutines without "
+               "going through its lua_resume wrapper, so a coroutine could run outside the CPU "
+               "budget");
   cpu_worker = w;
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);

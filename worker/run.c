@@ -83,6 +83,7 @@ static void pack_error(worker *w, const char *message, size_t mlen, const char *
 void worker_send_error(worker *w, const char *message, size_t mlen, const char *traceback,
                        size_t tlen, const char *cause)
 {
+  w->cpu_on = 0;   /* the run is over: no more ticks */
   pack_error(w, message, mlen, traceback, tlen, cause);
   worker_frame_send(w);
   worker_end(w);
@@ -106,6 +107,9 @@ static void send_done(worker *w)
   int refused = w->out_refused;
   msgpack_sbuffer_init(&w->out);
   w->mem_exempt = 0;
+  /* The CPU budgets' tick stops here: lua_close frees the state's call
+  ** frames, which a hook set from the tick would walk. */
+  w->cpu_on = 0;
   lua_close(w->L);
   w->L = NULL;
   msgpack_sbuffer_destroy(&w->out);

@@ -60,8 +60,12 @@ typedef struct worker {
   ** arms a one-instruction hook on the running thread, which reads the clock;
   ** between two ticks no hook is set and the interpreter runs at full speed. */
   lua_State *running;          /* the coroutine being resumed (NULL: the main thread) */
-  int cpu_on;                  /* the budgets count (from the guest's first instruction) */
+  volatile int cpu_on;         /* the budgets count: from the guest's first instruction
+                                  until its chunk has ended (never while the state closes) */
   volatile int cpu_due;        /* a tick came: check the clock at the next instruction */
+  volatile int cpu_armed;      /* the tick's hook is set and has not run yet */
+  lua_State *volatile cpu_armed_on;  /* the running coroutine it was set for (NULL: main) */
+  volatile unsigned cpu_skip;  /* ticks to let pass after a costly setting of the hook */
   uint64_t cpu_start_ns;       /* the process's CPU time when the guest started */
   uint64_t turn_cpu_start_ns;  /* ... when the last turn ended (a reply marked turn) */
 

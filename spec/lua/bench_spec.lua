@@ -89,6 +89,25 @@ describe("airlock bench --quick --json", function()
     for _, k in ipairs { "cpu_host_us", "cpu_worker_us", "raw_parent_us", "raw_child_us" } do positive(c[k], k) end
   end)
 
+  it("runs five CPU-bound programs as guests and under lua5.4, in the same run", function()
+    local programs, n = {}, 0
+    for _, name in ipairs(order) do
+      local r = bench()[name]
+      if r.program then
+        n = n + 1
+        programs[r.program] = true
+        assert.is_nil(r.skipped, name .. ": " .. tostring(r.skipped))
+        positive(r.guest_s, name .. ".guest_s")
+        positive(r.lua_s, name .. ".lua_s")
+        assert.near(r.lua_s / r.guest_s, r.speed, 1e-9)
+      end
+    end
+    for _, p in ipairs { "alloc", "float", "calls", "strings", "arrays" } do
+      assert.is_true(programs[p], "no row for " .. p)
+    end
+    assert.equal(15, n)   -- each under three policies
+  end)
+
   it("times a pooled start against a raw pre-forked child and fork+exec, from the same run", function()
     local first = measured("warm-first-instruction", "raw prefork wake")
     assert.equal(100, first.target_us)

@@ -50,6 +50,12 @@ describe("limits.cpu", function()
       "function() while true do end end }) coroutine.yield() end) coroutine.resume(co) coroutine.close(co)" },
     { "a metamethod", "local t = setmetatable({}, { __index = function() while true do end end }) return t.x" },
     { "string.gsub's callback", "return (('x'):rep(10):gsub('x', function() while true do end end))" },
+    -- every tick's hook marks each frame of the stack: 10^5 of them must not
+    -- leave the worker doing nothing but ticks
+    { "a loop at the bottom of 10^5 calls",
+      "local function deep(n) if n == 0 then while true do end end return 1 + deep(n - 1) end return deep(1e5)" },
+    { "a loop in a coroutine at the bottom of 10^5 calls", "return coroutine.wrap(function() " ..
+      "local function deep(n) if n == 0 then while true do end end return 1 + deep(n - 1) end return deep(1e5) end)()" },
   } do
     it("stops " .. case[1] .. " with cause cpu, naming the field", function()
       local res = run(case[2], BUDGET)

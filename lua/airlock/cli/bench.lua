@@ -542,6 +542,8 @@ function M.main(args)
   end
   local r = bench_rss(quick and 50 or 200)
   rows[#rows + 1] = { bench = "parent-rss-per-run", kb = r.per_run_kb, runs = r.runs }
+  -- CPU-bound guest code against lua5.4 on the same programs (airlock bench guest)
+  for _, g in ipairs(require("airlock.cli.bench_guest").rows(quick and 1 or 3)) do rows[#rows + 1] = g end
 
   -- Per layer: one group on at a time, against unconfined from the same rounds.
   row(rows, "confined-ownnet", s["confined-ownnet"], "spawn-done", s.confined,
@@ -576,7 +578,14 @@ function M.print_table(rows)
     by[x.bench] = x
     if x.bench == "confined-ownnet" then print("-- one confinement layer group at a time (same rounds as above)")
     elseif x.bench == "netns-clone-newnet" then print("-- net namespace alone: clone + _exit + wait (airlock-netns)") end
-    if x.kb then
+    if x.speed or (x.policy and x.skipped) then
+      if x.skipped then
+        print(string.format("%-24s skipped: %s", x.bench, x.skipped))
+      else
+        print(string.format("%-24s guest %.4f s, lua5.4 %.4f s of CPU: speed %.2f of lua5.4's", x.bench,
+          x.guest_s, x.lua_s, x.speed))
+      end
+    elseif x.kb then
       print(string.format("%-24s %.0f KiB of parent RSS per live run (%d runs parked on an effect)", x.bench, x.kb, x.runs))
     elseif x.cpu_host_us then
       print(string.format("%-24s CPU us per call: host %.1f + worker %.1f = %.1f; raw ping-pong: parent %.1f + child %.1f = %.1f",

@@ -300,6 +300,7 @@ function M.bench(args)
   if args[1] == "exec" then return require("airlock.cli.bench_exec").main({ table.unpack(args, 2) }) end
   if args[1] == "scale" then return require("airlock.cli.bench_scale").main({ table.unpack(args, 2) }) end
   if args[1] == "net" then return require("airlock.cli.bench_net").main({ table.unpack(args, 2) }) end
+  if args[1] == "guest" then return require("airlock.cli.bench_guest").main({ table.unpack(args, 2) }) end
   return require("airlock.cli.bench").main(args)
 end
 

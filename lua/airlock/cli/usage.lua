@@ -82,11 +82,12 @@ M.COMMANDS = {
   { name = "repl", synopsis = "",
     about = "Interactive Lua with the airlock module loaded (:help inside).", options = {},
     exit = "0" },
-  { name = "bench", synopsis = "[exec | ledger | scale | net | warm] [--json] [--quick]",
+  { name = "bench", synopsis = "[exec | ledger | scale | net | warm | guest] [--json] [--quick]",
     about = "Measure spawn and effect round trips (exec: airlock exec; ledger: appends and " ..
       "verify; scale: a plugin host's frames, N guests x K effects; net: an HTTP request through " ..
       "a program's egress proxy; warm: only the warm-* rows, pooled starts against a raw " ..
-      "pre-forked child) against baselines taken " ..
+      "pre-forked child; guest: CPU-bound guest code against lua5.4 on the same programs) " ..
+      "against baselines taken " ..
       "in the same run, as ratios.",
     options = { { "--json", nil, "one JSON object per row" }, { "--quick", nil, "fewer rounds" },
                 { "--guests", "N", "scale: only N guests (default 10, 50, 200)" },
