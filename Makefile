@@ -113,12 +113,15 @@ fuzz: build
 # here (sizeof of a pointer array's element, memcpy of length-counted text,
 # widening, parameter order, reserved names, narrowing, assignment in if),
 # misc-redundant-expression and cert-err34-c (unchecked string-to-number).
+# The sources of airlock-ledgerd-crashpoints (a test program) are checked a
+# second time with AIRLOCK_CRASH_POINTS, the code it alone has.
 LINT_DEBS = cppcheck clang-tidy clang
 TIDY_CHECKS = -*,bugprone-*,-bugprone-easily-swappable-parameters,-bugprone-reserved-identifier,\
 -bugprone-narrowing-conversions,-bugprone-assignment-in-if-condition,\
 -bugprone-implicit-widening-of-multiplication-result,-bugprone-sizeof-expression,\
 -bugprone-not-null-terminated-result,misc-redundant-expression,cert-err34-c
 LINT_SRC = core/*.c init/*.c egress/*.c ledger/*.c worker/*.c lua/*.c lua/binding/*.c
+CRASH_SRC = core/ledger.c ledger/main.c
 lint: $(EMBEDDED)
 	@missing=""; for p in $(LINT_DEBS); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
@@ -132,9 +135,14 @@ lint: $(EMBEDDED)
 	  -Icore -Ilua -Ilua/binding -Ibuild/gen -D__x86_64__ core lua/*.c lua/binding worker
 	clang-tidy --quiet --warnings-as-errors='*' -checks='$(TIDY_CHECKS)' $(LINT_SRC) -- \
 	  -std=gnu11 -D_GNU_SOURCE -Icore -Iledger -Ilua -Ilua/binding -Ibuild/gen -I/usr/include/lua5.4
+	clang-tidy --quiet --warnings-as-errors='*' -checks='$(TIDY_CHECKS)' $(CRASH_SRC) -- \
+	  -std=gnu11 -D_GNU_SOURCE -DAIRLOCK_CRASH_POINTS -Icore -Iledger -Ilua -Ilua/binding -Ibuild/gen
 	@for f in $(LINT_SRC) spec/c/*.c spec/fixtures/*.c bench/*.c examples/*/*.c; do \
 	  clang -fsyntax-only -std=gnu11 -Wall -Wextra -Werror -Icore -Iledger -Ilua -Ilua/binding \
 	    -Ibuild/gen -I/usr/include/lua5.4 '-DPLUGIN_HOST_DIR="/x"' $$f || exit 1; \
+	done
+	@for f in $(CRASH_SRC); do \
+	  clang -fsyntax-only -std=gnu11 -Wall -Wextra -Werror -DAIRLOCK_CRASH_POINTS -Icore -Iledger $$f || exit 1; \
 	done
 	@echo "lint: clean (cppcheck, clang-tidy, clang -Werror)"
 

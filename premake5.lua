@@ -90,6 +90,19 @@ project "airlock-ledgerd"
   links { "airlock-core", "msgpackc", "crypto", "seccomp", "zstd" }
   outdirs(true)
 
+-- airlock-ledgerd-crashpoints: a test program, never installed (make install
+-- and install-rock copy airlock-ledgerd alone). The same sources with
+-- AIRLOCK_CRASH_POINTS defined: its own core/ledger.c has the seal's crash
+-- points (core/ledger_int.h), so AIRLOCK_LEDGER_CRASH_AT=PHASE stops it there
+-- (spec/lua/ledger_seal_spec.lua); libairlock's ledger.o, compiled without
+-- them, is never linked in, its symbols being this project's.
+project "airlock-ledgerd-crashpoints"
+  kind "ConsoleApp"
+  defines { "AIRLOCK_CRASH_POINTS" }
+  files { "ledger/*.c", "core/ledger.c" }
+  links { "airlock-core", "msgpackc", "crypto", "seccomp", "zstd" }
+  outdirs(true)
+
 -- airlock-init: PID 1 of a program's pid namespace (init/main.c). Static, so
 -- it runs in any root file system; never sanitized (a static link cannot
 -- carry the sanitizer runtime, and it makes a handful of system calls).

@@ -18,6 +18,9 @@
 
 #include "airlock.h"
 #include "ledger_int.h"
+#ifdef AIRLOCK_CRASH_POINTS
+#include <signal.h>
+#endif
 
 #define KEEP_MAX (1u << 20)   /* a record buffer larger than this is freed after use */
 
@@ -406,7 +409,9 @@ static void put_be32(uint8_t *p, uint32_t v)
 **             most), fdatasync, rename over the journal, fsync of the
 **             directory. A crash before: the journal repeats segment N's
 **             bytes, then its own records; readers skip the repeat, the next
-**             open rewrites the journal without it. */
+**             open rewrites the journal without it.
+** LEDGER_CRASH_POINT marks the phases a test build of the ledger process can
+** be stopped in (ledger_int.h); elsewhere it is nothing. */
 #define SEAL_BLOCK (128u << 10)   /* plain bytes per block (per step) of a stepped seal */
 #define TAIL_STEP  (256u << 10)   /* journal bytes copied per step */
 #define SYNC_EVERY (1u << 20)     /* segment bytes written between fdatasyncs */
@@ -414,6 +419,33 @@ static void put_be32(uint8_t *p, uint32_t v)
 #define RELEASE_STEP (256u << 10) /* old journal bytes freed per step */
 
 enum { SEAL_NONE, SEAL_COMPRESS, SEAL_SYNC, SEAL_PLACE, SEAL_TAIL, SEAL_RELEASE };
+
+#ifdef AIRLOCK_CRASH_POINTS
+/* Test builds only (ledger_int.h says why production has none of this). */
+static const char *const crash_phases[] = { "segment", "placed", "journal", "swapped", NULL };
+static const char *crash_at;   /* the armed phase, one of crash_phases; NULL: none */
+
+int ledger_crash_arm(const char *phase)
+{
+  crash_at = NULL;
+  if (phase == NULL || *phase == '\0')
+    return 0;
+  for (const char *const *p = crash_phases; *p; p++)
+    if (strcmp(*p, phase) == 0) {
+      crash_at = *p;
+      return 0;
+    }
+  return -EINVAL;
+}
+
+void ledger_crash_point(const char *phase)
+{
+  if (crash_at == NULL || strcmp(crash_at, phase) != 0)
+    return;
+  raise(SIGSTOP);
+  _exit(LEDGER_EXIT_CRASH_POINT);   /* continued: still not a step further */
+}
+#endif
 
 static int pread_all(int fd, uint8_t *p, size_t n, uint64_t at)
 {
@@ -506,6 +538,7 @@ static int seal_compress_step(airlock_ledger *l)
   if ((rc = write_all(l->sj.wfd, b, sizeof b, &done)) < 0 ||
       (rc = write_all(l->sj.wfd, z ? l->sj.packed : l->sj.plain, z ? z : n, &done)) < 0)
     return seal_abort(l, rc, "write");
+  LEDGER_CRASH_POINT("segment");
   l->sj.at += n;
   l->sj.synced += LEDGER_BLK_HDR + (z ? z : n);
   if (l->sj.at < l->sj.jlen) {
@@ -538,6 +571,7 @@ static int seal_place_step(airlock_ledger *l)
   ledger_seg_name(l->dir, l->nseg + 1, NULL, seg, sizeof seg);
   if (rename(l->sj.tmp, seg) < 0)
     return seal_abort(l, -errno, "rename");
+  LEDGER_CRASH_POINT("placed");
   l->nseg++;
   close(l->sj.wfd);
   free(l->sj.packed);
@@ -607,8 +641,10 @@ static int seal_tail_step(airlock_ledger *l)
     return seal_broken(l, rc, "copy");
   if (fdatasync(l->sj.wfd) < 0)
     return seal_broken(l, -errno, "fdatasync");
+  LEDGER_CRASH_POINT("journal");
   if (rename(l->sj.tmp, l->journal) < 0)
     return seal_broken(l, -errno, "rename");
+  LEDGER_CRASH_POINT("swapped");
   l->sj.tmp[0] = '\0';   /* in place: nothing to remove */
   /* the old journal's blocks are freed a step at a time (its last close
   ** would free them all at once, with a discard each) */

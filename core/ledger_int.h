@@ -51,4 +51,34 @@ int ledger_reader_open_dir(const char *dir, int decode, airlock_ledger_reader **
 void ledger_reader_layout(const airlock_ledger_reader *r, uint64_t *base, unsigned *nseg,
                           uint64_t *stale);
 
+/* Crash points: named places in a seal's steps (core/ledger.c) where a test
+** build of the ledger process stops itself, so a spec can kill it -9 in that
+** phase and no other (spec/lua/ledger_seal_spec.lua):
+**   segment  a block of segment.N.tmp is written; the segment is not renamed
+**   placed   segment.N is renamed into place; the directory is not fsynced
+**   journal  journal.tmp holds the journal's tail, fdatasynced; it is not
+**            renamed over the journal (which still repeats the segment)
+**   swapped  journal.tmp is renamed over the journal; the directory is not
+**            fsynced
+** They exist only where AIRLOCK_CRASH_POINTS is defined at compile time:
+** premake5.lua defines it for airlock-ledgerd-crashpoints alone, a test
+** program that make install and install-rock never copy. Everywhere else
+** (libairlock, airlock.so, the airlock-ledgerd that hosts run)
+** LEDGER_CRASH_POINT expands to nothing and ledger_crash_arm does not exist,
+** so no option, message, file or environment can switch production code into
+** stopping. In the test build, ledger_crash_arm(phase) (airlock-ledgerd reads
+** AIRLOCK_LEDGER_CRASH_AT before it clears its environment) names the phase:
+** the process raises SIGSTOP the first time a seal reaches it, and should it
+** be continued, _exits (LEDGER_EXIT_CRASH_POINT) without a further step: the
+** disk stays exactly as it was at the point, as after a kill -9 there. */
+#ifdef AIRLOCK_CRASH_POINTS
+#define LEDGER_EXIT_CRASH_POINT 86
+/* 0 (NULL or "" disarms), or -EINVAL for a phase that is not one of the above. */
+int ledger_crash_arm(const char *phase);
+void ledger_crash_point(const char *phase);
+#define LEDGER_CRASH_POINT(phase) ledger_crash_point(phase)
+#else
+#define LEDGER_CRASH_POINT(phase) ((void)0)
+#endif
+
 #endif

@@ -49,6 +49,11 @@ static const char *const allowed[] = {
   "sigaltstack", "prctl", "prlimit64", "getrlimit", "sched_yield", "readlink", "mprotect",
   "rt_sigaction",
 #endif
+#ifdef AIRLOCK_CRASH_POINTS
+  /* the test build (airlock-ledgerd-crashpoints) alone: raise(SIGSTOP) at a
+  ** crash point (core/ledger_int.h); the production allowlist has no tgkill */
+  "tgkill",
+#endif
   NULL
 };
 
@@ -918,6 +923,13 @@ static int serve_probe(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+#ifdef AIRLOCK_CRASH_POINTS
+  /* The test build alone (core/ledger_int.h): the phase of a seal to stop
+  ** in, read before prepare() clears the environment; a name it does not
+  ** know ends it before it serves anyone. */
+  if (ledger_crash_arm(getenv("AIRLOCK_LEDGER_CRASH_AT")) < 0)
+    _exit(LEDGER_EXIT_USAGE);
+#endif
   prepare();
   if (argc < 4)
     _exit(LEDGER_EXIT_USAGE);

@@ -36,6 +36,9 @@ describe("make install", function()
     end
     local _, rc = sh("test -x " .. prefix .. "/bin/airlock && test -x " .. prefix .. "/libexec/airlock/airlock-worker")
     assert.equal(0, rc)
+    -- the ledger process is installed, its test build (crash points) never is
+    assert.is_truthy(io.open(prefix .. "/libexec/airlock/airlock-ledgerd", "rb"))
+    assert.equal("", (sh("find " .. dest .. " -name '*crashpoints*'")))
     local pc = H.slurp(prefix .. "/lib/pkgconfig/airlock.pc")
     assert.matches("prefix=/usr/local\n", pc, 1, true)
     assert.matches("Libs: -L${libdir} -lairlock", pc, 1, true)

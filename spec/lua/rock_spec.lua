@@ -24,6 +24,9 @@ describe("luarocks make", function()
                          "bin/airlock" } do
       assert.is_truthy(io.open(tree .. "/" .. f, "rb"), f .. " is not in the tree")
     end
+    -- the ledger process is installed, its test build (crash points) never is
+    assert.is_truthy(io.open(tree .. "/lib/lua/5.4/airlock-ledgerd", "rb"))
+    assert.equal("", (sh("find " .. tree .. " -name '*crashpoints*'")))
     local script = ws .. "/use.lua"
     H.write(script, string.format([[
 package.cpath = %q
