@@ -119,9 +119,11 @@ static void cpu_check(lua_State *L, worker *w)
   if (!w->cpu_on)
     return;
   w->cpu_due = 0;
+  uint64_t run = w->init.cpu_ms, turn = w->init.turn_cpu_ms;
+  if (run == 0 && turn == 0)
+    return;   /* the tick was for the notes alone */
   uint64_t now = cpu_now_ns();
   char msg[200];
-  uint64_t run = w->init.cpu_ms, turn = w->init.turn_cpu_ms;
   if (run != 0 && now - w->cpu_start_ns >= run * 1000000u)
     budget_exhausted(L, w, msg, snprintf(msg, sizeof msg, "CPU budget of %" PRIu64 " ms used up "
                                          "(limits.cpu)", run), "cpu");
@@ -167,6 +169,9 @@ static void cpu_tick(int sig)
   (void)sig;
   worker *w = cpu_worker;
   if (w == NULL || !w->cpu_on || w->L == NULL)
+    return;
+  /* without a budget, a tick only sends the notes waiting (if any) */
+  if (w->init.cpu_ms == 0 && w->init.turn_cpu_ms == 0 && w->notes.size == 0)
     return;
   int saved = errno;
   w->cpu_due = 1;
@@ -244,9 +249,17 @@ static int coroutines_are_tracked(void)
   return ok && wrapped_calls - before >= 3 && probe.running == NULL;
 }
 
+/* Whether the worker ticks: for a CPU budget, and for notes, which would
+** otherwise wait in a guest that computes without another frame (a replay,
+** which runs without the budgets, must still see them: session.lua). */
+static int ticks_needed(const worker *w)
+{
+  return w->init.cpu_ms != 0 || w->init.turn_cpu_ms != 0 || w->init.notify != NULL;
+}
+
 void worker_cpu_timer(worker *w)
 {
-  if (w->init.cpu_ms == 0 && w->init.turn_cpu_ms == 0)
+  if (!ticks_needed(w))
     return;
   if (!coroutines_are_tracked())
     worker_die(WORKER_EXIT_INTERNAL, "limits.cpu: this worker's Lua resumes coroutines without "
@@ -330,7 +343,7 @@ void worker_limits_start(worker *w)
 {
   w->mem_exempt = 0;
   worker_limits_hook(w);
-  if (w->init.cpu_ms != 0 || w->init.turn_cpu_ms != 0) {
+  if (ticks_needed(w)) {
     w->cpu_start_ns = w->turn_cpu_start_ns = cpu_now_ns();
     w->cpu_on = 1;
   }

@@ -60,8 +60,9 @@ typedef struct worker {
   ** arms a one-instruction hook on the running thread, which reads the clock;
   ** between two ticks no hook is set and the interpreter runs at full speed. */
   lua_State *running;          /* the coroutine being resumed (NULL: the main thread) */
-  volatile int cpu_on;         /* the budgets count: from the guest's first instruction
-                                  until its chunk has ended (never while the state closes) */
+  volatile int cpu_on;         /* the ticks act (for the budgets, and to send waiting
+                                  notes): from the guest's first instruction until its
+                                  chunk has ended (never while the state closes) */
   volatile int cpu_due;        /* a tick came: check the clock at the next instruction */
   volatile int cpu_armed;      /* the tick's hook is set and has not run yet */
   lua_State *volatile cpu_armed_on;  /* the running coroutine it was set for (NULL: main) */
@@ -93,7 +94,8 @@ typedef struct worker {
   msgpack_unpacked reply;
 
   /* channel.c: notes not sent yet, whole frames (header and body), sent with
-  ** the next frame, when they pass a size, or from the instruction hook */
+  ** the next frame, when they pass a size, or from the instruction hook or
+  ** the CPU tick's (limits.c) */
   msgpack_sbuffer notes;
   uint32_t notes_n;
 } worker;

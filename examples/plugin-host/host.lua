@@ -195,12 +195,15 @@ end
 package.loaded["plugin-host.world"] = world
 
 -- The policy for a game of `game.ticks` at `game.fps`: mods.lua, with the
--- deadline raised to the game's length (a bot lives as long as the game).
+-- deadline raised to the game's length (a bot lives as long as the game) and
+-- the CPU budget to 5 ms a tick (a simple bot's turn takes a few hundredths).
 -- replay() builds it again from the recorded input, so the digests agree.
+-- A --fast game has no clock: no deadline either (the game's end ends every
+-- bot), only the CPU budgets.
 local function policy_for(game)
   local mods = assert(airlock.policy.load(sys.dir .. "/mods.lua"))
-  local ms = math.ceil(game.ticks * 1000 / game.fps) + JOIN_MS + GRACE_MS + 1000
-  return airlock.policy.extend(mods, { limits = { deadline_ms = ms } })
+  local ms = game.fast and 0 or math.ceil(game.ticks * 1000 / game.fps) + JOIN_MS + GRACE_MS + 1000
+  return airlock.policy.extend(mods, { limits = { deadline_ms = ms, cpu = math.max(1000, game.ticks * 5) } })
 end
 
 -- ------------------------------------------------------------ rendering
@@ -239,7 +242,8 @@ end
 
 local function title()
   return string.format("plugin-host: %d bots%s, %d ticks at %d fps (a turn's budget: %.0f ms), policy mods, ledgers in %s",
-    #bots, sys.bots > 0 and " (generated)" or "", sys.ticks, sys.fps, 1000 / sys.fps, sys.ledgers)
+    #bots, sys.bots > 0 and " (generated)" or "", sys.ticks, sys.fps, 1000 / sys.fps,
+    sys.ledgers or "none (--no-ledgers)")
 end
 
 local function out(line)
@@ -267,9 +271,23 @@ end
 -- A generated bot (--bots N): six effects a tick, two calls (world.tick,
 -- world.look) and four notifications (a move, two says, a print), which the
 -- policy declares in notify: the guest sends them without waiting.
+-- With --work MS each turn also does input.work steps of arithmetic, about
+-- MS ms of CPU (steps_per_ms below); with --hog T the last bot never ends its
+-- turn at tick T, however it is interrupted.
 local GENERATED = [[
+local input = ...
+local steps, hog = input.work or 0, input.hog
+local function work()
+  local x = 0
+  for i = 1, steps do x = x + i % 7 end
+  return x
+end
 local me = host.world.tick()
 while me do
+  if me.tick == hog then
+    while true do pcall(function() while true do end end) end
+  end
+  work()
   local view = host.world.look { radius = 1 }
   local open = {}
   for _, d in ipairs { "n", "e", "s", "w" } do
@@ -284,7 +302,16 @@ end
 return "bye"
 ]]
 
---- start(): one run per bot, recorded in its own ledger.
+-- How many steps of the generated bots' work take a millisecond of CPU here,
+-- measured over 50 ms of this host's own interpreter (the same loop).
+local function steps_per_ms()
+  local function work(n) local x = 0 for i = 1, n do x = x + i % 7 end return x end
+  local n, t0 = 0, os.clock()
+  repeat work(10000) n = n + 10000 until os.clock() - t0 >= 0.05
+  return n / ((os.clock() - t0) * 1000)
+end
+
+--- start(): one run per bot, recorded in its own ledger (none with --no-ledgers).
 function H.start()
   local files = {}
   if sys.bots > 0 then
@@ -293,7 +320,8 @@ function H.start()
     files = assert(sys.listdir(sys.dir .. "/bots"))
   end
   local used = {}
-  local game = { ticks = sys.ticks, fps = sys.fps }
+  local game = { ticks = sys.ticks, fps = sys.fps, fast = sys.fast or nil }
+  local work_steps = sys.bots > 0 and sys.work > 0 and math.floor(sys.work * steps_per_ms()) or nil
   local pol = policy_for(game)
   B = airlock.broker()
   for _, f in ipairs(files) do
@@ -316,8 +344,8 @@ function H.start()
   end
   for _ = 1, GEMS do spawn_gem() end
   for _, bot in ipairs(bots) do
-    local dir = sys.ledgers .. "/" .. bot.name
-    local f = io.open(dir .. "/journal", "rb")
+    local dir = sys.ledgers and sys.ledgers .. "/" .. bot.name
+    local f = dir and io.open(dir .. "/journal", "rb")
     if f then
       f:close()
       error(string.format("%s already holds a recorded game; give a new --ledgers DIR", dir), 0)
@@ -327,10 +355,12 @@ function H.start()
     local run, err, code = B:start {
       guest = sys.bots > 0 and GENERATED or sys.dir .. "/bots/" .. bot.name .. ".lua", name = bot.name,
       policy = pol, seed = seed,
-      input = { name = bot.name, ticks = game.ticks, fps = game.fps, width = W, height = HEIGHT },
+      input = { name = bot.name, ticks = game.ticks, fps = game.fps, fast = game.fast,
+                width = W, height = HEIGHT, work = work_steps,
+                hog = sys.bots > 0 and sys.hog > 0 and bot == bots[#bots] and sys.hog or nil },
       -- durability "none": the kernel writes the records out; a game loop must
       -- not wait for fdatasync (a crash can lose the last records, never corrupt them).
-      ledger = dir, durability = "none",
+      ledger = dir, durability = dir and "none" or nil,
     }
     if run then
       bot.run = run
@@ -343,8 +373,9 @@ function H.start()
   end
 end
 
---- pump([timeout_ms]) -> all_joined, all_done: one step of the broker; the
---- game loop only ever polls (timeout 0, the default).
+--- pump([timeout_ms]) -> all_joined, all_done, all_waiting: one step of the
+--- broker; the game loop only ever polls (timeout 0, the default), but for
+--- --fast, where a tick waits for every live bot to end its turn (all_waiting).
 function H.pump(timeout)
   local done, err = B:step(timeout or 0)
   if not done then error("broker: " .. tostring(err), 0) end
@@ -356,14 +387,15 @@ function H.pump(timeout)
       event(string.format("%s stopped: %s -- %s", bot.name, res.cause, short(res.message)))
     end
   end
-  local joined, all_done = true, true
+  local joined, all_done, waiting = true, true, true
   for _, b in ipairs(bots) do
     if b.alive then
       all_done = false
       if not b.joined then joined = false end
+      if not b.pending then waiting = false end
     end
   end
-  return joined, all_done
+  return joined, all_done, waiting
 end
 
 -- The bot's queued move, applied: "e" moved, "e*" moved onto a gem, "e!"
@@ -433,7 +465,19 @@ local function end_tick(work_ms)
 end
 
 --- frame(tick, prev_work_ms): ends tick-1, starts tick, renders.
+-- The host's resident memory (VmRSS), in KiB.
+local function rss_kb()
+  local f = io.open("/proc/self/status")
+  local s = f and f:read("a") or ""
+  if f then f:close() end
+  return tonumber(s:match("VmRSS:%s*(%d+)")) or 0
+end
+
+-- When the host's memory is first read: every bot long past its start.
+local RSS_AT = math.min(1000, math.max(1, sys.ticks // 10))
+
 function H.frame(tick, work_ms)
+  if tick == RSS_AT then T.rss_first = rss_kb() end
   if tick == 1 then
     if sys.plain then out(title()) out("") out(grid()) out("") out(header()) end
     flush_events()
@@ -485,15 +529,23 @@ function H.close(stats)
     for _, b in ipairs(bots) do
       local r = b.result or { cause = "?", usage = {} }
       local c = by[r.cause]
-      if not c then c = { bots = 0, turns = 0, skips = 0, effects = 0 } by[r.cause] = c order[#order + 1] = r.cause end
+      if not c then
+        c = { bots = 0, turns = 0, skips = 0, effects = 0, cpu_ms = 0 }
+        by[r.cause] = c
+        order[#order + 1] = r.cause
+      end
       c.bots, c.turns, c.skips = c.bots + 1, c.turns + b.turns, c.skips + b.skips
       c.effects = c.effects + (r.usage and r.usage.effects or 0)   -- notes included
+      c.cpu_ms = c.cpu_ms + (r.usage and (r.usage.user_ms or 0) + (r.usage.sys_ms or 0) or 0)
+      if not r.ok and not c.message then c.message = short(r.message) end
     end
     table.sort(order)
-    print(string.format("%-13s %5s %7s %7s %8s", "cause", "bots", "turns", "skipped", "effects"))
+    print(string.format("%-13s %5s %7s %7s %8s %9s  %s", "cause", "bots", "turns", "skipped", "effects",
+      "cpu/turn", "message"))
     for _, cause in ipairs(order) do
       local c = by[cause]
-      print(string.format("%-13s %5d %7d %7d %8d", cause, c.bots, c.turns, c.skips, c.effects))
+      print((string.format("%-13s %5d %7d %7d %8d %6.2f ms  %s", cause, c.bots, c.turns, c.skips, c.effects,
+        c.turns > 0 and c.cpu_ms / c.turns or 0, c.message or ""):gsub("%s+$", "")))
     end
   else
     print(string.format("%-7s %-13s %5s %7s %5s %7s  %s", "bot", "cause", "turns", "skipped", "gems", "effects", "message"))
@@ -510,8 +562,15 @@ function H.close(stats)
     stats.interrupted and " (interrupted)" or "", stats.work_avg_ms, stats.work_max_ms, stats.late))
   print(string.format("host ms per tick: median %.2f, p99 %.2f, max %.2f (target <= %.2f: a tick is %.2f ms)",
     stats.work_med_ms, stats.work_p99_ms, stats.work_max_ms, 8.0, 1000 / sys.fps))
-  print(string.format("ledgers: %s (one per bot; replay one: %s --replay %s --ledgers %s)",
-    sys.ledgers, sys.program, bots[1] and bots[1].name or "BOT", sys.ledgers))
+  if T.rss_first then
+    local last = rss_kb()
+    print(string.format("host RSS: %d KiB at tick %d, %d KiB at the end (%+d KiB)", T.rss_first, RSS_AT, last,
+      last - T.rss_first))
+  end
+  if sys.ledgers then
+    print(string.format("ledgers: %s (one per bot; replay one: %s --replay %s --ledgers %s)",
+      sys.ledgers, sys.program, bots[1] and bots[1].name or "BOT", sys.ledgers))
+  end
   return 0
 end
 

@@ -9,6 +9,7 @@
 ** the effects and the rendering are in host.lua beside this file.
 **
 **   plugin-host [--ticks N] [--fps N] [--bots N] [--ledgers DIR] [--plain]
+**               [--fast] [--work MS] [--hog T] [--no-ledgers]
 **   plugin-host --replay BOT [--ledgers DIR]
 **
 ** The main loop, per tick: host.frame(tick) ends the previous tick (moves of
@@ -19,6 +20,9 @@
 ** one frame, and limits.turn_instructions of its policy (mods.lua).
 ** The host's work per tick (frame and pumps, not the sleeps) is kept for each
 ** tick: the summary gives its median and 99th percentile, and the late frames.
+** With --fast there is no clock: a tick ends as soon as every bot has ended
+** its turn (or stopped), so a long game plays as fast as the machine allows;
+** a bot's turn is then bounded by its policy's CPU budget for a turn alone.
 */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -47,6 +51,7 @@ int luaopen_airlock(lua_State *L);
 #define POLL_MS   1.0      /* the loop polls the broker this often within a frame */
 #define JOIN_MS   5000.0   /* bots have this long to start and ask for their first tick */
 #define GRACE_MS  2000.0   /* after the last tick, bots have this long to return */
+#define FAST_POLL_MS 50.0  /* --fast: the longest a step waits for the bots */
 
 static volatile sig_atomic_t interrupted;
 static void on_sigint(int sig) { (void)sig; interrupted = 1; }
@@ -78,12 +83,17 @@ static void call(lua_State *L, int host, const char *method, int nargs, int nres
   lua_remove(L, base + 1);
 }
 
-/* host.pump() -> all_joined, all_done */
+/* host.pump([timeout_ms]) -> all_joined, all_done, all_waiting */
+static void pump_for(lua_State *L, int host, double timeout_ms, int *joined, int *done, int *waiting) {
+  lua_pushnumber(L, timeout_ms);
+  call(L, host, "pump", 1, 3);
+  *joined = lua_toboolean(L, -3);
+  *done = lua_toboolean(L, -2);
+  if (waiting) *waiting = lua_toboolean(L, -1);
+  lua_pop(L, 3);
+}
 static void pump(lua_State *L, int host, int *joined, int *done) {
-  call(L, host, "pump", 0, 2);
-  *joined = lua_toboolean(L, -2);
-  *done = lua_toboolean(L, -1);
-  lua_pop(L, 2);
+  pump_for(L, host, 0, joined, done, NULL);
 }
 
 /* sys.listdir(path) -> sorted list of names, or nil, message (for host.lua: bots/) */
@@ -111,12 +121,20 @@ static int l_now_ms(lua_State *L) { lua_pushnumber(L, airlock_now_ms()); return 
 
 static void usage(FILE *f) {
   fputs("usage: plugin-host [--ticks N] [--fps N] [--bots N] [--ledgers DIR] [--plain]\n"
+        "                   [--fast] [--work MS] [--hog T] [--no-ledgers]\n"
         "       plugin-host --replay BOT [--ledgers DIR]\n"
         "  --ticks N      ticks to simulate (default 100)\n"
         "  --fps N        ticks per second (default 20); a bot's budget for a turn is one tick\n"
         "  --bots N       N generated bots (six effects a tick each) instead of bots/*.lua\n"
         "  --ledgers DIR  one ledger per bot in DIR/BOT (default: a new temporary directory)\n"
         "  --plain        print the tick log line by line even on a terminal\n"
+        "  --fast         no clock: a tick ends when every bot has ended its turn, so the game\n"
+        "                 runs as fast as the machine allows; a turn is bounded by the policy's\n"
+        "                 limits.turn_cpu alone (--fps still sizes the policy's budgets)\n"
+        "  --work MS      generated bots do about MS ms of CPU work a turn (arithmetic, its size\n"
+        "                 measured on this machine when the game starts)\n"
+        "  --hog T        the last generated bot never ends its turn at tick T\n"
+        "  --no-ledgers   record nothing (no ledger per bot, no replay)\n"
         "  --replay BOT   replay BOT's recorded session from its ledger; exit 0 when it matches\n"
         "                 (default DIR: the last run's, remembered in $TMPDIR/plugin-host.last)\n", f);
 }
@@ -150,9 +168,9 @@ static const char *tmpdir(void) {
 }
 
 int main(int argc, char **argv) {
-  long ticks = 100, fps = 20, nbots = 0;
+  long ticks = 100, fps = 20, nbots = 0, work = 0, hog = 0;
   const char *ledgers = NULL, *replay = NULL;
-  int plain = !isatty(STDOUT_FILENO);
+  int plain = !isatty(STDOUT_FILENO), fast = 0, noledgers = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--ticks")) ticks = number(a, i + 1 < argc ? argv[++i] : NULL, 1, 1000000);
@@ -161,13 +179,23 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--ledgers") && i + 1 < argc) ledgers = argv[++i];
     else if (!strcmp(a, "--replay") && i + 1 < argc) replay = argv[++i];
     else if (!strcmp(a, "--plain")) plain = 1;
+    else if (!strcmp(a, "--fast")) fast = 1;
+    else if (!strcmp(a, "--work")) work = number(a, i + 1 < argc ? argv[++i] : NULL, 0, 1000);
+    else if (!strcmp(a, "--no-ledgers")) noledgers = 1;
+    else if (!strcmp(a, "--hog")) hog = number(a, i + 1 < argc ? argv[++i] : NULL, 1, 1000000);
     else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
     else { fprintf(stderr, "plugin-host: unknown or incomplete option '%s'\n", a); usage(stderr); return 2; }
   }
 
   char last[PATH_MAX], dirbuf[PATH_MAX];
   snprintf(last, sizeof last, "%s/plugin-host.last", tmpdir());
-  if (replay && !ledgers) {   /* the last run's ledgers */
+  if (noledgers && (replay || ledgers)) {
+    fputs("plugin-host: --no-ledgers records nothing: it takes neither --ledgers nor --replay\n", stderr);
+    return 2;
+  }
+  if (noledgers) {
+    /* nothing recorded, nothing remembered */
+  } else if (replay && !ledgers) {   /* the last run's ledgers */
     ssize_t n = readlink(last, dirbuf, sizeof dirbuf - 1);
     if (n <= 0) { fprintf(stderr, "plugin-host: no previous run in %s; give --ledgers DIR\n", last); return 2; }
     dirbuf[n] = 0;
@@ -180,7 +208,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "plugin-host: mkdir %s: %s\n", ledgers, strerror(errno));
     return 2;
   }
-  if (!replay) {   /* remember it for a later --replay without --ledgers */
+  if (!replay && !noledgers) {   /* remember it for a later --replay without --ledgers */
     char abs[PATH_MAX];
     if (realpath(ledgers, abs)) { unlink(last); if (symlink(abs, last) < 0) { /* only a convenience */ } }
   }
@@ -208,12 +236,15 @@ int main(int argc, char **argv) {
   }
   lua_createtable(L, 0, 8);   /* what host.lua gets from C */
   lua_pushstring(L, dir); lua_setfield(L, -2, "dir");
-  lua_pushstring(L, ledgers); lua_setfield(L, -2, "ledgers");
+  if (ledgers) { lua_pushstring(L, ledgers); lua_setfield(L, -2, "ledgers"); }
   lua_pushstring(L, argv[0]); lua_setfield(L, -2, "program");
   lua_pushinteger(L, ticks); lua_setfield(L, -2, "ticks");
   lua_pushinteger(L, fps); lua_setfield(L, -2, "fps");
   lua_pushinteger(L, nbots); lua_setfield(L, -2, "bots");
   lua_pushboolean(L, plain); lua_setfield(L, -2, "plain");
+  lua_pushboolean(L, fast); lua_setfield(L, -2, "fast");
+  lua_pushinteger(L, work); lua_setfield(L, -2, "work");
+  lua_pushinteger(L, hog); lua_setfield(L, -2, "hog");
   lua_pushcfunction(L, l_listdir); lua_setfield(L, -2, "listdir");
   lua_pushcfunction(L, l_now_ms); lua_setfield(L, -2, "now_ms");
   if (lua_pcall(L, 1, 1, -3) != LUA_OK) {
@@ -252,6 +283,15 @@ int main(int argc, char **argv) {
     call(L, host, "frame", 2, 0);   /* end tick-1, render, start tick */
     double work = airlock_now_ms() - w;
     double frame_end = next + period;
+    if (fast) {   /* no clock: the tick ends when every bot has ended its turn */
+      int waiting = 0;
+      while (!interrupted) {
+        pump_for(L, host, FAST_POLL_MS, &joined, &done, &waiting);
+        if (waiting || done) break;
+      }
+      work = airlock_now_ms() - w;
+      frame_end = airlock_now_ms();
+    }
     for (double now = airlock_now_ms(); now < frame_end && !interrupted; now = airlock_now_ms()) {
       pump(L, host, &joined, &done);
       double after = airlock_now_ms();

@@ -6,9 +6,11 @@
 -- each bot's ledger, is the same when the game is replayed).
 --
 -- A bot is one guest that lives for the whole game, so most limits are for
--- its whole session; turn_instructions is for one tick: a turn ends when the
--- host answers world.tick (a deferred call), and a bot that computes past it
--- within one turn is stopped. The wall-clock budget of a tick is the host's: a
+-- its whole session; turn_cpu is for one tick: a turn ends when the host
+-- answers world.tick (a deferred call), and a bot that computes past it
+-- within one turn is stopped. Both CPU budgets are the worker's own CPU time,
+-- checked without an instruction hook, so a bot's code runs at the
+-- interpreter's full speed. The wall-clock budget of a tick is the host's: a
 -- bot that has not ended its turn within a tick skips it (host.lua). Moves,
 -- says and prints need no answer: they are notifications (notify), sent by the
 -- guest without waiting.
@@ -28,12 +30,11 @@ return airlock.policy.extend(airlock.policy.load("untrusted"), {
   name = "mods",
   description = "plugin-host bots: untrusted, smaller limits, the world effects",
   limits = {
-    -- deadline_ms: untrusted's 5 s; the host raises it to the game's length.
+    -- deadline_ms: untrusted's 5 s; the host raises it to the game's length,
+    -- and cpu to 5 ms a tick of it (host.lua, policy_for).
     memory = "8M",           -- a bot's Lua heap
-    instructions = 2e7,      -- for the whole game: ~10,000 turns of a simple bot,
-                             -- or ~60 ms of a `while true do end`
-    turn_instructions = 2e6, -- for one tick: ~1,000 times a simple bot's turn,
-                             -- or ~6 ms of a `while true do end`
+    instructions = 0,        -- no instruction count: the CPU budgets bound a bot
+    turn_cpu = "100ms",      -- for one tick: ~1,000 times a simple bot's turn
     output = "4K",
     max_frame = "64K",       -- no effect call or answer is larger
     capture = "4K",

@@ -71,13 +71,13 @@ describe("plugin-host", function()
 
   it("stops each hostile bot with its cause in the tick log", function()
     -- loop hogs one tick: stopped by the per-turn budget, long before the whole game's
-    assert.matches("\n%s+loop stopped: instructions %-%- turn instruction budget of 2000000 exhausted", out)
+    assert.matches("\n%s+loop stopped: cpu %-%- turn CPU budget of 100 ms used up %(limits%.turn_cpu", out)
     assert.matches("\n%s+hog stopped: memory %-%- not enough memory", out)
     assert.matches("\n%s+sneak stopped: denied %-%- denied: effect 'fs.read' is not granted", out)
     assert.matches("\n%s+flood stopped: cancelled %-%- flood: 13 effects in tick %d+", out)
     assert.matches('sneak says "io.open: attempt to index a nil value %(global \'io\'%)"', out)
     -- the summary agrees
-    for bot, cause in pairs { loop = "instructions", hog = "memory", sneak = "denied", flood = "cancelled" } do
+    for bot, cause in pairs { loop = "cpu", hog = "memory", sneak = "denied", flood = "cancelled" } do
       assert.matches("\n" .. bot .. "%s+" .. cause .. "%s", out)
     end
   end)
@@ -140,7 +140,7 @@ describe("plugin-host", function()
     assert.is_nil(rout:find("note:", 1, true), rout)   -- the same policy digest as recorded
     rout, rrc = sh(HOST .. " --replay loop --ledgers " .. dir)
     assert.equal(0, rrc, rout)
-    assert.matches("replayed: instructions", rout)
+    assert.matches("replayed: cpu", rout)
   end)
 
   it("says a bot the host stopped does not replay the same, exit 1", function()
@@ -197,8 +197,8 @@ describe("plugin-host --bots N", function()
   end)
 
   it("ends with a summary by cause and the host's ms per tick: median, p99, late frames", function()
-    assert.matches("\ncause%s+bots%s+turns%s+skipped%s+effects\n", out)
-    assert.matches("\nok%s+20%s+%d+%s+%d+%s+%d+\n", out)
+    assert.matches("\ncause%s+bots%s+turns%s+skipped%s+effects%s+cpu/turn%s+message\n", out)
+    assert.matches("\nok%s+20%s+%d+%s+%d+%s+%d+%s+[%d.]+ ms\n", out)
     assert.matches("5 ticks in [%d.]+ s: [%d.]+ fps %(target 20%); host work per tick: avg [%d.]+ ms, " ..
       "max [%d.]+ ms; late frames: %d+", out)
     assert.matches("host ms per tick: median [%d.]+, p99 [%d.]+, max [%d.]+", out)

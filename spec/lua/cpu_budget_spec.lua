@@ -188,12 +188,16 @@ describe("a run a CPU budget ended", function()
 
   local pol = policy.extend("untrusted", {
     limits = BUDGET,
-    effects = { double = function(args) return args.n * 2 end },
+    effects = { double = function(args) return args.n * 2 end, mark = function() end },
+    notify = { "mark" },
   })
 
   for _, case in ipairs {
     { "after effects", "local s = 0 for i = 1, 3 do s = s + host.double{ n = i } end print('sum', s) " ..
       "while true do end", 4 },
+    -- a note waits in the worker for its batch; a tick sends it, in the
+    -- replay too, which has no budget to tick for
+    { "after a note", "host.double{ n = 1 } host.mark{ at = 'loop' } while true do end", 2 },
     { "before any effect", "while true do end", 0 },
   } do
     it("replays exactly, " .. case[1] .. ": the same effects, values and cause", function()
