@@ -28,7 +28,8 @@ int main(int argc, char **argv) {
                       .require_landlock = 1, .require_seccomp = 1 };
   msgpack_sbuffer sb;
   msgpack_sbuffer_init(&sb);
-  if (airlock_init_frame(&sb, &in, 0) < 0) return 2;
+  char err[256];
+  if (airlock_init_frame(&sb, &in, 0, err, sizeof err) < 0) { fprintf(stderr, "c-embed: %s\n", err); return 2; }
 
   unsigned long ns = 0;   /* every namespace: user, pid, net, ipc, uts, mount, cgroup */
   for (const airlock_namespace *x = airlock_namespaces; x->name; x++) ns |= x->flag;
