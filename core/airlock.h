@@ -17,6 +17,7 @@
 #define AIRLOCK_PROTOCOL_VERSION 1
 #define AIRLOCK_FRAME_MAX_DEFAULT (16u << 20)   /* 16 MiB */
 #define AIRLOCK_CAPTURE_DEFAULT   (64u << 10)   /* 64 KiB per stream */
+#define AIRLOCK_OUTPUT_DEFAULT    (64u << 10)   /* limits.output when a policy gives none */
 #define AIRLOCK_EFFECT_NAME_MAX   256           /* bytes in an effect name */
 #define AIRLOCK_CHANNEL_FD        3             /* the child's end of the socketpair */
 #define AIRLOCK_MSG_DEPTH_MAX     32            /* nesting accepted from a child */
@@ -202,8 +203,7 @@ void airlock_pack_reply_err(msgpack_packer *pk, uint64_t id, const char *msg, si
 ** init carries (docs/API.md, "C hosts"), so a C host can give its guests what
 ** `airlock run` gives them. Zero and NULL fields are left out of the frame, which
 ** the worker reads as unlimited or absent (as a Lua host's 0 is): a zeroed
-** struct asks for nothing, so start from the policy a guest
-** should have. Fields
+** struct asks for nothing, so start from airlock_untrusted_defaults. Fields
 ** the Lua module sends that a host does not: the run's serial (`run`, taken
 ** from the broker), `resume.inputs` (the answers a resumed run's host.input
 ** replays: internal to resume) and `confine.pretend_absent` (tests only). */
@@ -555,6 +555,29 @@ typedef struct airlock_event {
   uint32_t effect_len;
   const msgpack_object *args;     /* never NULL for CALL (nil object if absent) */
 } airlock_event;
+
+/* ------------------------------------------------------------------ defaults */
+
+/* The stock `untrusted` policy (policies/untrusted.lua), the one `airlock run`
+** and the Lua module give a guest when nothing else is said, for a C host: call
+** it on a zeroed airlock_init and airlock_run_opts, then add the guest, its
+** effects and input, the worker's argv and the init frame; tighten what it
+** sets, or add per-turn budgets, as the host needs. It sets what the policy
+** decides and nothing else (core/untrusted.c has the values):
+**   in: limits (instructions, memory, output; the per-turn and CPU budgets to
+**       none, as the policy has them), Landlock and seccomp applied by the
+**       worker and required, mdwe applied where the kernel has it;
+**   o:  spawn.namespaces (all of airlock_namespaces), spawn.rlimits
+**       (airlock_untrusted_rlimits), spawn.drop_caps, spawn.no_new_privs,
+**       deadline_ms, max_frame, capture_max, expect_ready, verify_seccomp.
+** The Lua module also joins, as root, one pre-made empty net namespace that
+** all runs share (confine.shared_net: less time per spawn; a C host may set
+** spawn.netns_fd = airlock_netns_new(...)); without it each run has an empty
+** net namespace of its own, the same confinement. Either pointer may be NULL.
+** spec/core/c_defaults_spec.lua holds every value to what the Lua module
+** resolves the policy to. */
+extern const airlock_rlimits airlock_untrusted_rlimits;
+void airlock_untrusted_defaults(airlock_init *in, airlock_run_opts *o);
 
 /* Creates a broker (an epoll set). Returns 0 or -errno. */
 int airlock_broker_new(airlock_broker **out);
