@@ -139,6 +139,7 @@ tool("test-broker-loop", { "spec/c/test_broker_loop.c" }, { "airlock-core", "msg
 tool("test-confine-prepare", { "spec/c/test_confine_prepare.c" }, { "airlock-core", "seccomp" })
 tool("attack", { "spec/fixtures/attack.c" }, { "airlock-core", "crypto", "seccomp" })
 tool("hostile-worker", { "spec/fixtures/hostile_worker.c" }, { "airlock-core", "msgpackc", "crypto", "seccomp" })
+tool("c-defaults", { "spec/fixtures/c_defaults.c" }, { "airlock-core", "msgpackc", "crypto", "seccomp" })
 tool("airlock-baseline", { "bench/baseline.c" }, { "msgpackc" })
 tool("airlock-netns", { "bench/netns.c" })
 tool("test-ledger", { "spec/c/test_ledger.c", "ledger/zstd.c" }, { "airlock-core", "msgpackc", "crypto", "zstd" })

@@ -17,6 +17,7 @@
 #define AIRLOCK_PROTOCOL_VERSION 1
 #define AIRLOCK_FRAME_MAX_DEFAULT (16u << 20)   /* 16 MiB */
 #define AIRLOCK_CAPTURE_DEFAULT   (64u << 10)   /* 64 KiB per stream */
+#define AIRLOCK_OUTPUT_DEFAULT    (64u << 10)   /* limits.output when a policy gives none */
 #define AIRLOCK_EFFECT_NAME_MAX   256           /* bytes in an effect name */
 #define AIRLOCK_CHANNEL_FD        3             /* the child's end of the socketpair */
 #define AIRLOCK_MSG_DEPTH_MAX     32            /* nesting accepted from a child */
@@ -198,21 +199,67 @@ void airlock_pack_reply_ok(msgpack_packer *pk, uint64_t id, int turn);
 void airlock_pack_reply_err(msgpack_packer *pk, uint64_t id, const char *msg, size_t len,
                             const char *code, int turn);
 
-/* What a C host puts in a worker's init frame (the Lua host builds it from a
-** policy). NULL and 0 fields are left out; confine_* ask the worker to apply
-** that layer to itself, and require_* make the run fail (cause confinement)
-** when it cannot. */
+/* What a C host puts in a worker's init frame: every field the Lua module's
+** init carries (docs/API.md, "C hosts"), so a C host can give its guests what
+** `airlock run` gives them. Zero and NULL fields are left out of the frame, which
+** the worker reads as unlimited or absent (as a Lua host's 0 is): a zeroed
+** struct asks for nothing, so start from airlock_untrusted_defaults. Fields
+** the Lua module sends that a host does not: the run's serial (`run`, taken
+** from the broker), `resume.inputs` (the answers a resumed run's host.input
+** replays: internal to resume) and `confine.pretend_absent` (tests only). */
 typedef struct airlock_init {
   const char *guest_name;                /* NULL: "guest" */
-  const char *source; size_t source_len; /* the guest's Lua source */
-  uint64_t instructions, memory;         /* limits: VM instructions, bytes of Lua heap */
-  const char *const *effects;            /* NULL-terminated effect names it may call */
-  int confine_landlock, confine_seccomp;
-  int require_landlock, require_seccomp;
+  const char *source; size_t source_len; /* the guest's Lua source (NULL: empty) */
+  uint64_t instructions;                 /* limits.instructions: VM instructions of the run */
+  uint64_t memory;                       /* limits.memory: bytes of Lua heap */
+  const char *const *effects;            /* NULL-terminated effect names it may call, each
+                                            1 to AIRLOCK_EFFECT_NAME_MAX bytes */
+  int confine_landlock, confine_seccomp; /* the worker applies the layer to itself */
+  int require_landlock, require_seccomp; /* ... and without it the run ends with cause
+                                            confinement before any guest code */
+  uint64_t output;                       /* limits.output: bytes the guest may print over
+                                            the run (the log effect) */
+  uint64_t turn_instructions;            /* limits.turn_instructions: VM instructions of
+                                            one turn (airlock_run_turn ends a turn);
+                                            then cause instructions */
+  uint64_t cpu_ms;                       /* limits.cpu: ms of the worker's own CPU time
+                                            (user + system) for the run; then cause cpu */
+  uint64_t turn_cpu_ms;                  /* limits.turn_cpu: the same for one turn */
+  int64_t seed;                          /* math.random's and the string hash's seed (0: 0;
+                                            the Lua module draws one per run) */
+  const void *input; size_t input_len;   /* the guest's input, its `...`: the bytes of one
+                                            msgpack value (packed with msgpack-c) that a
+                                            Lua value can be (no ext; no nil or NaN map
+                                            key). NULL: none (nil) */
+  const char *const *notify;             /* NULL-terminated effects the guest sends as
+                                            notifications (AIRLOCK_EV_NOTE, no answer) */
+  int confine_mdwe, require_mdwe;        /* memory-deny-write-execute, as above (skipped on
+                                            kernels before 6.3) */
+  const void *seccomp_program;           /* optional: the worker's filter compiled once
+                                            by the parent for pid 1 of a pid namespace
+                                            (airlock_seccomp_worker_program(1, ...)); the
+                                            worker builds its own without it, or when it is
+                                            not pid 1. Saves ~0.2 ms per spawn */
+  size_t seccomp_program_len;
+  int prepare;                           /* 1: a prepared worker's init (airlock_run_opts.
+                                            parked): no guest and no input here; its run
+                                            gets them from airlock_start_frame */
 } airlock_init;
-/* Fills sb (cleared first) with the whole init frame, header included.
-** Returns 0, -ENOMEM, or -EMSGSIZE when it is over max (0: the default). */
-int airlock_init_frame(msgpack_sbuffer *sb, const airlock_init *in, uint32_t max);
+/* Fills sb (cleared first) with the whole init frame, header included. The
+** input is checked first, without allocating: one well-formed value of at
+** most max bytes, which the worker can turn into a Lua value; then the frame,
+** whose body must fit in max (0: AIRLOCK_FRAME_MAX_DEFAULT) and pass the
+** checks the worker applies to it (airlock_msg_check: nesting, size).
+** Returns 0, -EINVAL (a name, or a pointer NULL with a length), -EPROTO (the
+** input), -EMSGSIZE (over max) or -ENOMEM, with a message in err. */
+int airlock_init_frame(msgpack_sbuffer *sb, const airlock_init *in, uint32_t max,
+                       char *err, size_t errlen);
+/* The start frame that gives a prepared worker (in->prepare) its run: run
+** (airlock_run_serial of the parked run), in's guest name, source and input,
+** checked as airlock_init_frame checks them; the rest of in was fixed by the
+** worker's init. For airlock_run_unpark's o->init. Same returns. */
+int airlock_start_frame(msgpack_sbuffer *sb, const airlock_init *in, uint64_t run, uint32_t max,
+                        char *err, size_t errlen);
 
 /* ------------------------------------------------------------------ spawn */
 
@@ -508,6 +555,29 @@ typedef struct airlock_event {
   uint32_t effect_len;
   const msgpack_object *args;     /* never NULL for CALL (nil object if absent) */
 } airlock_event;
+
+/* ------------------------------------------------------------------ defaults */
+
+/* The stock `untrusted` policy (policies/untrusted.lua), the one `airlock run`
+** and the Lua module give a guest when nothing else is said, for a C host: call
+** it on a zeroed airlock_init and airlock_run_opts, then add the guest, its
+** effects and input, the worker's argv and the init frame; tighten what it
+** sets, or add per-turn budgets, as the host needs. It sets what the policy
+** decides and nothing else (core/untrusted.c has the values):
+**   in: limits (instructions, memory, output; the per-turn and CPU budgets to
+**       none, as the policy has them), Landlock and seccomp applied by the
+**       worker and required, mdwe applied where the kernel has it;
+**   o:  spawn.namespaces (all of airlock_namespaces), spawn.rlimits
+**       (airlock_untrusted_rlimits), spawn.drop_caps, spawn.no_new_privs,
+**       deadline_ms, max_frame, capture_max, expect_ready, verify_seccomp.
+** The Lua module also joins, as root, one pre-made empty net namespace that
+** all runs share (confine.shared_net: less time per spawn; a C host may set
+** spawn.netns_fd = airlock_netns_new(...)); without it each run has an empty
+** net namespace of its own, the same confinement. Either pointer may be NULL.
+** spec/core/c_defaults_spec.lua holds every value to what the Lua module
+** resolves the policy to. */
+extern const airlock_rlimits airlock_untrusted_rlimits;
+void airlock_untrusted_defaults(airlock_init *in, airlock_run_opts *o);
 
 /* Creates a broker (an epoll set). Returns 0 or -errno. */
 int airlock_broker_new(airlock_broker **out);

@@ -38,12 +38,31 @@ static uint64_t get_be(const uint8_t *p, unsigned n)
 /* In walk(): the bytes ran out; an error unless only a prefix is being checked. */
 #define RAN_OUT(...) (prefix ? SHORT : fail(err, errlen, __VA_ARGS__))
 
+/* walk()'s modes. */
+enum { WHOLE = 0, PREFIX = 1, LUA_VALUE = 2 };
+
+/* Whether the float at p (4 or 8 bytes, big-endian) is a NaN. */
+static int is_nan(const uint8_t *p, unsigned n)
+{
+  uint64_t v = get_be(p, n);
+  if (n == 4)
+    return (v & 0x7f800000u) == 0x7f800000u && (v & 0x007fffffu) != 0;
+  return (v & 0x7ff0000000000000u) == 0x7ff0000000000000u && (v & 0x000fffffffffffffu) != 0;
+}
+
 /* msgpack-c allocates count * sizeof(msgpack_object) as soon as it reads an
 ** array or map header, before any element arrives, and recurses on its own
 ** fixed stack. This walk proves the bytes are complete and shallow first.
-** With prefix set, running out of bytes is not an error but SHORT. */
-static int walk(const uint8_t *b, size_t len, int prefix, char *err, size_t errlen)
+** In PREFIX mode, running out of bytes is not an error but SHORT. In
+** LUA_VALUE mode the message is a value for a guest's Lua (a C host's input),
+** which cannot hold an ext value or a nil or NaN table key (lua/convert.c
+** refuses them): those are refused here too. */
+static int walk(const uint8_t *b, size_t len, int mode, char *err, size_t errlen)
 {
+  int prefix = mode == PREFIX;
+  /* in_map[d]: the container open at depth d is a map, whose elements
+  ** alternate key, value: a key when the count still owed is even. */
+  uint8_t in_map[AIRLOCK_MSG_DEPTH_MAX + 1];
   size_t pos = 0;
   /* left[d]: objects still owed to the container open at depth d; left[0] is
   ** the single top-level object. */
@@ -54,12 +73,14 @@ static int walk(const uint8_t *b, size_t len, int prefix, char *err, size_t errl
   if (len == 0)
     return RAN_OUT("empty message");
   left[0] = 1;
+  in_map[0] = 0;
   for (;;) {
     while (left[depth] == 0) {
       if (depth == 0)
         goto complete;
       depth--;
     }
+    int key = in_map[depth] && left[depth] % 2 == 0;
     left[depth]--;
     if (pos == len)
       return RAN_OUT("message ends at byte %zu but an element is missing", pos);
@@ -129,6 +150,13 @@ static int walk(const uint8_t *b, size_t len, int prefix, char *err, size_t errl
     if (payload > len - pos)
       return RAN_OUT("%s at byte %zu needs %" PRIu64 " bytes but only %zu remain",
                      what, at, payload, len - pos);
+    if (mode == LUA_VALUE) {
+      if ((tag >= 0xc7 && tag <= 0xc9) || (tag >= 0xd4 && tag <= 0xd8))
+        return fail(err, errlen, "%s at byte %zu: a Lua value cannot be an ext type", what, at);
+      if (key && (tag == 0xc0 || ((tag == 0xca || tag == 0xcb) && is_nan(b + pos, (unsigned)payload))))
+        return fail(err, errlen, "map key at byte %zu is %s: a Lua table cannot have one", at,
+                    tag == 0xc0 ? "nil" : "NaN");
+    }
     pos += payload;
 
     if (shape == ARRAY || shape == MAP) {
@@ -143,8 +171,10 @@ static int walk(const uint8_t *b, size_t len, int prefix, char *err, size_t errl
       if (depth == AIRLOCK_MSG_DEPTH_MAX)
         return fail(err, errlen, "%s at byte %zu nests deeper than %d levels",
                     what, at, AIRLOCK_MSG_DEPTH_MAX);
-      if (items > 0)
+      if (items > 0) {
         left[++depth] = items;
+        in_map[depth] = shape == MAP;
+      }
     }
   }
 complete:
@@ -164,12 +194,12 @@ complete:
 
 int airlock_msg_check(const void *body, size_t len, char *err, size_t errlen)
 {
-  return walk(body, len, 0, err, errlen);
+  return walk(body, len, WHOLE, err, errlen);
 }
 
 int airlock_msg_check_prefix(const void *body, size_t len, char *err, size_t errlen)
 {
-  return walk(body, len, 1, err, errlen);
+  return walk(body, len, PREFIX, err, errlen);
 }
 
 /* ------------------------------------------------------------------ decode */
@@ -497,60 +527,222 @@ void airlock_pack_reply_err(msgpack_packer *pk, uint64_t id, const char *msg, si
   }
 }
 
-static void pack_layers(msgpack_packer *pk, int landlock, int seccomp)
+/* ------------------------------------------------------------ init, start */
+
+/* A packer whose first failed write (out of memory) sticks: nothing after it
+** is written, and the frame is refused as a whole. */
+typedef struct frame_out {
+  msgpack_sbuffer *sb;
+  int failed;
+} frame_out;
+
+static int frame_write(void *data, const char *buf, size_t len)
 {
-  msgpack_pack_array(pk, (uint32_t)(landlock != 0) + (uint32_t)(seccomp != 0));
-  if (landlock)
-    airlock_pack_cstr(pk, "landlock");
-  if (seccomp)
-    airlock_pack_cstr(pk, "seccomp");
+  frame_out *o = data;
+  if (o->failed || msgpack_sbuffer_write(o->sb, buf, len) != 0) {
+    o->failed = 1;
+    return -1;
+  }
+  return 0;
 }
 
-int airlock_init_frame(msgpack_sbuffer *sb, const airlock_init *in, uint32_t max)
+/* The NULL-terminated list names (effects or notify): how many, or -EINVAL
+** for a name the worker would refuse. */
+static int64_t count_names(const char *const *names, const char *what, char *err, size_t errlen)
 {
-  msgpack_packer pk;
-  msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
-  if (airlock_frame_begin(sb) < 0)
+  int64_t n = 0;
+  for (; names != NULL && names[n] != NULL; n++) {
+    size_t len = strlen(names[n]);
+    if (len == 0 || len > AIRLOCK_EFFECT_NAME_MAX) {
+      fail(err, errlen, "init: %s[%" PRId64 "] is %zu bytes: an effect's name is 1 to %d bytes", what,
+           n + 1, len, AIRLOCK_EFFECT_NAME_MAX);
+      return -EINVAL;
+    }
+    if (n == UINT32_MAX) {
+      fail(err, errlen, "init: %s has more names than a msgpack array holds", what);
+      return -EINVAL;
+    }
+  }
+  return n;
+}
+
+static void pack_names(msgpack_packer *pk, const char *const *names, uint32_t n)
+{
+  msgpack_pack_array(pk, n);
+  for (uint32_t i = 0; i < n; i++)
+    airlock_pack_cstr(pk, names[i]);
+}
+
+static void pack_bool(msgpack_packer *pk, const char *key, int v)
+{
+  airlock_pack_cstr(pk, key);
+  if (v)
+    msgpack_pack_true(pk);
+  else
+    msgpack_pack_false(pk);
+}
+
+/* The checks both frames share, before anything is packed: the sizes the
+** caller gives (each must fit the frame, so a huge one is refused before it
+** is copied) and the input, a value for a guest's Lua. */
+static int check_sizes(const airlock_init *in, uint32_t max, char *err, size_t errlen)
+{
+  if ((in->source == NULL && in->source_len != 0) || (in->input == NULL && in->input_len != 0) ||
+      (in->seccomp_program == NULL && in->seccomp_program_len != 0)) {
+    fail(err, errlen, "init: a NULL source, input or seccomp_program with a length");
+    return -EINVAL;
+  }
+  if (in->source_len > max || in->input_len > max || in->seccomp_program_len > max ||
+      in->source_len + in->input_len + in->seccomp_program_len > max) {
+    fail(err, errlen, "init: the guest's source (%zu bytes), input (%zu) and seccomp_program (%zu) "
+         "are more than the frame's limit of %" PRIu32 " bytes", in->source_len, in->input_len,
+         in->seccomp_program_len, max);
+    return -EMSGSIZE;
+  }
+  if (in->input != NULL) {
+    char why[200];
+    if (walk(in->input, in->input_len, LUA_VALUE, why, sizeof why) < 0)
+      return fail(err, errlen, "init: input: %s (one msgpack value a Lua value can be)", why);
+  }
+  return 0;
+}
+
+static void pack_guest(msgpack_packer *pk, const airlock_init *in)
+{
+  airlock_pack_cstr(pk, "guest");
+  msgpack_pack_map(pk, 2);
+  airlock_pack_cstr(pk, "name");
+  airlock_pack_cstr(pk, in->guest_name != NULL ? in->guest_name : "guest");
+  airlock_pack_cstr(pk, "source");
+  airlock_pack_str(pk, in->source != NULL ? in->source : "", in->source_len);
+}
+
+/* The input's bytes as they are: checked to be exactly one value. */
+static void pack_input(msgpack_packer *pk, frame_out *o, const airlock_init *in)
+{
+  airlock_pack_cstr(pk, "input");
+  frame_write(o, in->input, in->input_len);
+}
+
+/* Ends the frame: its length within max, then the walk the worker's decoder
+** makes of it (the input's nesting now counts from the frame's own map). */
+static int finish(frame_out *o, uint32_t max, const char *what, char *err, size_t errlen)
+{
+  if (o->failed) {
+    fail(err, errlen, "%s: out of memory building the frame", what);
     return -ENOMEM;
-  uint32_t neffects = 0;
-  while (in->effects != NULL && in->effects[neffects] != NULL)
-    neffects++;
-  int limits = (in->instructions != 0) + (in->memory != 0);
-  int require = in->require_landlock || in->require_seccomp;
-  airlock_pack_head(&pk, AIRLOCK_MSG_INIT, 6);
+  }
+  if (airlock_frame_end(o->sb, max) < 0) {
+    fail(err, errlen, "%s: the frame is %zu bytes, more than its limit of %" PRIu32 " bytes", what,
+         o->sb->size - 4, max);
+    return -EMSGSIZE;
+  }
+  char why[200];
+  if (airlock_msg_check(o->sb->data + 4, o->sb->size - 4, why, sizeof why) < 0)
+    return fail(err, errlen, "%s: the worker would refuse the frame: %s", what, why);
+  return 0;
+}
+
+int airlock_init_frame(msgpack_sbuffer *sb, const airlock_init *in, uint32_t max,
+                       char *err, size_t errlen)
+{
+  if (max == 0)
+    max = AIRLOCK_FRAME_MAX_DEFAULT;
+  int rc = check_sizes(in, max, err, errlen);
+  int64_t neffects = rc < 0 ? rc : count_names(in->effects, "effects", err, errlen);
+  int64_t nnotify = neffects < 0 ? neffects : count_names(in->notify, "notify", err, errlen);
+  if (nnotify < 0)
+    return (int)nnotify;
+
+  frame_out o = { sb, 0 };
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &o, frame_write);
+  if (airlock_frame_begin(sb) < 0)
+    o.failed = 1;
+  const struct { const char *key; uint64_t v; } limits[] = {
+    { "instructions", in->instructions }, { "memory", in->memory }, { "output", in->output },
+    { "turn_instructions", in->turn_instructions }, { "cpu", in->cpu_ms }, { "turn_cpu", in->turn_cpu_ms },
+  };
+  uint32_t nlimits = 0;
+  for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++)
+    nlimits += limits[i].v != 0;
+  int guest = !in->prepare, input = guest && in->input != NULL, seed = in->seed != 0;
+  int notify = nnotify > 0, program = in->seccomp_program != NULL;
+  uint32_t nrequire = (uint32_t)(in->require_landlock != 0) + (uint32_t)(in->require_seccomp != 0) +
+                      (uint32_t)(in->require_mdwe != 0);
+
+  airlock_pack_head(&pk, AIRLOCK_MSG_INIT, (uint32_t)(5 + guest + input + seed + notify + (in->prepare != 0)));
   airlock_pack_cstr(&pk, "v");
   msgpack_pack_uint32(&pk, AIRLOCK_PROTOCOL_VERSION);
-  airlock_pack_cstr(&pk, "guest");
-  msgpack_pack_map(&pk, 2);
-  airlock_pack_cstr(&pk, "name");
-  airlock_pack_cstr(&pk, in->guest_name != NULL ? in->guest_name : "guest");
-  airlock_pack_cstr(&pk, "source");
-  airlock_pack_str(&pk, in->source != NULL ? in->source : "", in->source != NULL ? in->source_len : 0);
-  airlock_pack_cstr(&pk, "limits");
-  msgpack_pack_map(&pk, (uint32_t)limits);
-  if (in->instructions != 0) {
-    airlock_pack_cstr(&pk, "instructions");
-    msgpack_pack_uint64(&pk, in->instructions);
+  if (in->prepare)
+    pack_bool(&pk, "prepare", 1);
+  if (guest)
+    pack_guest(&pk, in);
+  if (input)
+    pack_input(&pk, &o, in);
+  if (seed) {
+    airlock_pack_cstr(&pk, "seed");
+    msgpack_pack_int64(&pk, in->seed);
   }
-  if (in->memory != 0) {
-    airlock_pack_cstr(&pk, "memory");
-    msgpack_pack_uint64(&pk, in->memory);
+  airlock_pack_cstr(&pk, "limits");
+  msgpack_pack_map(&pk, nlimits);
+  for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+    if (limits[i].v != 0) {
+      airlock_pack_cstr(&pk, limits[i].key);
+      msgpack_pack_uint64(&pk, limits[i].v);
+    }
   }
   airlock_pack_cstr(&pk, "effects");
-  msgpack_pack_array(&pk, neffects);
-  for (uint32_t i = 0; i < neffects; i++)
-    airlock_pack_cstr(&pk, in->effects[i]);
-  airlock_pack_cstr(&pk, "confine");
-  msgpack_pack_map(&pk, 2 + (uint32_t)(require != 0));
-  airlock_pack_cstr(&pk, "landlock");
-  if (in->confine_landlock) msgpack_pack_true(&pk); else msgpack_pack_false(&pk);
-  airlock_pack_cstr(&pk, "seccomp");
-  if (in->confine_seccomp) msgpack_pack_true(&pk); else msgpack_pack_false(&pk);
-  if (require) {
-    airlock_pack_cstr(&pk, "require");
-    pack_layers(&pk, in->require_landlock, in->require_seccomp);
+  pack_names(&pk, in->effects, (uint32_t)neffects);
+  if (notify) {
+    airlock_pack_cstr(&pk, "notify");
+    pack_names(&pk, in->notify, (uint32_t)nnotify);
   }
-  return airlock_frame_end(sb, max);
+  airlock_pack_cstr(&pk, "confine");
+  msgpack_pack_map(&pk, 3 + (uint32_t)(nrequire != 0) + (uint32_t)program);
+  pack_bool(&pk, "landlock", in->confine_landlock);
+  pack_bool(&pk, "seccomp", in->confine_seccomp);
+  pack_bool(&pk, "mdwe", in->confine_mdwe);
+  if (nrequire != 0) {
+    airlock_pack_cstr(&pk, "require");
+    msgpack_pack_array(&pk, nrequire);
+    if (in->require_landlock)
+      airlock_pack_cstr(&pk, "landlock");
+    if (in->require_seccomp)
+      airlock_pack_cstr(&pk, "seccomp");
+    if (in->require_mdwe)
+      airlock_pack_cstr(&pk, "mdwe");
+  }
+  if (program) {
+    airlock_pack_cstr(&pk, "seccomp_program");
+    msgpack_pack_bin(&pk, in->seccomp_program_len);
+    msgpack_pack_bin_body(&pk, in->seccomp_program, in->seccomp_program_len);
+  }
+  return finish(&o, max, "init", err, errlen);
+}
+
+int airlock_start_frame(msgpack_sbuffer *sb, const airlock_init *in, uint64_t run, uint32_t max,
+                        char *err, size_t errlen)
+{
+  if (max == 0)
+    max = AIRLOCK_FRAME_MAX_DEFAULT;
+  int rc = check_sizes(in, max, err, errlen);
+  if (rc < 0)
+    return rc;
+  frame_out o = { sb, 0 };
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &o, frame_write);
+  if (airlock_frame_begin(sb) < 0)
+    o.failed = 1;
+  airlock_pack_head(&pk, AIRLOCK_MSG_START, 4 + (uint32_t)(in->input != NULL));
+  airlock_pack_cstr(&pk, "v");
+  msgpack_pack_uint32(&pk, AIRLOCK_PROTOCOL_VERSION);
+  airlock_pack_cstr(&pk, "run");
+  msgpack_pack_uint64(&pk, run);
+  pack_guest(&pk, in);
+  if (in->input != NULL)
+    pack_input(&pk, &o, in);
+  return finish(&o, max, "start", err, errlen);
 }
 
 const msgpack_object *airlock_msg_field(const msgpack_object *o, const char *key)

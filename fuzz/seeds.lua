@@ -67,6 +67,10 @@ write(out .. "/frame", "stream", "\7" .. frame(mp(messages.ready)) .. frame(mp(m
   frame(mp(messages.reply_ok)) .. frame(mp(messages.done_ok)))
 write(out .. "/frame", "huge_header", "\1\255\255\255\255")
 write(out .. "/convert", "types", mp({ n = 8, true, false, 1, -1, 2 ^ 53, "\xff\xfe", 0.5, { k = "v" } }))
+-- A C host's input (codec_fuzz's second half): what a Lua value cannot be.
+write(out .. "/codec", "input_nil_key", "\x81\xc0\x01")
+write(out .. "/codec", "input_nan_key", "\x81\xcb\x7f\xf8\0\0\0\0\0\0\x01")
+write(out .. "/codec", "input_ext", "\x92\x01\xd4\x01\x00")
 
 -- A real journal: a recorded run with a few effects and a pause.
 local tmp = os.tmpname()

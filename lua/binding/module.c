@@ -206,6 +206,8 @@ int luaopen_airlock(lua_State *L) {
   l_names(L);
   lua_pushinteger(L, AIRLOCK_PROTOCOL_VERSION); lua_setfield(L, -2, "protocol_version");
   lua_pushinteger(L, AIRLOCK_FRAME_MAX_DEFAULT); lua_setfield(L, -2, "frame_max_default");
+  lua_pushinteger(L, AIRLOCK_CAPTURE_DEFAULT); lua_setfield(L, -2, "capture_default");
+  lua_pushinteger(L, AIRLOCK_OUTPUT_DEFAULT); lua_setfield(L, -2, "output_default");
   /* The pure-Lua layer builds the public module on top of the C core. */
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
   lua_pushvalue(L, -2);

@@ -122,6 +122,88 @@ static void test_watch_extra(void)
   close(p[1]);
 }
 
+/* Runs one worker to its end (answering add as drive does); returns its
+** result's cause and copies its message. */
+static airlock_cause run_to_end(airlock_broker *b, char *msg, size_t len)
+{
+  for (;;) {
+    int n = airlock_broker_step(b, 1000);
+    if (n < 0 && n != -EINTR) return AIRLOCK_CAUSE_COUNT_;
+    airlock_event ev;
+    while (airlock_broker_next(b, &ev)) {
+      if (ev.kind == AIRLOCK_EV_CALL) {
+        const msgpack_object *a = airlock_msg_field(ev.args, "a"), *bb = airlock_msg_field(ev.args, "b");
+        char answer[9] = { (char)0xcf };   /* uint64, big-endian */
+        uint64_t sum = (a ? a->via.u64 : 0) + (bb ? bb->via.u64 : 0);
+        for (int i = 0; i < 8; i++) answer[1 + i] = (char)(sum >> (56 - 8 * i));
+        airlock_run_reply(ev.run, ev.id, answer, sizeof answer);
+      } else if (ev.kind == AIRLOCK_EV_DONE) {
+        const airlock_result *res = airlock_run_result(ev.run);
+        airlock_cause c = res->cause;
+        snprintf(msg, len, "%s", res->message);
+        if (c == AIRLOCK_CAUSE_OK && !(res->value && res->value->type == MSGPACK_OBJECT_POSITIVE_INTEGER &&
+                                       res->value->via.u64 == 42))
+          snprintf(msg, len, "the value is not 42");
+        airlock_run_release(ev.run);
+        return c;
+      }
+    }
+  }
+}
+
+/* airlock_init_frame and airlock_start_frame with a real worker: the guest
+** gets its input, a prepared (parked) worker gets its guest and input from
+** the start frame, and a per-turn budget ends a runaway naming its field. */
+static void test_init_api(const char *worker)
+{
+  const char *const wargv[] = { worker, NULL };
+  static const char *const fx[] = { "add", NULL };
+  static const char input[] = "\x82\xa1" "a\x28\xa1" "b\x02";   /* {a = 40, b = 2} */
+  static const char src[] = "local t = ... return host.call('add', { a = t.a, b = t.b }) + 0";
+  char err[256], msg[256];
+  airlock_broker *b;
+  airlock_run *r;
+  msgpack_sbuffer sb;
+  msgpack_sbuffer_init(&sb);
+  CHECK(airlock_broker_new(&b) == 0);
+
+  airlock_init in = { .source = src, .source_len = sizeof src - 1, .effects = fx, .input = input,
+                      .input_len = sizeof input - 1, .memory = 16u << 20, .seed = 7 };
+  airlock_run_opts o = { .spawn = { .argv = wargv }, .deadline_ms = 10000, .expect_ready = 1 };
+  CHECK(airlock_init_frame(&sb, &in, 0, err, sizeof err) == 0);
+  o.init = sb.data;
+  o.init_len = sb.size;
+  CHECK(airlock_broker_start(b, &o, &r) == 0);
+  CHECK_MSG(run_to_end(b, msg, sizeof msg) == AIRLOCK_CAUSE_OK, msg);
+
+  /* prepared: the init has no guest; the start frame brings it and the input */
+  in.prepare = 1;
+  CHECK(airlock_init_frame(&sb, &in, 0, err, sizeof err) == 0);
+  o.init = sb.data;
+  o.init_len = sb.size;
+  o.parked = 1;
+  CHECK(airlock_broker_start(b, &o, &r) == 0);
+  const char *why = NULL;
+  CHECK_MSG(airlock_run_await_ready(r, 10000, &why) == 1, why ? why : "the parked worker did not join");
+  CHECK(airlock_start_frame(&sb, &in, airlock_run_serial(r), 0, err, sizeof err) == 0);
+  airlock_run_opts go = { .init = sb.data, .init_len = sb.size, .deadline_ms = 10000 };
+  CHECK(airlock_run_unpark(r, &go) == 0);
+  CHECK_MSG(run_to_end(b, msg, sizeof msg) == AIRLOCK_CAUSE_OK, msg);
+
+  /* a per-turn budget: the runaway ends with cause instructions, the field named */
+  static const char spin[] = "while true do end";
+  airlock_init sp = { .source = spin, .source_len = sizeof spin - 1, .turn_instructions = 100000 };
+  CHECK(airlock_init_frame(&sb, &sp, 0, err, sizeof err) == 0);
+  o.init = sb.data;
+  o.init_len = sb.size;
+  o.parked = 0;
+  CHECK(airlock_broker_start(b, &o, &r) == 0);
+  CHECK(run_to_end(b, msg, sizeof msg) == AIRLOCK_CAUSE_INSTRUCTIONS);
+  CHECK_MSG(strstr(msg, "turn instruction budget of 100000 exhausted (limits.turn_instructions") != NULL, msg);
+  msgpack_sbuffer_destroy(&sb);
+  airlock_broker_free(b);
+}
+
 int main(int argc, char **argv)
 {
   const char *worker = argc > 1 ? argv[1] : "build/bin/airlock-worker";
@@ -175,5 +257,6 @@ int main(int argc, char **argv)
   airlock_broker_free(b);
   printf("%d of %d runs ok, %d timer interrupts\n", good, RUNS, (int)ticks);
   test_watch_extra();
+  test_init_api(worker);
   return check_summary();
 }

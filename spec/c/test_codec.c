@@ -1079,7 +1079,7 @@ static void test_encoders(void)
   static const char *const fx[] = { "add", "log", NULL };
   airlock_init in = { .source = "return 1", .source_len = 8, .memory = 1 << 20, .effects = fx,
                       .confine_seccomp = 1, .require_seccomp = 1 };
-  CHECK(airlock_init_frame(&fb, &in, 0) == 0);
+  CHECK(airlock_init_frame(&fb, &in, 0, err, sizeof err) == 0);
   const uint8_t *h = (const uint8_t *)fb.data;
   CHECK(((uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3]) == fb.size - 4);
   CHECK(airlock_msg_decode(fb.data + 4, fb.size - 4, &u, &m, err, sizeof err) == 0);
@@ -1097,7 +1097,168 @@ static void test_encoders(void)
         !airlock_msg_field(c, "landlock")->via.boolean && airlock_msg_field(c, "seccomp")->via.boolean);
   const msgpack_object *req = airlock_msg_field(c, "require");
   CHECK(req && req->via.array.size == 1 && req->via.array.ptr[0].via.str.size == 7);
-  CHECK(airlock_init_frame(&fb, &in, 16) == -EMSGSIZE);   /* over the limit it is given */
+  CHECK(airlock_init_frame(&fb, &in, 16, err, sizeof err) == -EMSGSIZE);   /* over the limit it is given */
+  CHECK(strstr(err, "more than its limit of 16 bytes") != NULL);
+  msgpack_sbuffer_destroy(&fb);
+}
+
+/* The init frame's body decoded into m (the frame header checked). */
+static int decode_frame(const msgpack_sbuffer *fb)
+{
+  const uint8_t *h = (const uint8_t *)fb->data;
+  if (fb->size < 4 || ((uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3]) != fb->size - 4)
+    return -1;
+  return airlock_msg_decode(fb->data + 4, fb->size - 4, &u, &m, err, sizeof err);
+}
+
+static uint64_t uint_field(const msgpack_object *map, const char *key)
+{
+  const msgpack_object *o = airlock_msg_field(map, key);
+  return o != NULL && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? o->via.u64 : UINT64_MAX;
+}
+
+static int has_word(const msgpack_object *list, const char *word)
+{
+  for (uint32_t i = 0; list != NULL && list->type == MSGPACK_OBJECT_ARRAY && i < list->via.array.size; i++) {
+    const msgpack_object *o = &list->via.array.ptr[i];
+    if (o->type == MSGPACK_OBJECT_STR && o->via.str.size == strlen(word) &&
+        memcmp(o->via.str.ptr, word, o->via.str.size) == 0)
+      return 1;
+  }
+  return 0;
+}
+
+/* Every field of airlock_init reaches the frame under the key the worker
+** reads (worker/init.c, worker/confine.c); the input is checked before it is
+** copied; the start frame of a prepared worker carries the guest and input. */
+static void test_init_fields(void)
+{
+  msgpack_sbuffer fb, ib;
+  msgpack_packer ip;
+  msgpack_sbuffer_init(&fb);
+  msgpack_sbuffer_init(&ib);
+  msgpack_packer_init(&ip, &ib, msgpack_sbuffer_write);
+  /* the input {a = 2, list = {1, "x"}} */
+  msgpack_pack_map(&ip, 2);
+  airlock_pack_cstr(&ip, "a");
+  msgpack_pack_int(&ip, 2);
+  airlock_pack_cstr(&ip, "list");
+  msgpack_pack_array(&ip, 2);
+  msgpack_pack_int(&ip, 1);
+  airlock_pack_cstr(&ip, "x");
+  static const char *const fx[] = { "add", "tick", NULL }, *const notes[] = { "tick", NULL };
+  static const unsigned char prog[16] = { 1, 2, 3 };
+  airlock_init in = { .guest_name = "g", .source = "return ...", .source_len = 10,
+                      .instructions = 7, .memory = 8, .output = 9, .turn_instructions = 10,
+                      .cpu_ms = 11, .turn_cpu_ms = 12, .seed = -5, .effects = fx, .notify = notes,
+                      .input = ib.data, .input_len = ib.size,
+                      .confine_landlock = 1, .confine_seccomp = 1, .confine_mdwe = 1,
+                      .require_landlock = 1, .require_mdwe = 1,
+                      .seccomp_program = prog, .seccomp_program_len = sizeof prog };
+  CHECK(airlock_init_frame(&fb, &in, 0, err, sizeof err) == 0);
+  CHECK(decode_frame(&fb) == 0 && m.kind == AIRLOCK_MSG_INIT);
+  const msgpack_object *lim = airlock_msg_field(m.value, "limits");
+  CHECK(lim != NULL && lim->via.map.size == 6);
+  CHECK(uint_field(lim, "instructions") == 7 && uint_field(lim, "memory") == 8);
+  CHECK(uint_field(lim, "output") == 9 && uint_field(lim, "turn_instructions") == 10);
+  CHECK(uint_field(lim, "cpu") == 11 && uint_field(lim, "turn_cpu") == 12);
+  const msgpack_object *seed = airlock_msg_field(m.value, "seed");
+  CHECK(seed != NULL && seed->type == MSGPACK_OBJECT_NEGATIVE_INTEGER && seed->via.i64 == -5);
+  const msgpack_object *input = airlock_msg_field(m.value, "input");
+  CHECK(input != NULL && input->type == MSGPACK_OBJECT_MAP && uint_field(input, "a") == 2);
+  const msgpack_object *list = airlock_msg_field(input, "list");
+  CHECK(list != NULL && list->type == MSGPACK_OBJECT_ARRAY && list->via.array.size == 2);
+  CHECK(has_word(airlock_msg_field(m.value, "effects"), "add") && has_word(airlock_msg_field(m.value, "effects"), "tick"));
+  const msgpack_object *nt = airlock_msg_field(m.value, "notify");
+  CHECK(nt != NULL && nt->via.array.size == 1 && has_word(nt, "tick"));
+  const msgpack_object *c = airlock_msg_field(m.value, "confine");
+  CHECK(airlock_msg_field(c, "mdwe") != NULL && airlock_msg_field(c, "mdwe")->via.boolean);
+  const msgpack_object *req = airlock_msg_field(c, "require");
+  CHECK(req != NULL && req->via.array.size == 2 && has_word(req, "landlock") && has_word(req, "mdwe"));
+  const msgpack_object *bpf = airlock_msg_field(c, "seccomp_program");
+  CHECK(bpf != NULL && bpf->type == MSGPACK_OBJECT_BIN && bpf->via.bin.size == sizeof prog &&
+        memcmp(bpf->via.bin.ptr, prog, sizeof prog) == 0);
+  CHECK(airlock_msg_field(m.value, "prepare") == NULL);
+
+  /* zeroed: nothing but the guest, no limit, no input, seed or notify */
+  airlock_init bare = { .source = "return 1", .source_len = 8 };
+  CHECK(airlock_init_frame(&fb, &bare, 0, err, sizeof err) == 0 && decode_frame(&fb) == 0);
+  CHECK(airlock_msg_field(m.value, "limits")->via.map.size == 0);
+  CHECK(airlock_msg_field(m.value, "input") == NULL && airlock_msg_field(m.value, "seed") == NULL);
+  CHECK(airlock_msg_field(m.value, "notify") == NULL);
+  CHECK(airlock_msg_field(airlock_msg_field(m.value, "confine"), "require") == NULL);
+
+  /* a prepared worker: no guest, no input in init; both in its start frame */
+  in.prepare = 1;
+  CHECK(airlock_init_frame(&fb, &in, 0, err, sizeof err) == 0 && decode_frame(&fb) == 0);
+  CHECK(airlock_msg_field(m.value, "prepare") != NULL && airlock_msg_field(m.value, "prepare")->via.boolean);
+  CHECK(airlock_msg_field(m.value, "guest") == NULL && airlock_msg_field(m.value, "input") == NULL);
+  CHECK(uint_field(airlock_msg_field(m.value, "limits"), "turn_cpu") == 12);
+  CHECK(airlock_start_frame(&fb, &in, 42, 0, err, sizeof err) == 0 && decode_frame(&fb) == 0);
+  CHECK(m.kind == AIRLOCK_MSG_START && uint_field(m.value, "run") == 42);
+  const msgpack_object *g = airlock_msg_field(m.value, "guest");
+  CHECK(g != NULL && airlock_msg_field(g, "source")->via.str.size == 10);
+  CHECK(airlock_msg_field(m.value, "input") != NULL &&
+        uint_field(airlock_msg_field(m.value, "input"), "a") == 2);
+  CHECK(airlock_msg_field(m.value, "limits") == NULL);
+  in.prepare = 0;
+
+  /* inputs refused, each with a message saying what is wrong */
+  static const struct { const char *bytes; size_t len; const char *why; } bad[] = {
+    { "\xc1", 1, "is not a msgpack type" },
+    { "\x92\x01", 2, "claims 2 elements but only 1 bytes remain" },
+    { "\x92\x92\x01\x02", 4, "message ends at byte 4 but an element is missing" },
+    { "\x01\x02", 2, "1 trailing byte after the message" },
+    { "\xd4\x01\x00", 3, "a Lua value cannot be an ext type" },
+    { "\x91\xc7\x01\x05\x00", 5, "a Lua value cannot be an ext type" },
+    { "\x81\xc0\x01", 3, "map key at byte 1 is nil" },
+    { "\x81\xcb\x7f\xf8\x00\x00\x00\x00\x00\x00\x01", 11, "map key at byte 1 is NaN" },
+    { "\x81\xca\x7f\xc0\x00\x00\x01", 7, "map key at byte 1 is NaN" },
+    { "\xdd\xff\xff\xff\xff", 5, "claims 4294967295 elements" },
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    airlock_init b = { .source = "return 1", .source_len = 8, .input = bad[i].bytes, .input_len = bad[i].len };
+    err[0] = '\0';
+    CHECK_MSG(airlock_init_frame(&fb, &b, 0, err, sizeof err) == -EPROTO, bad[i].why);
+    CHECK_MSG(strncmp(err, "init: input: ", 13) == 0 && strstr(err, bad[i].why) != NULL, err);
+    CHECK(airlock_start_frame(&fb, &b, 1, 0, err, sizeof err) == -EPROTO);
+  }
+  /* a NaN or nil is fine as a value, not as a key */
+  airlock_init okv = { .source = "return 1", .source_len = 8, .input = "\x82\x01\xc0\x02\xcb\x7f\xf8\0\0\0\0\0\x01",
+                       .input_len = 13 };
+  CHECK(airlock_init_frame(&fb, &okv, 0, err, sizeof err) == 0);
+  /* nesting: 31 levels inside the frame's own map are the most the worker takes */
+  char deep[40];
+  memset(deep, 0x91, sizeof deep);
+  okv.input = deep;
+  deep[31] = (char)0xc0;
+  okv.input_len = 32;   /* 31 arrays around a nil */
+  CHECK(airlock_init_frame(&fb, &okv, 0, err, sizeof err) == 0);
+  deep[31] = (char)0x91;
+  deep[32] = (char)0xc0;
+  okv.input_len = 33;   /* 32 arrays: 33 levels with the frame's map */
+  CHECK(airlock_init_frame(&fb, &okv, 0, err, sizeof err) == -EPROTO);
+  CHECK(strstr(err, "init: the worker would refuse the frame: ") == err && strstr(err, "nests deeper") != NULL);
+  /* sizes: checked before anything is copied, against the frame's limit */
+  okv.input_len = 64;
+  CHECK(airlock_init_frame(&fb, &okv, 32, err, sizeof err) == -EMSGSIZE);
+  CHECK(strstr(err, "input (64)") != NULL && strstr(err, "limit of 32 bytes") != NULL);
+  okv.input = NULL;
+  CHECK(airlock_init_frame(&fb, &okv, 0, err, sizeof err) == -EINVAL);
+  CHECK(strstr(err, "NULL") != NULL);
+  /* names the worker would refuse */
+  static const char *const empty_name[] = { "ok", "", NULL };
+  airlock_init nm = { .source = "return 1", .source_len = 8, .notify = empty_name };
+  CHECK(airlock_init_frame(&fb, &nm, 0, err, sizeof err) == -EINVAL);
+  CHECK(strstr(err, "notify[2] is 0 bytes") != NULL);
+  char longname[AIRLOCK_EFFECT_NAME_MAX + 2];
+  memset(longname, 'x', sizeof longname - 1);
+  longname[sizeof longname - 1] = '\0';
+  const char *const long_list[] = { longname, NULL };
+  nm.notify = NULL;
+  nm.effects = long_list;
+  CHECK(airlock_init_frame(&fb, &nm, 0, err, sizeof err) == -EINVAL && strstr(err, "effects[1]") != NULL);
+  msgpack_sbuffer_destroy(&ib);
   msgpack_sbuffer_destroy(&fb);
 }
 
@@ -1178,6 +1339,7 @@ int main(void)
   test_decode_cost();
   test_frame_builder();
   test_encoders();
+  test_init_fields();
   test_fuzz();
 
   msgpack_unpacked_destroy(&u);
