@@ -1,0 +1,172 @@
+-- spec/lua/user_fixes_spec.lua -- five defects users found (issue 29, item 6),
+-- each held at its mechanism, each with a control that succeeds:
+--   1. host.X.y for an effect the policy does not grant is refused exactly as
+--      host.call("X.y") is (cause denied, a deny record), and the guest's
+--      world says nothing about which effects are granted;
+--   2. an answer too large to send fails that call at once, naming the limit
+--      (recorded as such, replayed alike), where it used to hang the run;
+--   3. airlock.run{ledger = DIR} refuses a directory that holds a session, as
+--      `airlock run --ledger DIR` does;
+--   4. a policy file that returns nothing is named as such;
+--   5. a derived policy keeps a name of its own (its file's, or its name
+--      field), and says what it derives from.
+local H = require "helper"
+local airlock = require "airlock"
+local policy = require "airlock.policy"
+local core = require "airlock.core"
+
+local AIRLOCK = H.bin .. "/airlock"
+
+local function rm(d) os.execute("rm -rf '" .. d .. "'") end
+
+local function newdir()
+  local d = H.tmpdir()
+  rm(d)   -- a path for a new session, not created
+  return d
+end
+
+local function records(dir)
+  local out = {}
+  for rec in airlock.ledger.records(dir) do out[#out + 1] = rec end
+  return out
+end
+
+local function of_kind(dir, kind)
+  local out = {}
+  for _, rec in ipairs(records(dir)) do if rec.kind == kind then out[#out + 1] = rec end end
+  return out
+end
+
+-- Steps b until run has ended, failing (not hanging) when it has not within
+-- a generous bound; a run left live is cancelled so the spec can go on.
+local function finish(b, run, what)
+  local t0 = core.now_ms()
+  while run:live() and core.now_ms() - t0 < 120000 do b:step(100) end
+  local hung = run:live()
+  if hung then run:cancel() run:wait(b) end
+  assert.is_false(hung, what .. ": still running after 120 s")
+  return run:result()
+end
+
+describe("host.X.y sugar", function()
+  local FS = { effects = { ["fs.read"] = function(args) return "read " .. args.path end } }
+
+  it("calls a granted effect (control) and refuses an ungranted one as host.call does", function()
+    local ok = airlock.run { policy = FS, guest = 'return host.fs.read { path = "a.txt" }' }
+    assert.are.equal("ok", ok.cause, ok.message)
+    assert.are.equal("read a.txt", ok.value)
+
+    local d1, d2 = newdir(), newdir()
+    local sugar = airlock.run { ledger = d1, guest = 'return host.fs.read { path = "/etc/passwd" }' }
+    local call = airlock.run { ledger = d2, guest = 'return host.call("fs.read", { path = "/etc/passwd" })' }
+    assert.are.equal("denied", call.cause)
+    assert.are.equal("denied", sugar.cause, sugar.message)
+    assert.are.equal(call.message, sugar.message)
+    assert.are.equal("denied: effect 'fs.read' is not granted by the policy", sugar.message)
+    -- The same deny record in the ledger, for either way of asking.
+    local function deny(dir)
+      local calls = of_kind(dir, "call")
+      assert.are.equal(1, #calls)
+      local c = calls[1]
+      return { effect = c.effect, decision = c.decision, granted = c.granted, reason = c.reason, id = c.id }
+    end
+    assert.are.same({ effect = "fs.read", decision = "deny", granted = false,
+                      reason = "not granted by the policy", id = 1 }, deny(d1))
+    assert.are.same(deny(d2), deny(d1))
+    rm(d1) rm(d2)
+  end)
+
+  it("lets the guest catch the refusal, as for host.call", function()
+    local res = airlock.run { guest = [[
+      local ok1, e1 = pcall(host.fs.read, { path = "x" })
+      local ok2, e2 = pcall(host.call, "fs.read", { path = "x" })
+      return { ok1, e1, ok2, e2 } ]] }
+    assert.are.equal("ok", res.cause, res.message)
+    assert.are.same({ false, "denied: effect 'fs.read' is not granted by the policy",
+                      false, "denied: effect 'fs.read' is not granted by the policy" }, res.value)
+  end)
+
+  it("shows the guest the same world whether an effect is granted or not", function()
+    -- What a guest can look at without calling anything: no difference
+    -- between a policy that grants fs.read and one that does not.
+    local probe = [[
+      local keys = {}
+      for k in pairs(host) do keys[#keys + 1] = tostring(k) end
+      table.sort(keys)
+      local before = rawget(host, "fs")
+      local fs = host.fs
+      return { keys = table.concat(keys, " "), before = tostring(before), fs = type(fs),
+               read = type(fs.read), same = host.fs == fs and fs.read == host.fs.read,
+               mt = type(getmetatable(fs)) } ]]
+    local granted = airlock.run { policy = FS, guest = probe }
+    local not_granted = airlock.run { guest = probe }
+    assert.are.equal("ok", granted.cause, granted.message)
+    assert.are.equal("ok", not_granted.cause, not_granted.message)
+    assert.are.same(granted.value, not_granted.value)
+    assert.are.same({ keys = "call input", before = "nil", fs = "table", read = "table", same = true,
+                      mt = "table" }, granted.value)
+  end)
+
+  it("reads nil for keys that are not strings, and checks names as host.call does", function()
+    local res = airlock.run { guest = [[
+      local out = {}
+      out[1] = host[1] == nil and host[true] == nil and host.fs[2.5] == nil
+      local ok, e = pcall(function() return host[""]() end)
+      out[2] = not ok and e
+      ok, e = pcall(function() return host[string.rep("a", 300)]() end)
+      out[3] = not ok and e
+      ok, e = pcall(host.call, "")
+      out[4] = not ok and e
+      -- the __index a guest can reach, called by hand on something that is not a table
+      ok, e = pcall(getmetatable(host).__index, 5, "x")
+      out[5] = not ok and e
+      ok, e = pcall(host.fs["..odd"], {})   -- any string is a name; the parent decides
+      out[6] = not ok and e
+      return out ]] }
+    assert.are.equal("ok", res.cause, res.message)
+    local v = res.value
+    assert.is_true(v[1])
+    assert.matches("effect names are 1 to 256 bytes", v[2])
+    assert.matches("effect names are 1 to 256 bytes", v[3])
+    assert.matches("effect names are 1 to 256 bytes", v[4])
+    assert.matches("table expected, got number", v[5])
+    assert.are.equal("denied: effect 'fs...odd' is not granted by the policy", v[6])
+  end)
+
+  it("reaches an effect and the effects under its name alike (fs and fs.read)", function()
+    local res = airlock.run { guest = "return { host.fs(1), host.fs.read(2) }", policy = { effects = {
+      fs = function(n) return "fs " .. n end, ["fs.read"] = function(n) return "read " .. n end } } }
+    assert.are.equal("ok", res.cause, res.message)
+    assert.are.same({ "fs 1", "read 2" }, res.value)
+  end)
+
+  it("still sends a notification through the sugar without waiting", function()
+    local moves = {}
+    local res = airlock.run { guest = "local r = host.world.move(7) return r == nil", policy = {
+      notify = { "world.move" }, effects = { ["world.move"] = function(n) moves[#moves + 1] = n end } } }
+    assert.are.equal("ok", res.cause, res.message)
+    assert.is_true(res.value)
+    assert.are.same({ 7 }, moves)
+    assert.are.equal(1, res.usage.notes)
+  end)
+
+  it("replays a run that used the sugar, a refused call included, identically", function()
+    local dir = newdir()
+    local pol = policy.extend("untrusted", FS)
+    local guest = [[
+      local a = host.fs.read { path = "a" }
+      local ok, e = pcall(host.net.open, {})
+      local keys = {}
+      for k in pairs(host) do keys[#keys + 1] = k end
+      table.sort(keys)
+      return { a, e, table.concat(keys, " "), tostring(host.fs) == tostring(host.fs) } ]]
+    local res = airlock.run { guest = guest, policy = pol, ledger = dir }
+    assert.are.equal("ok", res.cause, res.message)
+    assert.are.same({ "read a", "denied: effect 'net.open' is not granted by the policy", "call fs input net",
+                      true }, res.value)
+    local rep = assert(airlock.replay(dir, { policy = pol }))
+    assert.is_true(rep.identical, rep.result.message)
+    assert.are.equal(0, rep.live_effects)
+    rm(dir)
+  end)
+end)
