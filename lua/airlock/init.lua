@@ -916,7 +916,10 @@ function run_methods:reply(seq, value)
   local effect = rec and rec.deferred[seq]
   if effect then
     rec.deferred[seq] = nil
-    if not rec:reply(seq, effect, true, value, true) then
+    -- An answer too large to send fails the call (c_reply says so): it is
+    -- recorded as that failure.
+    local fits, why = self:_answer_fits(value)
+    if not rec:reply(seq, effect, fits == true, fits and value or why, true) then
       self:abort("ledger", "ledger: the answer could not be recorded: " .. rec.failed:gsub("^ledger: ", ""))
       return nil, rec.failed
     end

@@ -170,3 +170,116 @@ describe("host.X.y sugar", function()
     rm(dir)
   end)
 end)
+
+describe("an answer too large to send", function()
+  local BIG = 17 * 1024 * 1024   -- over the 16 MiB frame limit
+  local TOO_LARGE = "answer too large to send %((%d+) bytes; frames are limited to 16 MiB%)"
+
+  local function big_policy(size)
+    return policy.extend("untrusted", { limits = { deadline_ms = 0 },
+      effects = { big = function() return string.rep("x", size) end } })
+  end
+
+  it("fails that call at once with the limit named, even without a deadline", function()
+    -- Control: an answer well under the limit arrives.
+    local b <close> = airlock.broker()
+    local small = finish(b, assert(b:start { policy = big_policy(1024 * 1024), guest = "return #host.big()" }),
+      "a 1 MiB answer")
+    assert.are.equal("ok", small.cause, small.message)
+    assert.are.equal(1024 * 1024, small.value)
+
+    local caught = finish(b, assert(b:start { policy = big_policy(BIG),
+      guest = "local ok, e = pcall(host.big) return { ok, e, 'went on' }" }), "a 17 MiB answer, caught")
+    assert.are.equal("ok", caught.cause, caught.message)
+    assert.is_false(caught.value[1])
+    assert.matches("^handler for 'big' failed: " .. TOO_LARGE .. "$", caught.value[2])
+    assert.is_true(tonumber(caught.value[2]:match(TOO_LARGE)) > BIG)
+    assert.are.equal("went on", caught.value[3])
+
+    local uncaught = finish(b, assert(b:start { policy = big_policy(BIG), guest = "return host.big()" }),
+      "a 17 MiB answer, not caught")
+    assert.are.equal("error", uncaught.cause)
+    assert.matches("handler for 'big' failed: " .. TOO_LARGE, uncaught.message)
+  end)
+
+  it("records the failure the guest got, and a replay gives it again", function()
+    local dir = newdir()
+    local pol = big_policy(BIG)
+    local b <close> = airlock.broker()
+    local res = finish(b, assert(b:start { policy = pol, ledger = dir,
+      guest = "local ok, e = pcall(host.big) return e" }), "a recorded 17 MiB answer")
+    assert.are.equal("ok", res.cause, res.message)
+    assert.matches("^handler for 'big' failed: " .. TOO_LARGE, res.value)
+    local replies = of_kind(dir, "reply")
+    assert.are.equal(1, #replies)
+    assert.are.equal("err", replies[1].status)
+    assert.matches("^" .. TOO_LARGE .. "$", replies[1].error)
+    assert.is_nil(replies[1].value)
+    local rep = assert(airlock.replay(dir, { policy = pol }))
+    assert.is_true(rep.identical, rep.result.message)
+    assert.are.equal(res.value, rep.result.value)
+    rm(dir)
+  end)
+
+  it("fails a deferred call the host answers too large, and run:reply says so", function()
+    for _, recorded in ipairs { false, true } do
+      local dir = recorded and newdir() or nil
+      local pending
+      local pol = policy.extend("untrusted", { limits = { deadline_ms = 0 }, effects = {
+        ask = function(_, ctx) pending = ctx return airlock.defer() end } })
+      local b <close> = airlock.broker()
+      local run = assert(b:start { policy = pol, ledger = dir, guest = [[
+        local a = host.ask()
+        local ok, e = pcall(host.ask)
+        return { a, ok, e } ]] })
+      local t0 = core.now_ms()
+      local answers = { "small", string.rep("y", BIG) }
+      local said = {}
+      while run:live() and core.now_ms() - t0 < 120000 do
+        b:step(100)
+        if pending then
+          local p = pending
+          pending = nil
+          said[#said + 1] = { p.handle:reply(p.seq, table.remove(answers, 1)) }
+        end
+      end
+      local hung = run:live()
+      if hung then run:cancel() run:wait(b) end
+      assert.is_false(hung, "still running after 120 s")
+      assert.are.same({ true }, said[1])   -- control: the small answer went
+      assert.is_nil(said[2][1])
+      assert.matches("^reply: " .. TOO_LARGE .. "$", said[2][2])
+      local res = run:result()
+      assert.are.equal("ok", res.cause, res.message)
+      assert.are.equal("small", res.value[1])
+      assert.is_false(res.value[2])
+      assert.matches("^" .. TOO_LARGE .. "$", res.value[3])
+      if recorded then
+        local replies = of_kind(dir, "reply")
+        assert.are.equal(2, #replies)
+        assert.are.equal("ok", replies[1].status)
+        assert.are.equal("err", replies[2].status)
+        assert.is_true(replies[2].deferred)
+        assert.are.equal(res.value[3], replies[2].error)
+        local rep = assert(airlock.replay(dir, { policy = pol, policy_changed = true }))
+        assert.is_true(rep.identical, rep.result.message)
+        rm(dir)
+      end
+    end
+  end)
+
+  it("bounds answers by the run's max_frame too, as it bounds calls", function()
+    local function run(size)
+      return airlock.run { guest = "return #host.big()", policy = { limits = { max_frame = "64K" },
+        effects = { big = function() return string.rep("x", size) end } } }
+    end
+    local fits = run(60000)
+    assert.are.equal("ok", fits.cause, fits.message)   -- control
+    assert.are.equal(60000, fits.value)
+    local res = run(70000)
+    assert.are.equal("error", res.cause)
+    assert.matches("handler for 'big' failed: answer too large to send %(70005 bytes; this run's frames " ..
+      "are limited to 64 KiB by its max_frame%)", res.message)
+  end)
+end)
+
