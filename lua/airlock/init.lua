@@ -47,13 +47,20 @@ local START_KEYS = { guest = true, name = true, policy = true, input = true, see
 
 -- opts.ledger: an open ledger (airlock.ledger.open), or a directory to create
 -- a session in (closed when the run ends), bounded by max_bytes (the policy's
--- ledger.max_bytes; an open ledger keeps the bound it was opened with).
--- Returns ledger, owned, or nil, message.
-local function open_ledger(l, durability, max_bytes)
+-- ledger.max_bytes; an open ledger keeps the bound it was opened with). A
+-- directory that holds a session already is refused, as the commands refuse
+-- it, unless the run resumes that session (resuming).
+-- Returns ledger, owned, or nil, nil, message.
+local function open_ledger(l, durability, max_bytes, resuming)
   if l == nil then return nil end
   if type(l) == "string" then
-    local ledger, err = require("airlock.ledger").open(l, { create = true, durability = durability or "batch",
-                                                           max_bytes = max_bytes })
+    local lmod = require "airlock.ledger"
+    if not resuming then
+      local fresh, taken = lmod.fresh(l, true)
+      if not fresh then return nil, nil, taken end
+    end
+    local ledger, err = lmod.open(l, { create = true, durability = durability or "batch",
+                                       max_bytes = max_bytes })
     if not ledger then return nil, nil, err end
     return ledger, true
   end
@@ -208,7 +215,7 @@ end
 local function record_run(st, handlers, opts, internal, rp, what, serial, seed)
   local lmod = require "airlock.ledger"
   local bound = lmod.session_max(rp.policy)
-  local ledger, owned, lerr = open_ledger(opts.ledger, opts.durability, bound)
+  local ledger, owned, lerr = open_ledger(opts.ledger, opts.durability, bound, internal.resume_of ~= nil)
   if lerr then return nil, lerr, "ledger" end
   if not ledger then return true end
   local resume_of, nested = internal.resume_of, internal.nested

@@ -283,3 +283,53 @@ describe("an answer too large to send", function()
   end)
 end)
 
+describe("airlock.run{ledger = DIR}", function()
+  it("refuses a directory that already holds a session, as the command does", function()
+    local dir = newdir()
+    local first = airlock.run { guest = "return 1", ledger = dir }
+    assert.are.equal("ok", first.cause, first.message)   -- control: a new directory records
+    local before = #records(dir)
+    local quoted = dir:gsub("%p", "%%%0")
+
+    local res, err, code = airlock.run { guest = "return 2", ledger = dir }
+    assert.is_nil(res)
+    assert.are.equal("ledger", code)
+    assert.matches("^ledger: " .. quoted .. " already holds a session; the ledger option starts a new one: " ..
+      "give a new directory %(airlock%.resume%(dir, input%) continues a paused run%)$", err)
+    local b <close> = airlock.broker()
+    local run, berr, bcode = b:start { guest = "return 3", ledger = dir }
+    assert.is_nil(run)
+    assert.are.equal("ledger", bcode)
+    assert.are.equal(err, berr)
+    local ws = H.tmpdir()
+    local ex, eerr, ecode = airlock.exec { argv = { "true" }, workspace = ws, ledger = dir }
+    assert.is_nil(ex)
+    assert.are.equal("ledger", ecode)
+    assert.are.equal(err, eerr)
+    rm(ws)
+
+    -- Nothing was added: the session still holds its one run, and replays as recorded.
+    assert.are.equal(before, #records(dir))
+    local rep = assert(airlock.replay(dir))
+    assert.is_true(rep.identical)
+
+    -- The command's refusal: the same cause word, the same message but for how it is asked.
+    local out, st = H.sh(AIRLOCK .. " run -e 'return 4' --ledger " .. dir .. " --json")
+    assert.are.equal(2, st, out)
+    assert.matches('"cause":"ledger"', out)
+    out = H.sh(AIRLOCK .. " run -e 'return 4' --ledger " .. dir)
+    assert.matches("ledger: " .. quoted .. " already holds a session; %-%-ledger starts a new one: give a new " ..
+      "directory %(airlock resume " .. quoted .. " continues a paused run%)", out)
+    rm(dir)
+  end)
+
+  it("still lets airlock.resume continue the session it names", function()
+    local dir = newdir()
+    local res = airlock.run { guest = "return 'hi ' .. host.input('name?')", ledger = dir }
+    assert.are.equal("paused", res.cause, res.message)
+    local resumed = assert(airlock.resume(dir, "ada"))
+    assert.are.equal("hi ada", resumed.value)
+    rm(dir)
+  end)
+end)
+
