@@ -333,3 +333,56 @@ describe("airlock.run{ledger = DIR}", function()
   end)
 end)
 
+describe("a policy file that returns nothing", function()
+  local dir
+  setup(function() dir = H.tmpdir() end)
+  teardown(function() rm(dir) end)
+
+  local BODY = 'local policy = require "airlock.policy"\n' ..
+    'local p = policy.extend("untrusted", { limits = { instructions = 1e6 } })\n'
+
+  it("is named as such by the command and by every way the Lua API loads a file", function()
+    local good, bad, num = dir .. "/good.lua", dir .. "/forgot.lua", dir .. "/number.lua"
+    H.write(good, BODY .. "return p\n")
+    H.write(bad, BODY)
+    H.write(num, "return 42\n")
+    local want = "policy: " .. bad:gsub("%p", "%%%0") .. " returned nothing; a policy file ends with " ..
+      '`return policy%.extend%("untrusted", {%.%.%.}%)`'
+
+    -- Control: the same file with its return runs.
+    local ok = airlock.run { guest = "return 1", policy = good }
+    assert.are.equal("ok", ok.cause, ok.message)
+
+    local res, err, code = airlock.run { guest = "return 1", policy = bad }
+    assert.is_nil(res, code)
+    assert.matches("^" .. want, err)
+    local p, lerr = policy.load(bad)
+    assert.is_nil(p)
+    assert.matches("^" .. want, lerr)
+    local b <close> = airlock.broker()
+    local d, rerr = b:reload(bad)
+    assert.is_nil(d)
+    assert.matches("^" .. want, rerr)
+    local r, perr = policy.resolve(bad, "untrusted")
+    assert.is_nil(r)
+    assert.matches("^" .. want, perr)
+    -- A program's policy file is laid over tool: the message says so.
+    local _, terr = policy.resolve(bad, "tool")
+    assert.matches('`return policy%.extend%("tool", {%.%.%.}%)`', terr)
+    -- Anything but a table is named too.
+    local _, nerr = policy.resolve(num, "untrusted")
+    assert.matches("returned a number, not a policy table", nerr)
+
+    local out, st = H.sh(AIRLOCK .. " run -e 'return 1' --policy " .. bad)
+    assert.are.equal(2, st, out)
+    assert.matches("airlock: run: " .. want, out)
+    assert.is_nil(out:find("run: nil", 1, true))
+    out, st = H.sh(AIRLOCK .. " run -e 'return 1' --policy " .. bad .. " --json")
+    assert.are.equal(2, st, out)
+    assert.matches('"cause":"policy"', out)
+    assert.matches("returned nothing", out)
+    out, st = H.sh(AIRLOCK .. " run -e 'return 1' --policy " .. good)
+    assert.are.equal(0, st, out)   -- control
+  end)
+end)
+

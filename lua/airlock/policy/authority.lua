@@ -82,7 +82,7 @@ function M.resolve(p, base)
   local given, from = p, nil
   if type(p) == "string" then
     if loader.is_stock(p) then return loader.load(p) end
-    local v, ferr = loader.file_value(p)
+    local v, ferr = loader.file_value(p, base)
     if v == nil then return nil, ferr end
     given, from = v, p
   end

@@ -16,7 +16,8 @@ local function loader(what)
 end
 
 -- What the Lua file at path returns (a table or a policy), or nil, message.
-local function file_value(what)
+-- base: the stock policy a bare table from it is laid over (for the message).
+local function file_value(what, base)
   local chunk, err = loadfile(what, "t")
   if not chunk then
     if err:match("No such file") or err:match("cannot open") then
@@ -26,6 +27,12 @@ local function file_value(what)
   end
   local ok, t = pcall(chunk)
   if not ok then return nil, "policy: " .. what .. ": " .. tostring(t) end
+  if type(t) ~= "table" then
+    return nil, string.format("policy: %s returned %s; a policy file ends with " ..
+      "`return policy.extend(\"%s\", {...})` (policy = require \"airlock.policy\"), or with " ..
+      "`return {...}`, a table laid over the stock policy", what,
+      t == nil and "nothing" or "a " .. type(t) .. ", not a policy table", base or "untrusted")
+  end
   return t
 end
 
