@@ -180,7 +180,7 @@ end
 -- opts, the run's policy, what runs -> the run's record (runs[run], above).
 local function new_record(opts, rp, what)
   local st = { log = {}, log_bytes = 0, log_max = rp.limits.output or OUTPUT_DEFAULT, policy = rp.policy.name,
-               on_log = opts.on_log, plan = what.plan, digest = policy.digest(rp.policy), redact = rp.redact }
+               policy_base = policy.base_of(rp.policy), on_log = opts.on_log, plan = what.plan, digest = policy.digest(rp.policy), redact = rp.redact }
   if rp.redact and opts.on_log then
     local on_log, redact = opts.on_log, rp.redact
     st.on_log = function(text) return on_log(redact(text)) end
@@ -235,7 +235,7 @@ local function record_run(st, handlers, opts, internal, rp, what, serial, seed)
       guest = { name = what.name, source = what.source },
       input = opts.input, seed = seed,
       effects = effect_list(handlers),
-      policy = { name = rp.policy.name, digest = st.digest },
+      policy = { name = rp.policy.name, base = st.policy_base, digest = st.digest },
       limits = { instructions = limits.instructions or 0, memory = limits.memory or 0,
                  output = limits.output or 65536, deadline_ms = nested.deadline_ms or 0,
                  turn_instructions = limits.turn_instructions or 0 },
@@ -254,7 +254,7 @@ local function record_run(st, handlers, opts, internal, rp, what, serial, seed)
       guest = what.program and { name = what.name, argv = what.argv } or { name = what.name, source = what.source },
       input = opts.input, seed = seed,
       effects = effect_list(handlers),
-      policy = { name = rp.policy.name, digest = st.digest, ref = rp.ref },
+      policy = { name = rp.policy.name, base = st.policy_base, digest = st.digest, ref = rp.ref },
     }
     if not rec:append("init", fields) then
       if owned then ledger:close() end
@@ -527,7 +527,8 @@ end
 function pool_host_side(b, p, id)
   local f = pool_fast(p)
   if not f then return nil end
-  local st = { log = {}, log_bytes = 0, log_max = f.log_max, policy = p.policy.name, plan = p.plan,
+  local st = { log = {}, log_bytes = 0, log_max = f.log_max, policy = p.policy.name,
+               policy_base = policy.base_of(p.policy), plan = p.plan,
                digest = f.digest, pooled = true, pol = p.policy, broker = b, serial = id,
                nest = nest.state(NO_INTERNAL, f.limits, id + 1) }   -- its deadline is set at the start
   local handlers = {}
@@ -864,6 +865,7 @@ function broker_methods:step(timeout)
       res.log = table.concat(st.log)
       res.pooled = st.pooled
       res.policy = st.policy
+      res.policy_base = st.policy_base
       res.digest = st.digest
       res.confinement = confine.report(st.plan, res.confinement)
       res.note_errors = st.note_errors
@@ -960,7 +962,7 @@ function broker_methods:reload(p)
   if not pol then return nil, err end
   if policy.unconfined(pol) and policy.confinement_required() then
     return nil, string.format("confinement: policy '%s' runs guests without confinement, " ..
-      "and AIRLOCK_REQUIRE_CONFINEMENT=1 refuses it", tostring(pol.name or "(unnamed)"))
+      "and AIRLOCK_REQUIRE_CONFINEMENT=1 refuses it", policy.label(pol))
   end
   local values, serr = secrets.resolve(pol.secrets)
   if not values then return nil, serr end
@@ -992,7 +994,8 @@ function M.run(opts)
     -- Refused before anything was spawned: a result like any other run's.
     local pol = resolve_policy(opts.policy)
     return { ok = false, cause = "confinement", message = err, log = "", usage = {},
-             policy = pol and pol.name, digest = pol and policy.digest(pol) }
+             policy = pol and pol.name, policy_base = pol and policy.base_of(pol),
+             digest = pol and policy.digest(pol) }
   end
   if not run then return nil, err, code end
   return run:wait(b)
@@ -1009,7 +1012,9 @@ local function recorded_policy(s, want, changed_ok)
   if named == nil then
     named = rp.ref or rp.name
     if named == nil then
-      return nil, "policy: the journal names no policy; give the one the run was recorded under (--policy)"
+      return nil, "policy: the journal names no policy" ..
+        (type(rp.base) == "string" and " of its own (the run's was derived from '" .. rp.base .. "')" or "") ..
+        "; give the one the run was recorded under (--policy)"
     end
     if not policy.is_stock(named) then
       return nil, string.format("policy: the journal names the policy '%s', which is not a stock policy; " ..

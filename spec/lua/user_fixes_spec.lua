@@ -386,3 +386,74 @@ describe("a policy file that returns nothing", function()
   end)
 end)
 
+describe("a derived policy's name", function()
+  local dir
+  setup(function() dir = H.tmpdir() end)
+  teardown(function() rm(dir) end)
+
+  it("is its file's name, or the name it gives, in results and ledger records", function()
+    local mods, bare, named = dir .. "/mods.lua", dir .. "/bare.lua", dir .. "/named.lua"
+    H.write(mods, 'return require("airlock.policy").extend("untrusted", { limits = { instructions = 1e6 } })\n')
+    H.write(bare, "return { limits = { instructions = 1e6 } }\n")
+    H.write(named, 'return { name = "mod-sandbox", limits = { instructions = 1e6 } }\n')
+    local function run_under(p)
+      local d = newdir()
+      local res = airlock.run { guest = "return 1", policy = p, ledger = d }
+      assert.are.equal("ok", res.cause, res.message)
+      local init = of_kind(d, "init")[1]
+      rm(d)
+      return res, init.policy
+    end
+    -- Control: a stock policy is itself, derived from nothing.
+    local res, rec = run_under("untrusted")
+    assert.are.equal("untrusted", res.policy)
+    assert.is_nil(res.policy_base)
+    assert.are.equal("untrusted", rec.name)
+    assert.is_nil(rec.base)
+
+    for path, name in pairs { [mods] = "mods", [bare] = "bare", [named] = "mod-sandbox" } do
+      res, rec = run_under(path)
+      assert.are.equal(name, res.policy)
+      assert.are.equal("untrusted", res.policy_base)
+      assert.are.equal(name, rec.name)
+      assert.are.equal("untrusted", rec.base)
+      assert.are.equal(res.digest, rec.digest)
+      assert.are.equal(name, assert(policy.load(path)).name)
+    end
+
+    -- Made in the host's code: the name it gives, else none, never its base's.
+    res, rec = run_under(policy.extend("untrusted", { name = "adder" }))
+    assert.are.equal("adder", res.policy)
+    assert.are.equal("untrusted", res.policy_base)
+    res, rec = run_under { limits = { instructions = 1e6 } }
+    assert.is_nil(res.policy)
+    assert.are.equal("untrusted", res.policy_base)
+    assert.is_nil(rec.name)
+    assert.are.equal("untrusted", rec.base)
+    local p = policy.extend("untrusted", {})
+    assert.is_nil(p.name)
+    assert.are.equal("untrusted", policy.base_of(p))
+    assert.are.equal("(unnamed, from 'untrusted')", policy.label(p))
+    -- Derived again: from the nearest policy with a name.
+    local q = policy.extend(policy.extend("untrusted", { name = "mods" }), { limits = { memory = "8M" } })
+    assert.are.equal("mods", policy.base_of(q))
+    assert.are.equal("mods", policy.base_of(policy.extend(q, {})))
+
+    local out, st = H.sh(AIRLOCK .. " run -e 'return 1' --policy " .. mods .. " --json")
+    assert.are.equal(0, st, out)
+    assert.matches('"policy":"mods"', out)
+    assert.matches('"policy_base":"untrusted"', out)
+  end)
+
+  it("tells a replay what the run's policy derived from when it has no name", function()
+    local d = newdir()
+    airlock.run { guest = "return 1", policy = { limits = { instructions = 1e6 } }, ledger = d }
+    local rep, err = airlock.replay(d)
+    assert.is_nil(rep)
+    assert.matches("the journal names no policy of its own %(the run's was derived from 'untrusted'%)", err)
+    -- Control: given the policy, it replays.
+    rep = assert(airlock.replay(d, { policy = { limits = { instructions = 1e6 } } }))
+    assert.is_true(rep.identical)
+    rm(d)
+  end)
+end)
