@@ -634,8 +634,19 @@ int airlock_run_await_ready(airlock_run *r, int timeout_ms, const char **why);
 
 /* Answers call id with a msgpack-encoded value (len bytes at value; one object).
 ** Returns 0, -EINVAL when id is not the outstanding call, -EPIPE when the run
-** has ended (the answer is dropped). */
+** has ended (the answer is dropped), -EMSGSIZE when the value is too large to
+** send (airlock_run_answer_max): the call is then failed instead, with the
+** message airlock_run_answer_too_large gives, so the guest is never left
+** waiting for it. */
 int airlock_run_reply(airlock_run *r, uint64_t id, const void *value, size_t len);
+/* The most bytes of an encoded value airlock_run_reply sends r: a reply frame
+** is no larger than the frames r may send (its max_frame) and than a worker
+** reads (AIRLOCK_FRAME_MAX_DEFAULT), and holds the reply's own fields too. */
+size_t airlock_run_answer_max(const airlock_run *r);
+/* 1, with the message airlock_run_reply fails the call with in msg ("answer
+** too large to send (N bytes; frames are limited to 16 MiB)"), when an encoded
+** value of len bytes is over airlock_run_answer_max; else 0. */
+int airlock_run_answer_too_large(const airlock_run *r, size_t len, char *msg, size_t n);
 /* Answers call id with an error message; code is an optional word ("denied"). */
 int airlock_run_fail(airlock_run *r, uint64_t id, const char *msg, size_t len, const char *code);
 /* Marks the answer to call id, whenever it is given, as the end of the guest's

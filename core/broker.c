@@ -672,6 +672,47 @@ size_t airlock_broker_peek_calls(const airlock_broker *b, airlock_event *out, si
   return n;
 }
 
+/* A reply frame goes no larger than the frames the run may send (its
+** max_frame), and never past what a worker reads: calls and answers are
+** bounded alike. */
+static uint32_t reply_frame_max(const airlock_run *r) {
+  return r->rd.max < AIRLOCK_FRAME_MAX_DEFAULT ? r->rd.max : AIRLOCK_FRAME_MAX_DEFAULT;
+}
+
+static int count_bytes(void *data, const char *buf, size_t len) {
+  (void)buf;
+  *(size_t *)data += len;
+  return 0;
+}
+
+size_t airlock_run_answer_max(const airlock_run *r) {
+  size_t head = 0;   /* the reply's own fields, at their largest */
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &head, count_bytes);
+  airlock_pack_reply_ok(&pk, UINT64_MAX, 1);
+  uint32_t max = reply_frame_max(r);
+  return max > head ? max - head : 0;
+}
+
+static void size_text(char *buf, size_t n, uint32_t v) {
+  if (v >= (1u << 20) && v % (1u << 20) == 0) snprintf(buf, n, "%u MiB", v >> 20);
+  else if (v >= (1u << 10) && v % (1u << 10) == 0) snprintf(buf, n, "%u KiB", v >> 10);
+  else snprintf(buf, n, "%u bytes", v);
+}
+
+int airlock_run_answer_too_large(const airlock_run *r, size_t len, char *msg, size_t n) {
+  if (len <= airlock_run_answer_max(r)) return 0;
+  char lim[32];
+  uint32_t max = reply_frame_max(r);
+  size_text(lim, sizeof lim, max);
+  if (max < AIRLOCK_FRAME_MAX_DEFAULT)
+    snprintf(msg, n, "answer too large to send (%zu bytes; this run's frames are limited to %s by its "
+             "max_frame)", len, lim);
+  else
+    snprintf(msg, n, "answer too large to send (%zu bytes; frames are limited to %s)", len, lim);
+  return 1;
+}
+
 /* The reply to the pending call: ok = raw (msgpack, already encoded) when raw
 ** is set, else err = msg and code. */
 static int reply_frame(airlock_run *r, uint64_t id, const void *raw, size_t rawlen,
@@ -691,7 +732,7 @@ static int reply_frame(airlock_run *r, uint64_t id, const void *raw, size_t rawl
   } else {
     airlock_pack_reply_err(&pk, id, msg, msglen, code, turn);
   }
-  if (rc == 0) rc = airlock_frame_end(sbp, r->rd.max);
+  if (rc == 0) rc = airlock_frame_end(sbp, reply_frame_max(r));
   if (rc == 0) {
     held_recycle(r, &r->call);
     rc = queue_out(r, sbp->data, sbp->size);
@@ -720,6 +761,13 @@ int airlock_run_note_done(airlock_run *r, uint64_t id) {
 
 int airlock_run_reply(airlock_run *r, uint64_t id, const void *value, size_t len) {
   if (!value || len == 0) return -EINVAL;
+  char msg[192];
+  if (airlock_run_answer_too_large(r, len, msg, sizeof msg)) {
+    /* Refused here, before it is sent: the worker would not read it, and
+    ** the guest would wait for its answer forever. The call fails at once. */
+    int rc = reply_frame(r, id, NULL, 0, msg, strlen(msg), NULL);
+    return rc < 0 ? rc : -EMSGSIZE;
+  }
   return reply_frame(r, id, value, len, NULL, 0, NULL);
 }
 

@@ -1,6 +1,6 @@
 /*
-** host_api.c -- the guest's way out: host.call, host.input, the per-effect
-** sugar (host.fs.read) built from init.effects, and print as the log effect.
+** host_api.c -- the guest's way out: host.call, host.input, the sugar
+** (host.fs.read(args) is host.call("fs.read", args)), and print as the log effect.
 */
 #include <string.h>
 #include <unistd.h>
@@ -35,20 +35,6 @@ static int host_call(lua_State *L)
   return call_effect(L, effect, len, 2);
 }
 
-/* host.<ns>.<name>(args) for a notification: queued, returns nothing. */
-static int host_note(lua_State *L)
-{
-  worker *w = worker_of(L);
-  char err[256];
-  size_t len;
-  const char *effect = lua_tolstring(L, lua_upvalueindex(1), &len);
-  lua_settop(L, 1);
-  msgpack_packer *pk = worker_note_begin(w, effect, len);
-  if (airlock_lua_pack(L, 1, pk, "args", err, sizeof err) != 0)
-    return luaL_error(L, "%s", err);
-  return worker_note_finish(L, w);
-}
-
 /* Whether effect is in init.notify. */
 static int is_note(const worker *w, const char *name, size_t len)
 {
@@ -61,13 +47,31 @@ static int is_note(const worker *w, const char *name, size_t len)
   return 0;
 }
 
-/* host.<ns>.<name>(args): the effect's name is the closure's upvalue. */
+/* __call of host.<name> (host.fs.read(args)): the effect's name is the
+** closure's upvalue, the object itself is argument 1 and args argument 2. The
+** name is checked as host.call checks it; the parent decides the rest. */
 static int host_sugar(lua_State *L)
 {
   size_t len;
   const char *effect = lua_tolstring(L, lua_upvalueindex(1), &len);
-  lua_settop(L, 1);
-  return call_effect(L, effect, len, 1);
+  if (len == 0 || len > AIRLOCK_EFFECT_NAME_MAX)
+    return luaL_error(L, "effect names are 1 to 256 bytes, not %I", (lua_Integer)len);
+  lua_settop(L, 2);
+  return call_effect(L, effect, len, 2);
+}
+
+/* The same for a notification (init.notify): queued, returns nothing. */
+static int host_note(lua_State *L)
+{
+  worker *w = worker_of(L);
+  char err[256];
+  size_t len;
+  const char *effect = lua_tolstring(L, lua_upvalueindex(1), &len);
+  lua_settop(L, 2);
+  msgpack_packer *pk = worker_note_begin(w, effect, len);
+  if (airlock_lua_pack(L, 2, pk, "args", err, sizeof err) != 0)
+    return luaL_error(L, "%s", err);
+  return worker_note_finish(L, w);
 }
 
 /* host.input(prompt): the run ends paused here; resuming is a new worker
@@ -94,69 +98,63 @@ static int host_input(lua_State *L)
   worker_end(w);
 }
 
-/* Pushes t[k], creating an empty table there if the slot is free; returns 0
-** (nothing pushed) when the slot holds something else. */
-static int sub_table(lua_State *L, int t, const char *k, size_t n)
+/* ---------------------------------------------------------------- sugar */
+
+/* host.X.Y(args) is host.call("X.Y", args) for every name, granted or not:
+** the parent decides, and refuses what the policy does not grant (cause
+** denied, a record in the ledger) exactly as it does for host.call. Nothing
+** in host says which effects the policy grants, so the guest cannot probe
+** the grant through the sugar either.
+**
+** host.X is made when first read: an empty table whose own metatable calls
+** effect "X" (__call) and makes host.X.Y the same way (__index); it is kept
+** in the table it was read from, so host.X is the same object every time.
+** The guest's own reads alone make them, in its own order: its world stays a
+** function of its source and its inputs. A key that is not a string reads
+** nil, as in any table; host.call and host.input are plain fields. */
+
+static void push_effect_object(lua_State *L, const char *name, size_t len);
+
+/* __index(t, k) of host (upvalue: "") and of host.X (upvalue: "X"). */
+static int sugar_index(lua_State *L)
 {
-  lua_pushlstring(L, k, n);
-  int type = lua_rawget(L, t);
-  if (type == LUA_TTABLE)
+  luaL_checktype(L, 1, LUA_TTABLE);   /* a guest may call it by hand */
+  if (lua_type(L, 2) != LUA_TSTRING) {
+    lua_pushnil(L);
     return 1;
-  lua_pop(L, 1);
-  if (type != LUA_TNIL)
-    return 0;
-  lua_createtable(L, 0, 2);
-  lua_pushlstring(L, k, n);
+  }
+  size_t plen, klen;
+  const char *prefix = lua_tolstring(L, lua_upvalueindex(1), &plen);
+  const char *key = lua_tolstring(L, 2, &klen);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  if (plen > 0) {
+    luaL_addlstring(&b, prefix, plen);
+    luaL_addchar(&b, '.');
+  }
+  luaL_addlstring(&b, key, klen);
+  luaL_pushresult(&b);
+  size_t len;
+  const char *name = lua_tolstring(L, -1, &len);
+  push_effect_object(L, name, len);
+  lua_pushvalue(L, 2);
   lua_pushvalue(L, -2);
-  lua_rawset(L, t);
+  lua_rawset(L, 1);   /* kept: the same object next time */
   return 1;
 }
 
-static int has_empty_segment(const char *name, size_t len)
+/* Pushes a new host.<name> object. */
+static void push_effect_object(lua_State *L, const char *name, size_t len)
 {
-  for (size_t i = 0; i <= len; i++)
-    if ((i == len || name[i] == '.') && (i == 0 || name[i - 1] == '.'))
-      return 1;
-  return 0;
-}
-
-/* "fs.read" becomes host.fs.read. A name with an empty segment, or one that
-** would overwrite a function or a namespace already there (host.call,
-** host.input, or "fs" next to "fs.read"), gets no sugar: host.call still
-** reaches it. */
-static void add_sugar(lua_State *L, int host, const char *name, size_t len, int note)
-{
-  if (has_empty_segment(name, len))
-    return;
-  int base = lua_gettop(L);
-  lua_pushvalue(L, host);
-  int t = base + 1;   /* the table the next segment goes into */
-  const char *seg = name, *end = name + len, *dot;
-  while ((dot = memchr(seg, '.', (size_t)(end - seg))) != NULL) {
-    if (!sub_table(L, t, seg, (size_t)(dot - seg)))
-      goto done;
-    lua_replace(L, t);   /* constant stack use, however many segments */
-    seg = dot + 1;
-  }
-  lua_pushlstring(L, seg, (size_t)(end - seg));
-  lua_pushvalue(L, -1);
-  if (lua_rawget(L, t) == LUA_TNIL) {
-    lua_pop(L, 1);
-    lua_pushlstring(L, name, len);
-    lua_pushcclosure(L, note ? host_note : host_sugar, 1);
-    lua_rawset(L, t);
-  }
-done:
-  lua_settop(L, base);
-}
-
-static void add_all_sugar(lua_State *L, int host, const worker *w)
-{
-  const msgpack_object *effects = w->init.effects;
-  for (uint32_t i = 0; effects != NULL && i < effects->via.array.size; i++) {
-    const msgpack_object_str *s = &effects->via.array.ptr[i].via.str;
-    add_sugar(L, host, s->ptr, s->size, is_note(w, s->ptr, s->size));
-  }
+  lua_createtable(L, 0, 0);
+  lua_createtable(L, 0, 2);
+  lua_pushlstring(L, name, len);
+  lua_pushcclosure(L, is_note(worker_of(L), name, len) ? host_note : host_sugar, 1);
+  lua_setfield(L, -2, "__call");
+  lua_pushlstring(L, name, len);
+  lua_pushcclosure(L, sugar_index, 1);
+  lua_setfield(L, -2, "__index");
+  lua_setmetatable(L, -2);
 }
 
 /* ---------------------------------------------------------------- print */
@@ -271,7 +269,11 @@ void worker_host_open(lua_State *L, worker *w)
   lua_setfield(L, host, "call");
   lua_pushcfunction(L, host_input);
   lua_setfield(L, host, "input");
-  add_all_sugar(L, host, w);
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "");
+  lua_pushcclosure(L, sugar_index, 1);
+  lua_setfield(L, -2, "__index");
+  lua_setmetatable(L, host);
   lua_setglobal(L, "host");
   lua_register(L, "print", guest_print);
 }

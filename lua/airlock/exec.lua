@@ -390,6 +390,8 @@ function M.exec(opts, broker)
   if net and type(ledger) == "string" then
     local lerr
     local lmod = require "airlock.ledger"
+    local fresh, taken, code = lmod.fresh(ledger, true)
+    if not fresh then return nil, taken, code end
     ledger_bound = lmod.session_max(pol)
     ledger, lerr = lmod.open(ledger, { create = true, durability = opts.durability or "batch",
                                        max_bytes = ledger_bound })

@@ -47,13 +47,20 @@ local START_KEYS = { guest = true, name = true, policy = true, input = true, see
 
 -- opts.ledger: an open ledger (airlock.ledger.open), or a directory to create
 -- a session in (closed when the run ends), bounded by max_bytes (the policy's
--- ledger.max_bytes; an open ledger keeps the bound it was opened with).
--- Returns ledger, owned, or nil, message.
-local function open_ledger(l, durability, max_bytes)
+-- ledger.max_bytes; an open ledger keeps the bound it was opened with). A
+-- directory that holds a session already is refused, as the commands refuse
+-- it, unless the run resumes that session (resuming).
+-- Returns ledger, owned, or nil, nil, message.
+local function open_ledger(l, durability, max_bytes, resuming)
   if l == nil then return nil end
   if type(l) == "string" then
-    local ledger, err = require("airlock.ledger").open(l, { create = true, durability = durability or "batch",
-                                                           max_bytes = max_bytes })
+    local lmod = require "airlock.ledger"
+    if not resuming then
+      local fresh, taken = lmod.fresh(l, true)
+      if not fresh then return nil, nil, taken end
+    end
+    local ledger, err = lmod.open(l, { create = true, durability = durability or "batch",
+                                       max_bytes = max_bytes })
     if not ledger then return nil, nil, err end
     return ledger, true
   end
@@ -173,7 +180,7 @@ end
 -- opts, the run's policy, what runs -> the run's record (runs[run], above).
 local function new_record(opts, rp, what)
   local st = { log = {}, log_bytes = 0, log_max = rp.limits.output or OUTPUT_DEFAULT, policy = rp.policy.name,
-               on_log = opts.on_log, plan = what.plan, digest = policy.digest(rp.policy), redact = rp.redact }
+               policy_base = policy.base_of(rp.policy), on_log = opts.on_log, plan = what.plan, digest = policy.digest(rp.policy), redact = rp.redact }
   if rp.redact and opts.on_log then
     local on_log, redact = opts.on_log, rp.redact
     st.on_log = function(text) return on_log(redact(text)) end
@@ -208,7 +215,7 @@ end
 local function record_run(st, handlers, opts, internal, rp, what, serial, seed)
   local lmod = require "airlock.ledger"
   local bound = lmod.session_max(rp.policy)
-  local ledger, owned, lerr = open_ledger(opts.ledger, opts.durability, bound)
+  local ledger, owned, lerr = open_ledger(opts.ledger, opts.durability, bound, internal.resume_of ~= nil)
   if lerr then return nil, lerr, "ledger" end
   if not ledger then return true end
   local resume_of, nested = internal.resume_of, internal.nested
@@ -228,7 +235,7 @@ local function record_run(st, handlers, opts, internal, rp, what, serial, seed)
       guest = { name = what.name, source = what.source },
       input = opts.input, seed = seed,
       effects = effect_list(handlers),
-      policy = { name = rp.policy.name, digest = st.digest },
+      policy = { name = rp.policy.name, base = st.policy_base, digest = st.digest },
       limits = { instructions = limits.instructions or 0, memory = limits.memory or 0,
                  output = limits.output or 65536, deadline_ms = nested.deadline_ms or 0,
                  turn_instructions = limits.turn_instructions or 0,
@@ -248,7 +255,7 @@ local function record_run(st, handlers, opts, internal, rp, what, serial, seed)
       guest = what.program and { name = what.name, argv = what.argv } or { name = what.name, source = what.source },
       input = opts.input, seed = seed,
       effects = effect_list(handlers),
-      policy = { name = rp.policy.name, digest = st.digest, ref = rp.ref },
+      policy = { name = rp.policy.name, base = st.policy_base, digest = st.digest, ref = rp.ref },
     }
     if not rec:append("init", fields) then
       if owned then ledger:close() end
@@ -531,7 +538,8 @@ end
 function pool_host_side(b, p, id)
   local f = pool_fast(p)
   if not f then return nil end
-  local st = { log = {}, log_bytes = 0, log_max = f.log_max, policy = p.policy.name, plan = p.plan,
+  local st = { log = {}, log_bytes = 0, log_max = f.log_max, policy = p.policy.name,
+               policy_base = policy.base_of(p.policy), plan = p.plan,
                digest = f.digest, pooled = true, pol = p.policy, broker = b, serial = id,
                nest = nest.state(NO_INTERNAL, f.limits, id + 1) }   -- its deadline is set at the start
   local handlers = {}
@@ -869,6 +877,7 @@ function broker_methods:step(timeout)
       res.log = table.concat(st.log)
       res.pooled = st.pooled
       res.policy = st.policy
+      res.policy_base = st.policy_base
       res.digest = st.digest
       res.confinement = confine.report(st.plan, res.confinement)
       res.note_errors = st.note_errors
@@ -928,7 +937,10 @@ function run_methods:reply(seq, value)
   local effect = rec and rec.deferred[seq]
   if effect then
     rec.deferred[seq] = nil
-    if not rec:reply(seq, effect, true, value, true) then
+    -- An answer too large to send fails the call (c_reply says so): it is
+    -- recorded as that failure.
+    local fits, why = self:_answer_fits(value)
+    if not rec:reply(seq, effect, fits == true, fits and value or why, true) then
       self:abort("ledger", "ledger: the answer could not be recorded: " .. rec.failed:gsub("^ledger: ", ""))
       return nil, rec.failed
     end
@@ -962,7 +974,7 @@ function broker_methods:reload(p)
   if not pol then return nil, err end
   if policy.unconfined(pol) and policy.confinement_required() then
     return nil, string.format("confinement: policy '%s' runs guests without confinement, " ..
-      "and AIRLOCK_REQUIRE_CONFINEMENT=1 refuses it", tostring(pol.name or "(unnamed)"))
+      "and AIRLOCK_REQUIRE_CONFINEMENT=1 refuses it", policy.label(pol))
   end
   local values, serr = secrets.resolve(pol.secrets)
   if not values then return nil, serr end
@@ -994,7 +1006,8 @@ function M.run(opts)
     -- Refused before anything was spawned: a result like any other run's.
     local pol = resolve_policy(opts.policy)
     return { ok = false, cause = "confinement", message = err, log = "", usage = {},
-             policy = pol and pol.name, digest = pol and policy.digest(pol) }
+             policy = pol and pol.name, policy_base = pol and policy.base_of(pol),
+             digest = pol and policy.digest(pol) }
   end
   if not run then return nil, err, code end
   return run:wait(b)
@@ -1011,7 +1024,9 @@ local function recorded_policy(s, want, changed_ok)
   if named == nil then
     named = rp.ref or rp.name
     if named == nil then
-      return nil, "policy: the journal names no policy; give the one the run was recorded under (--policy)"
+      return nil, "policy: the journal names no policy" ..
+        (type(rp.base) == "string" and " of its own (the run's was derived from '" .. rp.base .. "')" or "") ..
+        "; give the one the run was recorded under (--policy)"
     end
     if not policy.is_stock(named) then
       return nil, string.format("policy: the journal names the policy '%s', which is not a stock policy; " ..

@@ -173,13 +173,16 @@ end
 
 M.sha256 = core.sha256
 
---- fresh(dir) -> true when dir (or nil) holds no session yet, else nil,
---- message: the commands' --ledger starts a new session, and a second run
---- in an old one would make the first's replay differ.
-function M.fresh(dir)
+--- fresh(dir, api) -> true when dir (or nil) holds no session yet, else nil,
+--- message, "ledger": a recorded run (the commands' --ledger, or with api the
+--- ledger option of airlock.run, b:start and airlock.exec) starts a new
+--- session, and a second run in an old one would make the first's replay
+--- differ. The one check for every entry point.
+function M.fresh(dir, api)
   if dir == nil or not require("airlock.util").exists(dir .. "/journal") then return true end
-  return nil, string.format("ledger: %s already holds a session; --ledger starts a new one: give a new " ..
-    "directory (airlock resume %s continues a paused run)", dir, dir)
+  return nil, string.format("ledger: %s already holds a session; %s starts a new one: give a new " ..
+    "directory (%s continues a paused run)", dir, api and "the ledger option" or "--ledger",
+    api and "airlock.resume(dir, input)" or "airlock resume " .. dir), "ledger"
 end
 
 -- ------------------------------------------------------------ show

@@ -393,7 +393,7 @@ function M.replay_child(ctx, child, server_of)
   end
   local limits = clamp_limits(init.limits, st.pol)
   if deadline > 0 and (limits.deadline_ms == 0 or limits.deadline_ms > deadline) then limits.deadline_ms = deadline end
-  local pol = policy.layer(st.pol, { limits = limits })
+  local pol = policy.layer(st.pol, { name = st.pol.name, limits = limits })   -- still the parent's
   local grant = {}
   for _, name in ipairs(type(init.effects) == "table" and init.effects or {}) do
     if type(name) == "string" then grant[name] = true end

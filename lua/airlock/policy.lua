@@ -73,6 +73,8 @@ end
 -- Making, loading and composing policies.
 M.new = freeze.new
 M.is_policy = freeze.is_policy
+M.base_of = freeze.base_of
+M.label = freeze.label
 M.load = loader.load
 M.is_stock = loader.is_stock
 M.append = markers.append

@@ -279,6 +279,13 @@ function recorder:wrap(effect, handler)
       self.deferred[ctx.seq] = effect
       return v
     end
+    -- An answer too large to send fails the call (the binding refuses it):
+    -- recorded as that failure, which a replay gives again, not as a value
+    -- the guest never got.
+    if pok then
+      local fits, why = ctx.handle:_answer_fits(v)
+      if not fits then pok, v = false, why end
+    end
     local rok, rerr = self:reply(ctx.seq, effect, pok, v)
     if not rok then
       ctx.handle:abort("ledger", "ledger: the answer could not be recorded: " .. rerr:gsub("^ledger: ", ""))

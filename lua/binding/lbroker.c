@@ -79,15 +79,30 @@ static int pack_value(lua_State *L, int idx, msgpack_sbuffer *sb, const char *ro
   return airlock_lua_pack(L, idx, &pk, root, err, n);
 }
 
-static int reply_value(lua_State *L, lrun *lr, uint64_t id, int idx, const char *effect) {
+/* Answers call id with the value at idx. effect: the handler's effect, whose
+** name a failure gives ("handler for 'x' ..."), or NULL for a deferred answer
+** (run:reply), whose failure reaches the guest as the core says it, as
+** run:fail's does. An answer too large to send fails the call at once
+** (airlock_run_answer_too_large): -EMSGSIZE, with the message in why. */
+static int reply_value(lua_State *L, lrun *lr, uint64_t id, int idx, const char *effect,
+                       char *why, size_t whylen) {
   msgpack_sbuffer *sb = &lr->lb->reply;
-  char err[256];
+  char err[256], msg[640];
   msgpack_sbuffer_clear(sb);
-  int rc;
+  int rc, n;
   if (pack_value(L, idx, sb, "result", err, sizeof err) < 0) {
-    char msg[640];
-    int n = snprintf(msg, sizeof msg, "handler for '%s' returned a value that cannot be sent: %s", effect, err);
+    n = snprintf(msg, sizeof msg, "handler for '%s' returned a value that cannot be sent: %s",
+                 effect ? effect : "deferred", err);
     rc = airlock_run_fail(lr->r, id, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1, NULL);
+  } else if (airlock_run_answer_too_large(lr->r, sb->size, err, sizeof err)) {
+    snprintf(why, whylen, "%s", err);
+    if (effect) {   /* as a handler's error reads: the guest cannot tell them apart */
+      n = snprintf(msg, sizeof msg, "handler for '%s' failed: %s", effect, err);
+      rc = airlock_run_fail(lr->r, id, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1, NULL);
+    } else {
+      rc = airlock_run_reply(lr->r, id, sb->data, sb->size);   /* fails it with err */
+    }
+    if (rc == 0 || rc == -EMSGSIZE) rc = -EMSGSIZE;
   } else {
     rc = airlock_run_reply(lr->r, id, sb->data, sb->size);
   }
@@ -97,6 +112,33 @@ static int reply_value(lua_State *L, lrun *lr, uint64_t id, int idx, const char 
     msgpack_sbuffer_init(sb);
   }
   return rc;
+}
+
+static int count_bytes(void *data, const char *buf, size_t len) {
+  (void)buf;
+  *(size_t *)data += len;
+  return 0;
+}
+
+/* run:_answer_fits(value) -> true, or nil, message: whether an answer can be
+** sent to this run, as reply_value decides it, without sending anything. A
+** recorded run asks before it records the answer, so the journal holds the
+** failure the guest is given rather than a value it never got. */
+static int l_run_answer_fits(lua_State *L) {
+  lrun *lr = check_run(L, 1);
+  luaL_checkany(L, 2);
+  size_t len = 0;
+  char err[256];
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &len, count_bytes);
+  if (airlock_lua_pack(L, 2, &pk, "result", err, sizeof err) == 0 &&
+      airlock_run_answer_too_large(lr->r, len, err, sizeof err)) {
+    lua_pushnil(L);
+    lua_pushstring(L, err);
+    return 2;
+  }
+  lua_pushboolean(L, 1);   /* fits, or cannot be sent at all: reply_value says which */
+  return 1;
 }
 
 /* ------------------------------------------------------------ dispatch */
@@ -203,7 +245,8 @@ static void dispatch(lua_State *L, int runud, const airlock_event *ev) {
     lua_getfield(L, -1, "on_handler_error");
     if (lua_isfunction(L, -1)) { lua_pushvalue(L, -3); lua_pcall(L, 1, 0, 0); }
   } else if (!(lua_islightuserdata(L, -1) && lua_touserdata(L, -1) == &defer_key)) {
-    reply_value(L, lr, ev->id, lua_gettop(L), effect);
+    char why[256];
+    reply_value(L, lr, ev->id, lua_gettop(L), effect, why, sizeof why);
   }
   lua_settop(L, top);
 }
@@ -1017,8 +1060,14 @@ static int l_run_reply(lua_State *L) {
   if (lr->finished) return airlock_l_fail(L, "ended", "the run has ended; the answer was dropped", EPIPE);
   /* A deferred answer ends the guest's turn (limits.turn_instructions). */
   if (airlock_run_turn(lr->r, (uint64_t)id) == -EINVAL) return luaL_argerror(L, 2, "no such outstanding call");
-  int rc = reply_value(L, lr, (uint64_t)id, 3, "deferred");
+  char why[256];
+  int rc = reply_value(L, lr, (uint64_t)id, 3, NULL, why, sizeof why);
   if (rc == -EINVAL) return luaL_argerror(L, 2, "no such outstanding call");
+  if (rc == -EMSGSIZE) {   /* the call failed with why */
+    lua_pushnil(L);
+    lua_pushfstring(L, "reply: %s", why);
+    return 2;
+  }
   if (rc < 0) return airlock_l_fail(L, "reply", "cannot send the reply", -rc);
   lua_pushboolean(L, 1);
   return 1;
@@ -1167,6 +1216,7 @@ void airlock_l_open_broker(lua_State *L) {
     { "live", l_run_live }, { "result", l_run_result }, { "output", l_run_output },
     { "_unpark", l_run_unpark }, { "_egress_fd", l_run_egress_fd }, { "_egress_close", l_run_egress_close },
     { "_turn", l_run_turn }, { "_broker", l_run_broker }, { "_joined", l_run_joined }, { "_t_start", l_run_t_start }, { "_await_ready", l_run_await_ready },
+    { "_answer_fits", l_run_answer_fits },
     { NULL, NULL } };
 
   luaL_newmetatable(L, AIRLOCK_BROKER_MT);

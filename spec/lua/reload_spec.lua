@@ -126,7 +126,7 @@ describe("broker:reload", function()
     assert(b:start { guest = "return 1", ledger = dir }):wait(b)
     local init
     for rec in airlock.ledger.records(dir) do if rec.kind == "init" then init = rec end end
-    assert.same({ name = "tool", ref = "tool", digest = d }, init.policy)
+    assert.same({ name = "tool", base = "untrusted", ref = "tool", digest = d }, init.policy)
     -- and a replay reloads it by that name, without a note
     local rep = assert(airlock.replay(dir))
     assert.is_true(rep.identical)

@@ -111,8 +111,8 @@ local function report(res, opts, ledger_dir)
     local out = { ok = res.ok, cause = res.cause, message = res.message, value = res.value,
                   usage = res.usage, log = res.log, confinement = res.confinement,
                   error = res.error, stderr = res.stderr ~= "" and res.stderr or nil,
-                  policy = res.policy, digest = res.digest, run = res.run, signal = res.signal,
-                  exit_code = res.exit_code, ledger = res.ledger }
+                  policy = res.policy, policy_base = res.policy_base, digest = res.digest, run = res.run,
+                  signal = res.signal, exit_code = res.exit_code, ledger = res.ledger }
     io.stdout:write(json.encode(out), "\n")
   elseif res.ok then
     if res.value ~= nil then io.stdout:write(for_terminal(opts)(show_value(res.value)), "\n") end

@@ -79,7 +79,10 @@ local function summary(res)
   end
   parts[#parts + 1] = string.format("wall %.2f ms", tonumber(u.wall_ms) or 0)
   parts[#parts + 1] = "effects " .. tostring(u.effects or 0)
-  if res.policy then parts[#parts + 1] = "policy " .. tostring(res.policy) end
+  if res.policy or res.policy_base then
+    parts[#parts + 1] = "policy " .. tostring(res.policy or "(unnamed)") ..
+      (res.policy_base and " (from " .. tostring(res.policy_base) .. ")" or "")
+  end
   return table.concat(parts, "  ")
 end
 M.summary = summary

@@ -82,7 +82,7 @@ function M.resolve(p, base)
   local given, from = p, nil
   if type(p) == "string" then
     if loader.is_stock(p) then return loader.load(p) end
-    local v, ferr = loader.file_value(p)
+    local v, ferr = loader.file_value(p, base)
     if v == nil then return nil, ferr end
     given, from = v, p
   end
@@ -92,13 +92,21 @@ function M.resolve(p, base)
     if not ok then return nil, r .. (from and " (in " .. from .. ")" or "") end
     pol = r
   end
+  -- A policy file without a name of its own gives it its file's ("mods"
+  -- for mods.lua): a derived policy is never reported as its base.
+  local fname = from and loader.file_name(from)
+  if fname then
+    local ok, r = pcall(freeze.named, pol, fname)
+    if not ok then return nil, r .. " (in " .. from .. ")" end
+    pol = r
+  end
   if not pol.unconfined then
     local path, _, o, n = loosening_of(b, base, pol)
     if path then
       return nil, string.format("policy: '%s'%s has less confinement than the stock '%s' (%s: %s -> %s). " ..
         "Build it with policy.extend(\"%s\", {...}) or give a bare table, which is laid over '%s'; " ..
         "to run with less confinement on purpose, set unconfined = true in it (every run then warns, " ..
-        "and AIRLOCK_REQUIRE_CONFINEMENT=1 refuses it)", tostring(pol.name or "(unnamed)"),
+        "and AIRLOCK_REQUIRE_CONFINEMENT=1 refuses it)", freeze.label(pol),
         from and " (" .. from .. ")" or "", base, path, brief(o), brief(n), base, base)
     end
   end
@@ -144,7 +152,7 @@ end
 function M.admit(pol, base, what, host)
   local less = less_of(pol, base)
   if not less then return true end
-  local name = tostring(pol.name or "(unnamed)")
+  local name = freeze.label(pol)
   if M.confinement_required() then
     return nil, string.format("confinement: policy '%s' runs %s without confinement%s, " ..
       "and AIRLOCK_REQUIRE_CONFINEMENT=1 refuses it", name, what, less)
@@ -174,7 +182,7 @@ function M.always_admitted(pol, base) return less_of(pol, base) == false end
 function M.authority(p, role, opts)
   p = freeze.new(p)
   opts = opts or {}
-  local name = tostring(p.name or "(unnamed)")
+  local name = freeze.label(p)
   if role == "worker" then
     return { worker = p.worker, limits = p.limits, confine = p.confine, effects = p.effects, secrets = p.secrets }
   elseif role == "tool" then

@@ -135,7 +135,7 @@ local function check_locks(base, result)
   local p, lp, o, n = loosening(base, result)
   if p then
     error(string.format("policy: %s is locked by the base policy '%s'%s: %s -> %s would loosen it",
-      p, tostring(base.name or "(unnamed)"), p ~= lp and " (locked: " .. lp .. ")" or "",
+      p, freeze.label(base), p ~= lp and " (locked: " .. lp .. ")" or "",
       brief(o), brief(n)), 0)
   end
 end
@@ -149,16 +149,27 @@ local function as_policy(base)
   return freeze.new(base)
 end
 
+-- A derived policy (extend, layer) has a name of its own or none: the one
+-- its overrides give, never its base's, so a policy laid over untrusted is
+-- not reported nor recorded as untrusted. What it derives from is kept
+-- beside it (freeze.base_of).
+local function derive(base, overrides)
+  local merged = merge(materialize(base), overrides or {}, SCHEMA, "")
+  if raw(overrides or {}).name == nil then merged.name = nil end
+  return freeze.derived(freeze.new(merged), base)
+end
+
 --- extend(base, overrides) -> a new frozen policy: maps merge deeply, values
 --- and lists replace, policy.append{...} adds to a list, policy.remove drops a
 --- key; loosening a field the base locks is an error naming it. base may be a
---- policy, a table or a stock name.
+--- policy, a table or a stock name. The result's name is the overrides' (or
+--- none); base_of names the base.
 function M.extend(base, overrides)
   base = as_policy(base)
   if overrides ~= nil and type(overrides) ~= "table" then
     error(string.format("policy: extend: the overrides must be a table (got %s)", shown(overrides)), 0)
   end
-  local result = freeze.new(merge(materialize(base), overrides or {}, SCHEMA, ""))
+  local result = derive(base, overrides)
   check_locks(base, result)
   return result
 end
@@ -167,8 +178,7 @@ end
 --- This is what airlock.run does with a bare table: its author states the
 --- whole intent, and may turn layers off by name.
 function M.layer(base, overrides)
-  base = as_policy(base)
-  return freeze.new(merge(materialize(base), overrides or {}, SCHEMA, ""))
+  return derive(as_policy(base), overrides)
 end
 
 -- ------------------------------------------------------------ equality

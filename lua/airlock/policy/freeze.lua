@@ -104,6 +104,43 @@ function M.new(t)
   return freeze(check(materialize(t), SCHEMA, ""), "")
 end
 
+-- ------------------------------------------------------------ names
+
+-- A derived policy (policy.extend, policy.layer) has a name of its own or
+-- none, never its base's; what it derives from is kept here, beside it.
+local bases = setmetatable({}, { __mode = "k" })   -- derived policy -> the name of the one it derives from
+
+--- derived(p, base) -> p, noted as derived from base (its name, or what base
+--- itself derives from when it has none).
+function M.derived(p, base)
+  bases[p] = base.name or bases[base]
+  return p
+end
+
+--- base_of(p) -> the name of the policy p was derived from (its nearest
+--- named ancestor), or nil for a policy made as it is (a stock one, policy.new).
+function M.base_of(p) return bases[p] end
+
+--- named(p, name) -> p when it has a name, else a copy of it named name,
+--- derived from what p derives from: a policy file without a name of its
+--- own is named after the file.
+function M.named(p, name)
+  if p.name ~= nil then return p end
+  local c = materialize(p)
+  c.name = name
+  local result = M.new(c)
+  bases[result] = bases[p]
+  return result
+end
+
+--- label(p) -> how messages name p: its name, else "(unnamed, from 'BASE')",
+--- else "(unnamed)".
+function M.label(p)
+  if p.name ~= nil then return tostring(p.name) end
+  if bases[p] ~= nil then return string.format("(unnamed, from '%s')", tostring(bases[p])) end
+  return "(unnamed)"
+end
+
 M.raw = raw
 M.materialize = materialize
 
