@@ -102,8 +102,10 @@ static void budget_exhausted(lua_State *L, worker *w, const char *msg, int n, co
 ** only while the worker spends CPU, so a parked or waiting worker gets none.
 ** A budget strikes at most a tick (plus the kernel's timer granularity, one
 ** scheduler tick) after it is used up; the guest cannot delay the hook: it
-** runs at its next instruction, inside any pcall, coroutine or metamethod,
-** and a C function that runs long (string.rep, say) is bounded by the heap. */
+** runs at its next instruction, inside any pcall, coroutine or metamethod.
+** Like the instruction count, it cannot stop one library call that runs long
+** without returning to Lua (a pattern that backtracks on a long subject,
+** say): that one is ended by the process's RLIMIT_CPU, the backstop. */
 static worker *cpu_worker;   /* the one worker, for the signal handler */
 
 static uint64_t cpu_now_ns(void)
@@ -303,7 +305,8 @@ static void count_hook(lua_State *L, lua_Debug *ar)
   char msg[160];
   if (w->init.instructions != 0 && w->executed >= w->init.instructions)
     budget_exhausted(L, w, msg, snprintf(msg, sizeof msg, "instruction budget of %" PRIu64
-                                         " exhausted", w->init.instructions), "instructions");
+                                         " exhausted (limits.instructions)", w->init.instructions),
+                     "instructions");
   uint64_t turn = w->init.turn_instructions;
   if (turn != 0 && w->executed - w->turn_start >= turn)
     budget_exhausted(L, w, msg, snprintf(msg, sizeof msg, "turn instruction budget of %" PRIu64

@@ -147,7 +147,7 @@ describe("limits.turn_instructions", function()
       { limits = { turn_instructions = TURN, instructions = 200000 } })
     local res = play(b, state, { run })[1]
     assert.equal("instructions", res.cause)
-    assert.equal("instruction budget of 200000 exhausted", res.message)
+    assert.equal("instruction budget of 200000 exhausted (limits.instructions)", res.message)
   end)
 
   it("is a limit a layered policy may tighten but not loosen", function()
