@@ -117,9 +117,10 @@ end
 -- The address space a guest's worker gets from its memory budget (bytes of
 -- Lua heap): the heap, half of it again for the allocator's overhead and
 -- fragmentation, and 64M for the interpreter, its stack and its two frame
--- buffers. Measured (docs/CONFINEMENT.md, "Memory"): an ordinary heap of
--- small strings or tables maps up to 1.31 times its size; the worker maps 3M
--- idle and 45M more with a 15M call and its 15M answer in flight.
+-- buffers. Measured (docs/CONFINEMENT.md, "Budgets are not confinement"): an
+-- ordinary heap of small strings or tables maps up to 1.31 times its size;
+-- the worker maps 3M idle and 45M more with a 15M call and its 15M answer in
+-- flight.
 M.AS_FIXED = 64 << 20
 function M.address_space(memory) return memory + memory // 2 + M.AS_FIXED end
 

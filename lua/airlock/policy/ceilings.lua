@@ -10,29 +10,29 @@
 local values = require "airlock.policy.values"
 local schema = require "airlock.policy.schema"
 local looser = require "airlock.policy.looser"
+local get_path = require("airlock.policy.compose").get_path
 
 local INF = looser.INF
 
 local M = {}
 
--- Each kind: the rule of its value, its default (0: none), and its word.
+-- Each kind: the rule of its value and the ceiling a process starts with (0: none).
 M.KINDS = { "cpu", "memory", "stack", "instructions", "deadline", "output" }
 local KIND = {
-  cpu = { rule = values.duration_ms, default = 10 * 60 * 1000, what = "CPU time of a run" },
-  memory = { rule = values.size, default = 4 * 1024 ^ 3, what = "memory (the guest's heap; a program's run)" },
-  stack = { rule = values.size, default = 64 * 1024 ^ 2, what = "stack of each process" },
-  instructions = { rule = values.count, default = 0, what = "Lua instructions of a run and of a turn" },
-  deadline = { rule = values.duration_ms, default = 0, what = "wall clock of a run" },
-  output = { rule = values.size, default = 64 * 1024 ^ 2, what = "bytes printed and captured" },
+  cpu = { rule = values.duration_ms, default = 10 * 60 * 1000 },   -- 10 minutes
+  memory = { rule = values.size, default = 4 << 30 },
+  stack = { rule = values.size, default = 64 << 20 },
+  instructions = { rule = values.count, default = 0 },
+  deadline = { rule = values.duration_ms, default = 0 },
+  output = { rule = values.size, default = 64 << 20 },
 }
-for _, k in ipairs(M.KINDS) do KIND[k].default = math.tointeger(KIND[k].default) end
 
 local current = {}
 for _, k in ipairs(M.KINDS) do current[k] = KIND[k].default end
 local generation = 0   -- changes with every set, so what check found for a policy is kept per generation
 local loading = 0      -- > 0 while a policy file runs: it may not change them
 
---- A value of kind as the messages write it ("4G", "90s", "none").
+--- A value of kind as the messages write it ("4G", "90s", "unlimited").
 local function shown(kind, v)
   if v == INF then return "unlimited" end
   if kind == "cpu" or kind == "deadline" then
@@ -63,7 +63,7 @@ function M.defaults()
 end
 
 -- t -> { kind = number }, or nil, message (every name and value checked).
-local function normalised(t, where)
+local function normalised(t)
   local out = {}
   for k, v in pairs(t) do
     local kind = type(k) == "string" and KIND[k]
@@ -73,8 +73,7 @@ local function normalised(t, where)
     end
     local n, expected = kind.rule(v)
     if n == nil then
-      return nil, string.format("ceilings: %s%s must be %s, or 0 for none (got %s)", where or "", k,
-        expected, values.shown(v))
+      return nil, string.format("ceilings: %s must be %s, or 0 for none (got %s)", k, expected, values.shown(v))
     end
     out[k] = n
   end
@@ -127,14 +126,6 @@ function M.while_loading(f, ...)
   loading = loading - 1
   if not res[1] then error(res[2], 0) end
   return table.unpack(res, 2, res.n)
-end
-
-local function get_path(t, keys)
-  for _, k in ipairs(keys) do
-    if type(t) ~= "table" then return nil end
-    t = t[k]
-  end
-  return t
 end
 
 local checked = setmetatable({}, { __mode = "k" })   -- policy -> { [base] = {generation, message or false} }

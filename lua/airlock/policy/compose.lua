@@ -211,5 +211,6 @@ end
 
 M.loosening = loosening
 M.brief = brief
+M.get_path = get_path
 
 return M
