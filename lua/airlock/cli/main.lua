@@ -134,6 +134,7 @@ local function report(res, opts, ledger_dir)
                   policy = res.policy, digest = res.digest, run = res.run, signal = res.signal,
                   exit_code = res.exit_code, ledger = res.ledger }
     io.stdout:write(json.encode(out), "\n")
+    io.stdout:flush()   -- whole, before any line on stderr (2>&1 would cut the object)
   elseif res.ok then
     if res.value ~= nil then io.stdout:write(for_terminal(opts)(show_value(res.value)), "\n") end
   elseif res.cause == "paused" then
