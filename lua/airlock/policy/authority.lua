@@ -143,7 +143,7 @@ local function less_of(pol, base)
       less = ""
     else
       local b = loader.load(base)
-      local path = b and loosening(b, pol)
+      local path = b and loosening_of(b, base, pol)
       if path then less = string.format(" (less than the stock '%s': %s)", base, path) end
     end
     memo[base] = less
