@@ -11,7 +11,7 @@ local WORKER = H.bin .. "/airlock-worker"
 local function policy(seccomp)
   return airlock.policy {
     name = "sanitized-worker",
-    unconfined = true,   -- seccomp off (the ASan worker cannot run under it), the cap is bigger
+    unconfined = true,   -- seccomp and the address-space limit off: the ASan worker cannot run under either
     worker = WORKER,
     -- No RLIMIT_AS (as = 0, not even the one limits.memory derives): ASan
     -- reserves terabytes of shadow address space.
