@@ -130,12 +130,25 @@ end
 
 local checked = setmetatable({}, { __mode = "k" })   -- policy -> { [base] = {generation, message or false} }
 
+-- What budget b stands at in policy t, in the ceiling's units (INF: no
+-- bound), and whether t sets it itself: when t leaves it unset, the budget
+-- that stands in for it (b.unset) does.
+local function value_of(b, t)
+  local v = get_path(t, b.keys)
+  if b.unset and (v == nil or v == 0) then
+    return looser.value(b.unset.about, get_path(t, b.unset.keys)) * b.unset.unit, false
+  end
+  return looser.value(b.about, v) * b.unit, true
+end
+
 --- check(pol, base, base_name) -> nil when every budget of pol is within what
 --- base (the stock policy of its tier) gives or the ceiling of its kind; else
 --- the message refusing it: the field, its value, the stock's, the ceiling
 --- and how to raise it. A budget under an rlimits section pol does not have
 --- is not checked: that layer is off (a confinement matter, which warns);
 --- nor is a guest's rlimits.cpu when limits.cpu, which it then follows, is set.
+--- limits.cpu, set, is measured against the stock's CPU: its limits.cpu, or
+--- its rlimits.cpu when it sets none.
 function M.check(pol, base, base_name)
   local memo = checked[pol]
   if not memo then memo = setmetatable({}, { __mode = "k" }) checked[pol] = memo end
@@ -143,9 +156,11 @@ function M.check(pol, base, base_name)
   if found and found[1] == generation then return found[2] or nil end
   local message = false
   for _, b in ipairs(schema.BUDGETS) do
-    if (not b.layer or get_path(pol, b.layer) ~= nil) and not (b.instead and (get_path(pol, b.instead) or 0) > 0) then
-      local want = looser.value(b.about, get_path(pol, b.keys)) * b.unit
-      local stock = looser.value(b.about, get_path(base, b.keys)) * b.unit
+    local want, own = value_of(b, pol)
+    local off = b.layer and get_path(pol, b.layer) == nil                  -- the rlimits layer off
+    local stood_in = b.instead and (get_path(pol, b.instead) or 0) > 0      -- another budget stands for it
+    if own and not off and not stood_in then
+      local stock = value_of(b, base)
       local ceiling = current[b.kind] == 0 and INF or current[b.kind]
       if want > stock and want > ceiling then
         local v = shown(b.kind, want)

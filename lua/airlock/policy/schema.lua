@@ -413,32 +413,45 @@ end
 -- their kind (airlock.policy.ceilings). A lock on a confine section (isolation)
 -- does not hold the budgets in it: untrusted locks "confine", not its
 -- rlimits.cpu. Any other lock holds what it covers ("limits", "limits.memory",
--- "confine.rlimits.cpu"). Each: the field's path, the ceiling's kind,
--- the ceiling's units per unit of the field (RLIMIT_CPU counts seconds, the
--- cpu ceiling milliseconds), the section that, absent, means the layer is
--- off (no rlimit is set, so there is nothing to size), and the budget that,
--- set, stands in for it (a guest's RLIMIT_CPU follows limits.cpu). A path
--- this schema does not hold is left out.
+-- "confine.rlimits.cpu"). Each budget: its path and the ceiling's kind, and
+--   unit     the ceiling's units per unit of the field (RLIMIT_CPU counts
+--            seconds, the cpu ceiling milliseconds)
+--   layer    the section that, absent, means the layer is off: no rlimit is
+--            set, so there is nothing to size
+--   instead  the budget that, set, stands in for this one (a guest's
+--            RLIMIT_CPU follows limits.cpu then)
+--   unset    the budget that stands in for this one when it is not set
+--            (limits.cpu unset: rlimits.cpu bounds the guest's CPU)
+-- A path this schema does not hold (yet) is left out.
+local function budget_field(path)
+  local keys, node = assert(parse_path(path)), M.SCHEMA
+  for _, k in ipairs(keys) do node = child_of(node, k) end
+  if node == nil then return nil end
+  return keys, assert(M.about(node), "policy.schema: a budget without an about: " .. path)
+end
+
 M.BUDGETS = {}
 for _, b in ipairs {
-  { "limits.cpu", "cpu" }, { "limits.turn_cpu", "cpu" },
-  { "confine.rlimits.cpu", "cpu", 1000, "confine.rlimits", "limits.cpu" },
-  { "limits.memory", "memory" }, { "confine.rlimits.stack", "stack", 1, "confine.rlimits" },
+  { "limits.cpu", "cpu", unset = { "confine.rlimits.cpu", 1000 } }, { "limits.turn_cpu", "cpu" },
+  { "confine.rlimits.cpu", "cpu", unit = 1000, layer = "confine.rlimits", instead = "limits.cpu" },
+  { "limits.memory", "memory" }, { "confine.rlimits.stack", "stack", layer = "confine.rlimits" },
   { "limits.instructions", "instructions" }, { "limits.turn_instructions", "instructions" },
   { "limits.deadline_ms", "deadline" }, { "limits.output", "output" }, { "limits.capture", "output" },
   { "tool.limits.deadline_ms", "deadline" }, { "tool.limits.memory", "memory" },
   { "tool.limits.capture", "output" },
-  { "tool.confine.rlimits.cpu", "cpu", 1000, "tool.confine.rlimits" },
-  { "tool.confine.rlimits.stack", "stack", 1, "tool.confine.rlimits" },
+  { "tool.confine.rlimits.cpu", "cpu", unit = 1000, layer = "tool.confine.rlimits" },
+  { "tool.confine.rlimits.stack", "stack", layer = "tool.confine.rlimits" },
 } do
-  local keys, node = assert(parse_path(b[1])), M.SCHEMA
-  for _, k in ipairs(keys) do node = child_of(node, k) end
-  if node ~= nil then
-    local about = assert(M.about(node), "policy.schema: a budget without an about: " .. b[1])
+  local keys, about = budget_field(b[1])
+  if keys then
     about.budget = b[2]
-    M.BUDGETS[#M.BUDGETS + 1] = { path = b[1], keys = keys, kind = b[2], unit = b[3] or 1, about = about,
-                                  layer = b[4] and assert(parse_path(b[4])),
-                                  instead = b[5] and assert(parse_path(b[5])) }
+    local e = { path = b[1], keys = keys, kind = b[2], unit = b.unit or 1, about = about,
+                layer = b.layer and assert(parse_path(b.layer)), instead = b.instead and assert(parse_path(b.instead)) }
+    if b.unset then
+      local ukeys, uabout = assert(budget_field(b.unset[1]))
+      e.unset = { keys = ukeys, about = uabout, unit = b.unset[2] }
+    end
+    M.BUDGETS[#M.BUDGETS + 1] = e
   end
 end
 
