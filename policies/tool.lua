@@ -8,7 +8,9 @@
 -- promises of a program that reads, writes and runs others. A call no promise
 -- grants fails with an errno (EPERM, EAFNOSUPPORT for sockets, ENOSYS for
 -- probes) and is named in the result, as programs expect of a sandbox.
--- Guests run under it keep untrusted's worker settings. tool.confine is locked.
+-- Guests run under it keep untrusted's worker settings. tool.confine is locked;
+-- the budgets (tool.limits.deadline_ms, memory and capture, and
+-- tool.confine.rlimits.cpu and stack) may be raised up to the host's ceilings.
 --
 -- Two promises look like privilege and are not, here:
 --   id    set*id and capset: the program holds no capability (the spawner
@@ -31,7 +33,7 @@ return policy.extend("untrusted", {
     confine = {
       namespaces = "all",
       shared_net = true,   -- the one empty net namespace all runs share (root; else its own)
-      rlimits = { core = 0, as = "4G", fsize = "1G", nofile = 1024 },
+      rlimits = { core = 0, fsize = "1G", nofile = 1024 },   -- as: each process gets tool.limits.memory
       no_new_privs = true,
       landlock = { read = { "/usr", "/lib", "/lib64", "/bin", "/etc", "/dev/null", "/dev/urandom", "/dev/zero" },
                    write = { "/dev/null" }, exec = SYSTEM, scope = true },

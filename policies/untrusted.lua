@@ -1,9 +1,12 @@
 -- untrusted -- the strict default policy for guest code nobody vouches for.
 -- Every confinement layer on and required: if this kernel cannot enforce one,
 -- the run ends with cause "confinement" before any guest code runs
--- (`airlock probe` tells what this machine can enforce). Small limits, no
+-- (`airlock probe` tells what this machine can enforce). Small budgets, no
 -- effects beyond the built-in log (print) and clock.now. The confine section
--- is locked: policy.extend may tighten it, never loosen it.
+-- is locked: policy.extend may tighten it, never loosen it. Budgets are not
+-- confinement: a derived policy may raise limits.* and rlimits.cpu and
+-- rlimits.stack up to the host's ceilings (airlock.policy.ceilings, the
+-- command's --ceiling), with every layer still on.
 return {
   name = "untrusted",
   description = "strict default: every confinement layer required, small limits, no granted effects",
@@ -22,13 +25,15 @@ return {
     shared_net = true,             -- runs join one pre-made empty net namespace (root only;
                                    -- 0.35 ms less per run; docs/CONFINEMENT.md says why it is safe)
     rlimits = {
-      as = "320M",                 -- address space: the 64M Lua heap plus the interpreter
-      cpu = "1s",                  -- SIGXCPU (cause cpu) after 1 s of CPU
+      cpu = "1s",                  -- SIGXCPU (cause cpu) after 1 s of CPU (limits.cpu, when
+                                   -- set, makes it that and 1 s more)
       nofile = 8,                  -- the worker holds 4 fds and cannot open more anyway
       nproc = 1,                   -- no new process (root outside ignores it; seccomp holds)
       fsize = 0,                   -- no file may grow
       core = 0,                    -- no core dumps
       stack = "8M",
+      -- No `as`: the address space follows limits.memory (for 64M of heap,
+      -- 160M: the heap, half again for the allocator, 64M for the interpreter).
     },
     capabilities = "drop",
     no_new_privs = true,

@@ -2,7 +2,9 @@
 -- worker or for a program, turned into what the spawner, the broker and the
 -- worker each apply, and one report line per layer.
 --
---   confine.plan(section, "guest")            section: the policy's confine
+--   confine.plan(section, "guest", {limits})  section: the policy's confine;
+--                                             limits: its limits (the rlimits
+--                                             that follow from its budgets)
 --   confine.plan(auth, "program", context)    auth: policy.authority(p, "tool"),
 --                                             with the paths exec adds
 --
@@ -48,10 +50,13 @@ local function list_copy(list)
   return out
 end
 
-local function describe_rlimits(rl)
+local function describe_rlimits(rl, why)
   local parts = {}
   for _, k in ipairs(core.rlimits) do
-    if rl[k] then parts[#parts + 1] = string.format("%s=%d%s", k, rl[k], k == "cpu" and "s" or "") end
+    if rl[k] then
+      parts[#parts + 1] = string.format("%s=%d%s%s", k, rl[k], k == "cpu" and "s" or "",
+        why[k] and " (from " .. why[k] .. ")" or "")
+    end
   end
   return table.concat(parts, " ")
 end
@@ -109,15 +114,51 @@ function layer.namespaces(p, c)
   p:applied("namespaces", ": " .. table.concat(ns, " ") .. net .. " (checked in /proc/PID/ns after spawn)")
 end
 
+-- The address space a guest's worker gets from its memory budget (bytes of
+-- Lua heap): the heap, half of it again for the allocator's overhead and
+-- fragmentation, and 64M for the interpreter, its stack and its two frame
+-- buffers. Measured (docs/CONFINEMENT.md, "Budgets are not confinement"): an
+-- ordinary heap of small strings or tables maps up to 1.31 times its size;
+-- the worker maps 3M idle and 45M more with a 15M call and its 15M answer in
+-- flight.
+M.AS_FIXED = 64 << 20
+function M.address_space(memory) return memory + memory // 2 + M.AS_FIXED end
+
+-- Budgets the rlimits follow, for the layer's line (field -> how it was derived).
+local function derive_rlimits(p, rl)
+  local limits, why = p.context.limits or {}, {}
+  -- RLIMIT_AS: from the memory budget, unless the policy names a lower one;
+  -- 0 is none at all (and turns the derived one off too).
+  local memory = limits.memory or 0
+  if rl.as == 0 then
+    rl.as = nil
+  elseif memory > 0 then
+    local derived = p.program and memory or M.address_space(memory)
+    if not rl.as or derived < rl.as then
+      rl.as = derived
+      why.as = p.program and "tool.limits.memory" or "limits.memory, half again and 64M"
+    end
+  end
+  -- RLIMIT_CPU of a guest's worker: a backstop a second above the run's CPU
+  -- budget (limits.cpu, enforced by the worker), in whole seconds.
+  local cpu_ms = not p.program and limits.cpu or 0
+  if cpu_ms > 0 then
+    rl.cpu = (cpu_ms + 1000 + 999) // 1000
+    why.cpu = "limits.cpu and 1 s"
+  end
+  return why
+end
+
 function layer.rlimits(p, c)
   -- A plain copy (the policy is a frozen proxy, which next() cannot walk).
   local rl
   for k, v in pairs(c.rlimits or {}) do rl = rl or {}; rl[k] = v end
   if not rl then return p:skip("rlimits", "the policy sets none") end
   if p.pretend.rlimits and not p.program then return p:skip("rlimits", PRETEND) end
+  local why = derive_rlimits(p, rl)
   p.start.rlimits = rl
   -- Written when the plan is done: a program's cgroup layer may add nproc.
-  p.after[#p.after + 1] = function() p:applied("rlimits", ": " .. describe_rlimits(p.start.rlimits)) end
+  p.after[#p.after + 1] = function() p:applied("rlimits", ": " .. describe_rlimits(p.start.rlimits, why)) end
 end
 
 function layer.capabilities(p, c)
@@ -394,7 +435,8 @@ function Plan:refuse(message) self.failure = self.failure or message end
 
 --- plan(section, role, context) -> plan, or nil, message, plan when a layer
 --- the section requires cannot be applied (or, for a program, a limit has no
---- way to be enforced). role: "guest" (section: the policy's confine) or
+--- way to be enforced). role: "guest" (section: the policy's confine; context
+--- = { limits = the policy's limits }) or
 --- "program" (section: policy.authority(p, "tool")'s spawn options; context
 --- = { section = the policy's tool.confine, limits = tool.limits, tmp =
 --- tool.tmp, workspace, rootfs, keep = {dirs kept under /tmp}, effects = the

@@ -172,7 +172,7 @@ local function run_what(opts, pol, internal)
     if not w then return nil, err, code end
     argv = { w }
   end
-  local plan, cerr = confine.plan(pol.confine, "guest")
+  local plan, cerr = confine.plan(pol.confine, "guest", { limits = pol.limits })
   if not plan then return nil, cerr, "confinement" end
   return { name = name, source = source, argv = argv, plan = plan }
 end
@@ -972,7 +972,7 @@ function broker_methods:reload(p)
   local ok, pol, err = pcall(resolve_policy, p)
   if not ok then return nil, tostring(pol) end
   if not pol then return nil, err end
-  if policy.unconfined(pol) and policy.confinement_required() then
+  if not policy.always_admitted(pol, "untrusted") and policy.confinement_required() then
     return nil, string.format("confinement: policy '%s' runs guests without confinement, " ..
       "and AIRLOCK_REQUIRE_CONFINEMENT=1 refuses it", policy.label(pol))
   end

@@ -17,7 +17,12 @@
 --   locked = {"confine", "limits.memory", 'effects["fs.read"]'} in a base marks
 --   fields no override may loosen (an error naming the field); tightening is
 --   allowed. Locks accumulate: an override's `locked` adds to the base's, and
---   cannot remove any.
+--   cannot remove any. A lock on a confine section locks isolation: the
+--   budgets in it (rlimits.cpu, rlimits.stack) stay free to size; other locks
+--   ("limits", "confine.rlimits.cpu") hold what they cover. What a policy's
+--   budgets (policy.BUDGETS: CPU, memory, stack, instructions, deadline,
+--   output) ask past its tier's stock policy is bounded by the host's
+--   ceilings (policy.ceilings{...}), checked by resolve.
 --
 -- Digest: policy.digest(p), SHA-256 over a canonical encoding (sorted keys) of
 -- everything but handler code, plus each handler's source text.
@@ -32,6 +37,7 @@
 --   freeze     validation against the schema, and the frozen proxies (new)
 --   load       stock policies by name, policy files by path
 --   compose    extend and layer, and the check of locked fields
+--   ceilings   the host's ceilings on budgets, and the check of a policy against them
 --   digest     the canonical encoding and its SHA-256
 --   authority  resolve, admit, each role's settings
 --   reference  the policy reference (docs/POLICY.md), written from the schema
@@ -42,6 +48,7 @@ local markers = require "airlock.policy.markers"
 local freeze = require "airlock.policy.freeze"
 local loader = require "airlock.policy.load"
 local compose = require "airlock.policy.compose"
+local ceilings = require "airlock.policy.ceilings"
 local digest = require "airlock.policy.digest"
 local authority = require "airlock.policy.authority"
 
@@ -82,6 +89,10 @@ M.remove = markers.remove
 M.extend = compose.extend
 M.layer = compose.layer
 M.same = compose.same
+
+-- Budgets and the host's ceilings on them (airlock.policy.ceilings).
+M.BUDGETS = schema.BUDGETS
+M.ceilings = ceilings.ceilings
 
 --- reference() -> the policy reference (docs/POLICY.md) as Markdown, from the schema.
 function M.reference() return require("airlock.policy.reference").text() end

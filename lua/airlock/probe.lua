@@ -282,7 +282,8 @@ local CONSEQUENCE = {
     end
     if r.is_root then
       return "as root, airlock exec refuses a policy with tool.limits.memory (the stock tool policy has " ..
-             "4G) with cause confinement; memory = 0 runs with RLIMIT_AS per process alone"
+             "4G) with cause confinement; memory = 0 (past the default memory ceiling: --ceiling " ..
+             "memory=0) runs with tool.confine.rlimits.as per process alone"
     end
     return "airlock exec bounds memory per process only (RLIMIT_AS), and says so in the run's report"
   end,

@@ -35,7 +35,8 @@ describe("a worker killed", function()
     -- A stand-in that never says ready, so the kill surely comes first.
     local b = airlock.broker()
     local run = assert(b:start { guest = "return 1", policy = airlock.policy {
-      name = "stand-in", unconfined = true, worker = { H.hostile, "silent" }, limits = { deadline_ms = "5s" } } })
+      name = "stand-in", unconfined = true, worker = { H.hostile, "silent" },
+      limits = { deadline_ms = "5s", memory = "64M" } } })   -- no memory budget would be past the ceiling
     kill(run:pid(), "KILL")
     local res = finish(b, run)
     assert.equal("crash", res.cause)

@@ -66,7 +66,7 @@ describe("docs/API.md", function()
       "ledger.records", "ledger.verify", "ledger.head", "ledger.show", "ledger.branch",
       "handlers.workspace", "handlers.kv", "handlers.clock", "handlers.random", "handlers.log",
       "handlers.modules", "handlers.http", "handlers.deny", "handlers.merge", "airlock.causes", ":nest",
-      "policy.default", "policy.reference", "notify", ":pooled",
+      "policy.default", "policy.reference", "notify", ":pooled", "policy.ceilings",
     } do
       -- (examples may name the handlers table h)
       local alias = name:match("^handlers(%..*)") and "h" .. name:match("^handlers(%..*)")

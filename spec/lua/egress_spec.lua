@@ -402,7 +402,9 @@ print(b"hello from upstream" in data)
     local pf = ws .. "/../egress-pol-" .. H.pid() .. ".lua"
     H.write(pf, "return { tool = { limits = { pids = 0, memory = 0, cpu = 0 }, " ..
       "network = { allow = { '127.0.0.1:" .. port .. "' } } } }")
-    local out = H.sh("cd " .. ws .. " && " .. nobody .. cmd .. " exec --json --timeout 5s --policy " .. pf ..
+    -- (--ceiling memory=0: tool.limits.memory = 0 is past the default memory ceiling)
+    local out = H.sh("cd " .. ws .. " && " .. nobody .. cmd .. " exec --json --timeout 5s --ceiling memory=0 " ..
+      "--policy " .. pf ..
       " --workspace " .. ws .. " -- curl -sS " .. url .. "/")
     os.execute("rm -rf " .. ws .. " " .. pf)
     local res = assert(json.decode(out), out)

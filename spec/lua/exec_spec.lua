@@ -335,7 +335,9 @@ describe("airlock.exec under the stock tool policy", function()
   end)
 
   it("fails closed when the cgroups cannot be had, and runs without them only when told", function()
-    local pretend = "AIRLOCK_TEST_PRETEND_ABSENT=cgroup " .. H.bin .. "/airlock exec --workspace " .. H.ws
+    -- (--ceiling memory=0: lifting tool.limits.memory is a budget past the default memory ceiling)
+    local pretend = "AIRLOCK_TEST_PRETEND_ABSENT=cgroup " .. H.bin .. "/airlock exec --ceiling memory=0 --workspace " ..
+      H.ws
     local out = H.sh(pretend .. " -- true 2>&1; echo rc=$?")
     assert.matches("confinement: the pids limit", out)
     assert.matches("rc=125", out)

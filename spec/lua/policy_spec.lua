@@ -213,7 +213,7 @@ describe("policy.extend", function()
     assert.equal(8 * 1024 * 1024, p.limits.memory)
     assert.equal(5000, p.limits.deadline_ms)
     assert.is_function(p.effects.x)
-    assert.equal(320 * 1024 * 1024, p.confine.rlimits.as)
+    assert.equal(1, p.confine.rlimits.cpu)
     assert.equal(64 * 1024 * 1024, base.limits.memory)
     assert.is_nil(base.effects.x)
     -- a list replaces: the tool's read list is exactly the override's
@@ -264,9 +264,10 @@ describe("policy.extend", function()
         { { confine = { capabilities = "keep" } }, "confine.capabilities", '"drop" %-> "keep"' },
         { { confine = { require = { "namespaces", "rlimits" } } }, "confine.require", "%-> {namespaces, rlimits}" },
         { { confine = { namespaces = { "pid", "user" } } }, "confine.namespaces", "%-> {user, pid}" },
-        { { confine = { rlimits = { as = "1G" } } }, "confine.rlimits.as", "335544320 %-> 1073741824" },
+        { { confine = { rlimits = { as = 0 } } }, "confine.rlimits.as", "%-> 0 would" },   -- no address space limit
         { { confine = { rlimits = { nofile = policy.remove } } }, "confine.rlimits.nofile", "8 %-> nil %(removed%)" },
-        { { confine = { rlimits = policy.remove } }, "confine.rlimits.as", "%-> nil %(removed%)" },
+        { { confine = { rlimits = { nproc = 2 } } }, "confine.rlimits.nproc", "1 %-> 2" },
+        { { confine = { rlimits = policy.remove } }, "confine.rlimits.core", "0 %-> nil %(removed%)" },
         { { confine = policy.remove }, "confine.capabilities", '"drop" %-> nil' },
         { { confine = { shared_net = true, namespaces = { "user" } } }, "confine.namespaces", "" },
       }
@@ -674,6 +675,10 @@ describe("one confine vocabulary for guests and programs", function()
   it("a program's require fails closed like a guest's: a required layer skipped stops the start", function()
     local ws = H.tmpdir()
     local loose = { pids = 0, memory = 0, cpu = 0 }
+    -- memory = 0 (no memory bound) is over the default memory ceiling: raised for this case
+    local was = policy.ceilings().memory
+    policy.ceilings { memory = 0 }
+    finally(function() policy.ceilings { memory = was } end)
     -- control: without require the program runs, its cgroup layer reported skipped
     local ok = assert(airlock.exec { argv = { "true" }, workspace = ws,
       policy = policy.extend("tool", { tool = { limits = loose } }) })

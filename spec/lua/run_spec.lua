@@ -69,10 +69,12 @@ describe("airlock.run", function()
     assert.equal("memory", res.cause)
     assert.equal("not enough memory: the guest's Lua heap reached its limit of 16M (limits.memory)",
       res.message)
-    -- a heap cap above the address space limit: the address space is what stops it
-    res = run(fill, { limits = { memory = "1G", instructions = 0, deadline_ms = "60s" } }, 1e6)
+    -- a heap cap above an address space limit the policy sets lower: the
+    -- address space is what stops it (without one, it follows the heap cap)
+    res = run(fill, { limits = { memory = "1G", instructions = 0, deadline_ms = "60s" },
+                      confine = { rlimits = { as = "128M" } } }, 1e6)
     assert.equal("memory", res.cause)
-    assert.matches("^not enough memory: the worker's address space reached its limit of %d+M " ..
+    assert.matches("^not enough memory: the worker's address space reached its limit of 128M " ..
       "%(confine%.rlimits%.as%) before the heap reached 1G %(limits%.memory%)$", res.message)
   end)
 

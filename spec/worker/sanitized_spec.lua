@@ -11,14 +11,15 @@ local WORKER = H.bin .. "/airlock-worker"
 local function policy(seccomp)
   return airlock.policy {
     name = "sanitized-worker",
-    unconfined = true,   -- seccomp off (the ASan worker cannot run under it), the cap is bigger
+    unconfined = true,   -- seccomp and the address-space limit off: the ASan worker cannot run under either
     worker = WORKER,
-    -- No RLIMIT_AS: ASan reserves terabytes of shadow address space.
+    -- No RLIMIT_AS (as = 0, not even the one limits.memory derives): ASan
+    -- reserves terabytes of shadow address space.
     limits = { deadline_ms = "10s", memory = "64M", instructions = 1e9, output = "64K" },
     effects = { ["echo.back"] = function(args) return args end },
     confine = {
       namespaces = "all", capabilities = "drop", no_new_privs = true, landlock = true,
-      seccomp = seccomp, rlimits = { nofile = 16, core = 0 },
+      seccomp = seccomp, rlimits = { nofile = 16, core = 0, as = 0, cpu = "10s", stack = "8M" },
       require = { "namespaces", "rlimits", "capabilities", "no_new_privs", "landlock",
                   seccomp and "seccomp" or nil },
     },

@@ -89,6 +89,9 @@ function M.main(args)
         local k, x = v:match("^([^=]+)=(.*)$")
         if not k then error({ usage = "--env takes NAME=VALUE, got '" .. v .. "'" }) end
         env[k] = x
+      elseif a == "--ceiling" then
+        local cok, cerr = require("airlock.cli.main").set_ceilings { value(a) }
+        if not cok then error({ usage = "--ceiling: " .. cerr }) end
       elseif a == "--ledger" then opts.ledger = value(a)
       elseif a == "--durability" then opts.durability = value(a)
       elseif a == "--json" then as_json = true

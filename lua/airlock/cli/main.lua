@@ -26,7 +26,8 @@ local function usage_error(msg, cmd)
   return 2
 end
 
--- Parses "--flag value" and "--switch" options; returns positional args and options.
+-- Parses "--flag value", "--switch" and "--list value" (repeatable: a list
+-- of the values) options; returns positional args and options.
 local function parse(args, spec)
   local pos, opts = {}, {}
   local i = 1
@@ -36,10 +37,15 @@ local function parse(args, spec)
     if name then
       local kind = spec[name]
       if kind == nil then return nil, "unknown option --" .. name end
-      if kind == "value" then
+      if kind == "value" or kind == "list" then
         i = i + 1
         if args[i] == nil then return nil, "option --" .. name .. " needs a value" end
-        opts[name] = args[i]
+        if kind == "list" then
+          opts[name] = opts[name] or {}
+          table.insert(opts[name], args[i])
+        else
+          opts[name] = args[i]
+        end
       else
         opts[name] = true
       end
@@ -50,6 +56,20 @@ local function parse(args, spec)
   end
   return pos, opts
 end
+
+-- The host's ceilings on budgets (airlock.policy.ceilings) from the
+-- command's user: AIRLOCK_CEILING, then each --ceiling (each
+-- "NAME=VALUE[,NAME=VALUE...]"), later ones winning. -> true, or nil, message.
+local function set_ceilings(list)
+  local ceilings = require "airlock.policy.ceilings"
+  for _, text in ipairs(list or {}) do
+    local t, err = ceilings.parse(text)
+    if not t then return nil, (err:gsub("^ceilings: ", "")) end
+    airlock.policy.ceilings(t)
+  end
+  return true
+end
+M.set_ceilings = set_ceilings
 
 local function show_value(v)
   if type(v) == "string" then return v end
@@ -114,6 +134,7 @@ local function report(res, opts, ledger_dir)
                   policy = res.policy, policy_base = res.policy_base, digest = res.digest, run = res.run,
                   signal = res.signal, exit_code = res.exit_code, ledger = res.ledger }
     io.stdout:write(json.encode(out), "\n")
+    io.stdout:flush()   -- whole, before any line on stderr (2>&1 would cut the object)
   elseif res.ok then
     if res.value ~= nil then io.stdout:write(for_terminal(opts)(show_value(res.value)), "\n") end
   elseif res.cause == "paused" then
@@ -152,8 +173,10 @@ function M.run(args)
     end
   end
   local pos, opts = parse(rest, { policy = "value", input = "value", json = "switch",
-                                  ledger = "value", durability = "value", raw = "switch" })
+                                  ledger = "value", durability = "value", raw = "switch", ceiling = "list" })
   if not pos then return usage_error("run: " .. opts, "run") end
+  local cok, cerr = set_ceilings(opts.ceiling)
+  if not cok then return usage_error("run: --ceiling: " .. cerr, "run") end
   local path, source
   if inline then
     if #pos ~= 0 then return usage_error("run: give a guest file, -e CODE or -, not more than one", "run") end
@@ -194,8 +217,10 @@ end
 
 function M.replay(args)
   local pos, opts = parse(args, { policy = "value", guest = "value", json = "switch",
-                                  ["policy-changed"] = "switch" })
+                                  ["policy-changed"] = "switch", ceiling = "list" })
   if not pos then return usage_error("replay: " .. opts, "replay") end
+  local cok, cerr = set_ceilings(opts.ceiling)
+  if not cok then return usage_error("replay: --ceiling: " .. cerr, "replay") end
   if #pos ~= 1 then return usage_error("replay: expected one ledger directory", "replay") end
   local guest
   if opts.guest then
@@ -228,9 +253,11 @@ end
 
 function M.resume(args)
   local pos, opts = parse(args, { policy = "value", input = "value", json = "switch", durability = "value",
-                                  raw = "switch",
+                                  raw = "switch", ceiling = "list",
                                   ["policy-changed"] = "switch" })
   if not pos then return usage_error("resume: " .. opts, "resume") end
+  local cok, cerr = set_ceilings(opts.ceiling)
+  if not cok then return usage_error("resume: --ceiling: " .. cerr, "resume") end
   if #pos ~= 1 then return usage_error("resume: expected one ledger directory", "resume") end
   if not opts.input then return usage_error("resume: --input JSON is required (the answer to the pause)", "resume") end
   local okin, input = decode_input(opts.input)
@@ -423,6 +450,10 @@ function M.main(argv)
     if a == "--json" then json_wanted = cmd ~= "exec" end   -- exec says it itself
   end
   if cmd == nil then return usage_error("no command given") end
+  if os.getenv("AIRLOCK_CEILING") then
+    local cok, cerr = set_ceilings { os.getenv("AIRLOCK_CEILING") }
+    if not cok then return usage_error("AIRLOCK_CEILING: " .. cerr) end
+  end
   if cmd == "-h" or cmd == "--help" then cmd = "help" end
   if cmd == "--version" or cmd == "-V" then cmd = "version" end
   local f = M[cmd]

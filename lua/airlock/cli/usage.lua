@@ -7,6 +7,10 @@ local wrap = require("airlock.util").wrap
 
 local M = {}
 
+-- The host's ceilings on budgets, an option of every command that runs something.
+local CEILING = { "--ceiling", "NAME=VALUE,...", "raise the host's ceiling on a budget a policy may ask for " ..
+  "(cpu, memory, stack, instructions, deadline, output; 0: none; repeatable; also AIRLOCK_CEILING)" }
+
 -- name, synopsis (after "airlock NAME"), what it does, its options as
 -- { flag, VALUE or nil, help }, and its exit statuses.
 M.COMMANDS = {
@@ -22,6 +26,7 @@ M.COMMANDS = {
       { "--raw", nil, "pass control characters through to the terminal" },
       { "--ledger", "DIR", "record every effect in a new session in DIR" },
       { "--durability", "MODE", "none, batch (the default) or always" },
+      CEILING,
     },
     exit = "0 the guest returned; 1 it failed (any cause but ok); 2 bad usage; 3 paused" },
   { name = "replay", synopsis = "[OPTIONS] DIR",
@@ -32,6 +37,7 @@ M.COMMANDS = {
       { "--policy-changed", nil, "replay although the policy's digest differs from the recorded one" },
       { "--guest", "FILE", "the guest's source, when the journal does not hold it" },
       { "--json", nil, "print the comparison as one JSON object" },
+      CEILING,
     },
     exit = "0 identical; 1 not (the first divergence named); 2 bad usage or unreadable" },
   { name = "resume", synopsis = "DIR --input JSON [OPTIONS]",
@@ -43,6 +49,7 @@ M.COMMANDS = {
       { "--durability", "MODE", "none, batch (the default) or always" },
       { "--raw", nil, "pass control characters through to the terminal" },
       { "--json", nil, "print the whole result as one JSON object" },
+      CEILING,
     },
     exit = "as run" },
   { name = "branch", synopsis = "DIR --at SEQ NEWDIR",
@@ -66,6 +73,7 @@ M.COMMANDS = {
       { "--no-tty", nil, "on a terminal, hand over our descriptors as they are, not a terminal of its own" },
       { "--ledger", "DIR", "record the program's effects in a new session in DIR" },
       { "--durability", "MODE", "none, batch (the default) or always" },
+      CEILING,
     },
     exit = "the program's status; 124 at the deadline; 128+N on signal N; 127 not found; " ..
       "126 not runnable; 125 airlock could not start it; 1 a capture was cut and it exited 0" },
@@ -171,6 +179,9 @@ function M.global()
     end
   end
   out[#out + 1] = ""
+  out[#out + 1] = "A policy may raise its budgets (CPU, memory, stack, instructions, deadline, output)"
+  out[#out + 1] = "up to the host's ceilings: --ceiling NAME=VALUE,... on run, exec, replay and resume,"
+  out[#out + 1] = "or AIRLOCK_CEILING for every command (docs/API.md, \"Budgets and ceilings\")."
   out[#out + 1] = "Every command takes --help. Documentation: README.md, docs/ (TOOLS.md for exec)."
   return table.concat(out, "\n") .. "\n"
 end
@@ -222,6 +233,11 @@ function M.man(name, version)
     out[#out + 1] = ".PP\nExit status: " .. roff(c.exit)
   end
   if name == nil then
+    out[#out + 1] = ".SH ENVIRONMENT"
+    out[#out + 1] = ".TP\n.B AIRLOCK_CEILING\n" .. roff("NAME=VALUE,...: the host's ceilings on the budgets a " ..
+      "policy may raise (cpu, memory, stack, instructions, deadline, output; 0: none), before any --ceiling")
+    out[#out + 1] = ".TP\n.B AIRLOCK_REQUIRE_CONFINEMENT\n" .. roff("1: refuse any run with less " ..
+      "confinement than its tier's stock policy (a layer off), instead of warning")
     out[#out + 1] = ".SH SEE ALSO"
     out[#out + 1] = "airlock\\-run(1), airlock\\-exec(1), airlock\\-ledger(1); README.md and docs/ in the source."
   end

@@ -9,6 +9,7 @@ local util = require "airlock.util"
 local freeze = require "airlock.policy.freeze"
 local loader = require "airlock.policy.load"
 local compose = require "airlock.policy.compose"
+local ceilings = require "airlock.policy.ceilings"
 
 local set_of, plain = util.set_of, util.copy
 local raw = freeze.raw
@@ -57,7 +58,9 @@ end
 --- Whatever it is, a result with less confinement than base (a field base
 --- locks, loosened) is refused unless it says unconfined = true, the named
 --- opt-out: such runs warn every time (admit) and AIRLOCK_REQUIRE_CONFINEMENT=1
---- refuses them.
+--- refuses them. A budget (CPU, memory, stack, instructions, deadline,
+--- output) is not confinement: raised above base's, it is refused only past
+--- the host's ceiling of its kind (airlock.policy.ceilings).
 -- What loosening found for a policy against a stock base, kept: both are
 -- frozen, so the answer cannot change (a host starting many runs under one
 -- policy pays the walk once).
@@ -81,8 +84,13 @@ function M.resolve(p, base)
   if p == nil then return b end
   local given, from = p, nil
   if type(p) == "string" then
-    if loader.is_stock(p) then return loader.load(p) end
-    local v, ferr = loader.file_value(p, base)
+    if loader.is_stock(p) then
+      local s = loader.load(p)
+      local over = ceilings.check(s, b, base)
+      if over then return nil, over end
+      return s
+    end
+    local v, ferr = ceilings.while_loading(loader.file_value, p, base)
     if v == nil then return nil, ferr end
     given, from = v, p
   end
@@ -110,6 +118,8 @@ function M.resolve(p, base)
         from and " (" .. from .. ")" or "", base, path, brief(o), brief(n), base, base)
     end
   end
+  local over = ceilings.check(pol, b, base)
+  if over then return nil, over .. (from and " (in " .. from .. ")" or "") end
   return pol
 end
 
@@ -125,24 +135,24 @@ local warned = setmetatable({}, { __mode = "k" })     -- host -> policy -> true
 
 --- admit(pol, base, what, host) -> true, or nil, message, at the start of every
 --- run under pol in the tier of base (what: "guests" or "programs"). A policy
---- with less confinement than base (the opt-out unconfined = true, or no layer
---- at all) prints one warning line to stderr, once per host (a broker: one
---- line per command, not one per bot of a game host) or on every call when
---- host is nil; AIRLOCK_REQUIRE_CONFINEMENT=1 refuses it instead (cause
---- confinement).
+--- with less confinement than base (a layer or a rule of it off, which takes
+--- the opt-out unconfined = true; or no layer at all) prints one warning line
+--- to stderr, once per host (a broker: one line per command, not one per bot
+--- of a game host) or on every call when host is nil;
+--- AIRLOCK_REQUIRE_CONFINEMENT=1 refuses it instead (cause confinement). The
+--- opt-out alone, with every layer there, and a raised budget are neither.
 local function less_of(pol, base)
   local memo = admitted[pol] or {}
   admitted[pol] = memo
   local less = memo[base]
   if less == nil then
     less = false
-    if pol.unconfined or (base == "untrusted" and M.unconfined(pol)) then
+    if base == "untrusted" and M.unconfined(pol) then
       less = ""
+    else
       local b = loader.load(base)
-      local path = b and loosening(b, pol)
-      if path and not (base == "untrusted" and M.unconfined(pol)) then
-        less = string.format(" (less than the stock '%s': %s)", base, path)
-      end
+      local path = b and loosening_of(b, base, pol)
+      if path then less = string.format(" (less than the stock '%s': %s)", base, path) end
     end
     memo[base] = less
   end
@@ -217,11 +227,11 @@ function M.authority(p, role, opts)
   return nil, string.format("policy: unknown role '%s' (worker or tool)", tostring(role))
 end
 
---- unconfined(p) -> true when runs under p have no confinement at all: the
---- policy says so (unconfined = true, as the stock dev does), or its confine
---- section turns on no layer.
+--- unconfined(p) -> true when runs under p have no confinement at all: its
+--- confine section turns on no layer (the stock dev has none). unconfined =
+--- true alone is not that: it allows less confinement, and a policy that
+--- keeps every layer (raising a budget, say) is confined all the same.
 function M.unconfined(p)
-  if p.unconfined then return true end
   local c = p.confine
   if not c then return true end
   local function any(t) return t ~= nil and next(raw(t)) ~= nil end

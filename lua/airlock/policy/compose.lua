@@ -87,8 +87,10 @@ local function brief(v)
 end
 
 -- The first loosened field under (old, new), as "path: old -> new", or nil.
-local function loosened(node, old, new, path)
+-- With free, budgets are not held (they answer to the host's ceilings).
+local function loosened(node, old, new, path, free)
   local about = about_of(node)
+  if free and about and about.budget then return nil end
   if about and about.looser then
     if about.looser(old, new, about) then return path, old, new end
     return nil
@@ -102,7 +104,7 @@ local function loosened(node, old, new, path)
     for k in pairs(keys) do sorted[#sorted + 1] = k end
     table.sort(sorted, function(a, b) return tostring(a) < tostring(b) end)
     for _, k in ipairs(sorted) do
-      local p, o, n = loosened(child_of(node, k), (old or {})[k], (new or {})[k], path_of(path, k))
+      local p, o, n = loosened(child_of(node, k), (old or {})[k], (new or {})[k], path_of(path, k), free)
       if p then return p, o, n end
     end
     return nil
@@ -119,13 +121,17 @@ local function get_path(t, keys)
 end
 
 -- The first field that result loosens among those base locks, or nil:
--- path, the lock that covers it, the old value and the new one.
-local function loosening(base, result)
+-- path, the lock that covers it, the old value and the new one. A lock on a
+-- confine section locks isolation, not the budgets in it (schema.BUDGETS:
+-- rlimits.cpu, rlimits.stack), unless hold_budgets (a nested run's policy,
+-- held to its parent's in everything); any other lock holds what it covers.
+local function loosening(base, result, hold_budgets)
   for _, lp in ipairs(base.locked or {}) do
     local keys = assert(parse_path(lp))
     local node = SCHEMA
     for _, k in ipairs(keys) do node = child_of(node, k) end
-    local p, o, n = loosened(node, get_path(base, keys), get_path(result, keys), lp)
+    local free = not hold_budgets and (about_of(node) or {}).isolation == true
+    local p, o, n = loosened(node, get_path(base, keys), get_path(result, keys), lp, free)
     if p then return p, lp, o, n end
   end
 end
@@ -208,12 +214,13 @@ table.sort(NEST_FIELDS)
 --- field counts as locked.
 function M.tighter(parent, child)
   local base = setmetatable({ locked = NEST_FIELDS }, { __index = parent })
-  local p, _, o, n = loosening(base, child)
+  local p, _, o, n = loosening(base, child, true)
   if p then return string.format("%s: %s -> %s", p, brief(o), brief(n)) end
   return nil
 end
 
 M.loosening = loosening
 M.brief = brief
+M.get_path = get_path
 
 return M

@@ -13,22 +13,41 @@ M.INF = INF
 --- What each rule says, for the reference (docs/POLICY.md); filled below.
 M.WORDS = {}
 
+local zero_of = setmetatable({}, { __mode = "k" })   -- upper rule -> what 0 stands for
+
+--- value(about, x) -> what x stands for in a field whose rule is upper: a
+--- number, INF when unlimited (an absent value is the field's default).
+function M.value(about, x)
+  local default = about and about.default or INF
+  if x == nil then return default end
+  local zero = about and zero_of[about.looser]
+  if x == 0 and zero then return zero == "default" and default or zero end
+  return x
+end
+
 --- Numbers where larger is looser. opts.zero: what 0 stands for (INF when 0
 --- means unlimited, "default" when it means the default). An absent value is
 --- the field's default, or unlimited when it has none.
 function M.upper(opts)
   opts = opts or {}
-  local fn = function(old, new, about)
-    local default = about and about.default or INF
-    local function eff(x)
-      if x == nil then return default end
-      if x == 0 and opts.zero then return opts.zero == "default" and default or opts.zero end
-      return x
-    end
-    return eff(new) > eff(old)
+  local fn
+  fn = function(old, new, about)
+    about = about or { looser = fn }
+    return M.value(about, new) > M.value(about, old)
   end
+  zero_of[fn] = opts.zero
   M.WORDS[fn] = opts.zero == INF and "a larger value, or 0 (unlimited)" or "a larger value"
   return fn
+end
+
+--- An address-space limit (rlimits.as): an absent one is what the memory
+--- budget derives (airlock.confine), which a value can only lower; 0 is none.
+--- Loosened by a larger value, by removing it, or by 0.
+function M.address_space(old, new)
+  if new == 0 then return old ~= 0 end                     -- none at all
+  if new == nil then return old ~= nil and old ~= 0 end    -- the derived one, which may be larger
+  if old == nil or old == 0 then return false end
+  return new > old
 end
 
 -- true when some item of a is not in b.
@@ -100,6 +119,7 @@ M.WORDS[M.superset] = "removing an item"
 M.WORDS[M.more] = "adding an item"
 M.WORDS[M.grant] = "granting it, or changing its handler"
 M.WORDS[M.landlock] = "turning it off, a path or port more, scope off"
+M.WORDS[M.address_space] = "a larger value, removing it, or 0 (none)"
 M.WORDS[M.seccomp] = "turning it off, a promise or call more, deny mode, a refusal that does not kill"
 
 return M

@@ -4,6 +4,7 @@
 -- compares the two, so the reference cannot drift from the schema.
 local schema = require "airlock.policy.schema"
 local looser = require "airlock.policy.looser"
+local ceilings = require "airlock.policy.ceilings"
 
 local M = {}
 
@@ -29,6 +30,20 @@ local function shown(v)
 end
 
 local function cell(s) return (tostring(s or ""):gsub("|", "\\|"):gsub("\n", " ")) end
+
+-- The "loosened by" cell of a field: its rule's words, and a budget's kind.
+local function loosened_by(a)
+  local words = a.looser and looser.WORDS[a.looser] or ""
+  if a.budget then words = words .. (words ~= "" and "; " or "") .. "a budget (ceiling: " .. a.budget .. ")" end
+  return cell(words)
+end
+
+-- The default ceilings, as the reference writes them.
+local function defaults()
+  local d, parts = ceilings.defaults(), {}
+  for _, k in ipairs(ceilings.KINDS) do parts[#parts + 1] = k .. " " .. ceilings.shown(k, d[k] == 0 and looser.INF or d[k]) end
+  return table.concat(parts, ", ")
+end
 
 -- The top level in the order a policy is usually written (tool before
 -- ledger: the two share their confine fields, listed under the first).
@@ -64,6 +79,17 @@ function M.text()
     "not do (tightening is always allowed; a field without a rule loosens when",
     "it changes at all). `*` stands for any name. docs/CONFINEMENT.md and",
     "docs/TOOLS.md say how the layers work.",
+    "",
+    "A *budget* (how much a run may use, not what it can reach) says so in",
+    "that column, with the ceiling of its kind: a lock on a `confine` section",
+    "(isolation) does not hold it (`untrusted` locks `confine`, not its",
+    "`rlimits.cpu`), a lock naming it or `limits` does; a policy may raise",
+    "it past its tier's stock policy up to the host's",
+    "ceiling (`airlock.policy.ceilings{...}`, the command's `--ceiling`;",
+    "docs/API.md, \"Budgets and ceilings\"). The ceilings a process starts",
+    "with:",
+    "",
+    defaults() .. ".",
   }
   local seen = {}
   local function walk(node, path)
@@ -75,7 +101,7 @@ function M.text()
     if node[schema.LEAF] then
       out[#out + 1] = "Instead of a table: " .. cell(expected(node[schema.LEAF])) .. "."
     end
-    if about.looser then out[#out + 1] = "Loosened by " .. cell(looser.WORDS[about.looser]) .. "." end
+    if about.looser then out[#out + 1] = "Loosened by " .. loosened_by(about) .. "." end
     out[#out + 1] = ""
     out[#out + 1] = "| field | value | default | loosened by | |"
     out[#out + 1] = "|---|---|---|---|---|"
@@ -89,11 +115,11 @@ function M.text()
         out[#out + 1] = string.format("| `%s` | %s | %s | %s | %s |", p,
           (child[schema.LEAF] and cell(expected(child[schema.LEAF])) .. ", or " or "") ..
             (again and ("the fields of `" .. again .. "`") or "a table (below)"), shown(a.default),
-          cell(a.looser and looser.WORDS[a.looser]), cell(a.doc))
+          loosened_by(a), cell(a.doc))
         if not again then seen[child] = p; maps[#maps + 1] = { child, p } end
       else
         out[#out + 1] = string.format("| `%s` | %s | %s | %s | %s |", p, cell(expected(child)),
-          shown(a.default), cell(a.looser and looser.WORDS[a.looser] or ""), cell(a.doc))
+          shown(a.default), loosened_by(a), cell(a.doc))
       end
     end
     for _, m in ipairs(maps) do walk(m[1], m[2]) end

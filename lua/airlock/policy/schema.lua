@@ -104,14 +104,19 @@ local UNLIMITED = upper { zero = looser.INF }
 -- a ruleset with no rule, and the worker's fixed allowlist. A program names
 -- its paths, ports and promises. Each role refuses what it cannot use.
 local RLIMIT_DOC = {
-  as = "address space of each process, in bytes", cpu = "CPU seconds of each process (then SIGXCPU)",
+  as = "address space of each process, in bytes; absent, a guest's worker gets limits.memory and half " ..
+    "again plus 64M, a program tool.limits.memory (docs/CONFINEMENT.md); a value can only lower that " ..
+    "(0: none at all)",
+  cpu = "CPU seconds of each process (then SIGXCPU); a guest's worker gets limits.cpu plus 1 s " ..
+    "instead when limits.cpu is set",
   nofile = "open file descriptors", nproc = "processes of the (namespaced) user",
   fsize = "largest file a process may write", core = "core dump size", stack = "stack size",
 }
 local RLIMITS = {}
 for _, name in ipairs(core.rlimits) do
   RLIMITS[name] = field(assert(RULE_OF[name], "policy.schema: no value rule for the rlimit " .. name),
-    { doc = assert(RLIMIT_DOC[name], "policy.schema: no doc for the rlimit " .. name), looser = upper() })
+    { doc = assert(RLIMIT_DOC[name], "policy.schema: no doc for the rlimit " .. name),
+      looser = name == "as" and looser.address_space or upper() })
 end
 section(RLIMITS, { doc = "resource limits set by the spawner before exec (RLIMIT_*)" })
 
@@ -189,7 +194,7 @@ local function confine_node(role)
     end
   end
   return section(node, { doc = guest and "how the guest's worker is confined (docs/CONFINEMENT.md)"
-    or "how the process is confined (docs/TOOLS.md)" })
+    or "how the process is confined (docs/TOOLS.md)", isolation = true })
 end
 
 local PROCESS_CONFINE = confine_node("process")   -- programs and the journal writer
@@ -207,8 +212,8 @@ M.SCHEMA = section({
   limits = section({
     deadline_ms = field(duration_ms, { doc = "wall clock of a run, enforced by the parent (0: none)",
       looser = UNLIMITED }),
-    memory = field(size, { doc = "the guest's Lua heap, enforced by the worker's allocator (0: none)",
-      looser = UNLIMITED }),
+    memory = field(size, { doc = "the guest's Lua heap, enforced by the worker's allocator; the worker's " ..
+      "address space follows from it (confine.rlimits.as; 0: none)", looser = UNLIMITED }),
     instructions = field(count, { doc = "Lua VM instructions of a run (0: unlimited)", looser = UNLIMITED }),
     turn_instructions = field(count, { doc = "Lua VM instructions of one turn, from one deferred " ..
       "answer to the next (then cause instructions; 0: unlimited)", looser = UNLIMITED }),
@@ -260,7 +265,8 @@ M.SCHEMA = section({
         looser = upper { zero = "default" } }),
       pids = field(count, { doc = "processes at once, by a pids cgroup (0: no cgroup)", looser = UNLIMITED }),
       tmp_size = field(size, { doc = "size of the private /tmp", default = 64 * 1024 * 1024, looser = upper() }),
-      memory = field(size, { doc = "memory of the whole run, by a memory cgroup (0: none)", looser = UNLIMITED }),
+      memory = field(size, { doc = "memory of the whole run, by a memory cgroup; each process's address " ..
+        "space follows it (tool.confine.rlimits.as; 0: none)", looser = UNLIMITED }),
       cpu = field(cores, { doc = "CPU cores for the whole run, by a cpu cgroup (0: none)", looser = UNLIMITED }),
     }, { doc = "a program run's limits" }),
     confine = PROCESS_CONFINE,
@@ -403,6 +409,54 @@ function locked_rule(v)
   end
   table.sort(out)
   return out
+end
+
+-- ------------------------------------------------------------ budgets
+-- Isolation (what a guest or program can reach) is locked by a base; budgets
+-- (how much it may use) are sized by each policy up to the host's ceiling of
+-- their kind (airlock.policy.ceilings). A lock on a confine section (isolation)
+-- does not hold the budgets in it: untrusted locks "confine", not its
+-- rlimits.cpu. Any other lock holds what it covers ("limits", "limits.memory",
+-- "confine.rlimits.cpu"). Each budget: its path and the ceiling's kind, and
+--   unit     the ceiling's units per unit of the field (RLIMIT_CPU counts
+--            seconds, the cpu ceiling milliseconds)
+--   layer    the section that, absent, means the layer is off: no rlimit is
+--            set, so there is nothing to size
+--   instead  the budget that, set, stands in for this one (a guest's
+--            RLIMIT_CPU follows limits.cpu then)
+--   unset    the budget that stands in for this one when it is not set
+--            (limits.cpu unset: rlimits.cpu bounds the guest's CPU)
+-- A path this schema does not hold (yet) is left out.
+local function budget_field(path)
+  local keys, node = assert(parse_path(path)), M.SCHEMA
+  for _, k in ipairs(keys) do node = child_of(node, k) end
+  if node == nil then return nil end
+  return keys, assert(M.about(node), "policy.schema: a budget without an about: " .. path)
+end
+
+M.BUDGETS = {}
+for _, b in ipairs {
+  { "limits.cpu", "cpu", unset = { "confine.rlimits.cpu", 1000 } }, { "limits.turn_cpu", "cpu" },
+  { "confine.rlimits.cpu", "cpu", unit = 1000, layer = "confine.rlimits", instead = "limits.cpu" },
+  { "limits.memory", "memory" }, { "confine.rlimits.stack", "stack", layer = "confine.rlimits" },
+  { "limits.instructions", "instructions" }, { "limits.turn_instructions", "instructions" },
+  { "limits.deadline_ms", "deadline" }, { "limits.output", "output" }, { "limits.capture", "output" },
+  { "tool.limits.deadline_ms", "deadline" }, { "tool.limits.memory", "memory" },
+  { "tool.limits.capture", "output" },
+  { "tool.confine.rlimits.cpu", "cpu", unit = 1000, layer = "tool.confine.rlimits" },
+  { "tool.confine.rlimits.stack", "stack", layer = "tool.confine.rlimits" },
+} do
+  local keys, about = budget_field(b[1])
+  if keys then
+    about.budget = b[2]
+    local e = { path = b[1], keys = keys, kind = b[2], unit = b.unit or 1, about = about,
+                layer = b.layer and assert(parse_path(b.layer)), instead = b.instead and assert(parse_path(b.instead)) }
+    if b.unset then
+      local ukeys, uabout = assert(budget_field(b.unset[1]))
+      e.unset = { keys = ukeys, about = uabout, unit = b.unset[2] }
+    end
+    M.BUDGETS[#M.BUDGETS + 1] = e
+  end
 end
 
 M.LEAF, M.POST, M.KEYS, M.ABOUT = LEAF, POST, KEYS, ABOUT
