@@ -31,6 +31,13 @@ static int capped_write(void *data, const char *buf, size_t len)
 
 /* The spawner hands over a blocking socket; a non-blocking one would make the
 ** blocking reads below fail with EAGAIN, so it is made blocking once here. */
+/* Notes waiting in w->notes past these go out at once, without the next
+** frame; the buffer holds four batches, so a batch and the frame or note
+** that follows it always fit. */
+#define NOTES_BATCH_BYTES (16u << 10)
+#define NOTES_BATCH_COUNT 256u
+#define NOTES_CAPACITY (4 * NOTES_BATCH_BYTES)
+
 void worker_channel_open(worker *w)
 {
   int fl = fcntl(AIRLOCK_CHANNEL_FD, F_GETFL);
@@ -44,7 +51,16 @@ void worker_channel_open(worker *w)
   msgpack_packer_init(&w->pk, w, capped_write);
   airlock_frame_reader_init(&w->in, AIRLOCK_FRAME_MAX_DEFAULT);
   msgpack_unpacked_init(&w->reply);
+  /* The notes' buffer is allocated once, at its full size (NOTES_CAPACITY,
+  ** below), and never grows: when notes go out (with a frame, a full batch,
+  ** or at a CPU tick, whose moment is the machine's) then changes nothing
+  ** the allocator does, so a replay's guest sees the addresses, and the
+  ** pairs order, its recording saw. */
   msgpack_sbuffer_init(&w->notes);
+  w->notes.data = malloc(NOTES_CAPACITY);
+  if (w->notes.data == NULL)
+    worker_die(WORKER_EXIT_INTERNAL, "out of memory for the notes' buffer");
+  w->notes.alloc = NOTES_CAPACITY;
 }
 
 static const char *read_error(int rc)
@@ -110,11 +126,8 @@ msgpack_packer *worker_frame_begin(worker *w, airlock_msg_kind kind, uint32_t nf
   return &w->pk;
 }
 
-/* Notes waiting in w->notes past these go out at once, without the next frame. */
-#define NOTES_BATCH_BYTES (16u << 10)
-#define NOTES_BATCH_COUNT 256u
-
-/* Appends the frame in w->out, with its header, to the notes waiting. */
+/* Appends the frame in w->out, with its header, to the notes waiting; the
+** caller has made sure it fits (notes_fit). */
 static void notes_append(worker *w)
 {
   uint8_t hdr[4] = { (uint8_t)(w->out.size >> 24), (uint8_t)(w->out.size >> 16),
@@ -132,11 +145,12 @@ static void notes_write(worker *w)
     worker_die(WORKER_EXIT_CHANNEL, "writing to fd %d: %s", AIRLOCK_CHANNEL_FD, strerror(-rc));
   msgpack_sbuffer_clear(&w->notes);
   w->notes_n = 0;
-  /* A burst must not keep a large buffer for the rest of the run. */
-  if (w->notes.alloc > 4 * NOTES_BATCH_BYTES) {
-    msgpack_sbuffer_destroy(&w->notes);
-    msgpack_sbuffer_init(&w->notes);
-  }
+}
+
+/* Whether the frame in w->out, with its header, fits beside the notes waiting. */
+static int notes_fit(const worker *w)
+{
+  return w->out.size + 4 <= w->notes.alloc - w->notes.size;
 }
 
 void worker_notes_flush(worker *w)
@@ -149,10 +163,13 @@ void worker_frame_send(worker *w)
 {
   if (w->out_refused)
     worker_die(WORKER_EXIT_INTERNAL, "an outgoing frame was cut short");
-  if (w->notes.size > 0) {   /* the notes first, in the same write */
-    notes_append(w);
+  if (w->notes.size > 0) {   /* the notes first, in the same write when the frame fits */
+    if (notes_fit(w)) {
+      notes_append(w);
+      notes_write(w);
+      return;
+    }
     notes_write(w);
-    return;
   }
   int rc = airlock_frame_write_fd(AIRLOCK_CHANNEL_FD, w->out.data, w->out.size);
   if (rc < 0)
@@ -176,6 +193,14 @@ int worker_note_finish(lua_State *L, worker *w)
                       (int)(AIRLOCK_FRAME_MAX_DEFAULT >> 20));
   }
   w->last_id++;
+  if (!notes_fit(w))
+    worker_notes_flush(w);
+  if (!notes_fit(w)) {   /* larger than the whole buffer: it goes out on its own */
+    int rc = airlock_frame_write_fd(AIRLOCK_CHANNEL_FD, w->out.data, w->out.size);
+    if (rc < 0)
+      worker_die(WORKER_EXIT_CHANNEL, "writing to fd %d: %s", AIRLOCK_CHANNEL_FD, strerror(-rc));
+    return 0;
+  }
   notes_append(w);
   if (w->notes.size >= NOTES_BATCH_BYTES || w->notes_n >= NOTES_BATCH_COUNT)
     notes_write(w);

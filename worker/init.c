@@ -65,6 +65,11 @@ static void parse_limits(worker_init *in, const msgpack_object *init)
   in->turn_instructions = count_of(limits, "turn_instructions", "limits.");
   in->cpu_ms = count_of(limits, "cpu", "limits.");
   in->turn_cpu_ms = count_of(limits, "turn_cpu", "limits.");
+  /* false in a replay: the budgets tick as recorded (the notes they send,
+  ** the same allocations) but never strike; a boolean either way, so the
+  ** init frame has the same size as its recording's. Absent: true. */
+  const msgpack_object *enforced = field_of(limits, "cpu_enforced", MSGPACK_OBJECT_BOOLEAN, "limits.");
+  in->cpu_enforced = enforced == NULL || enforced->via.boolean;
   if (in->cpu_ms > UINT64_MAX / 1000000u || in->turn_cpu_ms > UINT64_MAX / 1000000u)
     worker_die(WORKER_EXIT_BADINIT, "init: limits.cpu and limits.turn_cpu are milliseconds below 2^44");
   if (in->memory > SIZE_MAX)

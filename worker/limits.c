@@ -122,8 +122,8 @@ static void cpu_check(lua_State *L, worker *w)
     return;
   w->cpu_due = 0;
   uint64_t run = w->init.cpu_ms, turn = w->init.turn_cpu_ms;
-  if (run == 0 && turn == 0)
-    return;   /* the tick was for the notes alone */
+  if ((run == 0 && turn == 0) || !w->init.cpu_enforced)
+    return;   /* the tick was for the notes alone, or this is a replay */
   uint64_t now = cpu_now_ns();
   char msg[200];
   if (run != 0 && now - w->cpu_start_ns >= run * 1000000u)
@@ -261,9 +261,13 @@ static int ticks_needed(const worker *w)
 
 void worker_cpu_timer(worker *w)
 {
+  /* The probe runs in every worker, ticking or not: it allocates, and a
+  ** replay (which runs without the budgets) must leave the allocator as its
+  ** recording did, or its guest would see other addresses. */
+  int tracked = coroutines_are_tracked();
   if (!ticks_needed(w))
     return;
-  if (!coroutines_are_tracked())
+  if (!tracked)
     worker_die(WORKER_EXIT_INTERNAL, "limits.cpu: this worker's Lua resumes coroutines without "
                "going through its lua_resume wrapper, so a coroutine could run outside the CPU "
                "budget");

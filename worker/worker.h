@@ -41,6 +41,7 @@ typedef struct worker_init {
                                    marked turn); 0 = unlimited */
   uint64_t cpu_ms, turn_cpu_ms; /* limits.cpu, limits.turn_cpu: the worker's own CPU time
                                    (user + system) for the run, and for one turn; 0 = none */
+  int cpu_enforced;             /* limits.cpu_enforced: 0 in a replay (they never strike) */
 } worker_init;
 
 typedef struct worker {

@@ -323,11 +323,13 @@ local function spawn_options(st, handlers, opts, internal, rp, what, serial, see
     for _, name in ipairs(notify) do ctx.notify[name] = true end
     ctx.on_note_error = note_error_sink(st)
   end
-  -- A replay answered only from its journal runs without the CPU budgets: the
-  -- CPU a guest gets is the machine's, not the guest's, so a budget could
-  -- strike at another point than it did. The journal's end stands in for
-  -- them (session.lua, server:exhausted): a run the budget ended is ended
-  -- with its recorded cause once every recorded effect has been served.
+  -- A replay answered only from its journal does not let the CPU budgets
+  -- strike: the CPU a guest gets is the machine's, not the guest's, so a
+  -- budget could strike at another point than it did. They still tick as
+  -- recorded (cpu_enforced = false: a boolean either way, so the init frame,
+  -- and what the worker allocates, are the recording's). The journal's end
+  -- stands in for them (session.lua, server:exhausted): a run a budget ended
+  -- is ended with its recorded cause once every recorded effect is served.
   local replaying = internal.serve ~= nil and not internal.serve.live
   local start
   if what.program then
@@ -346,8 +348,9 @@ local function spawn_options(st, handlers, opts, internal, rp, what, serial, see
         limits = {
           instructions = limits.instructions or 0,
           turn_instructions = limits.turn_instructions or 0,
-          cpu = not replaying and limits.cpu or 0,
-          turn_cpu = not replaying and limits.turn_cpu or 0,
+          cpu = limits.cpu or 0,
+          turn_cpu = limits.turn_cpu or 0,
+          cpu_enforced = not replaying,
           memory = limits.memory or 0,
           output = limits.output or OUTPUT_DEFAULT,
         },
