@@ -10,22 +10,24 @@
 */
 #include "airlock.h"
 
-/* confine.rlimits: "320M" of address space (the 64M Lua heap plus the
-** interpreter), 1 s of CPU, 8 descriptors, 1 process, no file growth, no
-** core dumps, "8M" of stack. */
+/* confine.rlimits as the planner derives them: 160M of address space (the
+** 64M Lua heap, half again for the allocator, 64M for the interpreter:
+** lua/airlock/confine.lua, address_space), 2 s of CPU (limits.cpu and 1 s,
+** the backstop), 8 descriptors, 1 process, no file growth, no core dumps,
+** "8M" of stack. */
 const airlock_rlimits airlock_untrusted_rlimits = {
-  .as = 320u << 20, .cpu = 1, .nofile = 8, .nproc = 1, .fsize = 0, .core = 0, .stack = 8u << 20,
+  .as = 160u << 20, .cpu = 2, .nofile = 8, .nproc = 1, .fsize = 0, .core = 0, .stack = 8u << 20,
   .set_mask = AIRLOCK_RL_ALL_,
 };
 
 void airlock_untrusted_defaults(airlock_init *in, airlock_run_opts *o)
 {
   if (in != NULL) {
-    in->instructions = 1000000000u;        /* limits.instructions = 1e9 */
+    in->instructions = 0;                  /* no instruction count: the CPU budget */
     in->memory = 64u << 20;                /* limits.memory = "64M" */
     in->output = AIRLOCK_OUTPUT_DEFAULT;   /* limits.output = "64K" */
-    in->turn_instructions = 0;             /* no per-turn budget, no CPU budget */
-    in->cpu_ms = 0;
+    in->turn_instructions = 0;             /* no per-turn budget */
+    in->cpu_ms = 1000;                     /* limits.cpu = "1s" */
     in->turn_cpu_ms = 0;
     in->confine_landlock = in->require_landlock = 1;
     in->confine_seccomp = in->require_seccomp = 1;

@@ -14,7 +14,9 @@ return {
   limits = {
     deadline_ms = "5s",
     memory = "64M",
-    instructions = 1e9,
+    cpu = "1s",                    -- the worker's own CPU time (cause cpu), read at a tick
+                                   -- each ms of CPU: no instruction count, so guest code
+                                   -- runs at the interpreter's full speed
     output = "64K",
     max_frame = "16M",
     capture = "64K",
@@ -25,8 +27,8 @@ return {
     shared_net = true,             -- runs join one pre-made empty net namespace (root only;
                                    -- 0.35 ms less per run; docs/CONFINEMENT.md says why it is safe)
     rlimits = {
-      cpu = "1s",                  -- SIGXCPU (cause cpu) after 1 s of CPU (limits.cpu, when
-                                   -- set, makes it that and 1 s more)
+      cpu = "1s",                  -- the process's RLIMIT_CPU (SIGXCPU, cause cpu): with
+                                   -- limits.cpu set it is that and 1 s more, a backstop
       nofile = 8,                  -- the worker holds 4 fds and cannot open more anyway
       nproc = 1,                   -- no new process (root outside ignores it; seccomp holds)
       fsize = 0,                   -- no file may grow

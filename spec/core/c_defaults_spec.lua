@@ -137,8 +137,9 @@ describe("the C API's untrusted defaults (airlock_untrusted_defaults)", function
   it("would be caught drifting: a policy that differs in a limit and an rlimit is not matched (the control)", function()
     local diff = differences(c_defaults(), policy.extend("untrusted", {
       limits = { memory = "32M", turn_instructions = 1000 }, confine = { rlimits = { stack = "4M" } } }))
+    -- the address space follows the heap: 32M of it gives 32M + 16M + 64M
     assert.same({ "init.limits.memory: C 67108864, Lua 33554432", "init.limits.turn_instructions: C 0, Lua 1000",
-                  "start.rlimits.stack: C 8388608, Lua 4194304" }, diff)
+                  "start.rlimits.as: C 167772160, Lua 117440512", "start.rlimits.stack: C 8388608, Lua 4194304" }, diff)
   end)
 
   it("share the C library's own defaults with the policy schema", function()

@@ -51,9 +51,8 @@ describe("a budget raised by a derived policy", function()
     local fill = "local mb = ('x'):rep(1 << 20) local t = {} for i = 1, 512 do t[i] = mb .. i end return #t"
     -- CPU and wall clock raised too: faulting in 512 MiB takes a second of
     -- system time on a busy machine, past untrusted's 1 s.
-    local more = { deadline_ms = "60s", instructions = 0 }
-    local big = policy.extend("untrusted", { limits = { memory = "1G", deadline_ms = "60s", instructions = 0 },
-                                             confine = { rlimits = { cpu = "30s" } } })
+    local more = { deadline_ms = "60s", cpu = "30s" }
+    local big = policy.extend("untrusted", { limits = { memory = "1G", deadline_ms = "60s", cpu = "30s" } })
     local res = assert(airlock.run { guest = fill, policy = big })
     assert.equal("ok", res.cause, res.message)
     assert.equal(512, res.value)
@@ -62,8 +61,7 @@ describe("a budget raised by a derived policy", function()
     local as = (1 << 30) + (1 << 29) + (64 << 20)
     assert.matches("as=" .. as .. " %(from limits.memory", res.confinement.rlimits)
     -- control: the same guest under untrusted's 64M heap
-    local ctl = assert(airlock.run { guest = fill, policy = policy.extend("untrusted", { limits = more,
-      confine = { rlimits = { cpu = "30s" } } }) })
+    local ctl = assert(airlock.run { guest = fill, policy = policy.extend("untrusted", { limits = more }) })
     assert.equal("memory", ctl.cause, ctl.message)
     assert.equal("not enough memory: the guest's Lua heap reached its limit of 64M (limits.memory)", ctl.message)
     ctl = assert(airlock.run { guest = fill })   -- stock untrusted as it is
@@ -73,38 +71,40 @@ describe("a budget raised by a derived policy", function()
   it("memory: a heap of small tables fills its raised cap before the derived address space stops it", function()
     local fill = "local t = {} local i = 0 while true do i = i + 1 t[i] = { i, i } end"
     local res = assert(airlock.run { guest = fill, policy = policy.extend("untrusted", {
-      limits = { memory = "128M", deadline_ms = "60s", instructions = 0 }, confine = { rlimits = { cpu = "30s" } } }) })
+      limits = { memory = "128M", deadline_ms = "60s", cpu = "30s" } }) })
     assert.equal("memory", res.cause)
     assert.equal("not enough memory: the guest's Lua heap reached its limit of 128M (limits.memory)", res.message)
     -- control: an address space the policy sets lower is what stops it then
     res = assert(airlock.run { guest = fill, policy = policy.extend("untrusted", {
-      limits = { memory = "128M", deadline_ms = "60s", instructions = 0 },
-      confine = { rlimits = { cpu = "30s", as = "96M" } } }) })
+      limits = { memory = "128M", deadline_ms = "60s", cpu = "30s" },
+      confine = { rlimits = { as = "96M" } } }) })
     assert.equal("memory", res.cause)
     assert.matches("address space reached its limit of 96M %(confine.rlimits.as%)", res.message)
   end)
 
-  it("CPU: rlimits.cpu raised past untrusted's lock needs no opt-out; the stock 1 s stops the guest", function()
+  it("CPU: limits.cpu raised past untrusted's 1 s needs no opt-out; the stock 1 s stops the guest", function()
     -- Burns until the worker's own CPU clock (os.clock) reads 3 s: past
-    -- untrusted's RLIMIT_CPU (1 s, killed at the hard limit a second later).
+    -- untrusted's CPU budget (limits.cpu, 1 s).
     local burn = "while os.clock() < 3 do for _ = 1, 1e5 do end end return 1"
-    local more = { deadline_ms = "60s", instructions = 0 }
-    local p = policy.extend("untrusted", { limits = more, confine = { rlimits = { cpu = "35s" } } })
+    local p = policy.extend("untrusted", { limits = { deadline_ms = "60s", cpu = "35s" } })
     assert.is_not_true(p.unconfined)
     local res = assert(airlock.run { guest = burn, policy = p })
     assert.equal("ok", res.cause, res.message)
     fully_confined(res)
-    assert.matches("cpu=35s", res.confinement.rlimits)
+    assert.matches("cpu=36s %(from limits.cpu and 1 s%)", res.confinement.rlimits)   -- the backstop
     -- control
-    res = assert(airlock.run { guest = burn, policy = policy.extend("untrusted", { limits = more }) })
+    res = assert(airlock.run { guest = burn, policy = policy.extend("untrusted", { limits = { deadline_ms = "60s" } }) })
     assert.equal("cpu", res.cause, res.message)
+    assert.equal("CPU budget of 1000 ms used up (limits.cpu)", res.message)
+    -- rlimits.cpu, the backstop a policy without limits.cpu keeps, is a budget too
+    assert.equal(35, policy.extend("untrusted", { confine = { rlimits = { cpu = "35s" } } }).confine.rlimits.cpu)
     -- stack, a budget too
     assert.equal(16 << 20, policy.extend("untrusted", { confine = { rlimits = { stack = "16M" } } }).confine.rlimits.stack)
   end)
 
   it("prints no WITHOUT-confinement warning, and runs under AIRLOCK_REQUIRE_CONFINEMENT=1", function()
-    local raise = file("raise", 'return { limits = { memory = "256M", deadline_ms = "20s", instructions = 0 }, ' ..
-      'confine = { rlimits = { cpu = "35s", stack = "16M" } } }')
+    local raise = file("raise", 'return { limits = { memory = "256M", deadline_ms = "20s", cpu = "35s" }, ' ..
+      'confine = { rlimits = { stack = "16M" } } }')
     -- the opt-out alone, every layer kept: not less confinement either
     local flagged = file("flagged", 'return { unconfined = true, confine = { rlimits = { cpu = "35s" } } }')
     for _, path in ipairs { raise, flagged } do
@@ -200,9 +200,9 @@ describe("the host's ceilings", function()
       "host's memory ceiling of 4G%. To allow it, raise the ceiling: airlock%.policy%.ceilings{ memory = \"8G\" } " ..
       "in the host program, or %-%-ceiling memory=8G", err)
     res, err = airlock.run { guest = "return 1",
-      policy = policy.extend("untrusted", { confine = { rlimits = { cpu = "20m" } } }) }
+      policy = policy.extend("untrusted", { limits = { cpu = "20m" } }) }
     assert.is_nil(res)
-    assert.matches("raises confine.rlimits.cpu to 20m %(the stock 'untrusted' has 1s%), above the host's cpu " ..
+    assert.matches("raises limits.cpu to 20m %(the stock 'untrusted' has 1s%), above the host's cpu " ..
       "ceiling of 10m", err)
     -- 0 (no limit) is above any ceiling but none
     res, err = airlock.run { guest = "return 1", policy = { limits = { memory = 0 } } }
@@ -224,8 +224,7 @@ describe("the host's ceilings", function()
     assert.equal(8 << 30, now.memory)
     assert.equal(30 * 60000, now.cpu)
     assert.equal(saved.stack, now.stack)   -- the others stay
-    local res = assert(airlock.run { guest = "return 1", policy = { limits = { memory = "8G" },
-      confine = { rlimits = { cpu = "20m" } } } })
+    local res = assert(airlock.run { guest = "return 1", policy = { limits = { memory = "8G", cpu = "20m" } } })
     assert.equal("ok", res.cause, res.message)
     fully_confined(res)
     -- 0: none
@@ -241,11 +240,11 @@ describe("the host's ceilings", function()
   end)
 
   it("raised on the command line let it through (--ceiling, AIRLOCK_CEILING)", function()
-    local big = file("big", 'return { limits = { memory = "6G" }, confine = { rlimits = { cpu = "20m" } } }')
+    local big = file("big", 'return { limits = { memory = "6G", cpu = "20m" } }')
     local out, err, rc = cli("run " .. GUEST .. " --policy " .. big)
     assert.equal(2, rc)
     assert.equal("", out)
-    assert.matches("raises confine.rlimits.cpu to 20m", err)
+    assert.matches("raises limits.cpu to 20m", err)
     assert.matches("%-%-ceiling cpu=20m", err)
     -- one raised is not enough: the next field is named
     out, err, rc = cli("run " .. GUEST .. " --policy " .. big .. " --ceiling cpu=20m")

@@ -142,7 +142,7 @@ describe("ctx:nest", function()
     local res = airlock.run { policy = pol, guest = [[
       local function try(p, src) return select(2, pcall(host.agent, { guest = src or "return 1", policy = p })) end
       return {
-        try { limits = { instructions = 1e12 } },
+        try { limits = { cpu = "20s" } },
         try { effects = { extra = function() end } },
         try { confine = { seccomp = false } },
         try "dev",
@@ -153,7 +153,7 @@ describe("ctx:nest", function()
     -- (the guest cannot pass a function through an effect: the second is refused by the codec)
     local v = res.value
     assert.is_true(res.ok, res.message)
-    assert.matches("nested: policy: the nested run's policy would loosen its parent's at limits.instructions", v[1])
+    assert.matches("nested: policy: the nested run's policy would loosen its parent's at limits.cpu", v[1])
     assert.matches("cannot send a function", v[2])
     assert.matches("nested: policy: .*confine.seccomp: true %-> false", v[3])
     assert.matches("nested: policy: ", v[4])
