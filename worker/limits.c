@@ -252,8 +252,8 @@ static int coroutines_are_tracked(void)
 }
 
 /* Whether the worker ticks: for a CPU budget, and for notes, which would
-** otherwise wait in a guest that computes without another frame (a replay,
-** which runs without the budgets, must still see them: session.lua). */
+** otherwise wait in a guest that computes without another frame (a replay
+** serves them before it ends a run the budget ended: session.lua). */
 static int ticks_needed(const worker *w)
 {
   return w->init.cpu_ms != 0 || w->init.turn_cpu_ms != 0 || w->init.notify != NULL;
@@ -261,16 +261,16 @@ static int ticks_needed(const worker *w)
 
 void worker_cpu_timer(worker *w)
 {
-  /* The probe runs in every worker, ticking or not: it allocates, and a
-  ** replay (which runs without the budgets) must leave the allocator as its
-  ** recording did, or its guest would see other addresses. */
+  /* The probe runs in every worker, ticking or not: it allocates, and
+  ** whether a worker ticks must not change what its allocator holds, or a
+  ** replay's guest could see other addresses than its recording's. */
   int tracked = coroutines_are_tracked();
   if (!ticks_needed(w))
     return;
   if (!tracked)
     worker_die(WORKER_EXIT_INTERNAL, "limits.cpu: this worker's Lua resumes coroutines without "
                "going through its lua_resume wrapper, so a coroutine could run outside the CPU "
-               "budget");
+               "budget and keep notes waiting");
   cpu_worker = w;
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
