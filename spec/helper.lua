@@ -67,18 +67,41 @@ function H.sh_installed(cmd)
     string.format("%q", cmd))
 end
 
--- A fresh temporary directory (created), for specs to remove when done.
--- Kills pid with SIGKILL and waits (at most 10 s) until it is dead: gone, or
--- a zombie its parent has not reaped (which kill -0 would still find). No
--- shell loop: under the sanitizer's preload every process it starts is slow.
+-- How long a spec waits for something that must happen before it calls it a
+-- hang: only a guard against a hang, never a measure, so it is large.
+H.GUARD_S = 120
+
+-- Polls cond() (every 10 ms, sleeping in between, no process started) until
+-- it returns a true value, which is returned; after H.GUARD_S seconds (or
+-- seconds) of wall time, fails naming what was awaited. For what only the
+-- kernel or another process can make true, which nothing can be waited on for.
+local system = require "system"   -- lua-system, which busted itself needs
+function H.wait_until(what, cond, seconds)
+  local t0 = system.monotime()
+  while true do
+    local v = cond()
+    if v then return v end
+    if system.monotime() - t0 > (seconds or H.GUARD_S) then
+      error("still waiting after " .. (seconds or H.GUARD_S) .. " s for " .. what, 2)
+    end
+    system.sleep(0.01)
+  end
+end
+
+-- Whether pid is dead: gone, or a zombie its parent has not reaped (which
+-- kill -0 would still find).
+function H.dead(pid)
+  local f = io.open("/proc/" .. pid .. "/stat")
+  local st = f and f:read("a"):match("^%d+ %b() (%a)")
+  if f then f:close() end
+  return st == nil or st == "Z" or st == "X"
+end
+
+-- Kills pid with SIGKILL and waits until it is dead. No shell loop: under the
+-- sanitizer's preload every process it starts is slow.
 function H.kill_dead(pid)
   os.execute("env -u LD_PRELOAD kill -9 " .. pid)
-  local t0 = os.time()
-  repeat
-    local f = io.open("/proc/" .. pid .. "/stat")
-    local st = f and f:read("a"):match("^%d+ %b() (%a)")
-    if f then f:close() end
-  until st == nil or st == "Z" or os.time() - t0 > 10
+  H.wait_until("pid " .. pid .. " to die of SIGKILL", function() return H.dead(pid) end)
 end
 
 -- Steps broker b until n runs have ended; -> their results by run id.
@@ -90,6 +113,7 @@ function H.step_all(b, n)
   return results
 end
 
+-- A fresh temporary directory (created), for specs to remove when done.
 function H.tmpdir()
   local p = io.popen("mktemp -d /tmp/airlock-spec-XXXXXX")
   local d = p:read("l")
