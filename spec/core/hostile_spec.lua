@@ -9,7 +9,8 @@ local STANDIN_CONFINE = { landlock = false, seccomp = false,
   require = { "namespaces", "rlimits", "capabilities", "no_new_privs" } }
 
 local function hostile(mode, limits, effects, confine)
-  local lim = { deadline_ms = 3000 }
+  -- A guard against a stand-in that hangs, never what a case measures.
+  local lim = { deadline_ms = H.GUARD_S * 1000 }
   for k, v in pairs(limits or {}) do lim[k] = v end
   -- unconfined = true: the stand-ins run without the worker's own layers, on purpose
   local res, err = airlock.run { guest = "return 1", policy = { unconfined = true,
@@ -32,7 +33,7 @@ describe("a hostile worker", function()
     assert.equal("protocol", res.cause)
     assert.matches("exceeds the limit", res.message)
     assert.is_true(H.rss_kb() - before < 4096, "parent RSS grew")
-    assert.is_true(res.usage.wall_ms < 2000, "the run should end at once, not at the deadline")
+    -- Ended by the header, not by the deadline (that cause would be deadline).
   end)
 
   it("sending a header just over max_frame ends as protocol", function()
@@ -85,7 +86,7 @@ describe("a hostile worker", function()
   it("a silent worker ends at the deadline", function()
     local res = hostile("silent", { deadline_ms = 200 })
     assert.equal("deadline", res.cause)
-    assert.is_true(res.usage.wall_ms >= 200 and res.usage.wall_ms < 2000)
+    assert.is_true(res.usage.wall_ms >= 200, res.usage.wall_ms)   -- never before it
   end)
 
   it("a worker that forks and exits leaves no orphan behind", function()

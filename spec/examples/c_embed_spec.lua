@@ -8,7 +8,7 @@ local sh = H.sh
 
 describe("c-embed", function()
   it("answers the guest's effect and prints its result, exit 0", function()
-    local out, rc = sh("timeout 20 " .. C_EMBED)
+    local out, rc = sh("timeout " .. H.GUARD_S .. " " .. C_EMBED)
     assert.equal(0, rc, out)
     assert.matches("^effect add {a = 2, b = 3} %-> 5\n", out)
     assert.matches('\ncause ok, value {[^}]*"sum"=>5', out)
@@ -17,7 +17,7 @@ describe("c-embed", function()
   end)
 
   it("says why when the worker cannot be started, exit 1", function()
-    local out, rc = sh("timeout 20 " .. C_EMBED .. " /nonexistent/airlock-worker")
+    local out, rc = sh("timeout " .. H.GUARD_S .. " " .. C_EMBED .. " /nonexistent/airlock-worker")
     assert.equal(1, rc, out)
     assert.matches("c%-embed: .*/nonexistent/airlock%-worker", out)
   end)
