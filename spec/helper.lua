@@ -38,6 +38,46 @@ function H.write(path, text)
   f:close()
 end
 
+-- Controls for what the machine provides, read from the kernel's own files
+-- or asked of it directly, never from airlock: a spec compares airlock's
+-- detection with them, and is pending where the property is absent.
+
+-- Why this host cannot bound a run with the cgroup controller name, or nil:
+-- a v1 hierarchy of that name, or the controller enabled for the children
+-- of this process's v2 cgroup (/proc/self/cgroup says which).
+function H.cgroup_absent(name)
+  for line in (H.slurp("/proc/self/cgroup") or ""):gmatch("[^\n]+") do
+    local ctls, path = line:match("^%d+:([^:]*):(.*)$")
+    if ctls and ctls ~= "" then
+      for c in ctls:gmatch("[^,]+") do
+        if c == name and H.slurp("/sys/fs/cgroup/" .. name .. "/cgroup.procs") then return nil end
+      end
+    elseif ctls == "" then
+      local sub = H.slurp("/sys/fs/cgroup" .. (path == "/" and "" or path) .. "/cgroup.subtree_control") or ""
+      if (" " .. sub:gsub("\n", " ") .. " "):find(" " .. name .. " ", 1, true) then return nil end
+    end
+  end
+  return "this host has no " .. name .. " cgroup controller for this process's children (/proc/self/cgroup)"
+end
+
+-- The Landlock ABI this kernel answers landlock_create_ruleset(NULL, 0,
+-- VERSION) with (0: none), asked by a program compiled here.
+function H.landlock_abi()
+  if H._landlock_abi then return H._landlock_abi end
+  local dir = H.tmpdir()
+  H.write(dir .. "/ll.c", "#include <stdio.h>\n#include <unistd.h>\n#include <sys/syscall.h>\n" ..
+    "int main(void) { long v = syscall(444, (void *)0, 0, 1U); printf(\"%ld\\n\", v < 0 ? 0 : v); return 0; }\n")
+  local out = H.sh("gcc -o " .. dir .. "/ll " .. dir .. "/ll.c && " .. dir .. "/ll")
+  os.execute("rm -rf " .. dir)
+  H._landlock_abi = assert(tonumber(out:match("^(%d+)\n$")), "landlock probe: " .. out)
+  return H._landlock_abi
+end
+
+-- Whether this kernel lets this process make a user namespace (unshare -U).
+function H.userns_works()
+  return select(2, H.sh("env -u LD_PRELOAD unshare -U true")) == 0
+end
+
 -- Open file descriptors of this process (after a full collection).
 function H.fd_count()
   -- Files other code left to the collector would close in the middle of a

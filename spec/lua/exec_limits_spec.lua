@@ -10,25 +10,7 @@ local core = require "airlock.core"
 local AIRLOCK = core.fs_realpath(H.bin .. "/airlock")
 local ws
 
--- Why this host cannot bound a run with the cgroup controller name, or nil.
--- The control is the kernel's own list, not airlock's probe: a v1 hierarchy
--- of that name, or the controller enabled for the children of this
--- process's v2 cgroup. Where it is absent the case is pending, never passed.
-local function cgroup_absent(name)
-  local cgroups = H.slurp("/proc/self/cgroup") or ""
-  for line in cgroups:gmatch("[^\n]+") do
-    local ctls, path = line:match("^%d+:([^:]*):(.*)$")
-    if ctls and ctls ~= "" then
-      for c in ctls:gmatch("[^,]+") do
-        if c == name and H.slurp("/sys/fs/cgroup/" .. name .. "/cgroup.procs") then return nil end
-      end
-    elseif ctls == "" then
-      local sub = H.slurp("/sys/fs/cgroup" .. (path == "/" and "" or path) .. "/cgroup.subtree_control") or ""
-      if (" " .. sub:gsub("\n", " ") .. " "):find(" " .. name .. " ", 1, true) then return nil end
-    end
-  end
-  return "this host has no " .. name .. " cgroup controller for this process's children (/proc/self/cgroup)"
-end
+local cgroup_absent = H.cgroup_absent
 
 local function exec(argv, limits, extra)
   -- (the timeout: a guard against a hang, never a measure)
