@@ -38,6 +38,46 @@ function H.write(path, text)
   f:close()
 end
 
+-- Controls for what the machine provides, read from the kernel's own files
+-- or asked of it directly, never from airlock: a spec compares airlock's
+-- detection with them, and is pending where the property is absent.
+
+-- Why this host cannot bound a run with the cgroup controller name, or nil:
+-- a v1 hierarchy of that name, or the controller enabled for the children
+-- of this process's v2 cgroup (/proc/self/cgroup says which).
+function H.cgroup_absent(name)
+  for line in (H.slurp("/proc/self/cgroup") or ""):gmatch("[^\n]+") do
+    local ctls, path = line:match("^%d+:([^:]*):(.*)$")
+    if ctls and ctls ~= "" then
+      for c in ctls:gmatch("[^,]+") do
+        if c == name and H.slurp("/sys/fs/cgroup/" .. name .. "/cgroup.procs") then return nil end
+      end
+    elseif ctls == "" then
+      local sub = H.slurp("/sys/fs/cgroup" .. (path == "/" and "" or path) .. "/cgroup.subtree_control") or ""
+      if (" " .. sub:gsub("\n", " ") .. " "):find(" " .. name .. " ", 1, true) then return nil end
+    end
+  end
+  return "this host has no " .. name .. " cgroup controller for this process's children (/proc/self/cgroup)"
+end
+
+-- The Landlock ABI this kernel answers landlock_create_ruleset(NULL, 0,
+-- VERSION) with (0: none), asked by a program compiled here.
+function H.landlock_abi()
+  if H._landlock_abi then return H._landlock_abi end
+  local dir = H.tmpdir()
+  H.write(dir .. "/ll.c", "#include <stdio.h>\n#include <unistd.h>\n#include <sys/syscall.h>\n" ..
+    "int main(void) { long v = syscall(444, (void *)0, 0, 1U); printf(\"%ld\\n\", v < 0 ? 0 : v); return 0; }\n")
+  local out = H.sh("gcc -o " .. dir .. "/ll " .. dir .. "/ll.c && " .. dir .. "/ll")
+  os.execute("rm -rf " .. dir)
+  H._landlock_abi = assert(tonumber(out:match("^(%d+)\n$")), "landlock probe: " .. out)
+  return H._landlock_abi
+end
+
+-- Whether this kernel lets this process make a user namespace (unshare -U).
+function H.userns_works()
+  return select(2, H.sh("env -u LD_PRELOAD unshare -U true")) == 0
+end
+
 -- Open file descriptors of this process (after a full collection).
 function H.fd_count()
   -- Files other code left to the collector would close in the middle of a
@@ -67,18 +107,41 @@ function H.sh_installed(cmd)
     string.format("%q", cmd))
 end
 
--- A fresh temporary directory (created), for specs to remove when done.
--- Kills pid with SIGKILL and waits (at most 10 s) until it is dead: gone, or
--- a zombie its parent has not reaped (which kill -0 would still find). No
--- shell loop: under the sanitizer's preload every process it starts is slow.
+-- How long a spec waits for something that must happen before it calls it a
+-- hang: only a guard against a hang, never a measure, so it is large.
+H.GUARD_S = 120
+
+-- Polls cond() (every 10 ms, sleeping in between, no process started) until
+-- it returns a true value, which is returned; after H.GUARD_S seconds (or
+-- seconds) of wall time, fails naming what was awaited. For what only the
+-- kernel or another process can make true, which nothing can be waited on for.
+local system = require "system"   -- lua-system, which busted itself needs
+function H.wait_until(what, cond, seconds)
+  local t0 = system.monotime()
+  while true do
+    local v = cond()
+    if v then return v end
+    if system.monotime() - t0 > (seconds or H.GUARD_S) then
+      error("still waiting after " .. (seconds or H.GUARD_S) .. " s for " .. what, 2)
+    end
+    system.sleep(0.01)
+  end
+end
+
+-- Whether pid is dead: gone, or a zombie its parent has not reaped (which
+-- kill -0 would still find).
+function H.dead(pid)
+  local f = io.open("/proc/" .. pid .. "/stat")
+  local st = f and f:read("a"):match("^%d+ %b() (%a)")
+  if f then f:close() end
+  return st == nil or st == "Z" or st == "X"
+end
+
+-- Kills pid with SIGKILL and waits until it is dead. No shell loop: under the
+-- sanitizer's preload every process it starts is slow.
 function H.kill_dead(pid)
   os.execute("env -u LD_PRELOAD kill -9 " .. pid)
-  local t0 = os.time()
-  repeat
-    local f = io.open("/proc/" .. pid .. "/stat")
-    local st = f and f:read("a"):match("^%d+ %b() (%a)")
-    if f then f:close() end
-  until st == nil or st == "Z" or os.time() - t0 > 10
+  H.wait_until("pid " .. pid .. " to die of SIGKILL", function() return H.dead(pid) end)
 end
 
 -- Steps broker b until n runs have ended; -> their results by run id.
@@ -90,6 +153,7 @@ function H.step_all(b, n)
   return results
 end
 
+-- A fresh temporary directory (created), for specs to remove when done.
 function H.tmpdir()
   local p = io.popen("mktemp -d /tmp/airlock-spec-XXXXXX")
   local d = p:read("l")

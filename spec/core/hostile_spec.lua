@@ -9,7 +9,8 @@ local STANDIN_CONFINE = { landlock = false, seccomp = false,
   require = { "namespaces", "rlimits", "capabilities", "no_new_privs" } }
 
 local function hostile(mode, limits, effects, confine)
-  local lim = { deadline_ms = 3000 }
+  -- A guard against a stand-in that hangs, never what a case measures.
+  local lim = { deadline_ms = H.GUARD_S * 1000 }
   for k, v in pairs(limits or {}) do lim[k] = v end
   -- unconfined = true: the stand-ins run without the worker's own layers, on purpose
   local res, err = airlock.run { guest = "return 1", policy = { unconfined = true,
@@ -32,7 +33,7 @@ describe("a hostile worker", function()
     assert.equal("protocol", res.cause)
     assert.matches("exceeds the limit", res.message)
     assert.is_true(H.rss_kb() - before < 4096, "parent RSS grew")
-    assert.is_true(res.usage.wall_ms < 2000, "the run should end at once, not at the deadline")
+    -- Ended by the header, not by the deadline (that cause would be deadline).
   end)
 
   it("sending a header just over max_frame ends as protocol", function()
@@ -85,7 +86,7 @@ describe("a hostile worker", function()
   it("a silent worker ends at the deadline", function()
     local res = hostile("silent", { deadline_ms = 200 })
     assert.equal("deadline", res.cause)
-    assert.is_true(res.usage.wall_ms >= 200 and res.usage.wall_ms < 2000)
+    assert.is_true(res.usage.wall_ms >= 200, res.usage.wall_ms)   -- never before it
   end)
 
   it("a worker that forks and exits leaves no orphan behind", function()
@@ -98,38 +99,46 @@ describe("a hostile worker", function()
     assert.equal("exit", res.cause)
     local orphan = tonumber(res.stderr:match("orphan pid (%d+)"))
     assert.is_number(orphan)
-    -- the group was killed before the leader was reaped
-    -- SIGKILL is asynchronous: give the kernel up to a second to finish it
-    local function gone()
-      local st = H.slurp("/proc/" .. orphan .. "/stat")
-      return st == nil or st:match("^%d+ %b() [ZX]") ~= nil
-    end
-    local t0 = os.clock()
-    while not gone() and os.clock() - t0 < 1 do end
-    assert.is_true(gone(), "orphan " .. orphan .. " survived")
+    -- the group was killed before the leader was reaped; SIGKILL is
+    -- asynchronous, so this waits for its end (failing only past the guard)
+    H.wait_until("orphan " .. orphan .. " to die", function() return H.dead(orphan) end)
   end)
 
   it("a worker in its own pid namespace that forks and exits takes its orphan with it", function()
-    -- Processes named hostile-orphan anywhere on the host, found through /proc.
+    -- This run's orphans alone: processes named hostile-orphan whose command
+    -- line carries a mark of this run (an argument the stand-in ignores and
+    -- its fork keeps), not every stand-in's on the machine.
+    local mark = "mark-" .. H.pid() .. "-" .. math.random(1, 1 << 30)
     local function orphans()
       local p = io.popen("grep -ls '^hostile-orphan$' /proc/[0-9]*/comm 2>/dev/null")
       local n = 0
       for path in p:lines() do
-        local st = H.slurp(path:gsub("comm$", "stat"))
-        if st and not st:match("^%d+ %b() [ZX]") then n = n + 1 end
+        local st = H.slurp((path:gsub("comm$", "stat")))
+        local cmdline = H.slurp((path:gsub("comm$", "cmdline"))) or ""
+        if st and not st:match("^%d+ %b() [ZX]") and cmdline:find(mark, 1, true) then n = n + 1 end
       end
       p:close()
       return n
     end
-    local before = orphans()
-    local res = hostile("fork-orphan", nil, nil, {
-      landlock = false, seccomp = false, namespaces = { "user", "pid" }, require = { "namespaces" },
-      rlimits = { nproc = 64 } })
+    local res = assert(airlock.run { guest = "return 1", policy = { unconfined = true,
+      worker = { H.hostile, "fork-orphan", mark }, limits = { deadline_ms = H.GUARD_S * 1000 }, effects = {},
+      confine = { landlock = false, seccomp = false, namespaces = { "user", "pid" }, require = { "namespaces" },
+                  rlimits = { nproc = 64 } } } })
     assert.equal("exit", res.cause)
     assert.matches("orphan pid 2", res.stderr)   -- its pid inside the namespace
-    local t0 = os.clock()
-    while orphans() > before and os.clock() - t0 < 1 do end
-    assert.equal(before, orphans(), "an orphan outlived its pid namespace")
+    -- the namespace's end kills it, asynchronously: wait (failing only past the guard)
+    H.wait_until("this run's orphan to die with its pid namespace", function() return orphans() == 0 end)
+    -- control: the count finds an orphan of the same stand-in left outside
+    -- any namespace (its fd 3 /dev/zero: an empty init, a ready that goes
+    -- nowhere), killed here
+    local said = os.tmpname()
+    os.execute("env -u LD_PRELOAD " .. H.hostile .. " fork-orphan " .. mark .. " 3<>/dev/zero >/dev/null 2>" .. said)
+    local ctl = tonumber(H.read(said):match("orphan pid (%d+)"))
+    os.remove(said)
+    assert.is_number(ctl)
+    local found = orphans()
+    os.execute("kill -9 " .. math.tointeger(ctl))
+    assert.equal(1, found)
   end)
 
   it("flooding stdout and stderr is truncated at the cap without blocking", function()
@@ -166,10 +175,7 @@ describe("1,000 sequential runs", function()
     collectgarbage()
     assert.equal(fds, H.fd_count())
     assert.same({}, H.children())
-    if H.sanitized then
-      print("\nnote: parent RSS bound not checked in the ASan build (its quarantine keeps freed memory)")
-    else
-      assert.is_true(H.rss_kb() - rss < 2048, "RSS grew by " .. (H.rss_kb() - rss) .. " KiB")
-    end
+    if H.sanitized then pending("RSS bound not checked in the ASan build: its quarantine keeps freed memory") end
+    assert.is_true(H.rss_kb() - rss < 2048, "RSS grew by " .. (H.rss_kb() - rss) .. " KiB")
   end)
 end)

@@ -5,7 +5,7 @@ local H = require "helper"
 
 local function start(b, opts)
   opts.handlers = opts.handlers or {}
-  opts.deadline_ms = opts.deadline_ms or 3000
+  opts.deadline_ms = opts.deadline_ms or H.GUARD_S * 1000   -- a hang guard
   if opts.argv[1] == H.hostile then opts.init = { t = "init", v = 1 } end
   local run = assert(b:_start(opts))
   return run:wait(b)

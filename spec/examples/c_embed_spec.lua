@@ -13,7 +13,7 @@ local C_EMBED = H.bin .. "/c-embed"
 local sh = H.sh
 
 local function c_embed(args)
-  return sh("timeout 30 " .. C_EMBED .. " " .. (args or ""))
+  return sh("timeout " .. H.GUARD_S .. " " .. C_EMBED .. " " .. (args or ""))
 end
 
 -- A guest in a file, for --guest.

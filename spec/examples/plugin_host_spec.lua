@@ -5,17 +5,11 @@ local H = require "helper"
 
 local HOST = H.bin .. "/plugin-host"
 local GOOD = { "ant", "magpie", "rook" }
-local GAME = "timeout 60 " .. HOST .. " --ticks 20 --fps %d --ledgers %s"
+-- (timeout: a guard against a hang, never a measure)
+local GAME = "timeout " .. H.GUARD_S .. " " .. HOST .. " --ticks %d --fps %d --ledgers %s"
 
--- Runs a shell command; returns its output (stdout and stderr), exit status and wall ms.
-local function sh(cmd)
-  local p = io.popen("s=$(date +%s%N); " .. cmd .. " 2>&1; rc=$?; " ..
-    "echo \"rc=$rc ms=$(( ($(date +%s%N) - s) / 1000000 ))\"")
-  local out = p:read("a")
-  p:close()
-  local rc, ms = out:match("rc=(%d+) ms=(%d+)\n$")
-  return out:gsub("rc=%d+ ms=%d+\n$", ""), tonumber(rc), tonumber(ms)
-end
+-- Runs a shell command; returns its output (stdout and stderr) and exit status.
+local sh = H.sh
 
 local tmpdir = H.tmpdir
 
@@ -42,24 +36,20 @@ local function tick_log(out)
 end
 
 describe("plugin-host", function()
-  local dir, out, rc, ms
+  local dir, out, rc
 
   setup(function()
     dir = tmpdir()
-    out, rc, ms = sh(GAME:format(50, dir))
+    out, rc = sh(GAME:format(20, 50, dir))
   end)
 
   teardown(function()
     os.execute("rm -rf '" .. dir .. "'")
   end)
 
-  it("plays 20 ticks at 50 fps and ends 0 within a bounded time", function()
+  it("plays 20 ticks at 50 fps and ends 0", function()
     assert.equal(0, rc, out)
     assert.matches("20 ticks in [%d.]+ s", out)
-    -- 0.4 s of game, plus starting seven confined workers and their ends
-    assert.is_true(ms < 10000, "took " .. ms .. " ms")
-    local secs = tonumber(out:match("20 ticks in ([%d.]+) s"))
-    assert.is_true(secs < 2, "the game took " .. secs .. " s for 0.4 s of ticks")
   end)
 
   it("prints one row per tick with a column per bot", function()
@@ -101,28 +91,19 @@ describe("plugin-host", function()
   end
 
   it("keeps the good bots moving every tick, and they end ok", function()
-    -- A skip is the budget doing its job when this machine is overloaded from
-    -- outside (a turn's budget is 1000/fps ms): such a game is played again, at
-    -- most twice. Hostile bots in the same game never make a good bot skip.
-    -- Under the sanitizer the host itself is several times slower (its work
-    -- per tick nears 20 ms on two CPUs), so there the game is played at 20 fps.
-    local fps = os.getenv("AIRLOCK_SANITIZED") and 20 or 50
-    local function play()
-      local d = tmpdir()
-      local game = sh(GAME:format(fps, d))
-      os.execute("rm -rf '" .. d .. "'")
-      return game
-    end
-    local game = fps == 50 and out or play()
-    local why, tries = idle_good_bot(game), 1
-    while why and tries < 3 do
-      game = play()
-      why, tries = idle_good_bot(game), tries + 1
-    end
-    assert.is_nil(why, string.format("in each of %d games: %s\n%s", tries, tostring(why), game))
-    assert.equal(20, #tick_log(game).rows)
+    -- Hostile bots in the same game never make a good bot skip. A skip is
+    -- also the budget doing its job on a machine too busy for a turn within
+    -- 1000/fps ms, which is not what is asked here: this game gives a turn
+    -- 500 ms (2 fps), hundreds of times what a good bot's turn takes.
+    local d = tmpdir()
+    local game, grc = sh(GAME:format(6, 2, d))
+    os.execute("rm -rf '" .. d .. "'")
+    assert.equal(0, grc, game)
+    local why = idle_good_bot(game)
+    assert.is_nil(why, tostring(why) .. "\n" .. game)
+    assert.equal(6, #tick_log(game).rows)
     for _, bot in ipairs(GOOD) do
-      assert.matches("\n" .. bot .. "%s+ok%s+20%s+0%s", game)   -- 20 turns, none skipped
+      assert.matches("\n" .. bot .. "%s+ok%s+6%s+0%s", game)   -- 6 turns, none skipped
     end
   end)
 
@@ -167,7 +148,8 @@ describe("plugin-host --bots N", function()
 
   setup(function()
     dir = tmpdir()
-    out, rc = sh("timeout 60 " .. HOST .. " --bots 20 --ticks 5 --fps 20 --ledgers " .. dir)
+    -- 2 fps: a tick of 500 ms holds every bot's six effects on a busy machine too
+    out, rc = sh("timeout " .. H.GUARD_S .. " " .. HOST .. " --bots 20 --ticks 5 --fps 2 --ledgers " .. dir)
   end)
 
   teardown(function()
@@ -176,7 +158,7 @@ describe("plugin-host --bots N", function()
 
   it("plays N generated bots, one row of counts per tick (not one column per bot)", function()
     assert.equal(0, rc, out)
-    assert.matches("plugin%-host: 20 bots %(generated%), 5 ticks at 20 fps", out)
+    assert.matches("plugin%-host: 20 bots %(generated%), 5 ticks at 2 fps", out)
     assert.matches("\ntick  played  skipped  stopped  effects  host ms\n", out)
     local rows = {}
     for t, played, skipped, stopped, effects, ms in
@@ -199,7 +181,7 @@ describe("plugin-host --bots N", function()
   it("ends with a summary by cause and the host's ms per tick: median, p99, late frames", function()
     assert.matches("\ncause%s+bots%s+turns%s+skipped%s+effects%s+cpu/turn%s+message\n", out)
     assert.matches("\nok%s+20%s+%d+%s+%d+%s+%d+%s+[%d.]+ ms\n", out)
-    assert.matches("5 ticks in [%d.]+ s: [%d.]+ fps %(target 20%); host work per tick: avg [%d.]+ ms, " ..
+    assert.matches("5 ticks in [%d.]+ s: [%d.]+ fps %(target 2%); host work per tick: avg [%d.]+ ms, " ..
       "max [%d.]+ ms; late frames: %d+", out)
     assert.matches("host ms per tick: median [%d.]+, p99 [%d.]+, max [%d.]+", out)
     local f = io.open(dir .. "/g001/journal", "rb")

@@ -17,13 +17,16 @@ class H(http.server.BaseHTTPRequestHandler):
         if self.path == "/headers":
             body = json.dumps({k.lower(): v for k, v in self.headers.items()}).encode()
         elif self.path == "/stream":
+            # endless: only the proxy closing this connection ends it, which /stream-ended then says
             self.send_response(200); self.end_headers()
             try:
-                for i in range(400):
+                while True:
                     self.wfile.write(b"x" * 65536); self.wfile.flush(); time.sleep(0.005)
             except Exception:
-                pass
+                self.server.stream_ended = True
             return
+        elif self.path == "/stream-ended":
+            body = b"yes" if getattr(self.server, "stream_ended", False) else b"no"
         elif self.path.startswith("/pypi/"):
             # a package index of the spec's own (PEP 503 simple pages and files), from argv[2]
             import os
@@ -51,12 +54,15 @@ class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
     request_queue_size = 256
 s = S(("127.0.0.1", 0), H)
-open(sys.argv[1], "w").write(str(s.server_address[1]))
+import os
+open(sys.argv[1] + ".tmp", "w").write(str(s.server_address[1]))
+os.replace(sys.argv[1] + ".tmp", sys.argv[1])   # whole, or not there at all
 s.serve_forever()
 ]]
 
 local function exec(argv, pol, extra)
-  local opts = { argv = argv, workspace = H.ws, timeout = "10s", policy = pol }
+  -- The timeout is a guard against a hang, never what a case measures.
+  local opts = { argv = argv, workspace = H.ws, timeout = H.GUARD_S .. "s", policy = pol }
   for k, v in pairs(extra or {}) do opts[k] = v end
   local res, err, code = airlock.exec(opts)
   assert(res, "exec refused: " .. tostring(err) .. " (" .. tostring(code) .. ")")
@@ -90,12 +96,9 @@ describe("tool.network: the egress proxy", function()
       '<html><body><a href="../../files/hello_airlock-1.0-py3-none-any.whl">hello_airlock-1.0-py3-none-any.whl</a></body></html>\n')
     os.execute("python3 " .. H.root .. "/server.py " .. H.root .. "/port " .. idx .. " >/dev/null 2>&1 & echo $! > " ..
       H.root .. "/server.pid")
-    for _ = 1, 100 do
-      port = tonumber(H.slurp(H.root .. "/port") or "")
-      if port then break end
-      os.execute("sleep 0.05")
-    end
-    assert(port, "the spec's upstream server did not start")
+    -- the server writes its port (bound to port 0) once it listens
+    port = H.wait_until("the spec's upstream server to listen",
+      function() return tonumber(H.slurp(H.root .. "/port") or "") end)
     url = "http://127.0.0.1:" .. port
     pol = { tool = { network = { allow = { "127.0.0.1:" .. port } } } }
   end)
@@ -163,18 +166,18 @@ describe("tool.network: the egress proxy", function()
 
   it("lets pip download from an allowed index, and fails fast against an index the policy does not name", function()
     local pip = "python3 -m pip download --no-cache-dir --disable-pip-version-check --no-deps --retries 0 " ..
-      "--timeout 5 -d out --index-url "
-    local res = exec({ "sh", "-c", pip .. url .. "/pypi/simple hello-airlock" }, pol, { timeout = "60s" })
+      "--timeout 60 -d out --index-url "
+    local res = exec({ "sh", "-c", pip .. url .. "/pypi/simple hello-airlock" }, pol)
     assert.are.equal("ok", res.cause, res.message .. res.stdout .. res.stderr)
     assert.truthy(H.slurp(H.ws .. "/out/hello_airlock-1.0-py3-none-any.whl"), "the wheel is in the workspace")
     for _, c in ipairs(res.network) do assert.are.equal("allow", c.decision) end
     assert.is_true(#res.network >= 2)   -- the index page, then the wheel
     os.execute("rm -rf " .. H.ws .. "/out")
-    local t0 = require("airlock.core").now_ms()
-    res = exec({ "sh", "-c", pip .. "http://pypi.example.net/simple --trusted-host pypi.example.net hello-airlock" }, pol,
-      { timeout = "60s" })
+    res = exec({ "sh", "-c", pip .. "http://pypi.example.net/simple --trusted-host pypi.example.net hello-airlock" }, pol)
     assert.are.equal(1, res.exit_code, res.stderr)
-    assert.is_true(require("airlock.core").now_ms() - t0 < 20000, "refused fast, never hung")
+    -- refused by the proxy's answer, not given up on after pip's own timeout
+    assert.is_nil(res.stderr:lower():find("timed out", 1, true), res.stderr)
+    assert.are.equal("deny", res.network[1].decision)
     assert.are.equal("tool.network.allow", res.violations[1].rule)
     assert.is_nil(H.slurp(H.ws .. "/out/hello_airlock-1.0-py3-none-any.whl"))
   end)
@@ -190,7 +193,7 @@ describe("tool.network: the egress proxy", function()
   end)
 
   it("makes a program that ignores the proxy variables fail at once, never hang", function()
-    local t0 = require("airlock.core").now_ms()
+    -- At once: an errno that refuses, never a connect timeout (ETIMEDOUT) or the run's guard.
     local res = py([[
 import socket, errno
 for addr in [("127.0.0.1", ]] .. port .. [[), ("203.0.113.7", 80), ("8.8.8.8", 53)]:
@@ -199,8 +202,7 @@ for addr in [("127.0.0.1", ]] .. port .. [[), ("203.0.113.7", 80), ("8.8.8.8", 5
         s.connect(addr); print("connected", addr)
     except OSError as e:
         print(addr[0], errno.errorcode[e.errno])
-]], pol, { timeout = "5s" })
-    local wall = require("airlock.core").now_ms() - t0
+]], pol)
     assert.are.equal("ok", res.cause, res.message .. res.stderr)
     assert.is_nil(res.stdout:find("connected", 1, true))
     -- its own loopback holds the proxy alone, beyond it there is no route, and
@@ -209,9 +211,8 @@ for addr in [("127.0.0.1", ]] .. port .. [[), ("203.0.113.7", 80), ("8.8.8.8", 5
       local e = res.stdout:match(a:gsub("%.", "%%.") .. " (%u+)")
       assert.truthy(e == "EACCES" or e == "ENETUNREACH" or e == "ECONNREFUSED", res.stdout)
     end
-    assert.is_true(wall < 3000, "took " .. wall .. " ms")
-    -- curl told not to use the proxy fails just as fast, with its own words
-    res = exec({ "curl", "-sS", "--noproxy", "*", url .. "/" }, pol, { timeout = "5s" })
+    -- curl told not to use the proxy fails the same way, with its own words
+    res = exec({ "curl", "-sS", "--noproxy", "*", url .. "/" }, pol)
     assert.are.equal(7, res.exit_code)
   end)
 
@@ -260,7 +261,7 @@ import socket
 ok = refused = other = 0
 socks = []
 for i in range(150):
-    s = socket.create_connection(("127.0.0.1", 3128), timeout=8)
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=60)
     s.sendall(b"GET ]] .. url .. [[/ HTTP/1.1\r\nHost: x\r\n\r\n")
     socks.append(s)
 for s in socks:
@@ -273,7 +274,7 @@ for s in socks:
     elif b" 503 " in data: refused += 1
     else: other += 1
 print(ok, refused, other)
-]], pol, { timeout = "20s" })
+]], pol)
     assert.are.equal("ok", res.cause, res.message .. res.stderr)
     local ok, refused, other = res.stdout:match("(%d+) (%d+) (%d+)")
     assert.are.equal(150, tonumber(ok) + tonumber(refused), res.stdout)
@@ -286,13 +287,13 @@ print(ok, refused, other)
   it("bounds a request head before storing it, and goes on serving", function()
     local res = py([[
 import socket
-s = socket.create_connection(("127.0.0.1", 3128), timeout=5)
+s = socket.create_connection(("127.0.0.1", 3128), timeout=60)
 try:
     s.sendall(b"GET ]] .. url .. [[/ HTTP/1.1\r\nX-Big: " + b"a" * 200000 + b"\r\n\r\n")
 except OSError as e:
     pass
 print(s.recv(200).split(b"\r\n")[0].decode())
-s = socket.create_connection(("127.0.0.1", 3128), timeout=5)
+s = socket.create_connection(("127.0.0.1", 3128), timeout=60)
 s.sendall(b"GET ]] .. url .. [[/ HTTP/1.1\r\nHost: x\r\n\r\n")
 print(b"hello from upstream" in s.recv(65536) + s.recv(65536))
 ]], pol)
@@ -304,15 +305,33 @@ print(b"hello from upstream" in s.recv(65536) + s.recv(65536))
   end)
 
   it("survives a client that disconnects mid-stream", function()
+    -- After leaving, the program asks the upstream (through the proxy) until
+    -- it says the stream's connection was closed on it: the proxy closes that
+    -- only after the broker answered its egress.close, so the first
+    -- connection's byte counts are in the result before the program ends.
     local res = py([[
-import socket
-s = socket.create_connection(("127.0.0.1", 3128), timeout=5)
+import socket, time
+def get(path):
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=60)
+    s.sendall(b"GET ]] .. url .. [[" + path + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+    data = b""
+    while True:
+        d = s.recv(65536)
+        if not d: break
+        data += d
+    return data
+s = socket.create_connection(("127.0.0.1", 3128), timeout=60)
 s.sendall(b"GET ]] .. url .. [[/stream HTTP/1.1\r\nHost: x\r\n\r\n")
 got = 0
 while got < 300000:
     got += len(s.recv(65536))
 s.close()
-s = socket.create_connection(("127.0.0.1", 3128), timeout=5)
+for _ in range(6000):
+    if get(b"/stream-ended").endswith(b"yes"): break
+    time.sleep(0.02)
+else:
+    print("the upstream never saw the stream's end")
+s = socket.create_connection(("127.0.0.1", 3128), timeout=60)
 s.sendall(b"GET ]] .. url .. [[/ HTTP/1.1\r\nHost: x\r\n\r\n")
 data = b""
 while True:
@@ -325,7 +344,7 @@ print(b"hello from upstream" in data)
     assert.are.equal("True\n", res.stdout)
     local first = res.network[1]
     assert.are.equal("allow", first.decision)
-    assert.is_true(first.bytes_down >= 300000 and first.bytes_down < 400 * 65536, tostring(first.bytes_down))
+    assert.is_true(first.bytes_down >= 300000, tostring(first.bytes_down))
     assert.is_nil(res.egress)   -- the proxy itself ended only when the run did
   end)
 
@@ -403,8 +422,8 @@ print(b"hello from upstream" in data)
     H.write(pf, "return { tool = { limits = { pids = 0, memory = 0, cpu = 0 }, " ..
       "network = { allow = { '127.0.0.1:" .. port .. "' } } } }")
     -- (--ceiling memory=0: tool.limits.memory = 0 is past the default memory ceiling)
-    local out = H.sh("cd " .. ws .. " && " .. nobody .. cmd .. " exec --json --timeout 5s --ceiling memory=0 " ..
-      "--policy " .. pf ..
+    local out = H.sh("cd " .. ws .. " && " .. nobody .. cmd .. " exec --json --timeout " .. H.GUARD_S ..
+      "s --ceiling memory=0 --policy " .. pf ..
       " --workspace " .. ws .. " -- curl -sS " .. url .. "/")
     os.execute("rm -rf " .. ws .. " " .. pf)
     local res = assert(json.decode(out), out)

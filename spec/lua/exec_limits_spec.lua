@@ -10,8 +10,11 @@ local core = require "airlock.core"
 local AIRLOCK = core.fs_realpath(H.bin .. "/airlock")
 local ws
 
+local cgroup_absent = H.cgroup_absent
+
 local function exec(argv, limits, extra)
-  local opts = { argv = argv, workspace = ws, timeout = "20s",
+  -- (the timeout: a guard against a hang, never a measure)
+  local opts = { argv = argv, workspace = ws, timeout = H.GUARD_S .. "s",
                  policy = { tool = { limits = limits or {} } } }
   for k, v in pairs(extra or {}) do opts[k] = v end
   return assert(airlock.exec(opts))
@@ -22,12 +25,23 @@ describe("airlock exec bounds the whole run", function()
   after_each(function() os.execute("rm -rf " .. ws) end)
 
   it("memory: two processes of 200 MiB each under a 256 MiB limit end with cause memory", function()
+    local why = cgroup_absent("memory")
+    if why then pending(why) end
+    -- Both halves hold their 200 MiB at once, by handshake (pipes), not by
+    -- a sleep that hopes they overlap.
     local prog = { "/usr/bin/python3", "-c", [[
-import os, time
+import os
+r1, w1 = os.pipe(); r2, w2 = os.pipe()
 pid = os.fork()
 b = b"x" * (200 << 20)   # written, so counted
-time.sleep(0.5)
-if not pid: os._exit(0)
+if not pid:
+    os.close(r1); os.close(w2)
+    os.write(w1, b"1")   # the child holds its half
+    os.read(r2, 1)       # until the parent holds its own
+    os._exit(0)
+os.close(w1); os.close(r2)
+if os.read(r1, 1) != b"1": raise SystemExit("the other half died")
+os.write(w2, b"1")
 _, status = os.waitpid(pid, 0)
 if status != 0: raise SystemExit("the other half died: %d" % status)
 print("done", flush=True)]] }
@@ -43,23 +57,32 @@ print("done", flush=True)]] }
     assert.matches("memory 268435456 bytes", res.confinement.cgroup)
   end)
 
-  it("CPU: two busy processes for a second use half a core under cpu = 0.5", function()
+  it("CPU: two busy processes for a second use at most a quarter of a core under cpu = 0.25", function()
+    local why = cgroup_absent("cpu")
+    if why then pending(why) end
     local prog = { "/usr/bin/python3", "-c", [[
 import os, time
 pid = os.fork()
 end = time.monotonic() + 1.0
 while time.monotonic() < end: pass
 if pid: os.waitpid(pid, 0)]] }
+    -- The bound is a rate: CPU time at most a quarter of the run's own wall time,
+    -- plus one period (100 ms) the kernel may grant at once; however loaded
+    -- the machine is, the bounded run cannot exceed it.
+    local res = exec(prog, { cpu = 0.25 })
+    assert.are.equal("ok", res.cause, res.message)
+    assert.matches("cpu 0.25 cores", res.confinement.cgroup)
+    assert.is_true(res.usage.cpu_ms <= 0.25 * res.usage.wall_ms + 100,
+      string.format("bounded run used %s ms of CPU in %s ms", tostring(res.usage.cpu_ms), tostring(res.usage.wall_ms)))
+    -- The control, unbounded, shows the program would use more than that:
+    -- only where this machine gives it more (CPUs free, not pinned to one
+    -- busy CPU) can it; where it cannot, the case says so.
     local control = exec(prog, { cpu = 2 })
     assert.are.equal("ok", control.cause, control.message)
-    local res = exec(prog, { cpu = 0.5 })
-    assert.are.equal("ok", res.cause, res.message)
-    -- Half a core over about a second of wall time; the control, unbounded
-    -- but for the machine's own load, gets well past it.
-    assert.is_true(res.usage.cpu_ms < 700, "bounded run used " .. tostring(res.usage.cpu_ms) .. " ms")
-    assert.is_true(control.usage.cpu_ms > 1.4 * res.usage.cpu_ms,
-      "control used " .. tostring(control.usage.cpu_ms) .. " ms, bounded " .. tostring(res.usage.cpu_ms))
-    assert.matches("cpu 0.5 cores", res.confinement.cgroup)
+    if control.usage.cpu_ms <= 0.25 * control.usage.wall_ms + 100 then
+      pending(string.format("this machine gave the unbounded control only %s ms of CPU in %s ms: " ..
+        "nothing to tell the bound from", control.usage.cpu_ms, control.usage.wall_ms))
+    end
   end)
 
   it("files: the private /tmp holds one inode per 4 KiB of its size", function()
@@ -83,28 +106,56 @@ except OSError as e:
     assert.matches("4096 files at most", res.confinement.tmp)
   end)
 
+
   it("leaves no cgroup behind when its parent is killed, once the next run starts", function()
-    local base = core.pids_cgroup()
-    local out = H.sh("cd " .. ws .. " && (" .. AIRLOCK .. " exec --workspace " .. ws ..
-      " -- sleep 30 >/dev/null 2>&1 & echo $!; sleep 1)")
+    -- Every airlock on the machine sweeps what dead parents left in the
+    -- shared base, so another checkout's run could remove the stale cgroup
+    -- before this case looks. Its runs go in a pids cgroup of its own (v1),
+    -- whose base only they sweep; on cgroup v2 the base is the caller's own
+    -- cgroup, which cannot be made private to a run here.
+    local v1 = "/sys/fs/cgroup/pids"
+    if not H.slurp(v1 .. "/cgroup.procs") then
+      pending("no cgroup v1 pids hierarchy: the stale-cgroup base is shared with every airlock on the machine")
+    end
+    local own = (H.slurp("/proc/self/cgroup") or ""):match("%d+:[^:\n]*pids[^:\n]*:([^\n]*)") or "/"
+    local cg = v1 .. (own == "/" and "" or own) .. "/airlock-spec-" .. H.pid() .. "-" .. math.random(1, 1 << 30)
+    assert(os.execute("mkdir " .. cg))
+    local base = cg .. "/airlock"
+    local script = ws .. ".run.sh"   -- beside the workspace, not in it
+    H.write(script, "echo $$ > " .. cg .. "/cgroup.procs || exit 99\nexec " .. AIRLOCK .. " exec --workspace " ..
+      ws .. " -- \"$@\"\n")
+    finally(function()
+      os.execute("rmdir " .. base .. "/* " .. base .. " " .. cg .. " 2>/dev/null; rm -f " .. script)
+    end)
+    -- The program's start is what the host waits for (the cgroup is made
+    -- before it): it makes "started" in the workspace.
+    local out = H.sh("cd " .. ws .. " && (sh " .. script .. " sh -c ': > started; exec sleep " .. H.GUARD_S ..
+      "' >/dev/null 2>&1 & echo $!)")
     local pid = assert(tonumber(out:match("(%d+)")), out)
+    H.wait_until("the program to start", function() return H.slurp(ws .. "/started") end)
     local mine = H.sh("ls " .. base .. " | grep '^" .. pid .. "-' || true")
     assert.is_truthy(mine:match("^" .. pid .. "%-"), "no cgroup of pid " .. pid .. " in " .. base .. ": " .. mine)
     assert(os.execute("kill -9 " .. pid))
-    os.execute("sleep 0.3")
+    H.wait_until("the killed parent to be dead", function() return H.dead(pid) end)
     -- Still there: nobody cleaned up after the killed parent.
     assert.is_truthy(H.sh("ls " .. base):find(pid .. "-", 1, true))
-    local res = exec { "true" }
-    assert.are.equal("ok", res.cause, res.message)
+    local next_out, rc = H.sh("cd " .. ws .. " && sh " .. script .. " true")
+    assert.are.equal(0, rc, next_out)
     assert.is_nil(H.sh("ls " .. base):find(pid .. "-", 1, true))
   end)
 
   it("says in airlock probe which of these bounds this host enforces", function()
     local out = H.sh(AIRLOCK .. " probe --json")
     local p = assert(require("dkjson").decode(out), out)
-    for _, k in ipairs { "pids_cgroup", "memory_cgroup", "cpu_cgroup" } do
-      assert.is_table(p[k], k .. " missing from probe: " .. out)
-      assert.is_true(p[k].ok, k .. ": " .. tostring(p[k].detail or p[k].consequence))
+    local absent = {}
+    for _, k in ipairs { "pids", "memory", "cpu" } do
+      local row = p[k .. "_cgroup"]
+      assert.is_table(row, k .. "_cgroup missing from probe: " .. out)
+      local why = cgroup_absent(k)
+      -- what the probe says agrees with the kernel's own list
+      assert.are.equal(why == nil, row.ok, k .. ": " .. tostring(row.detail or row.consequence) .. "; " .. tostring(why))
+      if why then absent[#absent + 1] = k end
     end
+    if #absent > 0 then pending("no " .. table.concat(absent, ", ") .. " cgroup controller here: the probe said so") end
   end)
 end)

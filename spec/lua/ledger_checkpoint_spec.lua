@@ -12,14 +12,16 @@ local core = require "airlock.core"
 local AIRLOCK = core.fs_realpath(H.bin .. "/airlock")
 local NOBODY = "setpriv --reuid=65534 --regid=65534 --clear-groups "
 
--- The sanitizer's preloaded runtime is root's and cannot be loaded by
--- another user: the unprivileged half runs in the release build alone.
-local WHO = { "root" }
-if H.sanitized then
-  print("ledger_checkpoint_spec: the uid 65534 runs are skipped under the sanitizer (its preloaded " ..
-        "runtime is root's); they run in the release build")
-else
-  WHO[2] = "nobody"
+local WHO = { "root", "nobody" }
+
+-- Why the uid 65534 half cannot run here, or nil. The sanitizer's preloaded
+-- runtime is root's and cannot be loaded by another user, so that half runs
+-- in the release build alone; and a checkout uid 65534 cannot enter (a
+-- private /tmp/... directory, say) keeps it from the command.
+local function nobody_skip()
+  if H.sanitized then return "uid 65534 runs are release-build only: the sanitizer's preloaded runtime is root's" end
+  local probe, rc = H.sh("cd / && " .. NOBODY .. AIRLOCK .. " version")
+  if rc ~= 0 then return "uid 65534 cannot run " .. AIRLOCK .. " here: " .. (probe:match("[^\n]*") or "") end
 end
 
 -- airlock ARGS as who; stdout and stderr, and the exit status.
@@ -90,6 +92,14 @@ end)
 
 for _, who in ipairs(WHO) do
   describe("ledger checkpoints (as " .. who .. ")", function()
+    -- Where the uid 65534 half cannot run, each of its cases is there, pending.
+    local why = who == "nobody" and nobody_skip()
+    local it, before_each, after_each = it, before_each, after_each
+    if why then
+      local real_it = it
+      it = function(name) real_it(name, function() pending(why) end) end
+      before_each, after_each = function() end, function() end
+    end
     local root, dir, cp, id
     before_each(function()
       root = H.tmpdir()

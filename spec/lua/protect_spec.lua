@@ -282,14 +282,12 @@ t('new n/.env', lambda: (os.makedirs('n'), w('n/.env', 'x'), os.unlink('n/.env')
     assert.equal("./.git ", tree(ws))
     -- The parent itself killed mid-run: its placeholders stay (marked, empty);
     -- the next run takes them over and removes them after it.
-    local pid = H.sh("cd " .. ws .. " && { " .. cmd .. " exec -- sleep 30 >/dev/null 2>&1 & echo $!; }"):match("%d+")
-    for _ = 1, 100 do
-      if core.fs_stat(ws, ".git/config") then break end
-      os.execute("sleep 0.05")
-    end
+    local pid = H.sh("cd " .. ws .. " && { " .. cmd .. " exec -- sleep " .. H.GUARD_S ..
+      " >/dev/null 2>&1 & echo $!; }"):match("%d+")
+    H.wait_until("the run's placeholders", function() return core.fs_stat(ws, ".git/config") end)
     assert.equal("./.git ./.git/config ./.git/hooks ", tree(ws))
     os.execute("kill -9 " .. pid)
-    os.execute("sleep 0.2")
+    H.wait_until("the killed parent to be dead", function() return H.dead(pid) end)
     assert.equal("./.git ./.git/config ./.git/hooks ", tree(ws))   -- what a dead parent leaves
     local again = run("root", ws, "sh -c 'echo evil > .git/hooks/pre-commit; echo $?'")
     assert.equal("2\n", again.stdout)   -- still protected: taken over, not trusted as the user's
@@ -301,21 +299,22 @@ t('new n/.env', lambda: (os.makedirs('n'), w('n/.env', 'x'), os.unlink('n/.env')
     local ws = scratch()
     assert(os.execute("mkdir " .. ws .. "/.git"))
     local out = H.tmpdir() .. "/a.json"
-    os.execute("cd " .. ws .. " && { " .. cmd .. " exec --json -- sh -c 'sleep 1.5; echo evil > .git/hooks/pre-commit; " ..
-      "echo a=$?' > " .. out .. " 2>/dev/null & }")
-    for _ = 1, 100 do
-      if core.fs_stat(ws, ".git/config") then break end
-      os.execute("sleep 0.05")
-    end
+    -- The first run goes on until the second has ended and been checked: it
+    -- waits for "b-done" in the workspace, which this host makes then.
+    os.execute("cd " .. ws .. " && { " .. cmd .. " exec --json -- sh -c 'i=0; until [ -e b-done ] || " ..
+      "[ $i -ge " .. H.GUARD_S * 20 .. " ]; do sleep 0.05; i=$((i+1)); done; " ..
+      "echo evil > .git/hooks/pre-commit; echo a=$?' > " .. out .. " 2>/dev/null & }")
+    H.wait_until("the first run's placeholders", function() return core.fs_stat(ws, ".git/config") end)
     local b = run("root", ws, "true")
     assert.equal("ok", b.cause, b.message)
     assert.equal("applied: read-only in the workspace: .git/hooks .git/config", b.confinement.protect)
     assert.equal("./.git ./.git/config ./.git/hooks ", tree(ws))   -- the first run still holds them
-    for _ = 1, 100 do
+    H.write(ws .. "/b-done", "")
+    H.wait_until("the first run's result", function()
       local text = H.slurp(out)
-      if text and text:match("}") then break end
-      os.execute("sleep 0.05")
-    end
+      return text and text:match("}")
+    end)
+    os.remove(ws .. "/b-done")
     local a = assert(dk.decode(H.slurp(out)))
     assert.equal("a=2\n", a.stdout)   -- still read-only after the other run ended
     assert.equal("./.git ", tree(ws))

@@ -3,6 +3,7 @@
 -- a policy that fails validation keeps the old one.
 local airlock = require "airlock"
 local policy = airlock.policy
+local H = require "helper"
 
 -- Waits at host.wait() (answered by the spec), then spins: an instruction
 -- budget of 2e6 cannot finish it, one of 1e9 can.
@@ -16,17 +17,17 @@ local GUEST = [[
 local function pol(name, instructions, pending)
   return {
     name = name,
-    limits = { instructions = instructions, deadline_ms = "10s" },
+    limits = { instructions = instructions, deadline_ms = H.GUARD_S * 1000 },   -- a hang guard
     effects = { wait = function(_, ctx) pending[#pending + 1] = ctx return airlock.defer() end },
   }
 end
 
--- Steps b until cond(results) holds, for at most 20 s of wall time (b:step
--- may return early without a result, so steps are not counted).
+-- Steps b until cond(results) holds; past H.GUARD_S of wall time it is a
+-- hang (b:step may return early without a result, so steps are not counted).
 local function step_until(b, cond, results)
   results = results or {}
   local t0 = os.time()
-  while os.time() - t0 < 20 do
+  while os.time() - t0 < H.GUARD_S do
     if cond(results) then return results end
     for _, r in ipairs(assert(b:step(50))) do results[r.run] = r end
   end

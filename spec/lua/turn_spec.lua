@@ -32,7 +32,7 @@ end
 -- with a deferred failure, which ends a turn too) until no run is live.
 local function play(b, state, runs, fail_every)
   local ticks = {}
-  local deadline = os.time() + 30
+  local deadline = os.time() + H.GUARD_S   -- a hang guard
   while true do
     local live = false
     for _, r in ipairs(runs) do live = live or r:live() end

@@ -282,12 +282,11 @@ for _, how in ipairs { "fresh", "pooled" } do
       end)
 
       it("cannot hang the run: one that loops is ended by the run's limits", function()
-        local t0 = os.time()
         local res = assert(run { policy = { limits = { instructions = 1e6, deadline_ms = 1000 } }, guest = [[
           setmetatable({}, { __gc = function() while true do end end })
           return 1]] })
+        -- only the limits end a finalizer that never returns
         assert.truthy(res.cause == "deadline" or res.cause == "cpu", res.cause .. ": " .. res.message)
-        assert.is_true(os.time() - t0 < 5)
       end)
 
       it("may print while other effects are answered (a collection between call and reply)", function()

@@ -15,7 +15,8 @@ local function policy(seccomp)
     worker = WORKER,
     -- No RLIMIT_AS (as = 0, not even the one limits.memory derives): ASan
     -- reserves terabytes of shadow address space.
-    limits = { deadline_ms = "10s", memory = "64M", instructions = 1e9, output = "64K" },
+    -- (the deadline: a guard against a hang, never a measure)
+    limits = { deadline_ms = H.GUARD_S * 1000, memory = "64M", instructions = 1e9, output = "64K" },
     effects = { ["echo.back"] = function(args) return args end },
     confine = {
       namespaces = "all", capabilities = "drop", no_new_privs = true, landlock = true,
