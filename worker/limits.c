@@ -20,6 +20,8 @@
 
 #define HOOK_STEP 1000   /* instructions between two hook calls */
 #define CPU_TICK_NS 1000000u   /* the CPU budgets' clock is read once per ms of CPU */
+#define CPU_CHARGE_MAX_NS 12000000u   /* the most one tick can charge: past the timer's
+                                         granularity, a scheduler tick at HZ=100 */
 
 /* Lua's allocator contract: nsize 0 frees; growing may fail (return NULL, and
 ** Lua collects garbage and retries once before raising a memory error); a
@@ -115,6 +117,27 @@ static uint64_t cpu_now_ns(void)
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Charges the CPU the clock shows since it was last read to the run and to
+** the turn. The timer fires from the same clock, so CPU the guest really
+** spends comes with a tick for every millisecond or so (one per scheduler
+** tick at most); a jump of the clock with no ticks along (a VM's hypervisor
+** taking the vCPU away and the kernel counting it to the process, seen here
+** as half a second in one interval of a long game) is charged at most
+** CPU_CHARGE_MAX_NS a tick, so it cannot end a well-behaved guest. */
+static void cpu_account(worker *w)
+{
+  uint64_t now = cpu_now_ns();
+  unsigned ticks = w->cpu_signals;
+  w->cpu_signals -= ticks;
+  uint64_t spent = now - w->cpu_last_ns;
+  uint64_t most = (uint64_t)(ticks + 1) * CPU_CHARGE_MAX_NS;
+  w->cpu_last_ns = now;
+  if (spent > most)
+    spent = most;
+  w->cpu_used_ns += spent;
+  w->turn_used_ns += spent;
+}
+
 /* Ends the run when a CPU budget is used up. */
 static void cpu_check(lua_State *L, worker *w)
 {
@@ -124,12 +147,12 @@ static void cpu_check(lua_State *L, worker *w)
   uint64_t run = w->init.cpu_ms, turn = w->init.turn_cpu_ms;
   if ((run == 0 && turn == 0) || !w->init.cpu_enforced)
     return;   /* the tick was for the notes alone, or this is a replay */
-  uint64_t now = cpu_now_ns();
+  cpu_account(w);
   char msg[200];
-  if (run != 0 && now - w->cpu_start_ns >= run * 1000000u)
+  if (run != 0 && w->cpu_used_ns >= run * 1000000u)
     budget_exhausted(L, w, msg, snprintf(msg, sizeof msg, "CPU budget of %" PRIu64 " ms used up "
                                          "(limits.cpu)", run), "cpu");
-  if (turn != 0 && now - w->turn_cpu_start_ns >= turn * 1000000u)
+  if (turn != 0 && w->turn_used_ns >= turn * 1000000u)
     budget_exhausted(L, w, msg, snprintf(msg, sizeof msg, "turn CPU budget of %" PRIu64 " ms used "
                                          "up (limits.turn_cpu: a turn ends when the host answers a "
                                          "deferred call)", turn), "cpu");
@@ -172,6 +195,7 @@ static void cpu_tick(int sig)
   worker *w = cpu_worker;
   if (w == NULL || !w->cpu_on || w->L == NULL)
     return;
+  w->cpu_signals++;
   /* without a budget, a tick only sends the notes waiting (if any) */
   if (w->init.cpu_ms == 0 && w->init.turn_cpu_ms == 0 && w->notes.size == 0)
     return;
@@ -290,8 +314,10 @@ void worker_cpu_timer(worker *w)
 
 void worker_cpu_turn(worker *w)
 {
-  if (w->init.turn_cpu_ms != 0)
-    w->turn_cpu_start_ns = cpu_now_ns();
+  if (w->init.turn_cpu_ms == 0 || !w->cpu_on)
+    return;
+  cpu_account(w);   /* what the last turn spent is its own */
+  w->turn_used_ns = 0;
 }
 
 /* Counts in hook steps: the instructions between the last step and a turn's
@@ -351,7 +377,7 @@ void worker_limits_start(worker *w)
   w->mem_exempt = 0;
   worker_limits_hook(w);
   if (ticks_needed(w)) {
-    w->cpu_start_ns = w->turn_cpu_start_ns = cpu_now_ns();
+    w->cpu_last_ns = cpu_now_ns();
     w->cpu_on = 1;
   }
 }

@@ -68,8 +68,11 @@ typedef struct worker {
   volatile int cpu_armed;      /* the tick's hook is set and has not run yet */
   lua_State *volatile cpu_armed_on;  /* the running coroutine it was set for (NULL: main) */
   volatile unsigned cpu_skip;  /* ticks to let pass after a costly setting of the hook */
-  uint64_t cpu_start_ns;       /* the process's CPU time when the guest started */
-  uint64_t turn_cpu_start_ns;  /* ... when the last turn ended (a reply marked turn) */
+  volatile unsigned cpu_signals; /* ticks delivered since the clock was last read */
+  uint64_t cpu_last_ns;        /* the process's CPU clock when it was last read */
+  uint64_t cpu_used_ns;        /* CPU charged to the run (limits.cpu) ... */
+  uint64_t turn_used_ns;       /* ... and to this turn (limits.turn_cpu), since the last
+                                  reply marked turn */
 
   /* run.c: CLOCK_MONOTONIC ns just before the guest's first instruction */
   uint64_t started_ns;

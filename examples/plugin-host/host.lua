@@ -248,6 +248,8 @@ end
 
 local function out(line)
   T.log[#T.log + 1] = line
+  -- only the lines redraw() shows are kept: a long game must not keep them all
+  if #T.log > LOG_LINES then table.remove(T.log, 1) end
   if sys.plain then io.write(line, "\n") io.stdout:flush() end
 end
 
