@@ -123,8 +123,21 @@ local function which(name)
   end
 end
 
--- For airlock.bench_exec, which measures the same way.
+-- A sub-bench's options (`airlock bench WHAT [--json] [--quick]`) ->
+-- as_json, quick; or nil after saying which option is unknown.
+local function options(args, what)
+  local as_json, quick = false, false
+  for _, a in ipairs(args or {}) do
+    if a == "--json" then as_json = true
+    elseif a == "--quick" then quick = true
+    else io.stderr:write("airlock bench ", what, ": unknown option ", a, "\n") return nil end
+  end
+  return as_json, quick
+end
+
+-- For airlock.bench_exec and the other sub-benches, which measure the same way.
 M.percentile, M.bindir, M.json_lines, M.which, M.baseline_row = percentile, bindir, json_lines, which, baseline_row
+M.options = options
 
 -- ------------------------------------------------------------------ confinement variants
 

@@ -45,12 +45,8 @@ local function bwrap_argv()
 end
 
 function M.main(args)
-  local as_json, quick = false, false
-  for _, a in ipairs(args or {}) do
-    if a == "--json" then as_json = true
-    elseif a == "--quick" then quick = true
-    else io.stderr:write("airlock bench exec: unknown option ", a, "\n") return 2 end
-  end
+  local as_json, quick = bench.options(args, "exec")
+  if as_json == nil then return 2 end
   local rounds, per = quick and 2 or 5, quick and 20 or 60
   local ws = os.tmpname()
   os.remove(ws)

@@ -8,6 +8,7 @@
 -- lua5.4's speed; the target under the stock policies is >= 0.9).
 local airlock = require "airlock"
 local json = require "airlock.json"
+local bench = require "airlock.cli.bench"
 
 local M = {}
 
@@ -76,15 +77,17 @@ local function median(xs)
   return s[(#s + 1) // 2]
 end
 
--- The policies the guest runs under: the stock one as a host gets it, and
--- the stock one with CPU budgets in place of the instruction count.
+-- The policies the guest runs under: the stock one as a host gets it (a CPU
+-- budget for the run), with a per-turn CPU budget too, and with the exact,
+-- costlier instruction count (limits.instructions) beside its CPU budget.
 local function policies()
   return {
     { "untrusted", "untrusted" },
-    { "untrusted+cpu", airlock.policy.extend("untrusted", { name = "bench-guest-cpu",
-        limits = { instructions = 0, cpu = "900ms", deadline_ms = "60s" } }) },
-    { "no-budget", airlock.policy.extend("untrusted", { name = "bench-guest-none",
-        limits = { instructions = 0, deadline_ms = "60s" } }) },
+    { "untrusted+turn", airlock.policy.extend("untrusted", { name = "bench-guest-turn",
+        limits = { turn_cpu = "900ms" } }) },
+    -- (its CPU budget raised: counted instructions run about half as fast)
+    { "instructions", airlock.policy.extend("untrusted", { name = "bench-guest-instructions",
+        limits = { instructions = 1e9, cpu = "5s", deadline_ms = "60s" } }) },
   }
 end
 
@@ -166,12 +169,8 @@ function M.print_rows(rows)
 end
 
 function M.main(args)
-  local as_json, quick = false, false
-  for _, a in ipairs(args or {}) do
-    if a == "--json" then as_json = true
-    elseif a == "--quick" then quick = true
-    else io.stderr:write("airlock bench guest: unknown option ", a, "\n") return 2 end
-  end
+  local as_json, quick = bench.options(args, "guest")
+  if as_json == nil then return 2 end
   local rows = M.rows(quick and 1 or 5)
   if as_json then
     for _, r in ipairs(rows) do io.stdout:write(json.encode(r), "\n") end

@@ -39,12 +39,8 @@ local function loop_refused(n, url)
 end
 
 function M.main(args)
-  local as_json, quick = false, false
-  for _, a in ipairs(args or {}) do
-    if a == "--json" then as_json = true
-    elseif a == "--quick" then quick = true
-    else io.stderr:write("airlock bench net: unknown option ", a, "\n") return 2 end
-  end
+  local as_json, quick = bench.options(args, "net")
+  if as_json == nil then return 2 end
   local row = { bench = "net-request", baseline = "the same curl request made directly" }
   local curl = which("curl")
   if not curl then
