@@ -57,6 +57,8 @@ local NOT_IN_C = {
   ["limits.ledger"] = "recording is the Lua module's (airlock.ledger)",
   ["limits.pool"] = "b:warm's pool is the Lua module's (a C host parks workers itself)",
   ["limits.nest"] = "nested runs are the Lua module's (ctx:nest)",
+  ["init.limits.cpu_enforced"] = "false only in a replay, which is the Lua module's (airlock.replay); the " ..
+    "worker reads it absent as true, as a C host sends it",
 }
 -- Options of b:_start that are not policy: the run itself.
 local RUN_ITSELF = { argv = true, init = true, handlers = true, ctx = true, no_aslr = true }
@@ -71,7 +73,9 @@ local function differences(c, pol)
     if cv ~= lv then diff[#diff + 1] = string.format("%s: C %s, Lua %s", field, tostring(cv), tostring(lv)) end
   end
   -- init.limits: each the Lua module sends, with 0 for none (C leaves a 0 out)
-  for k, v in pairs(start.init.limits) do check("init.limits." .. k, c.init.limits[k] or 0, v) end
+  for k, v in pairs(start.init.limits) do
+    if not NOT_IN_C["init.limits." .. k] then check("init.limits." .. k, c.init.limits[k] or 0, v) end
+  end
   for k in pairs(c.init.limits) do
     if start.init.limits[k] == nil then diff[#diff + 1] = "init.limits." .. k .. ": only in C" end
   end
