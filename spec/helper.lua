@@ -31,6 +31,14 @@ function H.read(path)
   return s
 end
 
+-- The size of a file that must exist, in bytes (without reading it).
+function H.file_size(path)
+  local f = assert(io.open(path, "rb"))
+  local n = f:seek("end")
+  f:close()
+  return n
+end
+
 -- Writes text to path, replacing what was there.
 function H.write(path, text)
   local f = assert(io.open(path, "wb"))

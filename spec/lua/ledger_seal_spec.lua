@@ -161,12 +161,7 @@ describe("a ledger process killed -9 in the middle of a seal", function()
     return false
   end
 
-  local function size(path)
-    local f = assert(io.open(path, "rb"))
-    local n = f:seek("end")
-    f:close()
-    return n
-  end
+  local size = H.file_size
 
   -- A ledger program for core.ledger_proc_open: program with
   -- AIRLOCK_LEDGER_CRASH_AT=phase. The spawner gives the process an empty

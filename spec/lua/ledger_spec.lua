@@ -31,12 +31,7 @@ local read_file = H.read
 
 local write_file = H.write
 
-local function file_size(path)
-  local f = assert(io.open(path, "rb"))
-  local n = f:seek("end")
-  f:close()
-  return n
-end
+local file_size = H.file_size
 
 local function collect(dir)
   local list = {}
