@@ -1,5 +1,6 @@
 -- spec/output.lua -- busted's utfTerminal output, then one line per skipped
--- case: "skipped: FILE:LINE: NAME -- REASON". A skip is pending("reason")
+-- case: "skipped: FILE:LINE: NAME -- REASON", and one per failed or erroring
+-- case: "failed: FILE:LINE: NAME -- FIRST LINE OF THE MESSAGE". A skip is pending("reason")
 -- inside the case, said when a control finds the machine lacks what the case
 -- needs; spec/run gathers these lines, and counts a skip without a reason as
 -- a failure (a case that skips without saying why is a defect).
@@ -16,6 +17,14 @@ return function(options)
         reason = reason:gsub("^[^\n:]+:%d+: ", ""):gsub("%s*\n%s*", " ")
         if reason == "" then reason = "(no reason given)" end
         io.write(string.format("skipped: %s: %s -- %s\n", where, p.name, reason))
+      end
+      for _, list in ipairs({ handler.failures, handler.errors }) do
+        for _, f in ipairs(list) do
+          local where = f.trace and (f.trace.short_src .. ":" .. tostring(f.trace.currentline)) or "?"
+          local msg = type(f.message) == "string" and f.message or tostring(f.message)
+          msg = (msg:match("[^\n]*[^%s\n][^\n]*") or ""):gsub("^%s+", "")
+          io.write(string.format("failed: %s: %s -- %s\n", where, f.name or "?", msg:sub(1, 300)))
+        end
       end
       io.flush()
       return nil, true
