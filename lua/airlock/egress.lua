@@ -62,7 +62,7 @@ local function decide_name(net, a, ctx)
         "or drop the inject rule)", quoted(pat), hp), "tool.network.inject"
     end
   end
-  local i, pat = network.first(net.deny, host, port)
+  local i, pat = network.denied(net.deny, host, port)
   if i then
     return false, string.format("tool.network.deny[%d] (%s) refuses %s", i, quoted(pat), hp), "tool.network.deny"
   end
@@ -85,7 +85,7 @@ local function decide_address(net, host, port, addrs)
   for _, text in ipairs(addrs) do
     local addr = network.canonical(text)
     if addr then
-      local i, pat = network.first(net.deny, addr, port)
+      local i, pat = network.denied(net.deny, addr, port)
       local special = network.special(addr)
       if i then
         why = why or string.format("%s resolves to %s, which tool.network.deny[%d] (%s) refuses", host, addr, i,

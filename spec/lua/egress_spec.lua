@@ -239,6 +239,19 @@ for addr in [("127.0.0.1", ]] .. port .. [[), ("203.0.113.7", 80), ("8.8.8.8", 5
     assert.matches("an address is allowed only when a pattern names it", res.violations[1].reason)
   end)
 
+  it("denies a host named without a port on every port, where an allow pattern names the port", function()
+    -- the control: allowed by address and port, the request arrives
+    local res = exec({ "curl", "-sS", "-f", url .. "/" }, pol)
+    assert.are.equal("hello from upstream\n", res.stdout, res.stderr)
+    -- the same address denied without a port: refused on the allowed port too
+    local p = { tool = { network = { allow = { "127.0.0.1:" .. port }, deny = { "127.0.0.1" } } } }
+    res = exec({ "curl", "-sS", "-f", url .. "/" }, p)
+    assert.are.equal(22, res.exit_code, res.stdout)
+    assert.are.equal("", res.stdout)
+    assert.are.equal("tool.network.deny", res.violations[1].rule)
+    assert.matches('deny%[1%] %("127.0.0.1"%) refuses 127.0.0.1:' .. port, res.violations[1].reason)
+  end)
+
   it("refuses a name that resolves to loopback unless the address is named", function()
     -- localhost is allowed by name; it resolves to 127.0.0.1 (and ::1), which is not named
     local p = { tool = { network = { allow = { "localhost:" .. port } } } }
@@ -437,6 +450,14 @@ print(b"hello from upstream" in data)
       local ok, err = pcall(policy.extend, "tool", { tool = { network = { allow = { bad } } } })
       assert.is_false(ok, bad)
       assert.matches("tool.network.allow", err)
+    end
+    -- a URL or a path is not a pattern: the message names the pattern to write
+    for bad, want in pairs { ["https://pypi.org/simple"] = "pypi.org", ["http://127.0.0.1:8080/"] = "127.0.0.1:8080",
+                             ["pypi.org/simple"] = "pypi.org" } do
+      local ok, err = pcall(policy.extend, "tool", { tool = { network = { allow = { bad } } } })
+      assert.is_false(ok, bad)
+      assert.matches('write "' .. want:gsub("%p", "%%%0") .. '"', err)
+      assert.not_matches("IPv6", err)
     end
     local base = policy.extend("tool", { locked = policy.append { "tool.network" },
                                          tool = { network = { allow = { "pypi.org" } } } })

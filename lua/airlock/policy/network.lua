@@ -6,8 +6,12 @@
 -- A pattern is host[:port]: a DNS name ("pypi.org", "localhost"), a wildcard
 -- "*.NAME" with at least two labels after the star ("*.pythonhosted.org";
 -- never "*.com" or "*"), an IPv4 literal ("127.0.0.1") or an IPv6 literal in
--- brackets ("[::1]"). Without a port it stands for ports 80 and 443. A
--- wildcard matches names below NAME, not NAME itself, and never an address.
+-- brackets ("[::1]"). Without a port, an allow or inject pattern stands for
+-- ports 80 and 443, and a deny pattern for every port (denying a host is
+-- meant whole: deny = {"bad.example"} beside allow = {"*.example:8080"} keeps
+-- bad.example:8080 out). A wildcard matches names below NAME, not NAME
+-- itself, and never an address. A URL is not a pattern: the message says
+-- which host to write.
 local M = {}
 
 M.DEFAULT_PORTS = { 80, 443 }
@@ -135,6 +139,15 @@ end
 function M.parse(s)
   if type(s) ~= "string" then return nil, "a host pattern must be a string" end
   local t = s:lower()
+  local scheme, rest = t:match("^(%a[%w+.-]*)://([^/?#]*)")
+  if scheme then
+    local hint = rest ~= "" and rest:gsub("^[^@]*@", "") or "the host"
+    return nil, string.format("'%s' is a URL; a pattern names a host and, if need be, a port: write %q", s, hint)
+  end
+  if t:find("[/?#]") then
+    return nil, string.format("'%s' has a path; a pattern names a host and, if need be, a port: write %q", s,
+      (t:match("^([^/?#]*)")))
+  end
   local host, port = t, nil
   local v6, p6 = t:match("^%[([%x:.]+)%]:?(%d*)$")
   if v6 then
@@ -211,17 +224,19 @@ function M.pattern(s)
   return true
 end
 
-local function port_ok(p, port)
+local function port_ok(p, port, every_port)
   if p.port then return p.port == port end
+  if every_port then return true end
   for _, d in ipairs(M.DEFAULT_PORTS) do if d == port then return true end end
   return false
 end
 
---- matches(pattern text, host, port) -> true when the pattern names host
---- (lower-case, no trailing dot; an address in canonical form) at port.
-function M.matches(pat, host, port)
+--- matches(pattern text, host, port[, every_port]) -> true when the pattern
+--- names host (lower-case, no trailing dot; an address in canonical form) at
+--- port. every_port: a pattern without a port names every port (deny's).
+function M.matches(pat, host, port, every_port)
   local p = type(pat) == "table" and pat or M.parse(pat)
-  if not p or not port_ok(p, port) then return false end
+  if not p or not port_ok(p, port, every_port) then return false end
   if p.address then return M.canonical(host) == p.address end
   if M.address(host) then return false end   -- a name pattern never matches an address
   if p.wildcard then return #host > #p.host + 1 and host:sub(-(#p.host + 1)) == "." .. p.host end
@@ -232,6 +247,14 @@ end
 function M.first(list, host, port)
   for i, s in ipairs(list or {}) do
     if M.matches(s, host, port) then return i, s end
+  end
+end
+
+--- denied(deny list, host, port) -> index, pattern of the first deny pattern
+--- naming host at port (one without a port names every port), or nil.
+function M.denied(list, host, port)
+  for i, s in ipairs(list or {}) do
+    if M.matches(s, host, port, true) then return i, s end
   end
 end
 

@@ -304,7 +304,7 @@ M.SCHEMA = section({
         "\"pypi.org\", \"*.pythonhosted.org:443\", \"127.0.0.1:8080\" (no port: 80 and 443)",
         looser = looser.more }),
       deny = field(network.patterns, { doc = "host patterns refused even when allow or connect would allow them " ..
-        "(deny wins)", looser = superset }),
+        "(deny wins; no port: every port)", looser = superset }),
       connect = field(effect_handler, { doc = "handler(args, ctx) for a connection no pattern names: " ..
         "true allows it, false or an error (the reason) refuses it" }),
       inject = section({ [KEYS] = network.pattern,
