@@ -193,6 +193,7 @@ int luaopen_airlock(lua_State *L) {
   airlock_l_open_fs(L);
   airlock_l_open_pty(L);
   airlock_l_open_http(L);
+  airlock_l_open_denial(L);
   lua_pushcfunction(L, l_worker_path); lua_setfield(L, -2, "worker_path");
   lua_pushcfunction(L, airlock_l_probe); lua_setfield(L, -2, "probe");
   lua_pushcfunction(L, airlock_l_pids_cgroup); lua_setfield(L, -2, "pids_cgroup");
