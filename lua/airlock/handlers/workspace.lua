@@ -3,7 +3,7 @@
 local core = require "airlock.core"
 local common = require "airlock.handlers.common"
 
-local fail, refuse, show, options = common.fail, common.refuse, common.show, common.options
+local fail, refuse, options = common.fail, common.refuse, common.options
 local size_opt, count_opt, args_table, host_dir = common.size_opt, common.count_opt, common.args_table, common.host_dir
 local fs_error = common.fs_error
 local sfmt = string.format
