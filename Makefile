@@ -14,7 +14,7 @@ LUA_SRC = $(wildcard lua/airlock/*.lua) $(wildcard lua/airlock/*/*.lua) $(wildca
 # into the airlock command alone; airlock.so and other hosts get the library.
 LUA_CLI = $(wildcard lua/airlock/cli/*.lua)
 LUA_LIB = $(filter-out $(LUA_CLI),$(LUA_SRC))
-EMBEDDED = build/gen/embedded.c build/gen/embedded_cli.c
+EMBEDDED = build/gen/embedded.c build/gen/embedded_cli.c build/gen/init_fields.h
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
 # make install [PREFIX=/usr/local] [DESTDIR=]: the C library (libairlock.a, the
@@ -56,6 +56,11 @@ deps:
 build/gen/embedded.c: tools/embed.lua $(LUA_LIB)
 	@mkdir -p build/gen
 	lua5.4 tools/embed.lua $@ airlock_embedded_files $(LUA_LIB)
+
+# The worker's table of init and start frame fields, from their one statement.
+build/gen/init_fields.h: tools/init_fields.lua lua/airlock/launch/fields.lua
+	@mkdir -p build/gen
+	lua5.4 tools/init_fields.lua lua/airlock/launch/fields.lua $@
 
 build/gen/embedded_cli.c: tools/embed.lua $(LUA_CLI)
 	@mkdir -p build/gen

@@ -303,7 +303,7 @@ typedef struct airlock_spawn_opts {
                                in the child's mount namespace: needs CLONE_NEWNS. The
                                root is made rprivate first, so nothing reaches the
                                host; with confine's Landlock, each gets read+write */
-  const char *tmpfs_size;   /* tmpfs "size=" option, e.g. "64m"; NULL: "64m" */
+  const char *tmpfs_size;   /* tmpfs "size=" option, e.g. "64m"; NULL: AIRLOCK_TMPFS_SIZE_DEFAULT bytes */
   unsigned long tmpfs_inodes; /* tmpfs "nr_inodes=": files it may hold; 0: the default */
   const char *const *keep;  /* NULL-terminated absolute directories (at most four) that
                                stay visible at their paths, read-only, when they lie
@@ -384,7 +384,8 @@ typedef enum airlock_identity_ns {
 ** root), or -errno with a message in err. The fd stays open for the process. */
 int airlock_identity_userns(airlock_identity_ns which, char *err, size_t errlen);
 
-#define AIRLOCK_TMPFS_INODES_DEFAULT 16384ul   /* one per 4 KiB of the default 64 MiB */
+#define AIRLOCK_TMPFS_SIZE_DEFAULT (64ul << 20)   /* bytes of a private /tmp when tmpfs_size is NULL */
+#define AIRLOCK_TMPFS_INODES_DEFAULT 16384ul      /* one per 4 KiB of the default 64 MiB */
 
 /* The namespaces a child can be born in: the word policies use, the entry in
 ** /proc/PID/ns, and the CLONE_NEW* flag. The list ends with a NULL name. */

@@ -903,8 +903,10 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   if (nprotect && (rc = airlock_protect_hold(o->workdir, o->protect, &x.protect, err, errlen)) < 0) goto cleanup;
   if (o->tmpfs) {
     /* What the child's mounts need, made here where stdio may be used. */
+    char size[24];
+    snprintf(size, sizeof size, "%lu", AIRLOCK_TMPFS_SIZE_DEFAULT);
     if ((size_t)snprintf(x.tmpfs_data, sizeof x.tmpfs_data, "mode=1777,size=%s,nr_inodes=%lu",
-                         o->tmpfs_size ? o->tmpfs_size : "64m",
+                         o->tmpfs_size ? o->tmpfs_size : size,
                          o->tmpfs_inodes ? o->tmpfs_inodes : AIRLOCK_TMPFS_INODES_DEFAULT) >= sizeof x.tmpfs_data) {
       errno = EINVAL;
       step = "tmpfs size";

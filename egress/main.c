@@ -147,7 +147,11 @@ static void call(const char *effect, pack_args_fn pack, void *ctx, struct answer
   if (m.err) {
     uint32_t n = m.err->type == MSGPACK_OBJECT_STR ? m.err->via.str.size : 0;
     const char *src = n ? m.err->via.str.ptr : "";
-    if (n >= 8 && memcmp(src, "denied: ", 8) == 0) { src += 8; n -= 8; }   /* the policy's refusal */
+    /* The policy's refusal comes with code "denied", its message "denied: why"
+    ** as the broker writes it: the proxy's answer gives the why. */
+    int denied = m.code && m.code->type == MSGPACK_OBJECT_STR && m.code->via.str.size == 6 &&
+                 memcmp(m.code->via.str.ptr, "denied", 6) == 0;
+    if (denied && n >= 8 && memcmp(src, "denied: ", 8) == 0) { src += 8; n -= 8; }
     if (n > sizeof a->err - 1) n = sizeof a->err - 1;
     if (n) memcpy(a->err, src, n);
     a->err[n] = 0;

@@ -3,7 +3,8 @@
 -- no search path and compile nothing at start-up.
 -- Usage: lua5.4 tools/embed.lua OUT.c ARRAY FILE...   (ARRAY: the C array's
 -- name, airlock_embedded_files or airlock_embedded_cli; lua/airlock/X.lua -> "airlock.X",
--- lua/airlock/D/X.lua -> "airlock.D.X", policies/X.lua -> "airlock.policies.X").
+-- lua/airlock/D/X.lua -> "airlock.D.X", lua/airlock/D/init.lua -> "airlock.D",
+-- policies/X.lua -> "airlock.policies.X").
 -- Rewrites OUT only when it changes.
 local out, array = arg[1], arg[2]
 assert(array and array:match("^airlock_embedded_%w+$"), "usage: lua5.4 tools/embed.lua OUT.c ARRAY FILE...")
@@ -12,7 +13,10 @@ table.sort(files)
 
 local function modname(path)
   local base = path:match("^lua/airlock/(.+)%.lua$")
-  if base then return base == "init" and "airlock.init" or "airlock." .. base:gsub("/", ".") end
+  if base then
+    if base == "init" then return "airlock.init" end
+    return "airlock." .. base:gsub("/init$", ""):gsub("/", ".")
+  end
   base = path:match("^policies/(.+)%.lua$")
   if base then return "airlock.policies." .. base end
   error("embed: do not know the module name for " .. path)

@@ -2,11 +2,77 @@
 ** init.c -- validates the init frame into the worker's settings.
 ** Init comes from the trusted parent, so a bad one is a bug there: say exactly
 ** which field is wrong on stderr and exit 2, before any guest code exists.
+** The fields of init and start frames are named once, in
+** lua/airlock/launch/fields.lua (build/gen/init_fields.h is written from it):
+** an unknown field, one of the wrong type or a missing required one is such
+** an error, so a misspelt field is never read as absent.
 */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "worker.h"
+#include "init_fields.h"   /* build/gen, from lua/airlock/launch/fields.lua */
+
+/* Whether o is of field type t (worker_field_type, fields.lua's words). */
+static int has_type(const msgpack_object *o, worker_field_type t)
+{
+  switch (t) {
+  case WORKER_FT_STRING: return o->type == MSGPACK_OBJECT_STR;
+  case WORKER_FT_BOOL: return o->type == MSGPACK_OBJECT_BOOLEAN;
+  case WORKER_FT_COUNT:
+  case WORKER_FT_INTEGER:
+    if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+      return 1;
+    if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+      return t == WORKER_FT_INTEGER;
+    return (o->type == MSGPACK_OBJECT_FLOAT64 || o->type == MSGPACK_OBJECT_FLOAT32) &&
+           floor(o->via.f64) == o->via.f64 && (t == WORKER_FT_INTEGER || o->via.f64 >= 0);
+  case WORKER_FT_LIST:   /* a Lua parent packs an empty list as an empty map */
+    return o->type == MSGPACK_OBJECT_ARRAY || (o->type == MSGPACK_OBJECT_MAP && o->via.map.size == 0);
+  case WORKER_FT_MAP: return o->type == MSGPACK_OBJECT_MAP;
+  case WORKER_FT_BIN: return o->type == MSGPACK_OBJECT_BIN || o->type == MSGPACK_OBJECT_STR;
+  case WORKER_FT_ANY: return 1;
+  }
+  return 0;
+}
+
+static const char *const TYPE_WORDS[] = {
+  [WORKER_FT_STRING] = "a string", [WORKER_FT_BOOL] = "a boolean", [WORKER_FT_COUNT] = "a whole number >= 0",
+  [WORKER_FT_INTEGER] = "a whole number", [WORKER_FT_LIST] = "a list", [WORKER_FT_MAP] = "a map",
+  [WORKER_FT_BIN] = "bytes", [WORKER_FT_ANY] = "a value",
+};
+
+/* Checks map (the frame what, or its field at where, "confine.") against
+** fields: every key one of them and of its type, every required one there,
+** nested maps likewise. Dies naming the first field that is not so. */
+static void check_fields(const msgpack_object *map, const worker_field *fields, const char *what,
+                         const char *where)
+{
+  for (uint32_t i = 0; i < map->via.map.size; i++) {
+    const msgpack_object *k = &map->via.map.ptr[i].key, *v = &map->via.map.ptr[i].val;
+    if (k->type != MSGPACK_OBJECT_STR)
+      worker_die(WORKER_EXIT_BADINIT, "%s: %s has a key that is not a string", what, *where ? where : "the frame");
+    const worker_field *f = fields;
+    while (f->name != NULL && !(strlen(f->name) == k->via.str.size &&
+                                memcmp(f->name, k->via.str.ptr, k->via.str.size) == 0))
+      f++;
+    int n = k->via.str.size > 64 ? 64 : (int)k->via.str.size;
+    if (f->name == NULL)
+      worker_die(WORKER_EXIT_BADINIT, "%s: %s%.*s is not a field of the %s frame "
+                 "(lua/airlock/launch/fields.lua names them)", what, where, n, k->via.str.ptr, what);
+    if (!has_type(v, f->type))
+      worker_die(WORKER_EXIT_BADINIT, "%s: %s%s must be %s", what, where, f->name, TYPE_WORDS[f->type]);
+    if (f->type == WORKER_FT_MAP && f->fields != NULL) {
+      char sub[128];
+      snprintf(sub, sizeof sub, "%s%s.", where, f->name);
+      check_fields(v, f->fields, what, sub);
+    }
+  }
+  for (const worker_field *f = fields; f->name != NULL; f++)
+    if (f->required && airlock_msg_field(map, f->name) == NULL)
+      worker_die(WORKER_EXIT_BADINIT, "%s: %s%s is missing", what, where, f->name);
+}
 
 static const msgpack_object *field_of(const msgpack_object *map, const char *key,
                                       msgpack_object_type type, const char *where)
@@ -105,6 +171,7 @@ void worker_init_parse(worker *w, const msgpack_object *init)
 {
   worker_init *in = &w->init;
   memset(in, 0, sizeof *in);
+  check_fields(init, worker_init_fields, "init", "");
   const msgpack_object *run = airlock_msg_field(init, "run");
   if (run != NULL && run->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
     worker_die(WORKER_EXIT_BADINIT, "init: run must be a whole number >= 0");
@@ -133,6 +200,7 @@ void worker_init_parse(worker *w, const msgpack_object *init)
 void worker_start_parse(worker *w, const msgpack_object *start)
 {
   worker_init *in = &w->init;
+  check_fields(start, worker_start_fields, "start", "");
   const msgpack_object *run = airlock_msg_field(start, "run");
   if (run != NULL && run->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
     worker_die(WORKER_EXIT_BADINIT, "start: run must be a whole number >= 0");

@@ -233,7 +233,7 @@ function layer.seccomp(p, c)
   if not sc then return p:skip("seccomp", "the policy does not ask for it") end
   -- A program gets an errno for a call its policy refuses (each named in the
   -- result) unless the policy says "kill": what programs expect of a sandbox.
-  if sc.refuse == nil then sc.refuse = "errno" end
+  if sc.refuse == nil then sc.refuse = policy.default("tool.confine.seccomp.refuse") end
   local r = sc.refuse
   p:applied("seccomp", ": " .. (sc.mode == "deny" and "denylist" or ("promises " .. tostring(sc.promises or ""))) ..
     "; refused calls " .. (r == "errno" and "fail with a fitting errno, each named in the result" or
@@ -332,9 +332,10 @@ function layer.tmp(p)
   p.start.keep = ctx.keep
   if size then p.start.tmpfs_size = tostring(size // 1024) .. "k" end
   -- One inode per 4 KiB of its size: a million empty files are not free.
-  p.start.tmpfs_inodes = math.max(1024, (size or policy.default("tool.limits.tmp_size")) // 4096)
+  local default = policy.default("tool.limits.tmp_size")   -- the spawner's own (core.limits.tmp_size)
+  p.start.tmpfs_inodes = math.max(1024, (size or default) // 4096)
   p:applied("tmp", string.format(": private tmpfs on /tmp (size %s, %d files at most)",
-    p.start.tmpfs_size or "64m", p.start.tmpfs_inodes))
+    p.start.tmpfs_size or ((default >> 20) .. "m"), p.start.tmpfs_inodes))
 end
 
 -- A program's network (tool.network, airlock.egress): a net namespace of its
@@ -411,10 +412,15 @@ function layer.protect(p, c)
   p:applied("protect", ": " .. table.concat(parts, "; "))
 end
 
--- Report order; M.LAYERS (the words `require` takes) is a subset.
-local ORDER = { "namespaces", "rlimits", "capabilities", "no_new_privs", "landlock", "seccomp", "mdwe",
-                "cgroup", "tmp", "protect", "network" }
-for _, name in ipairs(M.LAYERS) do assert(layer[name], "confine: no planner for the layer " .. name) end
+-- Report order: the schema's layers (policy.LAYERS, the words `require`
+-- takes), then those only a program has (policy.PROGRAM_LAYERS).
+local ORDER = {}
+for _, list in ipairs { M.LAYERS, policy.PROGRAM_LAYERS } do
+  for _, name in ipairs(list) do
+    assert(layer[name], "confine: no planner for the layer " .. name)
+    ORDER[#ORDER + 1] = name
+  end
+end
 
 -- ------------------------------------------------------------ the plan
 

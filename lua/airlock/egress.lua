@@ -71,7 +71,7 @@ local function decide_name(net, a, ctx)
   if net.connect then
     local ok, v, why = pcall(net.connect, { host = host, port = port, kind = a.kind, method = a.method }, ctx)
     if ok and v == true then return true, "tool.network.connect" end
-    local reason = not ok and tostring(v):gsub("^denied: ", "") or why or "tool.network.connect refused it"
+    local reason = not ok and (core.denial(v) or tostring(v)) or why or "tool.network.connect refused it"
     return false, string.format("%s: %s", hp, reason), "tool.network.connect"
   end
   local literal = network.address(host) and " (an address is allowed only when a pattern names it)" or ""
@@ -166,7 +166,7 @@ function M.start(b, run, opts)
     st.violations_total = (st.violations_total or 0) + 1
     record("violation", { violation = v.kind, what = v.what, rule = rule, reason = reason, at = v.at,
                           host = c.host, port = c.port, address = c.address, conn = c.conn })
-    error("denied: " .. reason, 0)
+    core.deny(reason)
   end
 
   local handlers = {}
@@ -209,7 +209,7 @@ function M.start(b, run, opts)
                                      method = c.method, address = addr, decision = "allow", rule = c.rule })
     if not ok then
       c.decision, c.reason = "deny", "ledger: " .. tostring(lerr)
-      error("denied: the ledger could not record the connection, so it is not made", 0)
+      core.deny("the ledger could not record the connection, so it is not made")
     end
     local headers
     if c.kind == "http" then
@@ -218,8 +218,8 @@ function M.start(b, run, opts)
           local v = opts.secrets and opts.secrets[inj.secret]
           if not v then
             c.decision = "deny"
-            error(string.format("denied: tool.network.inject[%s] names the secret '%s', which the policy's " ..
-              "secrets section does not hold", quoted(pat), inj.secret), 0)
+            core.deny(string.format("tool.network.inject[%s] names the secret '%s', which the policy's " ..
+              "secrets section does not hold", quoted(pat), inj.secret))
           end
           headers = headers or {}
           headers[inj.header] = (inj.prefix or "") .. v

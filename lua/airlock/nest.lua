@@ -91,9 +91,9 @@ local function settle(co, ctx, effect, first, resumed, a, ok, v)
     if ok then
       run:reply(ctx.seq, v)
     else
-      local msg = first_line(v)
-      if msg:sub(1, 8) == "denied: " then run:fail(ctx.seq, msg, "denied")
-      else run:fail(ctx.seq, string.format("handler for '%s' failed: %s", effect, msg)) end
+      local why = core.denial(v)   -- a refusal (core.deny) is read by its type
+      if why then run:fail(ctx.seq, "denied: " .. first_line(why), "denied")
+      else run:fail(ctx.seq, string.format("handler for '%s' failed: %s", effect, first_line(v))) end
     end
     return
   end

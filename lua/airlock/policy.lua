@@ -58,6 +58,7 @@ local M = {}
 M.SCHEMA = schema.SCHEMA
 M.NAMESPACES = schema.NAMESPACES
 M.LAYERS = schema.LAYERS
+M.PROGRAM_LAYERS = schema.PROGRAM_LAYERS
 M.PROMISES = schema.PROMISES
 
 -- Values and paths.

@@ -23,26 +23,15 @@ M.LAYERS = { "landlock", "seccomp", "seccomp_kill_process", "mdwe", "user_ns", "
              "ipc_ns", "uts_ns", "mount_ns", "cgroup_ns", "pidfd", "cgroup2_delegated", "pids_cgroup",
              "memory_cgroup", "cpu_cgroup" }
 
--- What the stock untrusted policy needs from this machine when its
--- confine.require cannot be read: its namespaces (user, pid, net, ipc, uts,
--- mount, cgroup), Landlock and seccomp, and pidfd, without which no run starts
--- at all. no_new_privs, the capability drop and rlimits are plain
--- prctl/capset/setrlimit calls every kernel with seccomp has.
-M.UNTRUSTED_REQUIRES = { "landlock", "seccomp", "user_ns", "pid_ns", "net_ns", "ipc_ns",
-                         "uts_ns", "mount_ns", "cgroup_ns", "pidfd" }
-local DEFAULT_WORDS = "namespaces user pid net ipc uts mount cgroup, rlimits, capabilities, " ..
-                      "no_new_privs, landlock, seccomp"
 -- confine.require words that need nothing the probe could miss.
 local ALWAYS = { rlimits = true, capabilities = true, no_new_privs = true }
 
 -- The probe entries (and unprobeable words) the stock untrusted policy
--- requires, read from its confine section; the fixed list when that fails.
--- Returns the list (in display order) and the policy's words for the verdict.
+-- requires, read from its confine section (the one statement of it; the
+-- policy is part of the module). Returns the list (in display order) and the
+-- policy's words for the verdict.
 local function untrusted_requires(is_root)
-  local ok, policy = pcall(require, "airlock.policy")
-  local pol = ok and type(policy) == "table" and policy.load("untrusted")
-  local c = type(pol) == "table" and pol.confine
-  if type(c) ~= "table" or type(c.require) ~= "table" then return M.UNTRUSTED_REQUIRES, DEFAULT_WORDS end
+  local c = require("airlock.policy").load("untrusted").confine
   local set, words, extra = { pidfd = true }, {}, {}
   for _, layer in ipairs(c.require) do
     if layer == "namespaces" then
@@ -111,7 +100,7 @@ local function policy_word(needed)
   return "untrusted does not require it"
 end
 
-local REQUIRED = M.UNTRUSTED_REQUIRES   -- set by report() before the consequences
+local REQUIRED = {}   -- set by report() before the consequences
 local function required(name)
   for _, n in ipairs(REQUIRED) do if n == name then return true end end
   return false

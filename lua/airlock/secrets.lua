@@ -11,6 +11,7 @@
 -- gives the guest (so a handler that returns a secret by mistake hands the
 -- guest only its name). Matching is exact, on bytes: a secret that reaches an
 -- output transformed (escaped by %q, JSON, base64, split in two) is not found.
+local core = require "airlock.core"
 local read_file = require("airlock.util").read_file
 
 local M = {}
@@ -129,7 +130,11 @@ end
 function M.guard(handler, redact)
   return function(args, ctx)
     local ok, v = pcall(handler, args, ctx)
-    if not ok then error(redact(v), 0) end
+    if not ok then
+      local why = core.denial(v)
+      if why then core.deny(redact(why)) end   -- a refusal stays one
+      error(redact(v), 0)
+    end
     return redact(v)
   end
 end

@@ -286,7 +286,7 @@ function recorder:wrap(effect, handler)
       local fits, why = ctx.handle:_answer_fits(v)
       if not fits then pok, v = false, why end
     end
-    local rok, rerr = self:reply(ctx.seq, effect, pok, v)
+    local rok, rerr = self:reply(ctx.seq, effect, pok, v, nil, not pok and core.denial(v) and "denied" or nil)
     if not rok then
       ctx.handle:abort("ledger", "ledger: the answer could not be recorded: " .. rerr:gsub("^ledger: ", ""))
     end
@@ -453,6 +453,10 @@ function server:handler(effect)
       if reply.deferred == true and type(reply.error) == "string" then
         ctx.handle:fail(ctx.seq, reply.error, type(reply.code) == "string" and reply.code or nil)
         return DEFER
+      end
+      -- A refusal was recorded with code denied: it is one again.
+      if reply.code == "denied" and type(reply.error) == "string" then
+        core.deny((reply.error:gsub("^denied: ", "")))
       end
       error(reply.error, 0)
     end

@@ -62,5 +62,10 @@ void airlock_l_open_fs(lua_State *L);
 void airlock_l_open_pty(lua_State *L);   /* lpty.c: core.pty_open */
 /* Adds http_request to the table on top of the stack (lhttp.c, libcurl). */
 void airlock_l_open_http(lua_State *L);
+/* Adds deny() and denial() to the table on top of the stack (ldenial.c). */
+void airlock_l_open_denial(lua_State *L);
+/* The reason of the denial at idx (a value core.deny raised), or NULL when it
+** is not one. The text lives as long as the value does. */
+const char *airlock_l_denial_reason(lua_State *L, int idx);
 
 #endif

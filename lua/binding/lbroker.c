@@ -143,7 +143,10 @@ static int l_run_answer_fits(lua_State *L) {
 
 /* ------------------------------------------------------------ dispatch */
 
+/* The message handler of a handler's pcall: a denial passes unchanged (the
+** call's failure is read from its type); any other error gets a traceback. */
 static int traceback(lua_State *L) {
+  if (airlock_l_denial_reason(L, 1)) { lua_settop(L, 1); return 1; }
   const char *msg = lua_tostring(L, 1);
   if (!msg) msg = luaL_tolstring(L, 1, NULL);
   luaL_traceback(L, L, msg, 1);
@@ -224,23 +227,27 @@ static void dispatch(lua_State *L, int runud, const airlock_event *ev) {
   push_ctx(L, runud, ev, effect);
 
   if (lua_pcall(L, 2, 1, msgh) != LUA_OK) {
-    /* The guest sees the message; the host-side traceback stays in the host. */
-    size_t len;
-    const char *tb = lua_tolstring(L, -1, &len);
+    /* The guest sees the message's first line; the host-side traceback stays
+    ** in the host. A handler that refuses raises a denial (core.deny: the
+    ** handlers' refusals, airlock.handlers.deny): the guest gets a denied
+    ** error, "denied: why", and a run the guest lets it end is cause denied,
+    ** like an effect the policy lacks. */
+    const char *why = airlock_l_denial_reason(L, -1);
+    int denied = why != NULL;
+    size_t len = 0;
+    const char *tb = denied ? why : lua_tolstring(L, -1, &len);
+    if (denied) len = strlen(why);
     const char *nl = tb ? memchr(tb, '\n', len) : NULL;
     char msg[600];
     size_t first = nl ? (size_t)(nl - tb) : (tb ? len : 0);
-    /* A handler that refuses says so with "denied: why" (airlock.handlers.deny,
-    ** the workspace's escape checks): the guest gets a denied error, and a run
-    ** the guest lets it end is cause denied, like an effect the policy lacks. */
-    int denied = tb != NULL && first >= 8 && memcmp(tb, "denied: ", 8) == 0;
     int n = denied
-      ? snprintf(msg, sizeof msg, "%.*s", (int)first, tb)
+      ? snprintf(msg, sizeof msg, "denied: %.*s", (int)first, tb)
       : snprintf(msg, sizeof msg, "handler for '%s' failed: %.*s", effect, (int)first,
                  tb ? tb : "(no message)");
     if (denied) airlock_run_note_denied(lr->r);
     airlock_run_fail(lr->r, ev->id, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1,
                      denied ? "denied" : NULL);
+    if (denied) { luaL_tolstring(L, -1, NULL); lua_replace(L, -2); }   /* the hook hears text */
     lua_getiuservalue(L, runud, RUV_CTX);
     lua_getfield(L, -1, "on_handler_error");
     if (lua_isfunction(L, -1)) { lua_pushvalue(L, -3); lua_pcall(L, 1, 0, 0); }
@@ -296,6 +303,7 @@ static void dispatch_note(lua_State *L, int runud, const airlock_event *ev) {
   push_ctx(L, runud, ev, effect);
   lua_pushboolean(L, 1); lua_setfield(L, -2, "note");
   if (lua_pcall(L, 2, 0, msgh) != LUA_OK) {
+    if (airlock_l_denial_reason(L, -1)) { luaL_tolstring(L, -1, NULL); lua_replace(L, -2); }
     if (lua_getfield(L, ctxt, "on_note_error") == LUA_TFUNCTION) {
       lua_pushstring(L, effect);
       lua_pushvalue(L, -3);

@@ -183,6 +183,19 @@ static void l_names(lua_State *L) {
   lua_setfield(L, -2, "refuse_errnos");
 }
 
+/* core.limits: C's defaults, which the policy schema's defaults name, so no
+** number is restated in Lua: max_frame (limits.max_frame), capture
+** (limits.capture, tool.limits.capture), output (limits.output), tmp_size
+** (tool.limits.tmp_size), tmp_inodes (the private /tmp's inodes). */
+static void l_limits(lua_State *L) {
+  lua_createtable(L, 0, 5);
+  lua_pushinteger(L, AIRLOCK_FRAME_MAX_DEFAULT); lua_setfield(L, -2, "max_frame");
+  lua_pushinteger(L, AIRLOCK_CAPTURE_DEFAULT); lua_setfield(L, -2, "capture");
+  lua_pushinteger(L, AIRLOCK_OUTPUT_DEFAULT); lua_setfield(L, -2, "output");
+  lua_pushinteger(L, (lua_Integer)AIRLOCK_TMPFS_SIZE_DEFAULT); lua_setfield(L, -2, "tmp_size");
+  lua_pushinteger(L, (lua_Integer)AIRLOCK_TMPFS_INODES_DEFAULT); lua_setfield(L, -2, "tmp_inodes");
+}
+
 int luaopen_airlock(lua_State *L) {
   luaL_checkversion(L);
   airlock_install_preloads(L, airlock_embedded_files);
@@ -193,6 +206,7 @@ int luaopen_airlock(lua_State *L) {
   airlock_l_open_fs(L);
   airlock_l_open_pty(L);
   airlock_l_open_http(L);
+  airlock_l_open_denial(L);
   lua_pushcfunction(L, l_worker_path); lua_setfield(L, -2, "worker_path");
   lua_pushcfunction(L, airlock_l_probe); lua_setfield(L, -2, "probe");
   lua_pushcfunction(L, airlock_l_pids_cgroup); lua_setfield(L, -2, "pids_cgroup");
@@ -205,9 +219,7 @@ int luaopen_airlock(lua_State *L) {
   l_causes(L); lua_setfield(L, -2, "causes");
   l_names(L);
   lua_pushinteger(L, AIRLOCK_PROTOCOL_VERSION); lua_setfield(L, -2, "protocol_version");
-  lua_pushinteger(L, AIRLOCK_FRAME_MAX_DEFAULT); lua_setfield(L, -2, "frame_max_default");
-  lua_pushinteger(L, AIRLOCK_CAPTURE_DEFAULT); lua_setfield(L, -2, "capture_default");
-  lua_pushinteger(L, AIRLOCK_OUTPUT_DEFAULT); lua_setfield(L, -2, "output_default");
+  l_limits(L); lua_setfield(L, -2, "limits");
   /* The pure-Lua layer builds the public module on top of the C core. */
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
   lua_pushvalue(L, -2);

@@ -147,8 +147,10 @@ describe("the C API's untrusted defaults (airlock_untrusted_defaults)", function
   end)
 
   it("share the C library's own defaults with the policy schema", function()
-    assert.equal(policy.default("limits.output"), core.output_default)
-    assert.equal(policy.default("limits.capture"), core.capture_default)
-    assert.equal(policy.default("limits.max_frame"), core.frame_max_default)
+    assert.equal(policy.default("limits.output"), core.limits.output)
+    assert.equal(policy.default("limits.capture"), core.limits.capture)
+    assert.equal(policy.default("limits.max_frame"), core.limits.max_frame)
+    assert.equal(policy.default("tool.limits.capture"), core.limits.capture)
+    assert.equal(policy.default("tool.limits.tmp_size"), core.limits.tmp_size)
   end)
 end)

@@ -28,10 +28,12 @@ local function run(guest, effects, extra)
 end
 
 -- Calls h(args) and returns the error message it raises.
+-- A failed call's error as the guest's message reads it (a refusal is a
+-- denial value, airlock.core.deny, whose text is "denied: why").
 local function refusal(h, args)
   local ok, err = pcall(h, args)
   assert.is_false(ok, "the call was allowed")
-  return err
+  return tostring(err)
 end
 
 describe("handlers.kv", function()
@@ -280,6 +282,9 @@ describe("handlers.deny and handlers.merge", function()
   it("deny refuses with its reason and is marked as a deny decision", function()
     local h = handlers.deny("not in this game")
     assert.equal("denied: not in this game", refusal(h, {}))
+    local _, err = pcall(h, {})
+    assert.equal("not in this game", require("airlock.core").denial(err))   -- a value, not text
+    assert.is_nil(require("airlock.core").denial("denied: not in this game"))
     assert.same({ "deny", "not in this game" }, { handlers.decision(h) })
     assert.is_nil(handlers.decision(print))
     local res = run("local ok, e = pcall(host.world.nuke, {}) return e", { ["world.nuke"] = h })

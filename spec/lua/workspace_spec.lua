@@ -173,7 +173,7 @@ describe("handlers.workspace", function()
       local ok, err = pcall(proc["fs.read"], { path = p })
       assert.is_false(ok, p)
       assert.matches("denied", err)
-      assert.is_nil(err:find("root:", 1, true))
+      assert.is_nil(tostring(err):find("root:", 1, true))
     end
     assert.matches("^Name:", proc["fs.read"] { path = "status" })   -- plain files there are fine
   end)

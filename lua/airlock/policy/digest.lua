@@ -28,7 +28,7 @@ end
 -- whether the source tree happens to be readable from here.
 local function embedded(source)
   local base = source:match("^@lua/airlock/(.+)%.lua$")
-  local name = base and "airlock." .. base:gsub("/", ".")
+  local name = base and "airlock." .. (base == "init" and base or base:gsub("/init$", "")):gsub("/", ".")
   if not name then
     base = source:match("^@policies/(.+)%.lua$")
     name = base and "airlock.policies." .. base

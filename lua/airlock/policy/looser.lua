@@ -110,7 +110,8 @@ function M.seccomp(old, new)
   elseif om == "deny" and nm == "deny" then
     if missing(old.syscalls, new.syscalls) then return true end
   end
-  return (old.refuse or "kill") == "kill" and (new.refuse or "kill") ~= "kill"
+  -- Absent is the schema's default (a fitting errno), so only an explicit kill is the strict one.
+  return old.refuse == "kill" and new.refuse ~= "kill"
 end
 
 M.WORDS[M.flag] = "turning it off"

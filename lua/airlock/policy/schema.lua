@@ -28,7 +28,11 @@ local KEYS = setmetatable({}, { __name = "keys" })       -- check of the keys a 
 
 local core = require "airlock.core"
 M.NAMESPACES = core.namespaces   -- C's table (the spawner's), in its order
+-- The confinement layers, in the order the planner (airlock.confine) applies
+-- and reports them: the words confine.require takes, then those only a
+-- program has. This is the one list; a new layer is added here.
 M.LAYERS = { "namespaces", "rlimits", "capabilities", "no_new_privs", "landlock", "seccomp", "mdwe", "cgroup" }
+M.PROGRAM_LAYERS = { "tmp", "protect", "network" }
 M.PROMISES = core.promises       -- the seccomp promise words of core/confine_promises.c, in its order
 local ERRNOS = core.refuse_errnos   -- what refuse may name, from C
 
@@ -147,8 +151,8 @@ local SECCOMP = section({
                    "system call names"), { doc = "more calls allowed (allow mode) or refused (deny mode)" }),
   mode = field(one_of { "allow", "deny" }, { doc = "allow: an allowlist of promises and calls; " ..
     "deny: a denylist of calls", default = "allow" }),
-  refuse = field(refuse, { doc = "what a refused call does: kill the run, fail with a fitting errno, " ..
-    "or fail with this errno", default = "kill" }),
+  refuse = field(refuse, { doc = "what a refused call does: kill the run, fail with a fitting errno " ..
+    "(each named in the result), or fail with this errno", default = "errno" }),
   [LEAF] = boolean_,
 }, { doc = "a seccomp filter of promises", default = false, looser = looser.seccomp })
 
@@ -161,7 +165,7 @@ local function confine_node(role)
       "(root only; else each run makes its own)", default = false, looser = flag_inverted }),
     rlimits = RLIMITS,
     capabilities = field(one_of { "drop", "keep" }, { doc = "drop empties the bounding, ambient and " ..
-      "inheritable sets" .. (guest and "" or " (programs always drop)"), default = "keep",
+      "inheritable sets" .. (guest and "" or " (programs always drop)"), default = guest and "keep" or "drop",
       looser = looser.only("drop") }),
     no_new_privs = field(boolean_, { doc = "PR_SET_NO_NEW_PRIVS before exec: no setuid or file " ..
       "capability gains", default = false, looser = flag }),
@@ -221,10 +225,11 @@ M.SCHEMA = section({
       "it) for the whole run, checked once per ms of CPU (then cause cpu; 0: none)", looser = UNLIMITED }),
     turn_cpu = field(duration_ms, { doc = "the worker's own CPU time for one turn, from one deferred " ..
       "answer to the next (then cause cpu; 0: none)", looser = UNLIMITED }),
-    output = field(size, { doc = "bytes the guest may print (the log)", default = 65536, looser = upper() }),
+    output = field(size, { doc = "bytes the guest may print (the log)", default = core.limits.output,
+      looser = upper() }),
     max_frame = field(size, { doc = "the largest frame accepted from the child (0: the default)",
-      default = 16 * 1024 * 1024, looser = upper { zero = "default" } }),
-    capture = field(size, { doc = "bytes kept of each captured stream (0: the default)", default = 65536,
+      default = core.limits.max_frame, looser = upper { zero = "default" } }),
+    capture = field(size, { doc = "bytes kept of each captured stream (0: the default)", default = core.limits.capture,
       looser = upper { zero = "default" } }),
     ledger = field(size, { doc = "bytes one run may record (then cause ledger; 0: unbounded)",
       default = 64 * 1024 * 1024, looser = UNLIMITED }),
@@ -261,10 +266,10 @@ M.SCHEMA = section({
   tool = section({
     limits = section({
       deadline_ms = field(duration_ms, { doc = "wall clock of a program's run (0: none)", looser = UNLIMITED }),
-      capture = field(size, { doc = "bytes kept of stdout and of stderr (0: the default)", default = 65536,
+      capture = field(size, { doc = "bytes kept of stdout and of stderr (0: the default)", default = core.limits.capture,
         looser = upper { zero = "default" } }),
       pids = field(count, { doc = "processes at once, by a pids cgroup (0: no cgroup)", looser = UNLIMITED }),
-      tmp_size = field(size, { doc = "size of the private /tmp", default = 64 * 1024 * 1024, looser = upper() }),
+      tmp_size = field(size, { doc = "size of the private /tmp", default = core.limits.tmp_size, looser = upper() }),
       memory = field(size, { doc = "memory of the whole run, by a memory cgroup; each process's address " ..
         "space follows it (tool.confine.rlimits.as; 0: none)", looser = UNLIMITED }),
       cpu = field(cores, { doc = "CPU cores for the whole run, by a cpu cgroup (0: none)", looser = UNLIMITED }),
