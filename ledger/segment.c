@@ -283,18 +283,12 @@ static void put_be32(uint8_t *p, uint32_t v)
 
 enum { SEAL_NONE, SEAL_COMPRESS, SEAL_SYNC, SEAL_PLACE, SEAL_TAIL, SEAL_RELEASE };
 
-
+/* Reads exactly n bytes at at of a file the writer knows to be that long:
+** 0, or -errno (-EIO when it ends first). */
 static int pread_all(int fd, uint8_t *p, size_t n, uint64_t at)
 {
-  for (size_t got = 0; got < n;) {
-    ssize_t k = pread(fd, p + got, n - got, (off_t)(at + got));
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k <= 0)
-      return k < 0 ? -errno : -EIO;
-    got += (size_t)k;
-  }
-  return 0;
+  int rc = pread_full(fd, p, n, at);
+  return rc == 1 ? -EIO : rc;
 }
 
 /* Ends the job; a .tmp left unfinished is removed. */
