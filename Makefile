@@ -112,7 +112,7 @@ fuzz: build
 	lua5.4 fuzz/seeds.lua build/fuzz/corpus build/bin/airlock
 	bash fuzz/run $(FUZZ_SECONDS)
 
-# make lint: cppcheck and clang-tidy on core/, lua/ and worker/, both clean, and
+# make lint: cppcheck and clang-tidy on core/, ledger/, lua/ and worker/, both clean, and
 # every C file compiled by clang with -Wall -Wextra -Werror (gcc builds them so).
 # clang-tidy's set: bugprone-* without the checks that only flagged sound code
 # here (sizeof of a pointer array's element, memcpy of length-counted text,
@@ -126,7 +126,7 @@ TIDY_CHECKS = -*,bugprone-*,-bugprone-easily-swappable-parameters,-bugprone-rese
 -bugprone-implicit-widening-of-multiplication-result,-bugprone-sizeof-expression,\
 -bugprone-not-null-terminated-result,misc-redundant-expression,cert-err34-c
 LINT_SRC = core/*.c init/*.c egress/*.c ledger/*.c worker/*.c lua/*.c lua/binding/*.c
-CRASH_SRC = core/ledger.c ledger/main.c
+CRASH_SRC = ledger/segment.c ledger/main.c
 lint: $(EMBEDDED)
 	@missing=""; for p in $(LINT_DEBS); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
@@ -137,7 +137,7 @@ lint: $(EMBEDDED)
 	fi
 	cppcheck --quiet --std=c11 --enable=warning,performance,portability --inline-suppr \
 	  --error-exitcode=1 --suppress=missingIncludeSystem --suppress=missingInclude \
-	  -Icore -Ilua -Ilua/binding -Ibuild/gen -D__x86_64__ core lua/*.c lua/binding worker
+	  -Icore -Iledger -Ilua -Ilua/binding -Ibuild/gen -D__x86_64__ core ledger lua/*.c lua/binding worker
 	clang-tidy --quiet --warnings-as-errors='*' -checks='$(TIDY_CHECKS)' $(LINT_SRC) -- \
 	  -std=gnu11 -D_GNU_SOURCE -Icore -Iledger -Ilua -Ilua/binding -Ibuild/gen -I/usr/include/lua5.4
 	clang-tidy --quiet --warnings-as-errors='*' -checks='$(TIDY_CHECKS)' $(CRASH_SRC) -- \
@@ -155,7 +155,7 @@ install: build
 	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/airlock \
 	  $(DESTDIR)$(LIBEXECDIR)/airlock $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(LUA_CMOD_DIR)
 	$(INSTALL) -m 644 build/lib/libairlock-core.a $(DESTDIR)$(LIBDIR)/libairlock.a
-	$(INSTALL) -m 644 core/airlock.h core/confine.h core/ledger.h $(DESTDIR)$(INCLUDEDIR)/airlock/
+	$(INSTALL) -m 644 core/airlock.h core/confine.h core/ledger.h core/ledger_proc.h $(DESTDIR)$(INCLUDEDIR)/airlock/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(PC_LIBDIR)|g' -e 's|@INCLUDEDIR@|$(PC_INCLUDEDIR)|g' \
 	  -e 's|@VERSION@|$(VERSION)|g' airlock.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/airlock.pc
 	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/airlock.pc
@@ -188,7 +188,8 @@ uninstall:
 	  $(DESTDIR)$(LIBEXECDIR)/airlock/airlock-egress \
 	  $(DESTDIR)$(LIBEXECDIR)/airlock/airlock-ledgerd \
 	  $(DESTDIR)$(INCLUDEDIR)/airlock/airlock.h $(DESTDIR)$(INCLUDEDIR)/airlock/confine.h \
-	  $(DESTDIR)$(INCLUDEDIR)/airlock/ledger.h $(DESTDIR)$(MANDIR)/man1/airlock.1 \
+	  $(DESTDIR)$(INCLUDEDIR)/airlock/ledger.h $(DESTDIR)$(INCLUDEDIR)/airlock/ledger_proc.h \
+	  $(DESTDIR)$(MANDIR)/man1/airlock.1 \
 	  $(DESTDIR)$(BASHCOMPDIR)/airlock
 	for c in $(MAN_PAGES); do rm -f $(DESTDIR)$(MANDIR)/man1/airlock-$$c.1; done
 	-rmdir $(DESTDIR)$(LIBEXECDIR)/airlock $(DESTDIR)$(INCLUDEDIR)/airlock 2>/dev/null

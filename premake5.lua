@@ -82,24 +82,34 @@ project "airlock-worker"
   linkoptions { "-Wl,--wrap=lua_resume", "-Wl,--wrap=lua_resetthread" }
   outdirs(true)
 
+-- The journal engine (ledger/journal.h: the writer, the reader and verify,
+-- sealed segments, branch), which only airlock-ledgerd runs; not part of
+-- libairlock. Its test and benchmark programs link it too.
+local JOURNAL = { "ledger/journal.c", "ledger/journal_read.c", "ledger/segment.c" }
+project "airlock-journal"
+  kind "StaticLib"
+  files(JOURNAL)
+  outdirs(false)
+
 -- airlock-ledgerd: one session's ledger in a confined process of its own
--- (ledger/main.c); hosts start it through core/ledger_proc.c.
+-- (ledger/main.c, inbox.c, zstd.c); hosts start it through core/ledger_proc.c.
+local LEDGERD = { "ledger/main.c", "ledger/inbox.c", "ledger/zstd.c" }
 project "airlock-ledgerd"
   kind "ConsoleApp"
-  files { "ledger/*.c" }
-  links { "airlock-core", "msgpackc", "crypto", "seccomp", "zstd" }
+  files(LEDGERD)
+  links { "airlock-journal", "airlock-core", "msgpackc", "crypto", "seccomp", "zstd" }
   outdirs(true)
 
 -- airlock-ledgerd-crashpoints: a test program, never installed (make install
--- and install-rock copy airlock-ledgerd alone). The same sources with
--- AIRLOCK_CRASH_POINTS defined: its own core/ledger.c has the seal's crash
--- points (core/ledger_int.h), so AIRLOCK_LEDGER_CRASH_AT=PHASE stops it there
--- (spec/lua/ledger_seal_spec.lua); libairlock's ledger.o, compiled without
--- them, is never linked in, its symbols being this project's.
+-- and install-rock copy airlock-ledgerd alone). The same sources, the journal
+-- engine's included, compiled with AIRLOCK_CRASH_POINTS: its ledger/segment.c
+-- has the seal's crash points (ledger/journal_int.h), so
+-- AIRLOCK_LEDGER_CRASH_AT=PHASE stops it there (spec/lua/ledger_seal_spec.lua).
 project "airlock-ledgerd-crashpoints"
   kind "ConsoleApp"
   defines { "AIRLOCK_CRASH_POINTS" }
-  files { "ledger/*.c", "core/ledger.c" }
+  files(LEDGERD)
+  files(JOURNAL)
   links { "airlock-core", "msgpackc", "crypto", "seccomp", "zstd" }
   outdirs(true)
 
@@ -142,8 +152,8 @@ tool("hostile-worker", { "spec/fixtures/hostile_worker.c" }, { "airlock-core", "
 tool("c-defaults", { "spec/fixtures/c_defaults.c" }, { "airlock-core", "msgpackc", "crypto", "seccomp" })
 tool("airlock-baseline", { "bench/baseline.c" }, { "msgpackc" })
 tool("airlock-netns", { "bench/netns.c" })
-tool("test-ledger", { "spec/c/test_ledger.c", "ledger/zstd.c" }, { "airlock-core", "msgpackc", "crypto", "zstd" })
-tool("airlock-ledger-bench", { "bench/ledger_bench.c", "ledger/zstd.c" }, { "airlock-core", "msgpackc", "crypto", "seccomp", "sqlite3", "zstd" })
+tool("test-ledger", { "spec/c/test_ledger.c", "ledger/zstd.c" }, { "airlock-journal", "airlock-core", "msgpackc", "crypto", "zstd" })
+tool("airlock-ledger-bench", { "bench/ledger_bench.c", "ledger/zstd.c" }, { "airlock-journal", "airlock-core", "msgpackc", "crypto", "seccomp", "sqlite3", "zstd" })
 
 -- Examples (examples/): plugin-host, a game-style C host embedding Lua 5.4 and
 -- the binding the way the airlock command does (its Lua part, host.lua, is read
@@ -170,15 +180,23 @@ solution "airlock-fuzz"
   linkoptions { "-fsanitize=fuzzer,address,undefined" }
   objdir "build/fuzz/obj"
   targetdir "build/fuzz/bin"
-  for _, t in ipairs { "frame", "codec", "convert", "ledger" } do
+  for _, t in ipairs { "frame", "codec", "convert" } do
     project(t .. "_fuzz")
       kind "ConsoleApp"
       files { "fuzz/" .. t .. "_fuzz.c", "core/*.c", "lua/convert.c" }
       links { "msgpackc", "seccomp", "crypto", "lua5.4", "m" }
   end
+  -- the journal engine's reader and writer
+  project "ledger_fuzz"
+    kind "ConsoleApp"
+    includedirs { "ledger" }
+    files { "fuzz/ledger_fuzz.c", "core/*.c", "lua/convert.c" }
+    files(JOURNAL)
+    links { "msgpackc", "seccomp", "crypto", "lua5.4", "m" }
   -- the sealed-segment block decoder, with the zstd codec the ledger process uses
   project "segment_fuzz"
     kind "ConsoleApp"
     includedirs { "ledger" }
     files { "fuzz/segment_fuzz.c", "core/*.c", "ledger/zstd.c" }
+    files(JOURNAL)
     links { "msgpackc", "seccomp", "crypto", "zstd" }

@@ -23,7 +23,7 @@
 #include <sqlite3.h>
 
 #include "airlock.h"
-#include "ledger.h"
+#include "journal.h"
 #include "ledger_zstd.h"
 #include "ledger_proc.h"
 

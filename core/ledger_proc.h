@@ -5,8 +5,10 @@
 ** from anyone (Landlock: that directory alone; a measured seccomp allowlist
 ** without exec or sockets; a net namespace of its own; environment cleared,
 ** inherited descriptors closed). Producers and readers are its clients over a
-** socketpair (core/ledger_proto.h). Same conventions as ledger.h: 0 or -errno,
-** messages into caller buffers or the error accessor; nothing prints or exits.
+** socketpair (core/ledger_proto.h); what the process runs is the journal
+** engine (ledger/journal.h), whose functions the comments below name. Same
+** conventions as ledger.h: 0 or -errno, messages into caller buffers or the
+** error accessor; nothing prints or exits.
 **
 ** Accepted and committed. An append returns once the ledger process has
 ** ACCEPTED the record: written it whole to the journal, so it survives the

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ledger.h"
+#include "journal.h"
 
 static char dir[64], journal[96];
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "ledger.h"
+#include "journal.h"
 #include "ledger_zstd.h"
 
 static char dir[64], seg[96], journal[96];

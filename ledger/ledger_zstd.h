@@ -5,7 +5,7 @@
 #ifndef AIRLOCK_LEDGER_ZSTD_H
 #define AIRLOCK_LEDGER_ZSTD_H
 
-#include "ledger.h"
+#include "journal.h"
 
 /* The codec, for airlock_ledger_set_codec. */
 const airlock_ledger_codec *ledger_zstd_codec(void);

@@ -25,8 +25,8 @@
 
 #include "airlock.h"
 #include "confine.h"
-#include "ledger.h"
-#include "ledger_int.h"
+#include "journal.h"
+#include "journal_int.h"
 #include "ledger_proc.h"
 #include "ledger_proto.h"
 #include "ledger_zstd.h"
@@ -51,7 +51,7 @@ static const char *const allowed[] = {
 #endif
 #ifdef AIRLOCK_CRASH_POINTS
   /* the test build (airlock-ledgerd-crashpoints) alone: raise(SIGSTOP) at a
-  ** crash point (core/ledger_int.h); the production allowlist has no tgkill */
+  ** crash point (ledger/journal_int.h); the production allowlist has no tgkill */
   "tgkill",
 #endif
   NULL
@@ -924,7 +924,7 @@ static int serve_probe(int argc, char **argv)
 int main(int argc, char **argv)
 {
 #ifdef AIRLOCK_CRASH_POINTS
-  /* The test build alone (core/ledger_int.h): the phase of a seal to stop
+  /* The test build alone (ledger/journal_int.h): the phase of a seal to stop
   ** in, read before prepare() clears the environment; a name it does not
   ** know ends it before it serves anyone. */
   if (ledger_crash_arm(getenv("AIRLOCK_LEDGER_CRASH_AT")) < 0)

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <zstd.h>
 
-#include "ledger.h"
+#include "journal.h"
 #include "ledger_zstd.h"
 
 #define LEVEL 3          /* zstd's default: ~3x on journals at hundreds of MB/s */

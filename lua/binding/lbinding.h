@@ -13,6 +13,13 @@
 #define AIRLOCK_BROKER_MT "airlock.broker"
 #define AIRLOCK_RUN_MT    "airlock.run"
 
+/* Registers the metatable name for a class of userdata: __index a new table
+** of methods (none when NULL), then the metamethods in meta (__gc, __close,
+** __tostring, ...; NULL for none); __name is name. Registered again, the
+** metatable gets fresh tables the same way. Leaves the stack as it was
+** (lclass.c); luaL_setmetatable(L, name) then gives an object the class. */
+void airlock_l_class(lua_State *L, const char *name, const luaL_Reg *methods,
+                     const luaL_Reg *meta);
 /* Expected environment failure: pushes nil, "cause: message", errno; returns 3. */
 int airlock_l_fail(lua_State *L, const char *cause, const char *message, int err);
 /* Pushes the names of a C table whose entries lie stride bytes apart, each
@@ -40,15 +47,16 @@ void airlock_l_open_ledger_proc(lua_State *L);
 void airlock_l_open_checkpoint(lua_State *L);
 /* airlock.core.probe(): what this kernel can enforce, one {ok, detail} per layer (lprobe.c). */
 int airlock_l_probe(lua_State *L);
-/* core.channel_call: a program's one effect call over fd 3 (lcall.c). */
-int airlock_l_channel_call(lua_State *L);
+/* Adds channel_call: a program's one effect call over fd 3 (lcall.c). */
+void airlock_l_open_call(lua_State *L);
 /* airlock.core.pids_cgroup() -> where programs' pids cgroups go, or nil, why (lprobe.c). */
 int airlock_l_pids_cgroup(lua_State *L);
 /* airlock.core.seccomp_worker_program(tgid) -> the worker's filter as a BPF string (lseccomp.c). */
 int airlock_l_seccomp_worker_program(lua_State *L);
 
-/* airlock.core.confine(spec) -> layer reports, or nil, message, errno (lconfine.c). */
-int airlock_l_confine(lua_State *L);
+/* Adds confine(spec) -> layer reports, or nil, message, errno (lconfine.c), and
+** registers the class of the prepared specs below. */
+void airlock_l_open_confine(lua_State *L);
 /* Parses the spec table at idx and prepares it (airlock_confine_prepare): pushes
 ** a userdata holding the prepared spec (freed by its __gc, or earlier with
 ** airlock_confine_prepared_free) and sets *out to it. Raises a Lua error for a

@@ -1227,21 +1227,15 @@ void airlock_l_open_broker(lua_State *L) {
     { "_answer_fits", l_run_answer_fits },
     { NULL, NULL } };
 
-  luaL_newmetatable(L, AIRLOCK_BROKER_MT);
-  luaL_newlib(L, bm);
-  lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, l_broker_close); lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, l_broker_close); lua_setfield(L, -2, "__close");
-  lua_pushcfunction(L, l_broker_tostring); lua_setfield(L, -2, "__tostring");
-  lua_pop(L, 1);
+  static const luaL_Reg bmeta[] = {
+    { "__gc", l_broker_close }, { "__close", l_broker_close },
+    { "__tostring", l_broker_tostring }, { NULL, NULL } };
+  static const luaL_Reg rmeta[] = {
+    { "__gc", l_run_gc }, { "__close", l_run_gc }, { "__tostring", l_run_tostring },
+    { NULL, NULL } };
 
-  luaL_newmetatable(L, AIRLOCK_RUN_MT);
-  luaL_newlib(L, rm);
-  lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, l_run_gc); lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, l_run_gc); lua_setfield(L, -2, "__close");
-  lua_pushcfunction(L, l_run_tostring); lua_setfield(L, -2, "__tostring");
-  lua_pop(L, 1);
+  airlock_l_class(L, AIRLOCK_BROKER_MT, bm, bmeta);
+  airlock_l_class(L, AIRLOCK_RUN_MT, rm, rmeta);
 
   /* The pure-Lua layer adds start/step wrappers to the same method tables. */
   luaL_getmetatable(L, AIRLOCK_BROKER_MT);

@@ -41,8 +41,6 @@
 #define CALL_ID 1u
 #define FRAME_HDR 4u
 
-int airlock_l_channel_call(lua_State *L);
-
 /* Everything a call allocates, owned by a userdata so that a Lua error midway
 ** (out of memory while a reply is converted) still frees it, through __gc. */
 typedef struct call_state {
@@ -170,7 +168,7 @@ static int read_reply(lua_State *L, call_state *st, int fd) {
   }
 }
 
-int airlock_l_channel_call(lua_State *L) {
+static int l_channel_call(lua_State *L) {
   lua_settop(L, 4);
   lua_Integer fdi = luaL_optinteger(L, 1, AIRLOCK_CHANNEL_FD);
   size_t elen;
@@ -192,11 +190,7 @@ int airlock_l_channel_call(lua_State *L) {
   msgpack_sbuffer_init(&st->out);
   airlock_frame_reader_init(&st->in, (uint32_t)max);
   msgpack_unpacked_init(&st->reply);
-  if (luaL_newmetatable(L, CALL_STATE_MT)) {
-    lua_pushcfunction(L, state_gc);
-    lua_setfield(L, -2, "__gc");
-  }
-  lua_setmetatable(L, -2);
+  luaL_setmetatable(L, CALL_STATE_MT);
 
   /* The call: {t = "call", id = 1, effect = effect, args = args}. */
   char err[256];
@@ -263,4 +257,11 @@ int airlock_l_channel_call(lua_State *L) {
   }
   state_release(st);
   return 2;
+}
+
+void airlock_l_open_call(lua_State *L) {
+  static const luaL_Reg meta[] = { { "__gc", state_gc }, { NULL, NULL } };
+  airlock_l_class(L, CALL_STATE_MT, NULL, meta);
+  lua_pushcfunction(L, l_channel_call);
+  lua_setfield(L, -2, "channel_call");
 }

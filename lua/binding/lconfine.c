@@ -198,7 +198,7 @@ static void push_layer(lua_State *L, const airlock_layer *l) {
 
 /* airlock.core.confine(spec) -> { landlock = "applied: ...", seccomp = "...",
 ** no_new_privs = "applied: set" (when asked) }, or nil, message, errno. */
-int airlock_l_confine(lua_State *L) {
+static int l_confine(lua_State *L) {
   int top = lua_gettop(L);
   airlock_confine_spec s;
   parse_spec(L, 1, &s);
@@ -234,11 +234,7 @@ int airlock_l_confine_prepare(lua_State *L, int idx, airlock_confine_prepared **
   airlock_confine_prepared *p = lua_newuserdatauv(L, sizeof *p, 0);
   memset(p, 0, sizeof *p);
   p->ruleset_fd = -1;
-  if (luaL_newmetatable(L, PREPARED_MT)) {
-    lua_pushcfunction(L, prepared_gc);
-    lua_setfield(L, -2, "__gc");
-  }
-  lua_setmetatable(L, -2);
+  luaL_setmetatable(L, PREPARED_MT);
   int top = lua_gettop(L);
   airlock_confine_spec s;
   parse_spec(L, idx, &s);
@@ -246,4 +242,11 @@ int airlock_l_confine_prepare(lua_State *L, int idx, airlock_confine_prepared **
   lua_settop(L, top);
   *out = p;
   return rc;
+}
+
+void airlock_l_open_confine(lua_State *L) {
+  static const luaL_Reg meta[] = { { "__gc", prepared_gc }, { NULL, NULL } };
+  airlock_l_class(L, PREPARED_MT, NULL, meta);
+  lua_pushcfunction(L, l_confine);
+  lua_setfield(L, -2, "confine");
 }

@@ -597,17 +597,12 @@ static int l_engine_close(lua_State *L) {
 void airlock_l_open_http(lua_State *L) {
   lua_pushcfunction(L, l_http_request);
   lua_setfield(L, -2, "http_request");
-  if (luaL_newmetatable(L, ENGINE_MT)) {
-    static const luaL_Reg methods[] = {
-      { "fd", l_engine_fd }, { "start", l_engine_start }, { "pump", l_engine_pump },
-      { "cancel", l_engine_cancel }, { "pending", l_engine_pending }, { "close", l_engine_close },
-      { NULL, NULL } };
-    luaL_newlib(L, methods);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, l_engine_gc);
-    lua_setfield(L, -2, "__gc");
-  }
-  lua_pop(L, 1);
+  static const luaL_Reg methods[] = {
+    { "fd", l_engine_fd }, { "start", l_engine_start }, { "pump", l_engine_pump },
+    { "cancel", l_engine_cancel }, { "pending", l_engine_pending }, { "close", l_engine_close },
+    { NULL, NULL } };
+  static const luaL_Reg meta[] = { { "__gc", l_engine_gc }, { NULL, NULL } };
+  airlock_l_class(L, ENGINE_MT, methods, meta);
   lua_pushcfunction(L, l_http_engine);
   lua_setfield(L, -2, "http_engine");
 }

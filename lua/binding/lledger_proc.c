@@ -518,20 +518,13 @@ void airlock_l_open_ledger_proc(lua_State *L) {
   static const luaL_Reg rm[] = {
     { "report", l_reader_report }, { "close", l_reader_close }, { NULL, NULL } };
 
-  luaL_newmetatable(L, PROC_MT);
-  luaL_newlib(L, pm);
-  lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, l_gc); lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, l_gc); lua_setfield(L, -2, "__close");
-  lua_pushcfunction(L, l_tostring); lua_setfield(L, -2, "__tostring");
-  lua_pop(L, 1);
+  static const luaL_Reg pmeta[] = {
+    { "__gc", l_gc }, { "__close", l_gc }, { "__tostring", l_tostring }, { NULL, NULL } };
+  static const luaL_Reg rmeta[] = {
+    { "__gc", l_reader_close }, { "__close", l_reader_close }, { NULL, NULL } };
 
-  luaL_newmetatable(L, PREADER_MT);
-  luaL_newlib(L, rm);
-  lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, l_reader_close); lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, l_reader_close); lua_setfield(L, -2, "__close");
-  lua_pop(L, 1);
+  airlock_l_class(L, PROC_MT, pm, pmeta);
+  airlock_l_class(L, PREADER_MT, rm, rmeta);
 
   lua_pushcfunction(L, l_open); lua_setfield(L, -2, "ledger_proc_open");
   lua_pushcfunction(L, l_records); lua_setfield(L, -2, "ledger_proc_records");

@@ -207,15 +207,8 @@ void airlock_l_open_pty(lua_State *L) {
     { "slave", l_pty_slave }, { "close_slave", l_pty_close_slave }, { "relay", l_pty_relay },
     { "wait", l_pty_wait }, { "close", l_pty_gc }, { NULL, NULL },
   };
-  if (luaL_newmetatable(L, PTY_MT)) {
-    luaL_newlib(L, methods);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, l_pty_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, l_pty_gc);
-    lua_setfield(L, -2, "__close");
-  }
-  lua_pop(L, 1);
+  static const luaL_Reg meta[] = { { "__gc", l_pty_gc }, { "__close", l_pty_gc }, { NULL, NULL } };
+  airlock_l_class(L, PTY_MT, methods, meta);
   lua_pushcfunction(L, l_pty_open);
   lua_setfield(L, -2, "pty_open");
 }

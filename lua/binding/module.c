@@ -210,12 +210,12 @@ int luaopen_airlock(lua_State *L) {
   lua_pushcfunction(L, l_worker_path); lua_setfield(L, -2, "worker_path");
   lua_pushcfunction(L, airlock_l_probe); lua_setfield(L, -2, "probe");
   lua_pushcfunction(L, airlock_l_pids_cgroup); lua_setfield(L, -2, "pids_cgroup");
-  lua_pushcfunction(L, airlock_l_confine); lua_setfield(L, -2, "confine");
+  airlock_l_open_confine(L);
   lua_pushcfunction(L, airlock_l_seccomp_worker_program); lua_setfield(L, -2, "seccomp_worker_program");
   lua_pushcfunction(L, l_now_ms); lua_setfield(L, -2, "now_ms");
   lua_pushcfunction(L, l_isatty); lua_setfield(L, -2, "isatty");
   lua_pushcfunction(L, l_mdwe_available); lua_setfield(L, -2, "mdwe_available");
-  lua_pushcfunction(L, airlock_l_channel_call); lua_setfield(L, -2, "channel_call");
+  airlock_l_open_call(L);
   l_causes(L); lua_setfield(L, -2, "causes");
   l_names(L);
   lua_pushinteger(L, AIRLOCK_PROTOCOL_VERSION); lua_setfield(L, -2, "protocol_version");

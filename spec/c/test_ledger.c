@@ -1,6 +1,6 @@
 /*
-** test_ledger.c -- tests for core/ledger*.c: round trips in each durability
-** mode, every kind of damage named with its seq, torn tails, the writer lock,
+** test_ledger.c -- tests for the journal engine (ledger/journal*.c,
+** ledger/segment.c): round trips in each durability mode, every kind of damage named with its seq, torn tails, the writer lock,
 ** SIGKILL at random points, a full file-size limit, branching, and (the long
 ** test) verifying a large journal in bounded memory.
 ** AIRLOCK_LEDGER_BIG_MB sets the long test's journal size (0 skips it).
@@ -23,7 +23,7 @@
 #include <openssl/evp.h>
 
 #include "airlock.h"
-#include "ledger.h"
+#include "journal.h"
 #include "ledger_zstd.h"
 #include "check.h"
 #include <zstd.h>

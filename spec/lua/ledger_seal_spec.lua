@@ -130,7 +130,7 @@ end)
 -- A seal runs in steps, in the ledger process's idle time, while appends go
 -- on. Killing the process (-9, the real one) in each of its phases must leave
 -- a session that reads and verifies as it stands, reopens, and holds every
--- acknowledged record. The phases are crash points (core/ledger_int.h) of a
+-- acknowledged record. The phases are crash points (ledger/journal_int.h) of a
 -- test build of the process, airlock-ledgerd-crashpoints, which stops itself
 -- (SIGSTOP) where a seal reaches the one it was given: the spec waits for
 -- that stop, sees the phase's files on disk, and kills it -9 there. Nothing

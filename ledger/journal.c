@@ -1,7 +1,8 @@
 /*
-** ledger.c -- writing a journal: the writer lock, recovery on open (verify,
+** journal.c -- writing a journal: the writer lock, recovery on open (verify,
 ** cut a torn tail), appends with the three durability modes and a sticky
-** failure state, and branching a session from a prefix of another.
+** failure state, and branching a session from a prefix of another. Sealing
+** the journal into segments is segment.c's.
 */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -17,72 +18,11 @@
 #include <sys/random.h>
 
 #include "airlock.h"
-#include "ledger_int.h"
-#ifdef AIRLOCK_CRASH_POINTS
-#include <signal.h>
-#endif
+#include "journal_int.h"
 
 #define KEEP_MAX (1u << 20)   /* a record buffer larger than this is freed after use */
 
-struct airlock_ledger {
-  int fd;                 /* DIR/journal, O_WRONLY | O_APPEND */
-  int lock_fd;            /* DIR/lock */
-  int locked;             /* lock_fd holds the flock: the pid in the file is ours */
-  int created;            /* this open wrote the session record */
-  char *dir, *journal;
-  int durability;
-  unsigned batch_ms;
-  uint64_t seq;           /* last record written */
-  uint64_t durable_seq;   /* last record known on disk */
-  uint64_t off;           /* plain-stream size: the end of the last whole record */
-  uint64_t base;          /* where the journal starts in it (the segments' plain bytes) */
-  unsigned nseg;          /* sealed segments */
-  uint64_t seal_bytes;    /* seal once the journal holds this much */
-  uint64_t seal_at;       /* journal size at which the next seal is tried */
-  uint8_t head[LEDGER_HASH];
-  char id_hex[2 * AIRLOCK_LEDGER_ID_LEN + 1];
-  double pending_since;   /* monotonic ms when the oldest unsynced record was written */
-  int sticky;             /* 0, or the -errno every append now returns */
-  msgpack_sbuffer sb;     /* one record: header, body, hash */
-  msgpack_packer pk;
-  /* coalesce (opts.coalesce, not in always): records are kept in wq and
-  ** written together by airlock_ledger_write_out; seq, off and head already
-  ** count them, w_* are the journal's end on disk before the first of them */
-  int coalesce;
-  msgpack_sbuffer wq;
-  uint64_t w_seq, w_off;
-  uint8_t w_head[LEDGER_HASH];
-  int seal_stepped;       /* opts.seal_stepped: the caller runs a seal's steps */
-  struct {                /* the seal in progress (see "sealing" below) */
-    int phase;
-    int rfd, wfd;         /* the journal, read; the .tmp being written */
-    int old_fd;           /* the journal replaced, its blocks being freed */
-    uint64_t jlen;        /* the journal's bytes going into the segment */
-    uint64_t at;          /* journal offset read up to */
-    uint64_t synced;      /* segment bytes written since its last fdatasync */
-    size_t block;
-    uint8_t *plain, *packed;
-    char tmp[4096];       /* the .tmp being written ("" when none) */
-  } sj;
-  char err[1024];
-};
-
 #define WQ_MAX (1u << 20)   /* records kept unwritten at most (bytes) */
-
-static const char *const durability_names[] = { "none", "batch", "always" };
-
-const char *airlock_ledger_durability_name(int d)
-{
-  return d >= 0 && d <= AIRLOCK_DURABLE_ALWAYS ? durability_names[d] : "?";
-}
-
-int airlock_ledger_durability_from_name(const char *word)
-{
-  for (int d = 0; d <= AIRLOCK_DURABLE_ALWAYS; d++)
-    if (word != NULL && strcmp(word, durability_names[d]) == 0)
-      return d;
-  return -1;
-}
 
 static double mono_ms(void)
 {
@@ -98,8 +38,7 @@ static double unix_now(void)
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-__attribute__((format(printf, 3, 4)))
-static int set_err(airlock_ledger *l, int rc, const char *fmt, ...)
+int ledger_set_err(airlock_ledger *l, int rc, const char *fmt, ...)
 {
   va_list ap;
   va_start(ap, fmt);
@@ -108,8 +47,7 @@ static int set_err(airlock_ledger *l, int rc, const char *fmt, ...)
   return rc;
 }
 
-/* Writes n bytes; *done says how many went out, also on failure. */
-static int write_all(int fd, const void *p, size_t n, size_t *done)
+int ledger_write_all(int fd, const void *p, size_t n, size_t *done)
 {
   const char *c = p;
   *done = 0;
@@ -127,7 +65,7 @@ static int write_all(int fd, const void *p, size_t n, size_t *done)
   return 0;
 }
 
-static int fsync_path(const char *path)
+int ledger_fsync_path(const char *path)
 {
   int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0)
@@ -148,11 +86,11 @@ static int fsync_parent(const char *path)
   while (n > 1 && path[n - 1] == '/')
     n--;
   if (n == 0)
-    return fsync_path(".");
+    return ledger_fsync_path(".");
   char *parent = strndup(path, n);
   if (parent == NULL)
     return -ENOMEM;
-  int rc = fsync_path(parent);
+  int rc = ledger_fsync_path(parent);
   free(parent);
   return rc;
 }
@@ -171,17 +109,17 @@ static int check_fields(airlock_ledger *l, const msgpack_object *fields, const c
   if (fields == NULL)
     return 0;
   if (fields->type != MSGPACK_OBJECT_MAP)
-    return set_err(l, -EINVAL, "ledger: record fields must be a map");
+    return ledger_set_err(l, -EINVAL, "ledger: record fields must be a map");
   if (fields->via.map.size > UINT32_MAX - 8)
-    return set_err(l, -EINVAL, "ledger: too many record fields");
+    return ledger_set_err(l, -EINVAL, "ledger: too many record fields");
   for (uint32_t i = 0; i < fields->via.map.size; i++) {
     const msgpack_object *k = &fields->via.map.ptr[i].key;
     if (k->type != MSGPACK_OBJECT_STR)
-      return set_err(l, -EINVAL, "ledger: record field #%" PRIu32 " has a key that is not a string",
+      return ledger_set_err(l, -EINVAL, "ledger: record field #%" PRIu32 " has a key that is not a string",
                      i + 1);
     for (const char *const *r = reserved; *r != NULL; r++)
       if (is_key(k, *r))
-        return set_err(l, -EINVAL, "ledger: field '%s' is the ledger's own and cannot be given", *r);
+        return ledger_set_err(l, -EINVAL, "ledger: field '%s' is the ledger's own and cannot be given", *r);
   }
   return 0;
 }
@@ -251,15 +189,13 @@ static int broken(airlock_ledger *l, int e, const char *what, uint64_t seq, size
                    : e == -ENOSPC || e == -EDQUOT ? " (the disk or quota is full: free space, "
                                                     "then open the ledger again)"
                    : e == -EIO ? " (an I/O error: see dmesg and check the disk)" : "";
-  return set_err(l, e, "ledger: %s of seq %" PRIu64 " to %s failed: %s%s; %s; the ledger "
+  return ledger_set_err(l, e, "ledger: %s of seq %" PRIu64 " to %s failed: %s%s; %s; the ledger "
                  "refuses further appends", what, seq, l->journal, airlock_strerror(-e), hint, tail);
 }
 
-static int write_out(airlock_ledger *l);
-
-static int sync_now(airlock_ledger *l)
+int ledger_sync_now(airlock_ledger *l)
 {
-  int wr = write_out(l);
+  int wr = ledger_write_out(l);
   if (wr < 0)
     return wr;
   if (l->durable_seq == l->seq) {
@@ -269,7 +205,7 @@ static int sync_now(airlock_ledger *l)
   if (fdatasync(l->fd) < 0) {
     int e = -errno;
     l->sticky = e;
-    return set_err(l, e, "ledger: fdatasync of %s failed: %s; records after seq %" PRIu64
+    return ledger_set_err(l, e, "ledger: fdatasync of %s failed: %s; records after seq %" PRIu64
                    " may not be on disk; the ledger refuses further appends",
                    l->journal, airlock_strerror(-e), l->durable_seq);
   }
@@ -283,8 +219,6 @@ static int window_passed(const airlock_ledger *l, double now)
   return l->durable_seq != l->seq && now - l->pending_since >= (double)l->batch_ms;
 }
 
-static void maybe_seal(airlock_ledger *l);
-
 /* l->sb holds the header placeholder and a body for seq l->seq + 1: finish the
 ** record, write it whole, and make it as durable as the mode says. */
 static int commit(airlock_ledger *l)
@@ -293,7 +227,7 @@ static int commit(airlock_ledger *l)
   size_t len = l->sb.size - LEDGER_HDR;
   if (len == 0 || len > AIRLOCK_LEDGER_BODY_MAX) {
     release_big_buffer(l);
-    return set_err(l, -EMSGSIZE, "ledger: record seq %" PRIu64 " is %zu bytes, over the limit "
+    return ledger_set_err(l, -EMSGSIZE, "ledger: record seq %" PRIu64 " is %zu bytes, over the limit "
                    "of %u", seq, len, AIRLOCK_LEDGER_BODY_MAX);
   }
   uint8_t *p = (uint8_t *)l->sb.data;
@@ -304,7 +238,7 @@ static int commit(airlock_ledger *l)
   uint8_t h[LEDGER_HASH];
   ledger_chain(l->head, p + LEDGER_HDR, len, h);
   if (msgpack_sbuffer_write(&l->sb, (const char *)h, sizeof h) != 0)
-    return set_err(l, -ENOMEM, "ledger: out of memory for record seq %" PRIu64, seq);
+    return ledger_set_err(l, -ENOMEM, "ledger: out of memory for record seq %" PRIu64, seq);
 
   /* batch: a window that has passed is closed before this record opens the next
   ** (coalesce: by the caller's tick, after it has answered what it accepted) */
@@ -312,7 +246,7 @@ static int commit(airlock_ledger *l)
   double now = l->durability == AIRLOCK_DURABLE_BATCH &&
                (!l->coalesce || l->durable_seq == l->seq) ? mono_ms() : 0;
   if (l->durability == AIRLOCK_DURABLE_BATCH && !l->coalesce && window_passed(l, now)) {
-    int rc = sync_now(l);
+    int rc = ledger_sync_now(l);
     if (rc < 0)
       return rc;
   }
@@ -326,10 +260,10 @@ static int commit(airlock_ledger *l)
     }
     if (msgpack_sbuffer_write(&l->wq, l->sb.data, l->sb.size) != 0) {
       release_big_buffer(l);
-      return set_err(l, -ENOMEM, "ledger: out of memory for record seq %" PRIu64, seq);
+      return ledger_set_err(l, -ENOMEM, "ledger: out of memory for record seq %" PRIu64, seq);
     }
   } else {
-    int rc = write_all(l->fd, l->sb.data, l->sb.size, &written);
+    int rc = ledger_write_all(l->fd, l->sb.data, l->sb.size, &written);
     if (rc < 0)
       return broken(l, rc, "write", seq, written);
     if (l->durability == AIRLOCK_DURABLE_ALWAYS && fdatasync(l->fd) < 0)
@@ -346,23 +280,23 @@ static int commit(airlock_ledger *l)
   else if (l->durable_seq + 1 == seq)
     l->pending_since = now;
   if (l->coalesce && l->wq.size >= WQ_MAX) {
-    int rc = write_out(l);
+    int rc = ledger_write_out(l);
     if (rc < 0)
       return rc;
   }
-  maybe_seal(l);
+  ledger_maybe_seal(l);
   return 0;
 }
 
 /* Coalesce: writes the records kept in wq, in one write(2). On failure none
 ** of them counts: seq, off and head go back to the journal's end on disk, the
 ** file is cut there, and the ledger is sticky. */
-static int write_out(airlock_ledger *l)
+int ledger_write_out(airlock_ledger *l)
 {
   if (l->wq.size == 0)
     return 0;
   size_t written;
-  int rc = write_all(l->fd, l->wq.data, l->wq.size, &written);
+  int rc = ledger_write_all(l->fd, l->wq.data, l->wq.size, &written);
   msgpack_sbuffer_clear(&l->wq);
   if (l->wq.alloc > 2 * WQ_MAX) {
     msgpack_sbuffer_destroy(&l->wq);
@@ -382,362 +316,7 @@ int airlock_ledger_write_out(airlock_ledger *l)
 {
   if (l->sticky)
     return l->sticky;
-  return write_out(l);
-}
-
-/* ------------------------------------------------------------------ sealing */
-
-static void put_be32(uint8_t *p, uint32_t v)
-{
-  p[0] = (uint8_t)(v >> 24);
-  p[1] = (uint8_t)(v >> 16);
-  p[2] = (uint8_t)(v >> 8);
-  p[3] = (uint8_t)v;
-}
-
-/* A seal is a job in steps, each bounded: with seal_stepped the caller runs
-** them when nothing waits (airlock_ledger_seal_step), otherwise the append
-** that starts it runs them all. The journal stays authoritative throughout:
-**   compress  the journal's first jlen bytes (a whole number of records, on
-**             disk: synced first), a block per step, into segment.N.tmp,
-**             fdatasynced every SYNC_EVERY bytes and at the end; then fsync,
-**             rename to segment.N, fsync of the directory. A crash before:
-**             the .tmp is removed on the next open, nothing else changed.
-**   tail      appends went on into the journal meanwhile: its bytes after
-**             jlen are copied into journal.tmp, a step at a time, each
-**             fdatasynced; once it has caught up, the rest (a step's worth at
-**             most), fdatasync, rename over the journal, fsync of the
-**             directory. A crash before: the journal repeats segment N's
-**             bytes, then its own records; readers skip the repeat, the next
-**             open rewrites the journal without it.
-** LEDGER_CRASH_POINT marks the phases a test build of the ledger process can
-** be stopped in (ledger_int.h); elsewhere it is nothing. */
-#define SEAL_BLOCK (128u << 10)   /* plain bytes per block (per step) of a stepped seal */
-#define TAIL_STEP  (256u << 10)   /* journal bytes copied per step */
-#define SYNC_EVERY (1u << 20)     /* segment bytes written between fdatasyncs */
-
-#define RELEASE_STEP (256u << 10) /* old journal bytes freed per step */
-
-enum { SEAL_NONE, SEAL_COMPRESS, SEAL_SYNC, SEAL_PLACE, SEAL_TAIL, SEAL_RELEASE };
-
-#ifdef AIRLOCK_CRASH_POINTS
-/* Test builds only (ledger_int.h says why production has none of this). */
-static const char *const crash_phases[] = { "segment", "placed", "journal", "swapped", NULL };
-static const char *crash_at;   /* the armed phase, one of crash_phases; NULL: none */
-
-int ledger_crash_arm(const char *phase)
-{
-  crash_at = NULL;
-  if (phase == NULL || *phase == '\0')
-    return 0;
-  for (const char *const *p = crash_phases; *p; p++)
-    if (strcmp(*p, phase) == 0) {
-      crash_at = *p;
-      return 0;
-    }
-  return -EINVAL;
-}
-
-void ledger_crash_point(const char *phase)
-{
-  if (crash_at == NULL || strcmp(crash_at, phase) != 0)
-    return;
-  raise(SIGSTOP);
-  _exit(LEDGER_EXIT_CRASH_POINT);   /* continued: still not a step further */
-}
-#endif
-
-static int pread_all(int fd, uint8_t *p, size_t n, uint64_t at)
-{
-  for (size_t got = 0; got < n;) {
-    ssize_t k = pread(fd, p + got, n - got, (off_t)(at + got));
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k <= 0)
-      return k < 0 ? -errno : -EIO;
-    got += (size_t)k;
-  }
-  return 0;
-}
-
-/* Ends the job; a .tmp left unfinished is removed. */
-static void seal_drop(airlock_ledger *l)
-{
-  if (l->sj.rfd >= 0) close(l->sj.rfd);
-  if (l->sj.wfd >= 0) close(l->sj.wfd);
-  if (l->sj.old_fd >= 0) close(l->sj.old_fd);
-  l->sj.old_fd = -1;
-  if (l->sj.phase != SEAL_NONE && l->sj.tmp[0])
-    unlink(l->sj.tmp);
-  l->sj.rfd = l->sj.wfd = -1;
-  l->sj.phase = SEAL_NONE;
-  l->sj.tmp[0] = '\0';
-  free(l->sj.plain);
-  free(l->sj.packed);
-  l->sj.plain = l->sj.packed = NULL;
-}
-
-/* A step failed before the segment was in place: the journal is as it was,
-** the ledger goes on, and the seal is tried again later. */
-static int seal_abort(airlock_ledger *l, int rc, const char *what)
-{
-  set_err(l, rc, "ledger: sealing %s into segment.%06u failed (%s): %s; the journal is as it "
-          "was and the seal is tried again later", l->journal, l->nseg + 1, what,
-          airlock_strerror(-rc));
-  seal_drop(l);
-  l->seal_at = l->off - l->base + l->seal_bytes / 4 + 1;
-  return rc;
-}
-
-static int seal_broken(airlock_ledger *l, int rc, const char *what);
-
-static int seal_start(airlock_ledger *l)
-{
-  if (l->nseg >= LEDGER_SEG_LAST)
-    return set_err(l, -EFBIG, "ledger: %s has %u segments, the most it may have", l->dir, l->nseg);
-  int rc = sync_now(l);   /* the bytes sealed are on disk in the journal too */
-  if (rc < 0)
-    return rc;
-  l->sj.jlen = l->off - l->base;
-  l->sj.at = l->sj.synced = 0;
-  l->sj.block = l->seal_stepped ? SEAL_BLOCK : AIRLOCK_LEDGER_BLOCK_PLAIN;
-  ledger_seg_name(l->dir, l->nseg + 1, ".tmp", l->sj.tmp, sizeof l->sj.tmp);
-  l->sj.phase = SEAL_COMPRESS;
-  l->sj.rfd = open(l->journal, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  l->sj.wfd = open(l->sj.tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (l->sj.rfd < 0 || l->sj.wfd < 0)
-    return seal_abort(l, -errno, "open");
-  l->sj.plain = malloc(l->sj.block);
-  l->sj.packed = malloc(l->sj.block);
-  if (l->sj.plain == NULL || l->sj.packed == NULL)
-    return seal_abort(l, -ENOMEM, "memory for a block");
-  uint8_t h[LEDGER_SEG_HDR] = LEDGER_SEG_MAGIC;
-  put_be32(h + 8, (uint32_t)(l->sj.jlen >> 32));
-  put_be32(h + 12, (uint32_t)l->sj.jlen);
-  size_t done;
-  if ((rc = write_all(l->sj.wfd, h, sizeof h, &done)) < 0)
-    return seal_abort(l, rc, "write");
-  return 0;
-}
-
-/* One block into the segment, in the codec's form when that is smaller; the
-** last one puts the segment in place and starts the tail. */
-static int seal_compress_step(airlock_ledger *l)
-{
-  const airlock_ledger_codec *c = airlock_ledger_get_codec();
-  uint64_t left = l->sj.jlen - l->sj.at;
-  size_t n = left < l->sj.block ? (size_t)left : l->sj.block, done;
-  int rc = pread_all(l->sj.rfd, l->sj.plain, n, l->sj.at);
-  if (rc < 0)
-    return seal_abort(l, rc, "read");
-  /* stored only when smaller: so a stored block never exceeds its plain size */
-  size_t z = c ? c->compress(l->sj.plain, n, l->sj.packed, n - 1) : 0;
-  uint8_t b[LEDGER_BLK_HDR] = { z ? c->id : AIRLOCK_LEDGER_CODEC_NONE, 0, 0, 0 };
-  put_be32(b + 4, (uint32_t)n);
-  put_be32(b + 8, (uint32_t)(z ? z : n));
-  if ((rc = write_all(l->sj.wfd, b, sizeof b, &done)) < 0 ||
-      (rc = write_all(l->sj.wfd, z ? l->sj.packed : l->sj.plain, z ? z : n, &done)) < 0)
-    return seal_abort(l, rc, "write");
-  LEDGER_CRASH_POINT("segment");
-  l->sj.at += n;
-  l->sj.synced += LEDGER_BLK_HDR + (z ? z : n);
-  if (l->sj.at < l->sj.jlen) {
-    /* the final fsync then has little left to write */
-    if (l->seal_stepped && l->sj.synced >= SYNC_EVERY) {
-      if (fdatasync(l->sj.wfd) < 0)
-        return seal_abort(l, -errno, "fdatasync");
-      l->sj.synced = 0;
-    }
-    return 0;
-  }
-  l->sj.phase = SEAL_SYNC;
-  return 0;
-}
-
-/* The segment is on disk (a step), and its name (the next), before the
-** journal is replaced. */
-static int seal_sync_step(airlock_ledger *l)
-{
-  if (fsync(l->sj.wfd) < 0)
-    return seal_abort(l, -errno, "fsync");
-  l->sj.phase = SEAL_PLACE;
-  return 0;
-}
-
-static int seal_place_step(airlock_ledger *l)
-{
-  int rc;
-  char seg[4096];
-  ledger_seg_name(l->dir, l->nseg + 1, NULL, seg, sizeof seg);
-  if (rename(l->sj.tmp, seg) < 0)
-    return seal_abort(l, -errno, "rename");
-  LEDGER_CRASH_POINT("placed");
-  l->nseg++;
-  close(l->sj.wfd);
-  free(l->sj.packed);
-  l->sj.packed = NULL;
-  l->sj.wfd = -1;
-  l->sj.phase = SEAL_TAIL;   /* from here on, a failure is sticky */
-  if ((rc = fsync_path(l->dir)) < 0) {
-    l->sticky = rc;
-    return set_err(l, rc, "ledger: after sealing segment.%06u, fsync of %s failed: %s; the "
-                   "ledger refuses further appends", l->nseg, l->dir, airlock_strerror(-rc));
-  }
-  snprintf(l->sj.tmp, sizeof l->sj.tmp, "%s.tmp", l->journal);
-  l->sj.wfd = open(l->sj.tmp, O_WRONLY | O_APPEND | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  l->sj.at = l->sj.jlen;   /* the journal's offset copied up to */
-  if (l->sj.wfd < 0)
-    return seal_broken(l, -errno, "open");
-  return 0;
-}
-
-/* After the segment is in place, a failure leaves the journal repeating it
-** (readers skip that); the ledger refuses further appends. */
-static int seal_broken(airlock_ledger *l, int rc, const char *what)
-{
-  l->sticky = rc;
-  set_err(l, rc, "ledger: after sealing segment.%06u, replacing %s failed (%s: %s); it repeats "
-          "the segment, which readers skip, and the next open replaces it; the ledger refuses "
-          "further appends", l->nseg, l->journal, what, airlock_strerror(-rc));
-  seal_drop(l);
-  return rc;
-}
-
-/* Copies the journal's bytes [at, end) into journal.tmp, at most max of them. */
-static int tail_copy(airlock_ledger *l, uint64_t end, size_t max)
-{
-  while (l->sj.at < end && max > 0) {
-    uint64_t left = end - l->sj.at;
-    size_t n = left < l->sj.block ? (size_t)left : l->sj.block, done;
-    if (n > max)
-      n = max;
-    int rc = pread_all(l->sj.rfd, l->sj.plain, n, l->sj.at);
-    if (rc == 0)
-      rc = write_all(l->sj.wfd, l->sj.plain, n, &done);
-    if (rc < 0)
-      return rc;
-    l->sj.at += n;
-    max -= n;
-  }
-  return 0;
-}
-
-/* A step of the tail; once it has caught up with the journal, the swap. */
-static int seal_tail_step(airlock_ledger *l)
-{
-  /* the journal's end on disk (records kept by coalesce are not yet in it) */
-  uint64_t jend = (l->wq.size > 0 ? l->w_off : l->off) - l->base;
-  if (jend - l->sj.at > TAIL_STEP) {
-    int rc = tail_copy(l, jend, TAIL_STEP);
-    if (rc == 0 && fdatasync(l->sj.wfd) < 0)
-      rc = -errno;
-    return rc < 0 ? seal_broken(l, rc, "copy") : 0;
-  }
-  int rc = write_out(l);   /* every accepted record goes along */
-  if (rc < 0)
-    return rc;
-  jend = l->off - l->base;
-  if ((rc = tail_copy(l, jend, SIZE_MAX)) < 0)
-    return seal_broken(l, rc, "copy");
-  if (fdatasync(l->sj.wfd) < 0)
-    return seal_broken(l, -errno, "fdatasync");
-  LEDGER_CRASH_POINT("journal");
-  if (rename(l->sj.tmp, l->journal) < 0)
-    return seal_broken(l, -errno, "rename");
-  LEDGER_CRASH_POINT("swapped");
-  l->sj.tmp[0] = '\0';   /* in place: nothing to remove */
-  /* the old journal's blocks are freed a step at a time (its last close
-  ** would free them all at once, with a discard each) */
-  l->sj.old_fd = l->fd;
-  l->fd = l->sj.wfd;
-  l->sj.wfd = -1;
-  l->base += l->sj.jlen;
-  l->durable_seq = l->seq;   /* all of it is in the fdatasynced new journal */
-  l->pending_since = 0;
-  l->seal_at = l->seal_bytes;
-  l->sj.phase = SEAL_RELEASE;
-  /* before any later record can be called durable: its journal's name is */
-  if ((rc = fsync_path(l->dir)) < 0) {
-    l->sticky = rc;
-    seal_drop(l);
-    return set_err(l, rc, "ledger: after sealing segment.%06u, fsync of %s failed: %s; the "
-                   "ledger refuses further appends", l->nseg, l->dir, airlock_strerror(-rc));
-  }
-  return 0;
-}
-
-static int seal_release_step(airlock_ledger *l)
-{
-  struct stat st;
-  if (fstat(l->sj.old_fd, &st) == 0 && (uint64_t)st.st_size > RELEASE_STEP) {
-    if (ftruncate(l->sj.old_fd, st.st_size - RELEASE_STEP) == 0)
-      return 0;
-  }
-  seal_drop(l);   /* the last of it goes with the descriptor */
-  return 0;
-}
-
-int airlock_ledger_seal_pending(const airlock_ledger *l)
-{
-  return l->sj.phase != SEAL_NONE && !l->sticky;
-}
-
-int airlock_ledger_seal_step(airlock_ledger *l)
-{
-  if (l->sticky)
-    return l->sticky;
-  switch (l->sj.phase) {
-  case SEAL_COMPRESS: return seal_compress_step(l);
-  case SEAL_SYNC: return seal_sync_step(l);
-  case SEAL_PLACE: return seal_place_step(l);
-  case SEAL_TAIL: return seal_tail_step(l);
-  case SEAL_RELEASE: return seal_release_step(l);
-  default: return 0;
-  }
-}
-
-static int seal_finish(airlock_ledger *l)
-{
-  int rc = 0;
-  while (rc == 0 && airlock_ledger_seal_pending(l))
-    rc = airlock_ledger_seal_step(l);
-  return l->sticky ? l->sticky : rc;
-}
-
-int airlock_ledger_seal(airlock_ledger *l)
-{
-  if (l->sticky)
-    return l->sticky;
-  if (l->sj.phase == SEAL_NONE) {
-    if (l->off - l->base == 0)
-      return 0;
-    int rc = seal_start(l);
-    if (rc < 0)
-      return rc;
-  }
-  return seal_finish(l);
-}
-
-unsigned airlock_ledger_segments(const airlock_ledger *l)
-{
-  return l->nseg;
-}
-
-/* After an append: seal once the journal is big enough (stepped: start the
-** job; the caller's idle time runs it). A seal that fails before its segment
-** is in place costs nothing but a retry later (the record is in the journal
-** either way); one that fails after is sticky. */
-static void maybe_seal(airlock_ledger *l)
-{
-  if (l->sj.phase != SEAL_NONE || l->off - l->base < l->seal_at)
-    return;
-  if (l->seal_stepped) {
-    if (seal_start(l) < 0 && !l->sticky)
-      l->seal_at = l->off - l->base + l->seal_bytes / 4 + 1;
-    return;
-  }
-  if (airlock_ledger_seal(l) < 0 && !l->sticky)
-    l->seal_at = l->off - l->base + l->seal_bytes / 4 + 1;
+  return ledger_write_out(l);
 }
 
 /* The record packed in l->sb, checked as a reader will read it (a body a
@@ -750,7 +329,7 @@ static int check_and_commit(airlock_ledger *l, uint64_t *seq_out)
   if (len <= AIRLOCK_LEDGER_BODY_MAX &&
       airlock_msg_check(l->sb.data + LEDGER_HDR, len, why, sizeof why) < 0) {
     release_big_buffer(l);
-    return set_err(l, -EINVAL, "ledger: record seq %" PRIu64 " cannot be read back: %s",
+    return ledger_set_err(l, -EINVAL, "ledger: record seq %" PRIu64 " cannot be read back: %s",
                    l->seq + 1, why);
   }
   int rc = commit(l);
@@ -782,7 +361,7 @@ static int may_append(airlock_ledger *l, const char *kind)
   if (l->sticky)
     return l->sticky;
   if (!kind_word(kind))
-    return set_err(l, -EINVAL, "ledger: '%.32s' is not a record kind: a word of 1 to %d "
+    return ledger_set_err(l, -EINVAL, "ledger: '%.32s' is not a record kind: a word of 1 to %d "
                    "lower-case letters, digits, '.', '_' or '-', other than 'session' (the "
                    "ledger's own)", kind ? kind : "(null)", AIRLOCK_LEDGER_KIND_MAX);
   return 0;
@@ -800,7 +379,7 @@ int airlock_ledger_append(airlock_ledger *l, const char *kind, uint64_t run,
   uint32_t extra = fields ? fields->via.map.size : 0;
   if (begin_record(l, kind, run, unix_now(), extra) < 0 || pack_fields(l, fields) < 0) {
     release_big_buffer(l);
-    return set_err(l, -ENOMEM, "ledger: out of memory packing record seq %" PRIu64, l->seq + 1);
+    return ledger_set_err(l, -ENOMEM, "ledger: out of memory packing record seq %" PRIu64, l->seq + 1);
   }
   return check_and_commit(l, seq_out);
 }
@@ -886,15 +465,15 @@ int airlock_ledger_append_packed(airlock_ledger *l, const char *kind, uint64_t r
         count = count << 8 | b[1 + i];
       pos = 1 + lb;
     } else {
-      return set_err(l, -EPROTO, "ledger: record fields must be a map");
+      return ledger_set_err(l, -EPROTO, "ledger: record fields must be a map");
     }
   }
   if (count > (n - pos) / 2 || count > UINT32_MAX - 8)
-    return set_err(l, -EPROTO, "ledger: record fields claim %" PRIu64 " pairs in %zu bytes", count, n);
+    return ledger_set_err(l, -EPROTO, "ledger: record fields claim %" PRIu64 " pairs in %zu bytes", count, n);
   size_t entries = pos;
   for (uint64_t i = 0; i < count; i++) {
     if (pos >= n)
-      return set_err(l, -EPROTO, "ledger: record fields claim %" PRIu64 " pairs and hold %" PRIu64,
+      return ledger_set_err(l, -EPROTO, "ledger: record fields claim %" PRIu64 " pairs and hold %" PRIu64,
                      count, i);
     uint8_t tag = b[pos];
     uint64_t kn = 0;
@@ -904,30 +483,30 @@ int airlock_ledger_append_packed(airlock_ledger *l, const char *kind, uint64_t r
     } else if (tag >= 0xd9 && tag <= 0xdb) {
       unsigned lb = 1u << (tag - 0xd9);
       if (n - at < lb)
-        return set_err(l, -EPROTO, "ledger: record field #%" PRIu64 " is cut short", i + 1);
+        return ledger_set_err(l, -EPROTO, "ledger: record field #%" PRIu64 " is cut short", i + 1);
       for (unsigned k = 0; k < lb; k++)
         kn = kn << 8 | b[at + k];
       at += lb;
     } else {
-      return set_err(l, -EINVAL, "ledger: record field #%" PRIu64 " has a key that is not a string",
+      return ledger_set_err(l, -EINVAL, "ledger: record field #%" PRIu64 " has a key that is not a string",
                      i + 1);
     }
     if (kn > n - at)
-      return set_err(l, -EPROTO, "ledger: record field #%" PRIu64 " is cut short", i + 1);
+      return ledger_set_err(l, -EPROTO, "ledger: record field #%" PRIu64 " is cut short", i + 1);
     for (const char *const *r = reserved_record; *r != NULL; r++)
       if (strlen(*r) == kn && memcmp(b + at, *r, kn) == 0)
-        return set_err(l, -EINVAL, "ledger: field '%s' is the ledger's own and cannot be given", *r);
+        return ledger_set_err(l, -EINVAL, "ledger: field '%s' is the ledger's own and cannot be given", *r);
     pos = at + (size_t)kn;
     if (skip_object(b, n, &pos) < 0)
-      return set_err(l, -EPROTO, "ledger: record field #%" PRIu64 " is not a whole msgpack value",
+      return ledger_set_err(l, -EPROTO, "ledger: record field #%" PRIu64 " is not a whole msgpack value",
                      i + 1);
   }
   if (pos != n)
-    return set_err(l, -EPROTO, "ledger: %zu bytes follow the record fields' map", n - pos);
+    return ledger_set_err(l, -EPROTO, "ledger: %zu bytes follow the record fields' map", n - pos);
   if (begin_record(l, kind, run, unix_now(), (uint32_t)count) < 0 ||
       msgpack_sbuffer_write(&l->sb, (const char *)b + entries, n - entries) != 0) {
     release_big_buffer(l);
-    return set_err(l, -ENOMEM, "ledger: out of memory packing record seq %" PRIu64, l->seq + 1);
+    return ledger_set_err(l, -ENOMEM, "ledger: out of memory packing record seq %" PRIu64, l->seq + 1);
   }
   return check_and_commit(l, seq_out);
 }
@@ -942,7 +521,7 @@ static int append_raw(airlock_ledger *l, const void *body, size_t len)
   if (msgpack_sbuffer_write(&l->sb, zero, sizeof zero) != 0 ||
       msgpack_sbuffer_write(&l->sb, body, len) != 0) {
     release_big_buffer(l);
-    return set_err(l, -ENOMEM, "ledger: out of memory copying record seq %" PRIu64, l->seq + 1);
+    return ledger_set_err(l, -ENOMEM, "ledger: out of memory copying record seq %" PRIu64, l->seq + 1);
   }
   return commit(l);
 }
@@ -955,7 +534,7 @@ static int write_session(airlock_ledger *l, const msgpack_object *fields)
   while (got < sizeof id) {   /* the kernel's CSPRNG; small reads never come short once seeded */
     ssize_t n = getrandom(id + got, sizeof id - got, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return set_err(l, n < 0 ? -errno : -EIO, "ledger: getrandom for the session id failed");
+    if (n <= 0) return ledger_set_err(l, n < 0 ? -errno : -EIO, "ledger: getrandom for the session id failed");
     got += (size_t)n;
   }
   static const char digits[] = "0123456789abcdef";
@@ -974,10 +553,10 @@ static int write_session(airlock_ledger *l, const msgpack_object *fields)
   airlock_pack_cstr(&l->pk, "created");
   bad |= msgpack_pack_double(&l->pk, t);
   if (bad || pack_fields(l, fields) < 0)
-    return set_err(l, -ENOMEM, "ledger: out of memory packing the session record");
+    return ledger_set_err(l, -ENOMEM, "ledger: out of memory packing the session record");
   int rc = commit(l);
   if (rc == 0)
-    rc = sync_now(l);
+    rc = ledger_sync_now(l);
   return rc;
 }
 
@@ -994,24 +573,24 @@ static int check_dir(airlock_ledger *l)
     if (e == -ELOOP || e == -ENOTDIR) {
       struct stat lst;
       if (lstat(l->dir, &lst) == 0 && S_ISLNK(lst.st_mode))
-        return set_err(l, -ELOOP, "ledger: %s is a symbolic link; give the real directory (a link could "
+        return ledger_set_err(l, -ELOOP, "ledger: %s is a symbolic link; give the real directory (a link could "
                        "send the ledger's writes anywhere)", l->dir);
-      return set_err(l, e, "ledger: %s is not a directory", l->dir);
+      return ledger_set_err(l, e, "ledger: %s is not a directory", l->dir);
     }
     if (e == -ENOENT)
-      return set_err(l, e, "ledger: %s does not exist (open with create to start a session)", l->dir);
-    return set_err(l, e, "ledger: cannot open %s: %s", l->dir, airlock_strerror(-e));
+      return ledger_set_err(l, e, "ledger: %s does not exist (open with create to start a session)", l->dir);
+    return ledger_set_err(l, e, "ledger: cannot open %s: %s", l->dir, airlock_strerror(-e));
   }
   struct stat st;
   int rc = fstat(fd, &st) < 0 ? -errno : 0;
   close(fd);
   if (rc < 0)
-    return set_err(l, rc, "ledger: cannot stat %s: %s", l->dir, airlock_strerror(-rc));
+    return ledger_set_err(l, rc, "ledger: cannot stat %s: %s", l->dir, airlock_strerror(-rc));
   if (st.st_uid != geteuid())
-    return set_err(l, -EPERM, "ledger: %s is owned by uid %u, not by this process's uid %u; a session "
+    return ledger_set_err(l, -EPERM, "ledger: %s is owned by uid %u, not by this process's uid %u; a session "
                    "directory must be the writer's own", l->dir, (unsigned)st.st_uid, (unsigned)geteuid());
   if (st.st_mode & 022)
-    return set_err(l, -EPERM, "ledger: %s is writable by %s (mode %03o); a session directory must be "
+    return ledger_set_err(l, -EPERM, "ledger: %s is writable by %s (mode %03o); a session directory must be "
                    "writable by its owner alone (chmod go-w %s)", l->dir,
                    (st.st_mode & 002) ? "others" : "its group", (unsigned)(st.st_mode & 0777), l->dir);
   return 0;
@@ -1044,27 +623,27 @@ static int take_lock(airlock_ledger *l)
 {
   char *path = ledger_join(l->dir, LEDGER_LOCK);
   if (path == NULL)
-    return set_err(l, -ENOMEM, "ledger: out of memory");
+    return ledger_set_err(l, -ENOMEM, "ledger: out of memory");
   l->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   int e = l->lock_fd < 0 ? -errno : 0;
   free(path);
   if (e == -ENOENT)
-    return set_err(l, e, "ledger: %s does not exist (open with create to start a session)", l->dir);
+    return ledger_set_err(l, e, "ledger: %s does not exist (open with create to start a session)", l->dir);
   if (e < 0)
-    return set_err(l, e, "ledger: cannot open %s/%s: %s", l->dir, LEDGER_LOCK, airlock_strerror(-e));
+    return ledger_set_err(l, e, "ledger: cannot open %s/%s: %s", l->dir, LEDGER_LOCK, airlock_strerror(-e));
   while (flock(l->lock_fd, LOCK_EX | LOCK_NB) < 0) {
     if (errno == EINTR)
       continue;
     e = -errno;
     if (e != -EWOULDBLOCK)
-      return set_err(l, e, "ledger: cannot lock %s/%s: %s", l->dir, LEDGER_LOCK, airlock_strerror(-e));
+      return ledger_set_err(l, e, "ledger: cannot lock %s/%s: %s", l->dir, LEDGER_LOCK, airlock_strerror(-e));
     char buf[32] = "";
     ssize_t n = pread(l->lock_fd, buf, sizeof buf - 1, 0);
     buf[n > 0 ? n : 0] = '\0';
     long pid = strtol(buf, NULL, 10);
     if (pid > 0)
-      return set_err(l, e, "ledger: %s is in use by pid %ld", l->dir, pid);
-    return set_err(l, e, "ledger: %s is in use by another process (it has not written its pid "
+      return ledger_set_err(l, e, "ledger: %s is in use by pid %ld", l->dir, pid);
+    return ledger_set_err(l, e, "ledger: %s is in use by another process (it has not written its pid "
                    "yet)", l->dir);
   }
   l->locked = 1;
@@ -1072,7 +651,7 @@ static int take_lock(airlock_ledger *l)
   int n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
   if (ftruncate(l->lock_fd, 0) < 0 || pwrite(l->lock_fd, buf, (size_t)n, 0) != n) {
     e = -errno;
-    return set_err(l, e, "ledger: cannot write the pid into %s/%s: %s", l->dir, LEDGER_LOCK,
+    return ledger_set_err(l, e, "ledger: cannot write the pid into %s/%s: %s", l->dir, LEDGER_LOCK,
                    airlock_strerror(-e));
   }
   return 0;
@@ -1082,7 +661,7 @@ static void free_ledger(airlock_ledger *l)
 {
   if (l == NULL)
     return;
-  seal_drop(l);
+  ledger_seal_drop(l);
   if (l->fd >= 0)
     close(l->fd);
   if (l->lock_fd >= 0) {
@@ -1096,44 +675,6 @@ static void free_ledger(airlock_ledger *l)
   free(l->dir);
   free(l->journal);
   free(l);
-}
-
-/* The journal's first skip bytes repeat the last segment: it is replaced by
-** one holding only what follows them (synced, renamed, directory synced). */
-static int drop_repeat(airlock_ledger *l, uint64_t skip)
-{
-  struct stat st;
-  if (fstat(l->fd, &st) < 0)
-    return -errno;
-  if ((uint64_t)st.st_size <= skip)
-    return ftruncate(l->fd, 0) < 0 || fdatasync(l->fd) < 0 ? -errno : 0;
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp", l->journal);
-  int rfd = open(l->journal, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  int wfd = open(tmp, O_WRONLY | O_APPEND | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  uint8_t *buf = malloc(1u << 20);
-  int rc = rfd < 0 || wfd < 0 ? -errno : buf == NULL ? -ENOMEM : 0;
-  for (uint64_t at = skip; rc == 0 && at < (uint64_t)st.st_size;) {
-    uint64_t left = (uint64_t)st.st_size - at;
-    size_t n = left < (1u << 20) ? (size_t)left : (1u << 20), done;
-    if ((rc = pread_all(rfd, buf, n, at)) == 0)
-      rc = write_all(wfd, buf, n, &done);
-    at += n;
-  }
-  if (rc == 0 && (fdatasync(wfd) < 0 || rename(tmp, l->journal) < 0))
-    rc = -errno;
-  if (rc == 0 && (rc = fsync_path(l->dir)) == 0) {
-    close(l->fd);
-    l->fd = wfd;
-    wfd = -1;
-  }
-  free(buf);
-  if (rfd >= 0) close(rfd);
-  if (wfd >= 0) {
-    close(wfd);
-    unlink(tmp);
-  }
-  return rc;
 }
 
 /* Scans the journal; cuts a torn tail (unless the open is going to fail for
@@ -1151,15 +692,15 @@ static int recover(airlock_ledger *l, airlock_ledger_report *rep, int create)
   uint64_t stale = 0;
   ledger_reader_layout(r, &l->base, &l->nseg, &stale);
   if (rc == -EBADMSG)
-    set_err(l, rc, "%s; the journal is left as it is and cannot be written",
+    ledger_set_err(l, rc, "%s; the journal is left as it is and cannot be written",
             airlock_ledger_reader_error(r));
   else if (rc < 0)
-    set_err(l, rc, "%s", airlock_ledger_reader_error(r));
+    ledger_set_err(l, rc, "%s", airlock_ledger_reader_error(r));
   airlock_ledger_reader_close(r);
   if (rc < 0)
     return rc;
   if (rep->last_seq == 0 && !create)
-    return set_err(l, -ENOENT, "ledger: %s holds no records%s (open with create to start a "
+    return ledger_set_err(l, -ENOENT, "ledger: %s holds no records%s (open with create to start a "
                    "session)", l->journal, rep->torn_bytes ? ", only a torn one" : "");
   /* an unfinished seal left .tmp files; one cut short after its segment was
   ** in place left a journal that repeats the segment (the reader skipped it) */
@@ -1168,13 +709,13 @@ static int recover(airlock_ledger *l, airlock_ledger_report *rep, int create)
   unlink(tmp);
   snprintf(tmp, sizeof tmp, "%s.tmp", l->journal);
   unlink(tmp);
-  if (stale && (rc = drop_repeat(l, stale)) < 0)
-    return set_err(l, rc, "ledger: replacing %s, which repeats segment.%06u after an interrupted "
+  if (stale && (rc = ledger_drop_repeat(l, stale)) < 0)
+    return ledger_set_err(l, rc, "ledger: replacing %s, which repeats segment.%06u after an interrupted "
                    "seal, failed: %s", l->journal, l->nseg, airlock_strerror(-rc));
   if (rep->torn_bytes > 0 &&
       (ftruncate(l->fd, (off_t)(rep->bytes - l->base)) < 0 || fdatasync(l->fd) < 0)) {
     int e = -errno;
-    return set_err(l, e, "ledger: cutting the torn tail of %s at offset %" PRIu64 " failed: %s",
+    return ledger_set_err(l, e, "ledger: cutting the torn tail of %s at offset %" PRIu64 " failed: %s",
                    l->journal, rep->bytes - l->base, airlock_strerror(-e));
   }
   l->seq = rep->last_seq;
@@ -1217,7 +758,7 @@ int airlock_ledger_open(const char *dir, const airlock_ledger_opts *o, airlock_l
   l->dir = strdup(dir);
   l->journal = ledger_join(dir, LEDGER_JOURNAL);
   if (l->dir == NULL || l->journal == NULL) {
-    rc = set_err(l, -ENOMEM, "ledger: out of memory");
+    rc = ledger_set_err(l, -ENOMEM, "ledger: out of memory");
     goto fail;
   }
   if ((rc = check_fields(l, o->session_fields, reserved_session)) < 0)
@@ -1232,7 +773,7 @@ int airlock_ledger_open(const char *dir, const airlock_ledger_opts *o, airlock_l
     if (mk == 0) {
       made_dir = 1;
     } else if (errno != EEXIST) {
-      rc = set_err(l, -errno, "ledger: cannot create %s: %s", dir, airlock_strerror(errno));
+      rc = ledger_set_err(l, -errno, "ledger: cannot create %s: %s", dir, airlock_strerror(errno));
       goto fail;
     }
   }
@@ -1245,9 +786,9 @@ int airlock_ledger_open(const char *dir, const airlock_ledger_opts *o, airlock_l
   if (l->fd < 0) {
     rc = -errno;
     if (rc == -ENOENT)
-      set_err(l, rc, "ledger: %s does not exist (open with create to start a session)", l->journal);
+      ledger_set_err(l, rc, "ledger: %s does not exist (open with create to start a session)", l->journal);
     else
-      set_err(l, rc, "ledger: cannot open %s: %s", l->journal, airlock_strerror(-rc));
+      ledger_set_err(l, rc, "ledger: cannot open %s: %s", l->journal, airlock_strerror(-rc));
     goto fail;
   }
   if ((rc = recover(l, rep, o->create)) < 0)
@@ -1258,8 +799,8 @@ int airlock_ledger_open(const char *dir, const airlock_ledger_opts *o, airlock_l
       goto fail;
     l->created = 1;
     /* the names must survive a power cut as well as the record */
-    if ((rc = fsync_path(dir)) < 0 || (made_dir && (rc = fsync_parent(dir)) < 0)) {
-      set_err(l, rc, "ledger: fsync of the directory of %s failed: %s", l->journal, airlock_strerror(-rc));
+    if ((rc = ledger_fsync_path(dir)) < 0 || (made_dir && (rc = fsync_parent(dir)) < 0)) {
+      ledger_set_err(l, rc, "ledger: fsync of the directory of %s failed: %s", l->journal, airlock_strerror(-rc));
       goto fail;
     }
     rep->records = rep->last_seq = 1;
@@ -1267,7 +808,7 @@ int airlock_ledger_open(const char *dir, const airlock_ledger_opts *o, airlock_l
     memcpy(rep->head, l->head, LEDGER_HASH);
     memcpy(rep->session_id, l->id_hex, sizeof rep->session_id);
   } else if (fdatasync(l->fd) < 0) {
-    rc = set_err(l, -errno, "ledger: fdatasync of %s failed: %s", l->journal, airlock_strerror(errno));
+    rc = ledger_set_err(l, -errno, "ledger: fdatasync of %s failed: %s", l->journal, airlock_strerror(errno));
     goto fail;
   }
   l->durable_seq = l->seq;
@@ -1286,7 +827,7 @@ int airlock_ledger_tick(airlock_ledger *l)
   if (l->sticky)
     return l->sticky;
   if (l->durability == AIRLOCK_DURABLE_BATCH && window_passed(l, mono_ms()))
-    return sync_now(l);
+    return ledger_sync_now(l);
   return 0;
 }
 
@@ -1304,7 +845,7 @@ int airlock_ledger_flush(airlock_ledger *l)
 {
   if (l->sticky)
     return l->sticky;
-  return sync_now(l);
+  return ledger_sync_now(l);
 }
 
 int airlock_ledger_durability(const airlock_ledger *l)
@@ -1346,9 +887,9 @@ int airlock_ledger_close(airlock_ledger *l)
     return 0;
   /* Durability none promised no sync, and a host closing many sessions on its
   ** event loop should not pay one each. */
-  int rc = seal_finish(l);   /* a seal in progress is finished: nobody waits now */
+  int rc = ledger_seal_finish(l);   /* a seal in progress is finished: nobody waits now */
   if (rc == 0)
-    rc = l->durability == AIRLOCK_DURABLE_NONE ? write_out(l) : sync_now(l);
+    rc = l->durability == AIRLOCK_DURABLE_NONE ? ledger_write_out(l) : ledger_sync_now(l);
   free_ledger(l);
   return rc;
 }

@@ -1,5 +1,5 @@
 /*
-** ledger_read.c -- reading a journal: a streaming reader that verifies the chain
+** journal_read.c -- reading a journal: a streaming reader that verifies the chain
 ** record by record in bounded memory, names the damage it finds (altered,
 ** substituted, deleted, reordered, ...), tells a torn tail from a bad record,
 ** and airlock_ledger_verify on top of it.
@@ -18,22 +18,11 @@
 #include <openssl/evp.h>
 
 #include "airlock.h"
-#include "ledger_int.h"
+#include "journal_int.h"
 
 #define READ_CHUNK (256u << 10)   /* read(2) size, and the buffer kept between records */
 
 /* ------------------------------------------------------------------ shared helpers */
-
-int ledger_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-  if (err != NULL && errlen > 0) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return rc;
-}
 
 /* SHA-256 is OpenSSL's (libcrypto): it uses the CPU's SHA extensions, about
 ** three times the throughput of a portable implementation, and verify is bound
@@ -80,68 +69,6 @@ void ledger_chain(const uint8_t prev[LEDGER_HASH], const void *body, size_t len,
                   uint8_t out[LEDGER_HASH])
 {
   sha256_two(prev, LEDGER_HASH, body, len, out);
-}
-
-static int hexval(char c)
-{
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
-int ledger_unhex(const char *s, size_t n, uint8_t *out)
-{
-  for (size_t i = 0; i < n; i++) {
-    int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
-    if (hi < 0 || lo < 0)
-      return -EINVAL;
-    out[i] = (uint8_t)(hi << 4 | lo);
-  }
-  return 0;
-}
-
-void airlock_ledger_hex(const uint8_t hash[AIRLOCK_LEDGER_HASH_LEN], char out[65])
-{
-  static const char digits[] = "0123456789abcdef";
-  for (int i = 0; i < AIRLOCK_LEDGER_HASH_LEN; i++) {
-    out[2 * i] = digits[hash[i] >> 4];
-    out[2 * i + 1] = digits[hash[i] & 15];
-  }
-  out[64] = '\0';
-}
-
-char *airlock_ledger_format_checkpoint(uint64_t seq, const uint8_t hash[AIRLOCK_LEDGER_HASH_LEN],
-                                       char *out, size_t outlen)
-{
-  char hex[65];
-  airlock_ledger_hex(hash, hex);
-  snprintf(out, outlen, "%" PRIu64 ":%s", seq, hex);
-  return out;
-}
-
-int airlock_ledger_parse_checkpoint(const char *s, uint64_t *seq, uint8_t hash[AIRLOCK_LEDGER_HASH_LEN])
-{
-  uint64_t v = 0;
-  const char *p = s;
-  if (s == NULL || *p < '0' || *p > '9')
-    return -EINVAL;
-  for (; *p >= '0' && *p <= '9'; p++) {
-    if (v > (UINT64_MAX - (uint64_t)(*p - '0')) / 10)
-      return -EINVAL;
-    v = v * 10 + (uint64_t)(*p - '0');
-  }
-  if (v == 0 || *p != ':' || strlen(p + 1) != 2 * AIRLOCK_LEDGER_HASH_LEN)
-    return -EINVAL;
-  uint8_t h[AIRLOCK_LEDGER_HASH_LEN];
-  if (ledger_unhex(p + 1, sizeof h, h) < 0)
-    return -EINVAL;
-  *seq = v;
-  memcpy(hash, h, sizeof h);
-  return 0;
 }
 
 char *ledger_join(const char *dir, const char *name)
@@ -378,21 +305,9 @@ static int body_fields(const uint8_t *b, size_t len, struct fields *f, char *why
 /* ------------------------------------------------------------------ reader */
 
 struct airlock_ledger_reader {
-  int fd;                 /* the journal, opened before any segment */
   char *path;             /* the journal, for messages */
   char *dir;
-  /* the source of the plain stream: segments in turn, then the journal */
-  int in_journal;         /* reading the journal (after the last segment) */
-  int stale;              /* the journal was a stale copy of the last segment */
-  int sfd;                /* the segment being read, or -1 */
-  unsigned seg;           /* its number (0: none yet) */
-  uint64_t seg_off;       /* file offset of its next block header */
-  uint64_t seg_plain, seg_done; /* its plain bytes: declared, delivered */
-  uint64_t base;          /* plain bytes of the segments finished */
-  uint8_t *blk, *cblk;    /* a decoded block [blk_pos, blk_len); stored bytes */
-  size_t blk_pos, blk_len;
-  uint8_t head[LEDGER_SEG_HEAD]; /* the last segment's first plain bytes */
-  size_t head_len;
+  ledger_stream src;      /* the plain stream: segments in turn, then the journal */
   int decode;             /* unpack bodies with msgpack-c for rec->body */
   uint8_t *buf;           /* bytes [pos, len) are unread; buf[pos] is at file offset off */
   size_t cap, pos, len;
@@ -434,7 +349,7 @@ static int io_error(airlock_ledger_reader *r, int e)
 /* The end, with bytes of a partial last record after the good ones. */
 static int torn(airlock_ledger_reader *r, uint64_t bytes, const char *what)
 {
-  if (r->off < r->base)   /* only the open journal can be torn: a seal is whole */
+  if (r->off < r->src.base)   /* only the open journal can be torn: a seal is whole */
     return bad(r, r->expect, "truncated: the sealed segments end inside a record (seq %"
                PRIu64 " at offset %" PRIu64 "): a segment was cut or removed", r->expect, r->off);
   r->rep.torn_bytes = bytes;
@@ -446,221 +361,12 @@ static int torn(airlock_ledger_reader *r, uint64_t bytes, const char *what)
   return 0;
 }
 
-/* ------------------------------------------------------------------ segments */
-
-static const airlock_ledger_codec *codec;
-
-void airlock_ledger_set_codec(const airlock_ledger_codec *c)
-{
-  codec = c;
-}
-
-const airlock_ledger_codec *airlock_ledger_get_codec(void)
-{
-  return codec;
-}
-
-void ledger_seg_name(const char *dir, unsigned n, const char *suffix, char *out, size_t outlen)
-{
-  snprintf(out, outlen, "%s/segment.%06u%s", dir, n, suffix ? suffix : "");
-}
-
-/* Damage in segment r->seg at file offset at: a reason starting with word. */
-__attribute__((format(printf, 4, 5)))
-static int seg_bad(airlock_ledger_reader *r, const char *word, uint64_t at, const char *fmt, ...)
-{
-  char what[200];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(what, sizeof what, fmt, ap);
-  va_end(ap);
-  return bad(r, r->expect, "%s: segment.%06u, at offset %" PRIu64 ": %s (seq %" PRIu64
-             " is in it)", word, r->seg, at, what, r->expect);
-}
-
-/* Reads exactly n bytes at off of fd. Returns 0, 1 when the file ends first, or -errno. */
-static int pread_full(int fd, void *p, size_t n, uint64_t off)
-{
-  size_t got = 0;
-  while (got < n) {
-    ssize_t k = pread(fd, (uint8_t *)p + got, n - got, (off_t)(off + got));
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k < 0)
-      return -errno;
-    if (k == 0)
-      return 1;
-    got += (size_t)k;
-  }
-  return 0;
-}
-
-static uint64_t get_be64(const uint8_t *p)
-{
-  return (uint64_t)get_be32(p) << 32 | get_be32(p + 4);
-}
-
-/* The journal follows the last segment. A seal renames the new segment into
-** place before it replaces the journal, so a journal whose first bytes are
-** the last segment's is the one a seal left behind (or one a reader opened
-** before the seal): it repeats the segment's bytes, then holds the records
-** appended while the seal ran (or none). The stream goes on after the
-** repeated bytes; what follows them is checked as ever (seq and chain from
-** the segment's last record), so a journal that only looked like a copy
-** fails there. */
-static int start_journal(airlock_ledger_reader *r)
-{
-  r->in_journal = 1;
-  if (r->seg <= 1 || r->head_len == 0)
-    return 0;   /* no segment was read */
-  uint8_t b[LEDGER_SEG_HEAD];
-  int rc = pread_full(r->fd, b, r->head_len, 0);
-  if (rc < 0)
-    return rc;
-  if (rc == 0 && memcmp(b, r->head, r->head_len) == 0) {
-    r->stale = 1;
-    if (lseek(r->fd, (off_t)r->seg_plain, SEEK_SET) < 0)
-      return -errno;
-  }
-  return 0;
-}
-
-/* Opens segment r->seg + 1, or moves on to the journal when there is none. */
-static int next_segment(airlock_ledger_reader *r)
-{
-  if (r->seg >= LEDGER_SEG_LAST)
-    return start_journal(r);
-  char name[4096];
-  ledger_seg_name(r->dir, ++r->seg, NULL, name, sizeof name);
-  r->sfd = open(name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (r->sfd < 0) {
-    if (errno != ENOENT)
-      return -errno;
-    return start_journal(r);
-  }
-  posix_fadvise(r->sfd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  uint8_t h[LEDGER_SEG_HDR];
-  int rc = pread_full(r->sfd, h, sizeof h, 0);
-  if (rc < 0)
-    return rc;
-  if (rc == 1 || memcmp(h, LEDGER_SEG_MAGIC, 8) != 0)
-    return seg_bad(r, "malformed", 0, rc == 1 ? "the file is shorter than a segment header"
-                   : "it does not start with \"" LEDGER_SEG_MAGIC "\"");
-  r->seg_plain = get_be64(h + 8);
-  if (r->seg_plain == 0)
-    return seg_bad(r, "malformed", 8, "the header declares no plain bytes");
-  r->seg_off = LEDGER_SEG_HDR;
-  r->seg_done = 0;
-  r->head_len = 0;
-  return 0;
-}
-
-/* Reads, checks and decodes the next block of the open segment into blk.
-** SECURITY: both lengths are bounded before anything is allocated or read
-** for them; a block never decodes past the length it declares. */
-static int next_block(airlock_ledger_reader *r)
-{
-  uint64_t at = r->seg_off;
-  uint8_t h[LEDGER_BLK_HDR];
-  int rc = pread_full(r->sfd, h, sizeof h, at);
-  if (rc < 0)
-    return rc;
-  if (rc == 1)
-    return seg_bad(r, "truncated", at, "the segment ends after %" PRIu64 " of the %" PRIu64
-                   " plain bytes its header declares", r->seg_done, r->seg_plain);
-  uint8_t id = h[0];
-  uint32_t plain = get_be32(h + 4), stored = get_be32(h + 8);
-  if (id != AIRLOCK_LEDGER_CODEC_NONE && id != AIRLOCK_LEDGER_CODEC_ZSTD)
-    return seg_bad(r, "codec", at, "the block names codec %u; this reader knows 0 (none) and "
-                   "1 (zstd), and does not guess", id);
-  if (h[1] | h[2] | h[3])
-    return seg_bad(r, "malformed", at, "the block's reserved bytes are not zero");
-  if (plain == 0 || plain > AIRLOCK_LEDGER_BLOCK_MAX || plain > r->seg_plain - r->seg_done)
-    return seg_bad(r, "altered", at, "the block claims %" PRIu32 " plain bytes; a block holds 1 "
-                   "to %u, and %" PRIu64 " remain of the segment's", plain,
-                   AIRLOCK_LEDGER_BLOCK_MAX, r->seg_plain - r->seg_done);
-  if (stored > AIRLOCK_LEDGER_BLOCK_MAX || (id == AIRLOCK_LEDGER_CODEC_NONE && stored != plain) ||
-      stored == 0)
-    return seg_bad(r, "altered", at, "the block claims %" PRIu32 " stored bytes for %" PRIu32
-                   " plain ones (codec %s; at most %u)", stored, plain,
-                   id == AIRLOCK_LEDGER_CODEC_NONE ? "none" : "zstd", AIRLOCK_LEDGER_BLOCK_MAX);
-  if (id == AIRLOCK_LEDGER_CODEC_ZSTD && (codec == NULL || codec->id != id))
-    return seg_bad(r, "codec", at, "the block is zstd, which this process cannot decode (sealed "
-                   "segments are read through airlock-ledgerd)");
-  if (r->blk == NULL && (r->blk = malloc(AIRLOCK_LEDGER_BLOCK_MAX)) == NULL)
-    return -ENOMEM;
-  if (id == AIRLOCK_LEDGER_CODEC_NONE) {
-    rc = pread_full(r->sfd, r->blk, plain, at + LEDGER_BLK_HDR);
-  } else {
-    if (r->cblk == NULL && (r->cblk = malloc(AIRLOCK_LEDGER_BLOCK_MAX)) == NULL)
-      return -ENOMEM;
-    rc = pread_full(r->sfd, r->cblk, stored, at + LEDGER_BLK_HDR);
-  }
-  if (rc < 0)
-    return rc;
-  if (rc == 1)
-    return seg_bad(r, "truncated", at, "the block claims %" PRIu32 " stored bytes, and the "
-                   "segment ends before them", stored);
-  if (id == AIRLOCK_LEDGER_CODEC_ZSTD) {
-    char why[160] = "";
-    if (codec->decompress(r->cblk, stored, r->blk, plain, why, sizeof why) < 0)
-      return seg_bad(r, "altered", at, "the zstd block does not decode to the %" PRIu32
-                     " bytes it declares: %s", plain, why);
-  }
-  if (r->seg_done == 0) {
-    r->head_len = plain < LEDGER_SEG_HEAD ? plain : LEDGER_SEG_HEAD;
-    memcpy(r->head, r->blk, r->head_len);
-  }
-  r->seg_off = at + LEDGER_BLK_HDR + stored;
-  r->seg_done += plain;
-  r->blk_pos = 0;
-  r->blk_len = plain;
-  return 0;
-}
-
-/* Up to cap bytes of the plain stream. Returns the count, 0 at its end, or
-** -errno (-EBADMSG once bad() has named damage in a segment). */
-static ssize_t src_read(airlock_ledger_reader *r, uint8_t *dst, size_t cap)
-{
-  for (;;) {
-    if (r->blk_pos < r->blk_len) {
-      size_t n = r->blk_len - r->blk_pos < cap ? r->blk_len - r->blk_pos : cap;
-      memcpy(dst, r->blk + r->blk_pos, n);
-      r->blk_pos += n;
-      return (ssize_t)n;
-    }
-    if (r->in_journal) {
-      ssize_t n = read(r->fd, dst, cap);
-      return n < 0 ? -errno : n;
-    }
-    int rc;
-    if (r->sfd < 0) {
-      rc = next_segment(r);
-    } else if (r->seg_done == r->seg_plain) {
-      uint8_t extra;
-      rc = pread_full(r->sfd, &extra, 1, r->seg_off);
-      if (rc == 0)
-        return seg_bad(r, "malformed", r->seg_off, "bytes follow the last block");
-      if (rc == 1) {
-        close(r->sfd);
-        r->sfd = -1;
-        r->base += r->seg_plain;
-        rc = 0;
-      }
-    } else {
-      rc = next_block(r);
-    }
-    if (rc < 0)
-      return rc;
-  }
-}
-
 void ledger_reader_layout(const airlock_ledger_reader *r, uint64_t *base, unsigned *nseg,
                           uint64_t *stale)
 {
-  *base = r->base;
-  *nseg = r->seg > 0 ? r->seg - 1 : 0;
-  *stale = r->stale ? r->seg_plain : 0;
+  *base = r->src.base;
+  *nseg = r->src.seg > 0 ? r->src.seg - 1 : 0;
+  *stale = r->src.stale ? r->src.seg_plain : 0;
 }
 
 /* Makes need bytes readable at buf + pos. Returns 0, 1 when the file ends first
@@ -689,9 +395,11 @@ static int fill(airlock_ledger_reader *r, size_t need)
       r->buf = p;
       r->cap = want;
     }
-    ssize_t n = src_read(r, r->buf + r->len, r->cap - r->len);
+    ssize_t n = ledger_stream_read(&r->src, r->buf + r->len, r->cap - r->len);
     if (n == -EINTR)
       continue;
+    if (n == -EBADMSG && r->src.damage[0])
+      return bad(r, r->expect, "%s (seq %" PRIu64 " is in it)", r->src.damage, r->expect);
     if (n < 0)
       return (int)n;
     if (n == 0)
@@ -731,9 +439,10 @@ int ledger_reader_open_dir(const char *dir, int decode, airlock_ledger_reader **
     free(r);
     return ledger_fail(err, errlen, -ENOMEM, "ledger: out of memory");
   }
-  r->sfd = -1;
-  r->fd = open(r->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);   /* never a planted link */
-  if (r->fd < 0) {
+  r->src.sfd = -1;
+  r->src.dir = r->dir;
+  r->src.fd = open(r->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);   /* never a planted link */
+  if (r->src.fd < 0) {
     rc = -errno;
     ledger_fail(err, errlen, rc, "ledger: cannot open %s: %s", r->path, airlock_strerror(errno));
     free(r->path);
@@ -741,7 +450,7 @@ int ledger_reader_open_dir(const char *dir, int decode, airlock_ledger_reader **
     free(r);
     return rc;
   }
-  posix_fadvise(r->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  posix_fadvise(r->src.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   r->decode = decode;
   r->expect = 1;
   if (decode) {
@@ -764,15 +473,12 @@ void airlock_ledger_reader_close(airlock_ledger_reader *r)
 {
   if (r == NULL)
     return;
-  if (r->fd >= 0)
-    close(r->fd);
-  if (r->sfd >= 0)
-    close(r->sfd);
+  if (r->src.fd >= 0)
+    close(r->src.fd);
+  ledger_stream_free(&r->src);
   if (r->zone_ok)
     msgpack_zone_destroy(&r->zone);
   free(r->buf);
-  free(r->blk);
-  free(r->cblk);
   free(r->path);
   free(r->dir);
   free(r);
