@@ -86,14 +86,15 @@ describe("a budget raised by a derived policy", function()
     -- Burns until the worker's own CPU clock (os.clock) reads 3 s: past
     -- untrusted's CPU budget (limits.cpu, 1 s).
     local burn = "while os.clock() < 3 do for _ = 1, 1e5 do end end return 1"
-    local p = policy.extend("untrusted", { limits = { deadline_ms = "60s", cpu = "35s" } })
+    local p = policy.extend("untrusted", { limits = { deadline_ms = H.GUARD_S .. "s", cpu = "35s" } })
     assert.is_not_true(p.unconfined)
     local res = assert(airlock.run { guest = burn, policy = p })
     assert.equal("ok", res.cause, res.message)
     fully_confined(res)
     assert.matches("cpu=36s %(from limits.cpu and 1 s%)", res.confinement.rlimits)   -- the backstop
     -- control
-    res = assert(airlock.run { guest = burn, policy = policy.extend("untrusted", { limits = { deadline_ms = "60s" } }) })
+    res = assert(airlock.run { guest = burn,
+      policy = policy.extend("untrusted", { limits = { deadline_ms = H.GUARD_S .. "s" } }) })
     assert.equal("cpu", res.cause, res.message)
     assert.equal("CPU budget of 1000 ms used up (limits.cpu)", res.message)
     -- rlimits.cpu, the backstop a policy without limits.cpu keeps, is a budget too

@@ -11,7 +11,12 @@ local H = require "helper"
 
 local policy = airlock.policy
 
+-- The wall-clock deadline is the guard, never the bound under test: on a
+-- loaded machine a budget of CPU time takes longer than its own length to spend.
 local function run(guest, limits, extra)
+  local l = { deadline_ms = H.GUARD_S * 1000 }
+  for k, v in pairs(limits or {}) do l[k] = v end
+  limits = l
   local opts = { guest = guest, policy = policy.extend("untrusted", { limits = limits }) }
   for k, v in pairs(extra or {}) do opts[k] = v end
   local res, err = airlock.run(opts)
@@ -25,7 +30,7 @@ end
 
 -- The budgets alone, without the instruction count (whose hook would catch
 -- the same guests): 0 turns it off.
-local BUDGET = { cpu = 150, instructions = 0 }
+local BUDGET = { cpu = 150, instructions = 0, deadline_ms = H.GUARD_S * 1000 }
 local RUN_MSG = "CPU budget of 150 ms used up (limits.cpu)"
 
 describe("limits.cpu", function()
@@ -92,7 +97,7 @@ describe("limits.cpu", function()
     local inner = policy.extend("untrusted", { limits = BUDGET })
     local res = run("return host.sub()", { cpu = 0, instructions = 0 }, {
       policy = policy.extend("untrusted", {
-        limits = { instructions = 0 },
+        limits = { instructions = 0, deadline_ms = H.GUARD_S * 1000 },
         effects = { sub = function(_, ctx)
           -- ctx:nest raises when the nested run ends otherwise than ok
           local ok, err = pcall(ctx.nest, ctx, { guest = "while true do end", policy = inner })
@@ -120,7 +125,7 @@ local TURN_MSG = "turn CPU budget of 40 ms used up (limits.turn_cpu: a turn ends
 local function turn_policy(state)
   state.pending = state.pending or {}
   return policy.extend("untrusted", {
-    limits = { turn_cpu = 40, instructions = 0 },
+    limits = { turn_cpu = 40, instructions = 0, deadline_ms = H.GUARD_S * 1000 },
     effects = {
       tick = function(_, ctx)
         state.pending[#state.pending + 1] = { run = ctx.handle, seq = ctx.seq }
