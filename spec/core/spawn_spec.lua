@@ -57,4 +57,28 @@ describe("the spawner", function()
                            rlimits = { nofile = 64 }, expect_ready = false, program = true, workdir = "/" })
     assert.are.equal("ok", res.cause, res.message)
   end)
+
+  it("says which step a failed spawn failed in, as a word after nil, message, errno", function()
+    local b <close> = airlock.broker()
+    local run, err, errno, step = b:_start { argv = { "/nonexistent/airlock-program" }, handlers = {},
+                                             program = true, expect_ready = false }
+    assert.is_nil(run)
+    assert.matches("^spawn: exec /nonexistent/airlock%-program: No such file", err)
+    assert.equal(2, errno)
+    assert.equal("exec", step)
+    -- A mount the options cannot have: a private tmpfs without a mount namespace.
+    run, err, errno, step = b:_start { argv = { "/bin/true" }, handlers = {}, program = true, tmpfs = { "/tmp" } }
+    assert.is_nil(run)
+    assert.equal("spawn: spawn: a private tmpfs (/tmp) needs the mount namespace (EINVAL)", err)
+    assert.equal("mount", step)
+    -- A protected path outside the workspace is tool.protect's failure.
+    run, err, errno, step = b:_start { argv = { "/bin/true" }, handlers = {}, program = true, workdir = "/tmp",
+                                       workspace = true, namespaces = { "mount" }, protect = { "/var/x" } }
+    assert.is_nil(run)
+    assert.matches("tool.protect: protected paths must be at most 128 absolute paths beneath the workspace", err)
+    assert.equal("protect", step)
+    -- Control: a spawn that starts gives a run, and no step.
+    local res = start(b, { argv = { "/bin/true" }, expect_ready = false, program = true })
+    assert.equal("ok", res.cause, res.message)
+  end)
 end)
