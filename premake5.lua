@@ -147,6 +147,7 @@ tool("test-convert", { "spec/c/test_convert.c" }, { "airlock-convert", "airlock-
 tool("test-confine", { "spec/c/test_confine.c" }, { "airlock-core", "crypto", "seccomp" })
 tool("test-broker-loop", { "spec/c/test_broker_loop.c" }, { "airlock-core", "msgpackc", "crypto", "seccomp" })
 tool("test-confine-prepare", { "spec/c/test_confine_prepare.c" }, { "airlock-core", "seccomp" })
+tool("test-spawn-mount", { "spec/c/test_spawn_mount.c" }, { "airlock-core", "msgpackc", "crypto", "seccomp" })
 tool("attack", { "spec/fixtures/attack.c" }, { "airlock-core", "crypto", "seccomp" })
 tool("hostile-worker", { "spec/fixtures/hostile_worker.c" }, { "airlock-core", "msgpackc", "crypto", "seccomp" })
 tool("c-defaults", { "spec/fixtures/c_defaults.c" }, { "airlock-core", "msgpackc", "crypto", "seccomp" })

@@ -268,9 +268,94 @@ int airlock_start_frame(msgpack_sbuffer *sb, const airlock_init *in, uint64_t ru
 ** pipes, every other fd closed, signals reset and unblocked, new session (and process group),
 ** PR_SET_PDEATHSIG(SIGKILL), chdir, capabilities dropped, rlimits, the
 ** prepared confinement, environment replaced, exec. */
+/* The step a spawn failed in (airlock_child.step, airlock_broker_error_step),
+** so a caller decides by a code what to make of a failure and leaves the
+** message to people. In the order a spawn takes them. */
+typedef enum airlock_spawn_step {
+  AIRLOCK_STEP_NONE = 0,    /* "none": nothing failed */
+  AIRLOCK_STEP_OPTIONS,     /* "options": the options were refused; nothing was made */
+  AIRLOCK_STEP_CGROUP,      /* "cgroup": the run's cgroups could not be made (broker) */
+  AIRLOCK_STEP_PREPARE,     /* "prepare": what the parent makes first (pipes, the
+                               socketpair, the stack, the identity namespaces,
+                               airlock-init, the view as the host has it) */
+  AIRLOCK_STEP_PROTECT,     /* "protect": a protected path could not be held, made,
+                               or covered in the child */
+  AIRLOCK_STEP_CLONE,       /* "clone": the child, and its namespaces, were not made */
+  AIRLOCK_STEP_CGROUP_JOIN, /* "cgroup_join": the child could not join its cgroups */
+  AIRLOCK_STEP_NAMESPACE,   /* "namespace": joining the shared net namespace, or the
+                               user namespace's id maps */
+  AIRLOCK_STEP_MOUNT,       /* "mount": the mount list (airlock_spawn_opts.mounts) */
+  AIRLOCK_STEP_EGRESS,      /* "egress": the egress listener */
+  AIRLOCK_STEP_IDENTITY,    /* "identity": becoming uid/gid 65534, dropping capabilities */
+  AIRLOCK_STEP_PROCESS,     /* "process": signals, session, no_new_privs, descriptors,
+                               personality, mdwe, chdir */
+  AIRLOCK_STEP_RLIMITS,     /* "rlimits": setrlimit */
+  AIRLOCK_STEP_CONFINE,     /* "confine": the prepared confinement (Landlock, seccomp) */
+  AIRLOCK_STEP_EXEC,        /* "exec": the program (or airlock-init) could not be run */
+  AIRLOCK_STEP_WATCH,       /* "watch": the broker could not watch the child (pidfd, epoll) */
+  AIRLOCK_STEP_COUNT_
+} airlock_spawn_step;
+/* The step's word ("clone"), or "unknown" for an out-of-range value. */
+const char *airlock_spawn_step_name(airlock_spawn_step s);
+
 /* airlock-worker's exit status when a layer its init requires could not be
 ** applied; a run that expects ready ends with cause confinement then. */
 #define AIRLOCK_WORKER_EXIT_CONFINE 4
+
+/* One mount of a child's own mount namespace (airlock_spawn_opts.mounts). A
+** spawn's mounts are data: the spawner checks the list, plans it against the
+** host as it is (core/spawn_mount.c) and the child carries the plan out before
+** exec. Every kind needs CLONE_NEWNS. The root is made rprivate first, so
+** nothing reaches the host. */
+typedef enum airlock_mount_kind {
+  AIRLOCK_MOUNT_WORKSPACE = 1, /* target: the run's workspace, an absolute directory other
+                               than / (at most one; normally the workdir): bound onto
+                               itself nosuid and nodev, idmapped when the parent is root
+                               so that files the child (uid 65534) makes there are the
+                               caller's; without a view everything else is made
+                               read-only */
+  AIRLOCK_MOUNT_KEEP,       /* target: an absolute directory (at most four) that stays
+                               visible at its path, read-only, when it lies beneath a
+                               tmpfs or in a view (the airlock command's own, so
+                               `airlock call` runs); a workspace stays visible anyway */
+  AIRLOCK_MOUNT_TMPFS,      /* target: a directory covered by a private, empty tmpfs
+                               (mode 1777, nosuid, nodev); size is its "size=" option
+                               (NULL: AIRLOCK_TMPFS_SIZE_DEFAULT bytes), inodes its "nr_inodes=" (0:
+                               AIRLOCK_TMPFS_INODES_DEFAULT). With confine's Landlock,
+                               it gets read+write */
+  AIRLOCK_MOUNT_VIEW_RO,    /* target: an absolute path other than /: with any VIEW_* or
+                               ROOTFS record, the child's root is a new, empty tmpfs
+                               holding the view's paths (read-only here), the workspace,
+                               the kept directories, the tmpfs and a /proc of its own,
+                               each at its path (pivot_root); what the view does not name
+                               is not there. At most 64 paths in all */
+  AIRLOCK_MOUNT_VIEW_RW,    /* the same, writable */
+  AIRLOCK_MOUNT_ROOTFS,     /* source: a directory whose top-level entries (but dev,
+                               proc, sys, tmp) make the view's root, read-only, nosuid,
+                               nodev: a program runs inside another root file system, and
+                               its path is resolved inside it (at most one) */
+  AIRLOCK_MOUNT_PROTECT,    /* target: an absolute path beneath the workspace (at most 128),
+                               made read-only in place (a
+                               read-only bind of itself) once the workspace is, each
+                               directory above it a bind of itself: a program may not
+                               change, remove, rename or add to them. One that does not
+                               exist is made first, empty (a trailing '/': a directory),
+                               and removed when the child is closed (docs/TOOLS.md) */
+  AIRLOCK_MOUNT_KIND_COUNT_
+} airlock_mount_kind;
+
+typedef struct airlock_mount {
+  airlock_mount_kind kind;
+  const char *target;       /* where it appears (every kind but ROOTFS) */
+  const char *source;       /* ROOTFS: the root file system's directory */
+  const char *size;         /* TMPFS: "size=", e.g. "64m"; NULL: AIRLOCK_TMPFS_SIZE_DEFAULT */
+  unsigned long inodes;     /* TMPFS: "nr_inodes="; 0: the default */
+} airlock_mount;
+#define AIRLOCK_MOUNTS_MAX 256   /* records in airlock_spawn_opts.mounts */
+
+/* The kind's word ("workspace", "keep", "tmpfs", "view_ro", "view_rw", "rootfs",
+** "protect"), or "unknown". */
+const char *airlock_mount_kind_name(airlock_mount_kind k);
 
 typedef struct airlock_spawn_opts {
   const char *const *argv;  /* the program's argv; argv[0] is its path unless path is set */
@@ -298,44 +383,15 @@ typedef struct airlock_spawn_opts {
                                alive until airlock_spawn returns. Its filter must
                                allow execve. In kill mode the child hands its
                                seccomp listener to the parent (airlock_child.notify) */
-  const char *const *tmpfs; /* NULL-terminated directories to cover with a private,
-                               empty tmpfs (mode 1777, nosuid, nodev; size tmpfs_size)
-                               in the child's mount namespace: needs CLONE_NEWNS. The
-                               root is made rprivate first, so nothing reaches the
-                               host; with confine's Landlock, each gets read+write */
-  const char *tmpfs_size;   /* tmpfs "size=" option, e.g. "64m"; NULL: AIRLOCK_TMPFS_SIZE_DEFAULT bytes */
-  unsigned long tmpfs_inodes; /* tmpfs "nr_inodes=": files it may hold; 0: the default */
-  const char *const *keep;  /* NULL-terminated absolute directories (at most four) that
-                               stay visible at their paths, read-only, when they lie
-                               beneath one of tmpfs (the airlock command's own, so
-                               `airlock call` runs); a workspace stays visible anyway */
   const int *cgroup_fds;    /* NULL, or ncgroup_fds open cgroup.procs (airlock_cgroup; -1
                                entries skipped) the child joins before anything else,
                                so all it forks is counted */
   int ncgroup_fds;
-  const char *const *view_ro; /* NULL-terminated absolute paths (at most 32 with view_rw):
-                               with either list, the child's root is a new, empty
-                               tmpfs holding these (read-only), view_rw (writable),
-                               the workspace, the kept directories, the tmpfs and a
-                               /proc of its own, each at its path (pivot_root); what
-                               they do not name is not there. Needs CLONE_NEWNS */
-  const char *const *view_rw;
-  const char *const *protect; /* NULL-terminated absolute paths (at most 128) beneath
-                               the workspace, each made read-only in place (a read-only
-                               bind of itself) once the workspace is, each directory
-                               above it a bind of itself: a program may not change,
-                               remove, rename or add to them. One that does not exist
-                               is made first, empty (a trailing '/': a directory), and
-                               removed when the child is closed (docs/TOOLS.md) */
-  int workspace;            /* 1: workdir is the run's workspace: it is bound onto
-                               itself nosuid and nodev (needs CLONE_NEWNS), and when
-                               the parent is root the bind is idmapped so that files
-                               the child (uid 65534) makes there are the caller's */
-  const char *rootfs;       /* a directory whose top-level entries (but dev, proc, sys,
-                               tmp) make the view's root, read-only, nosuid, nodev: a
-                               program runs inside another root file system. The
-                               program's path is then resolved inside it. Needs
-                               CLONE_NEWNS; view_ro and view_rw add host paths to it */
+  const airlock_mount *mounts; /* the child's mount namespace, as a list (see
+                               airlock_mount): at most AIRLOCK_MOUNTS_MAX records,
+                               checked before anything is made. NULL or none: no
+                               mount of its own */
+  size_t nmounts;
   int no_aslr;              /* 1: the child's address space is laid out without
                                randomisation (personality ADDR_NO_RANDOMIZE, kept
                                across exec): a recorded guest's worker, so that the
@@ -384,7 +440,7 @@ typedef enum airlock_identity_ns {
 ** root), or -errno with a message in err. The fd stays open for the process. */
 int airlock_identity_userns(airlock_identity_ns which, char *err, size_t errlen);
 
-#define AIRLOCK_TMPFS_SIZE_DEFAULT (64ul << 20)   /* bytes of a private /tmp when tmpfs_size is NULL */
+#define AIRLOCK_TMPFS_SIZE_DEFAULT (64ul << 20)   /* bytes of a private tmpfs whose size is NULL */
 #define AIRLOCK_TMPFS_INODES_DEFAULT 16384ul      /* one per 4 KiB of the default 64 MiB */
 
 /* The namespaces a child can be born in: the word policies use, the entry in
@@ -407,9 +463,11 @@ typedef struct airlock_child {
                      non-blocking (AIRLOCK_INIT_* records), or -1 */
   int egress;     /* with airlock_spawn_opts.egress_port: the listening TCP socket
                      in the child's net namespace (blocking), or -1 */
-  struct airlock_protect *protect; /* with airlock_spawn_opts.protect: the paths held
-                     for the run and the placeholders made; airlock_child_close
+  struct airlock_protect *protect; /* with AIRLOCK_MOUNT_PROTECT records: the paths
+                     held for the run and the placeholders made; airlock_child_close
                      removes those once the child has exited */
+  airlock_spawn_step step; /* when airlock_spawn fails: the step it failed in (the
+                     child's own report, for a step after clone) */
 } airlock_child;
 
 /* airlock-init's status records: two native uint32, kind then value. */
@@ -417,7 +475,8 @@ enum { AIRLOCK_INIT_WAIT_STATUS = 1,   /* value: the program's wait status */
        AIRLOCK_INIT_EXEC_FAILED = 2 }; /* value: the errno of the program's exec */
 
 /* Starts a child. Returns 0 and fills c (all fds CLOEXEC), or -errno with a
-** message in err naming the step that failed ("exec /x: No such file ..."). */
+** message in err naming the step that failed ("exec /x: No such file ...")
+** and its code in c->step. */
 int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size_t errlen);
 
 /* Makes an empty net namespace (only a loopback device, down) and returns an
@@ -587,6 +646,10 @@ int airlock_broker_new(airlock_broker **out);
 void airlock_broker_free(airlock_broker *b);
 /* The message for the last failed call on b (start, step). */
 const char *airlock_broker_error(const airlock_broker *b);
+/* The spawn step the last airlock_broker_start failed in (AIRLOCK_STEP_CGROUP,
+** the child's own report, AIRLOCK_STEP_WATCH), or AIRLOCK_STEP_NONE after one
+** that succeeded. */
+airlock_spawn_step airlock_broker_error_step(const airlock_broker *b);
 /* Spawns a run and queues its init frame. The run belongs to the broker until
 ** its DONE event; the caller then reads the result and releases it. Returns 0
 ** or -errno (the message says which step failed); nothing is left behind. */

@@ -423,12 +423,14 @@ int airlock_broker_new(airlock_broker **out) {
 }
 
 const char *airlock_broker_error(const airlock_broker *b) { return b->error; }
+airlock_spawn_step airlock_broker_error_step(const airlock_broker *b) { return b->error_step; }
 size_t airlock_broker_live(const airlock_broker *b) { return b->live; }
 uint64_t airlock_broker_next_serial(const airlock_broker *b) { return b->serial + 1; }
 
 int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_run **out) {
   airlock_spawn_opts so;
   airlock_run *r = calloc(1, sizeof *r);
+  b->error_step = AIRLOCK_STEP_PREPARE;
   if (!r) { set_error(b, "out of memory"); return -ENOMEM; }
   r->b = b;
   r->udata = o->udata;
@@ -457,12 +459,14 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
   if (o->pids_max || o->memory_max || o->cpu_millis) {
     airlock_cgroup_limits lim = { o->pids_max, o->memory_max, o->cpu_millis };
     rc = airlock_cgroup_new(&r->cgroup, &lim, b->serial + 1, b->error, sizeof b->error);
+    if (rc < 0) b->error_step = AIRLOCK_STEP_CGROUP;
     if (rc < 0) { airlock_frame_reader_free(&r->rd); free(r); return rc; }
     so.cgroup_fds = r->cgroup.procs_fd;
     so.ncgroup_fds = AIRLOCK_CGROUP_MAX;
   }
   r->t_start = airlock_now_ms();
   rc = airlock_spawn(&so, &r->c, b->error, sizeof b->error);
+  b->error_step = rc < 0 ? r->c.step : AIRLOCK_STEP_WATCH;
   for (int i = 0; i < AIRLOCK_CGROUP_MAX; i++)
     if (r->cgroup.procs_fd[i] >= 0) { close(r->cgroup.procs_fd[i]); r->cgroup.procs_fd[i] = -1; }
   if (rc < 0) { airlock_cgroup_remove(&r->cgroup); airlock_frame_reader_free(&r->rd); free(r); return rc; }
@@ -497,6 +501,7 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
     if (rc == -ENOMEM) broker_end_with(r, AIRLOCK_CAUSE_PROTOCOL, "out of memory sending init");
     /* -EPIPE: the child already died; its exit explains why. */
   }
+  b->error_step = AIRLOCK_STEP_NONE;
   *out = r;
   return 0;
 

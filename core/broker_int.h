@@ -89,6 +89,7 @@ struct airlock_broker {
   struct watch extra_w;         /* airlock_broker_watch_extra: run NULL, which W_EXTRA */
   int extra_fd, extra_ready;
   char error[512];
+  airlock_spawn_step error_step; /* the spawn step of the last failed start */
 };
 
 /* The parent decides how the run ends (first decision wins) and kills its

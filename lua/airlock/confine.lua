@@ -478,10 +478,10 @@ function M.plan(section, role, context)
   return plan
 end
 
---- The message for a spawn that failed creating namespaces, or nil if the
---- failure was something else.
-function M.namespace_failure(message)
-  if not message:match("clone") then return nil end
+--- The message for a spawn that failed creating namespaces (b:_start's step
+--- "clone"), or nil if the failure was something else.
+function M.namespace_failure(message, step)
+  if step ~= "clone" then return nil end
   return "cannot create namespaces here (" .. message .. "). Unprivileged user namespaces are " ..
     "probably disabled: on Debian, sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 23.10 " ..
     "and later, sysctl kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile " ..

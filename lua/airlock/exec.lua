@@ -400,7 +400,7 @@ function M.exec(opts, broker)
   end
   local _ <close> = ledger_owned
   local t0 = core.now_ms()
-  local run, err, code = start_run(b, { policy = pol, ledger = ledger, durability = opts.durability }, {
+  local run, err, code, step = start_run(b, { policy = pol, ledger = ledger, durability = opts.durability }, {
     program = { name = argv[1], argv = full, plan = plan,
                 deadline_ms = deadline and deadline > 0 and deadline or nil, capture = capture },
     ledger_bound = ledger_bound,
@@ -410,12 +410,14 @@ function M.exec(opts, broker)
     if run then pty:relay() end
   end
   if not run then
-    -- A layer the spawner could not set up is a confinement failure: fail closed.
-    local cg = tostring(err):match("^[%w ]*:? ?(cgroup:.*)")
-    if cg then return nil, "confinement: " .. cg, "confinement" end
-    -- A protected path the spawner could not hold, make or cover: never run unprotected.
-    local pr = tostring(err):match("(tool%.protect:.*)")
-    if pr then return nil, "confinement: " .. pr, "confinement" end
+    -- A layer the spawner could not set up (its cgroups; a protected path it
+    -- could not hold, make or cover) is a confinement failure: fail closed,
+    -- never run unprotected. The message is the spawner's own.
+    if step == "cgroup" or step == "protect" then
+      local msg = tostring(err)
+      while msg:find("^spawn: ") do msg = msg:sub(8) end
+      return nil, "confinement: " .. msg, "confinement"
+    end
     -- The cause is a word (the binding's failures carry an errno number).
     if type(code) ~= "string" then code = tostring(err):match("^(%a+):") or "spawn" end
     return nil, err, code, code == "spawn" and 126 or 125

@@ -685,7 +685,7 @@ function broker_methods:pooled(pol)
 end
 
 -- broker, b:_start's options, what runs, a parked worker or nil -> the run,
--- or nil, message, code.
+-- or nil, message, code and (a spawn that failed) b:_start's step word.
 local function spawn(b, start, what, parked)
   if parked then   -- a pool's worker: its run is all it needs (it has init)
     local g = start.init.guest
@@ -695,8 +695,8 @@ local function spawn(b, start, what, parked)
     if not ok then return nil, err, code end
     return parked
   end
-  local run, err, code = b:_start(start)
-  local why = not run and not what.program and start.namespaces and confine.namespace_failure(err)
+  local run, err, code, step = b:_start(start)
+  local why = not run and not what.program and start.namespaces and confine.namespace_failure(err, step)
   if why then
     -- No namespaces here: fall back unless the policy requires them.
     local plan = what.plan
@@ -706,9 +706,9 @@ local function spawn(b, start, what, parked)
     end
     start.namespaces = nil
     start.init.confine.seccomp_program = nil   -- made for pid 1 of a pid namespace
-    run, err, code = b:_start(start)
+    run, err, code, step = b:_start(start)
   end
-  return run, err, code
+  return run, err, code, step
 end
 
 -- Starts a run. opts: b:start's (START_KEYS); internal: what only this
@@ -761,8 +761,8 @@ local function start_run(b, opts, internal)
   for k, h in pairs(handlers) do handlers[k] = nest.runner(h, k) end
   st.pol, st.broker, st.serial, st.ledger_run = rp.policy, b, serial, st.recorder and st.recorder.run or nil
   st.nest = nest.state(internal, rp.limits, internal.next_run or (st.ledger_run or serial) + 1)
-  local run
-  run, err, code = spawn(b, spawn_options(st, handlers, opts, internal, rp, what, serial, seed), what, parked)
+  local run, step
+  run, err, code, step = spawn(b, spawn_options(st, handlers, opts, internal, rp, what, serial, seed), what, parked)
   if code == "input" and parked then   -- the caller's error, as on a fresh worker (see pooled_start)
     parked:cancel() brokers[b].parked[parked:id()] = pool
     error(err, 0)
@@ -774,7 +774,7 @@ local function start_run(b, opts, internal)
                                    message = tostring(err), started = false })
     end
     if st.owned then st.ledger:close() end
-    return nil, err, code
+    return nil, err, code, step
   end
   -- Registered: b:step finds the record by the run's id, reply and fail by the run.
   local bs = broker_state(b)

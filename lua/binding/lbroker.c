@@ -4,6 +4,7 @@
 */
 #define _GNU_SOURCE
 #include "lbinding.h"
+#include "lstart_opts.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -36,24 +37,12 @@ enum { RUV_BROKER = 1, RUV_HANDLERS, RUV_CTX, RUV_RESULT, RUV_CTX_MT, RUV_COUNT_
 
 static char defer_key;
 
-/* The empty net namespace every run with shared_net joins: made on first use,
-** held for the life of the process. 0: not made yet; < 0: cannot be made here. */
-static int shared_netns;
-static char shared_netns_err[256];
-
-static int get_shared_netns(void) {
-  if (shared_netns == 0) {
-    int fd = airlock_netns_new(shared_netns_err, sizeof shared_netns_err);
-    shared_netns = fd > 0 ? fd : (fd < 0 ? fd : -EBADF);
-  }
-  return shared_netns;
-}
-
 /* airlock.core.shared_netns() -> true, or nil, message when this process
 ** cannot make the shared empty net namespace (it needs CAP_SYS_ADMIN). */
 static int l_shared_netns(lua_State *L) {
-  int fd = get_shared_netns();
-  if (fd < 0) return airlock_l_fail(L, "netns", shared_netns_err, -fd);
+  const char *why;
+  int fd = airlock_l_shared_netns(&why);
+  if (fd < 0) return airlock_l_fail(L, "netns", why, -fd);
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -417,254 +406,6 @@ static int l_broker_new(lua_State *L) {
   return 1;
 }
 
-/* Reads t[field] as a NULL-terminated array of strings. The list table and the
-** array stay on the stack, which keeps every string alive until the caller returns. */
-static const char **string_array(lua_State *L, int t, const char *field, int required) {
-  lua_getfield(L, t, field);
-  int list = lua_gettop(L);
-  if (lua_isnil(L, list) && !required) return NULL;
-  if (!lua_istable(L, list)) luaL_error(L, "start: field '%s' must be a list of strings", field);
-  lua_Integer n = luaL_len(L, list);
-  if (n < (required ? 1 : 0) || n > 4096) luaL_error(L, "start: field '%s' must hold 1 to 4096 strings", field);
-  const char **v = lua_newuserdatauv(L, sizeof(char *) * ((size_t)n + 1), 0);
-  for (lua_Integer i = 1; i <= n; i++) {
-    if (lua_geti(L, list, i) != LUA_TSTRING) luaL_error(L, "start: %s[%d] must be a string", field, (int)i);
-    v[i - 1] = lua_tostring(L, -1);
-    lua_pop(L, 1);
-  }
-  v[n] = NULL;
-  return v;
-}
-
-/* t.namespaces = {"user", "pid", "net", ...} -> CLONE_NEW* flags */
-static unsigned long namespace_flags(lua_State *L, int t) {
-  unsigned long flags = 0;
-  if (lua_getfield(L, t, "namespaces") == LUA_TNIL) { lua_pop(L, 1); return 0; }
-  if (!lua_istable(L, -1)) luaL_error(L, "start: field 'namespaces' must be a list of names");
-  for (lua_Integer i = 1; lua_geti(L, -1, i) != LUA_TNIL; i++) {
-    const char *name = lua_tostring(L, -1);
-    const airlock_namespace *ns = airlock_namespaces;
-    while (ns->name && (!name || strcmp(name, ns->name) != 0)) ns++;
-    if (!ns->name) {
-      AIRLOCK_L_NAMES(L, airlock_namespaces, name, ", ");
-      luaL_error(L, "start: unknown namespace '%s' (%s)", name ? name : "?", lua_tostring(L, -1));
-    }
-    flags |= ns->flag;
-    lua_pop(L, 1);
-  }
-  lua_pop(L, 2);
-  return flags;
-}
-
-/* t.rlimits = {as=, cpu=, nofile=, nproc=, fsize=, core=, stack=} (whole numbers;
-** cpu in seconds) -> *rl. Returns 1 when the field is present. */
-static int rlimits_field(lua_State *L, int t, airlock_rlimits *rl) {
-  memset(rl, 0, sizeof *rl);
-  if (lua_getfield(L, t, "rlimits") == LUA_TNIL) { lua_pop(L, 1); return 0; }
-  if (!lua_istable(L, -1)) luaL_error(L, "start: field 'rlimits' must be a table");
-  int lt = lua_gettop(L);
-  lua_pushnil(L);
-  while (lua_next(L, lt)) {
-    const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
-    const airlock_rlimit_kind *kind = airlock_rlimit_kinds;
-    while (k && kind->name && strcmp(k, kind->name) != 0) kind++;
-    if (!k || !kind->name) {
-      AIRLOCK_L_NAMES(L, airlock_rlimit_kinds, name, ", ");
-      luaL_error(L, "start: unknown rlimit '%s' (%s)", k ? k : "?", lua_tostring(L, -1));
-    }
-    int isint;
-    lua_Integer v = lua_tointegerx(L, -1, &isint);
-    if (!isint || v < 0) luaL_error(L, "start: rlimits.%s must be a whole number >= 0", k);
-    *(uint64_t *)((char *)rl + kind->off) = (uint64_t)v;
-    rl->set_mask |= kind->bit;
-    lua_pop(L, 1);
-  }
-  lua_pop(L, 1);
-  return 1;
-}
-
-/* The options of b:_start that are plain values of airlock_run_opts: one row
-** each, read by one loop. The rest (argv, namespaces, rlimits, shared_net,
-** tmpfs_size, the stdio descriptors, stdin, confine, init, handlers, ctx) need
-** more than a type check and are read by name below. */
-typedef enum { OPT_STR, OPT_STRS, OPT_BOOL, OPT_U32, OPT_U64, OPT_SIZE, OPT_ULONG } opt_kind;
-typedef struct start_opt {
-  const char *name;
-  opt_kind kind;
-  size_t off;          /* in airlock_run_opts */
-  lua_Integer max;     /* integers: the largest value accepted */
-  const char *what;    /* strings: what the value must be, for the message */
-} start_opt;
-
-#define RUN_OPT(name, kind, member, max, what) { name, kind, offsetof(airlock_run_opts, member), max, what }
-static const start_opt START_OPTS[] = {
-  RUN_OPT("path", OPT_STR, spawn.path, 0, "the program's path"),
-  RUN_OPT("workdir", OPT_STR, spawn.workdir, 0, "a directory"),
-  RUN_OPT("rootfs", OPT_STR, spawn.rootfs, 0, "a directory"),
-  RUN_OPT("init_program", OPT_STR, spawn.init, 0, "a path"),
-  RUN_OPT("env", OPT_STRS, spawn.envp, 0, NULL),
-  RUN_OPT("tmpfs", OPT_STRS, spawn.tmpfs, 0, NULL),
-  RUN_OPT("keep", OPT_STRS, spawn.keep, 0, NULL),
-  RUN_OPT("view_ro", OPT_STRS, spawn.view_ro, 0, NULL),
-  RUN_OPT("view_rw", OPT_STRS, spawn.view_rw, 0, NULL),
-  RUN_OPT("protect", OPT_STRS, spawn.protect, 0, NULL),
-  RUN_OPT("no_new_privs", OPT_BOOL, spawn.no_new_privs, 0, NULL),
-  RUN_OPT("drop_caps", OPT_BOOL, spawn.drop_caps, 0, NULL),
-  RUN_OPT("workspace", OPT_BOOL, spawn.workspace, 0, NULL),
-  RUN_OPT("tmpfs_inodes", OPT_ULONG, spawn.tmpfs_inodes, (lua_Integer)1 << 32, NULL),
-  RUN_OPT("verify_seccomp", OPT_BOOL, verify_seccomp, 0, NULL),
-  RUN_OPT("program", OPT_BOOL, program, 0, NULL),
-  RUN_OPT("channel", OPT_BOOL, program_channel, 0, NULL),
-  RUN_OPT("deadline_ms", OPT_U64, deadline_ms, (lua_Integer)1 << 40, NULL),
-  RUN_OPT("max_frame", OPT_U32, max_frame, UINT32_MAX, NULL),
-  RUN_OPT("capture_max", OPT_SIZE, capture_max, (lua_Integer)1 << 30, NULL),
-  RUN_OPT("pids_max", OPT_U64, pids_max, (lua_Integer)1 << 22, NULL),
-  RUN_OPT("memory_max", OPT_U64, memory_max, (lua_Integer)1 << 50, NULL),
-  RUN_OPT("cpu_millis", OPT_U32, cpu_millis, 1 << 20, NULL),
-  RUN_OPT("park", OPT_BOOL, parked, 0, NULL),
-  RUN_OPT("no_aslr", OPT_BOOL, spawn.no_aslr, 0, NULL),
-  RUN_OPT("mdwe", OPT_BOOL, spawn.mdwe, 0, NULL),
-  RUN_OPT("egress_port", OPT_U32, spawn.egress_port, 65535, NULL),
-};
-#undef RUN_OPT
-#define NSTART_OPTS (sizeof START_OPTS / sizeof *START_OPTS)
-
-/* The options read by name, for the check that t holds nothing else. */
-static const char *const START_NAMED[] = {
-  "argv", "expect_ready", "shared_net", "namespaces", "rlimits", "tmpfs_size", "stdin_fd", "stdout_fd",
-  "stderr_fd", "stdin", "stdin_file", "confine", "handlers", "ctx", "init", NULL
-};
-
-/* Every key of t must be an option: a misspelt one ("drop_cap") would
-** otherwise be a layer silently not applied. */
-static void check_start_keys(lua_State *L, int t) {
-  lua_pushnil(L);
-  while (lua_next(L, t)) {
-    lua_pop(L, 1);
-    const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-    int known = 0;
-    for (size_t i = 0; k && !known && i < NSTART_OPTS; i++) known = strcmp(k, START_OPTS[i].name) == 0;
-    for (size_t i = 0; k && !known && START_NAMED[i]; i++) known = strcmp(k, START_NAMED[i]) == 0;
-    if (!known) luaL_error(L, "start: unknown option '%s'", k ? k : luaL_typename(L, -1));
-  }
-}
-
-static lua_Integer opt_int_field(lua_State *L, int t, const char *k, lua_Integer def, lua_Integer max) {
-  lua_getfield(L, t, k);
-  lua_Integer v = def;
-  if (!lua_isnil(L, -1)) {
-    int isint;
-    v = lua_tointegerx(L, -1, &isint);
-    if (!isint || v < 0 || v > max) luaL_error(L, "start: field '%s' must be an integer from 0 to %I", k, max);
-  }
-  lua_pop(L, 1);
-  return v;
-}
-
-/* Reads every row of START_OPTS from t into o. Strings stay on the stack (the
-** caller's frame keeps them alive until it returns). */
-static void read_start_opts(lua_State *L, int t, airlock_run_opts *o) {
-  for (size_t i = 0; i < NSTART_OPTS; i++) {
-    const start_opt *f = &START_OPTS[i];
-    void *dst = (char *)o + f->off;
-    switch (f->kind) {
-    case OPT_STRS:
-      *(const char ***)dst = string_array(L, t, f->name, 0);
-      break;
-    case OPT_STR:
-      if (lua_getfield(L, t, f->name) != LUA_TNIL) {
-        if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "start: field '%s' must be %s", f->name, f->what);
-        *(const char **)dst = lua_tostring(L, -1);
-      }
-      break;
-    case OPT_BOOL:
-      lua_getfield(L, t, f->name);
-      *(int *)dst = lua_toboolean(L, -1);
-      lua_pop(L, 1);
-      break;
-    default: {
-      lua_Integer v = opt_int_field(L, t, f->name, 0, f->max);
-      if (f->kind == OPT_U32) *(uint32_t *)dst = (uint32_t)v;
-      else if (f->kind == OPT_U64) *(uint64_t *)dst = (uint64_t)v;
-      else if (f->kind == OPT_SIZE) *(size_t *)dst = (size_t)v;
-      else *(unsigned long *)dst = (unsigned long)v;
-    }
-    }
-  }
-}
-
-/* The child's stdio as b:_start's options give it: descriptors of this
-** process it gets as its own (stdin_fd, stdout_fd, stderr_fd: not captured,
-** e.g. 1 and 2 for a command's passthrough), or stdin from a string (handed
-** over in a memfd, so no write can block) or a file. */
-struct stdio_plan {
-  int pass_fd[3];             /* -1: not given */
-  const char *data, *file;    /* stdin's bytes, or its file */
-  size_t len;
-};
-
-static void read_stdio(lua_State *L, int t, struct stdio_plan *io) {
-  static const char *const passed[] = { "stdin_fd", "stdout_fd", "stderr_fd" };
-  memset(io, 0, sizeof *io);
-  for (int i = 0; i < 3; i++) {
-    io->pass_fd[i] = -1;
-    lua_Integer fd = opt_int_field(L, t, passed[i], 0, 1 << 20);
-    lua_getfield(L, t, passed[i]);
-    if (!lua_isnil(L, -1)) {
-      if (fcntl((int)fd, F_GETFD) < 0)
-        luaL_error(L, "start: field '%s': %d is not an open descriptor", passed[i], (int)fd);
-      io->pass_fd[i] = (int)fd;
-    }
-    lua_pop(L, 1);
-  }
-  if (io->pass_fd[1] == 0 || io->pass_fd[2] == 0) luaL_error(L, "start: stdout_fd and stderr_fd must not be 0");
-  if (lua_getfield(L, t, "stdin") != LUA_TNIL) {
-    if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "start: field 'stdin' must be a string");
-    io->data = lua_tolstring(L, -1, &io->len);
-  }
-  if (lua_getfield(L, t, "stdin_file") != LUA_TNIL) {
-    if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "start: field 'stdin_file' must be a path");
-    if (io->data) luaL_error(L, "start: give 'stdin' or 'stdin_file', not both");
-    io->file = lua_tostring(L, -1);
-  }
-  if (io->pass_fd[0] >= 0 && (io->data || io->file))
-    luaL_error(L, "start: give one of 'stdin', 'stdin_file' and 'stdin_fd'");
-}
-
-/* The child's stdin into *fd_out: a new descriptor above 2 (the caller closes
-** it), or -1 for none (/dev/null). Returns 0, or -errno with why in err.
-** Raises no Lua error. */
-static int open_stdin(const struct stdio_plan *io, int *fd_out, char *err, size_t errlen) {
-  int in_fd = -1, rc = 0;
-  *fd_out = -1;
-  if (io->pass_fd[0] >= 0) {
-    in_fd = fcntl(io->pass_fd[0], F_DUPFD_CLOEXEC, 3);
-    if (in_fd < 0) { rc = -errno; snprintf(err, errlen, "stdin_fd %d: %s", io->pass_fd[0], airlock_strerror(errno)); }
-  } else if (io->file) {
-    in_fd = open(io->file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (in_fd < 0) { rc = -errno; snprintf(err, errlen, "%s: %s", io->file, airlock_strerror(errno)); }
-  } else if (io->data) {
-    in_fd = memfd_create("airlock-stdin", MFD_CLOEXEC);
-    size_t off = 0;
-    while (in_fd >= 0 && off < io->len) {
-      ssize_t n = write(in_fd, io->data + off, io->len - off);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      off += (size_t)n;
-    }
-    if (in_fd < 0 || off < io->len || lseek(in_fd, 0, SEEK_SET) < 0) {
-      rc = -(errno ? errno : EIO);
-      snprintf(err, errlen, "cannot hold %zu bytes in a memfd: %s", io->len, airlock_strerror(-rc));
-      if (in_fd >= 0) close(in_fd);
-      return rc;
-    }
-  }
-  if (rc < 0) return rc;
-  if (in_fd == 0) { int moved = fcntl(in_fd, F_DUPFD_CLOEXEC, 3); close(in_fd); in_fd = moved; }
-  *fd_out = in_fd;
-  return 0;
-}
-
 /* t.init, a table, packed as the whole init frame into sb (which the caller
 ** has initialised); o points at it. Frees sb before it raises. */
 static void pack_init(lua_State *L, int t, msgpack_sbuffer *sb, airlock_run_opts *o) {
@@ -685,44 +426,21 @@ static void pack_init(lua_State *L, int t, msgpack_sbuffer *sb, airlock_run_opts
   o->init_len = sb->size;
 }
 
-/* b:_start{argv=, handlers=, ctx=, init=, expect_ready=, shared_net=,
-**           namespaces={names}, rlimits={...}, tmpfs_size=, confine={spec, see
-**           lconfine.c}, stdin=|stdin_file=|stdin_fd=, stdout_fd=, stderr_fd=,
-**           and the plain fields of START_OPTS} -> run
-** workspace = true: workdir is the run's workspace (airlock_spawn_opts.workspace).
+/* b:_start{argv=, handlers=, ctx=, init=, confine={spec, see lconfine.c}, and
+**           the options lstart_opts.c reads} -> run, or nil, message, errno
+**           and, when the spawn failed, the step it failed in as a word
+**           (airlock_spawn_step_name: "cgroup", "protect", "clone", ...)
+** workspace = true: workdir is the run's workspace (AIRLOCK_MOUNT_WORKSPACE).
 ** program = true: a plain program (no channel, no init, no ready; exit 0 is ok). */
 static int l_broker_start(lua_State *L) {
   lbroker *lb = check_broker(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
-  airlock_run_opts o;
+  airlock_l_start s;
   msgpack_sbuffer sb;
   char err[256];
 
-  luaL_checkstack(L, 3 * (int)NSTART_OPTS + 32, "start: too many options");
-  check_start_keys(L, 2);
-  memset(&o, 0, sizeof o);
-  o.spawn.argv = string_array(L, 2, "argv", 1);
-  read_start_opts(L, 2, &o);
-  lua_getfield(L, 2, "expect_ready");
-  o.expect_ready = lua_isnil(L, -1) ? 1 : lua_toboolean(L, -1);
-  lua_getfield(L, 2, "shared_net");
-  if (lua_toboolean(L, -1)) {
-    o.spawn.netns_fd = get_shared_netns();
-    if (o.spawn.netns_fd < 0) return luaL_error(L, "start: shared_net: %s", shared_netns_err);
-  }
-  o.spawn.namespaces = namespace_flags(L, 2);
-  airlock_rlimits rl;
-  if (rlimits_field(L, 2, &rl)) o.spawn.rlimits = &rl;
-  if (lua_getfield(L, 2, "tmpfs_size") != LUA_TNIL) {
-    const char *sz = lua_tostring(L, -1);
-    if (!sz || strlen(sz) > 24 || strspn(sz, "0123456789kmgKMG%") != strlen(sz))
-      return luaL_error(L, "start: field 'tmpfs_size' must be a size like \"64m\"");
-    o.spawn.tmpfs_size = sz;
-  }
-  struct stdio_plan io;
-  read_stdio(L, 2, &io);
-  o.spawn.stdout_fd = io.pass_fd[1] > 0 ? io.pass_fd[1] : 0;
-  o.spawn.stderr_fd = io.pass_fd[2] > 0 ? io.pass_fd[2] : 0;
+  airlock_l_read_start(L, 2, &s);   /* lstart_opts.c */
+  airlock_run_opts *o = &s.o;
   /* A confinement spec (lconfine.c), prepared here and freed once the spawner
   ** has applied it; its userdata's __gc frees it if an error comes first. */
   airlock_confine_prepared *prep = NULL;
@@ -730,7 +448,7 @@ static int l_broker_start(lua_State *L) {
     if (!lua_istable(L, -1)) return luaL_error(L, "start: field 'confine' must be a confinement spec table");
     int crc = airlock_l_confine_prepare(L, -1, &prep, err, sizeof err);
     if (crc < 0) return airlock_l_fail(L, "confinement", err, -crc);
-    o.spawn.confine = prep;
+    o->spawn.confine = prep;
   }
   lua_getfield(L, 2, "handlers");
   int handlers = lua_gettop(L);
@@ -741,7 +459,7 @@ static int l_broker_start(lua_State *L) {
   else if (!lua_istable(L, ctx)) return luaL_error(L, "start: field 'ctx' must be a table");
 
   msgpack_sbuffer_init(&sb);
-  pack_init(L, 2, &sb, &o);   /* the last step that may raise: sb is freed by then */
+  pack_init(L, 2, &sb, o);   /* the last step that may raise: sb is freed by then */
 
   lrun *lr = lua_newuserdatauv(L, sizeof *lr, RUV_COUNT_);
   memset(lr, 0, sizeof *lr);
@@ -755,9 +473,9 @@ static int l_broker_start(lua_State *L) {
 
   /* Past the last Lua error: the fd cannot leak from here on. */
   int in_fd;
-  int rc = open_stdin(&io, &in_fd, err, sizeof err), stdin_failed = rc < 0;
-  o.spawn.stdin_fd = in_fd;
-  if (rc == 0) rc = airlock_broker_start(lb->b, &o, &lr->r);
+  int rc = airlock_l_open_stdin(&s.io, &in_fd, err, sizeof err), stdin_failed = rc < 0;
+  o->spawn.stdin_fd = in_fd;
+  if (rc == 0) rc = airlock_broker_start(lb->b, o, &lr->r);
   else lr->r = NULL;
   if (in_fd >= 0) close(in_fd);
   msgpack_sbuffer_destroy(&sb);
@@ -765,7 +483,9 @@ static int l_broker_start(lua_State *L) {
   if (stdin_failed) return airlock_l_fail(L, "stdin", err, -rc);
   if (rc < 0) {
     lr->r = NULL;
-    return airlock_l_fail(L, "spawn", airlock_broker_error(lb->b), -rc);
+    int n = airlock_l_fail(L, "spawn", airlock_broker_error(lb->b), -rc);
+    lua_pushstring(L, airlock_spawn_step_name(airlock_broker_error_step(lb->b)));
+    return n + 1;
   }
   lr->finished = 0;
   lr->serial = (lua_Integer)airlock_run_serial(lr->r);

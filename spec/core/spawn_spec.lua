@@ -44,6 +44,20 @@ describe("the spawner", function()
       "start: unknown namespace 'time' (user, pid, net, ipc, uts, mount, cgroup)")
   end)
 
+  it("refuses a view that names no path, which would leave the whole file system visible", function()
+    local b <close> = airlock.broker()
+    for _, opts in ipairs { { view_ro = {} }, { view_rw = {} }, { view_ro = {}, view_rw = {} } } do
+      opts.argv, opts.handlers, opts.namespaces = { "/bin/true" }, {}, { "user", "mount" }
+      assert.has_error(function() b:_start(opts) end,
+        "start: fields 'view_ro' and 'view_rw' name no path: a view of nothing is refused (it would leave " ..
+        "the whole file system visible); give at least one path, or neither field")
+    end
+    -- Control: a view of the program's own directories starts it.
+    local res = start(b, { argv = { "/bin/true" }, namespaces = { "user", "mount" },
+                           view_ro = { "/usr", "/bin", "/lib", "/lib64" } })
+    assert.equal(0, res.exit_code, res.message)
+  end)
+
   it("refuses a misspelt option by name, so no layer is silently left out", function()
     local b <close> = airlock.broker()
     assert.has_error(function() b:_start { argv = { "/bin/true" }, handlers = {}, drop_cap = true } end,
@@ -56,5 +70,29 @@ describe("the spawner", function()
     local res = start(b, { argv = { "/bin/true" }, drop_caps = true, namespaces = { "user" },
                            rlimits = { nofile = 64 }, expect_ready = false, program = true, workdir = "/" })
     assert.are.equal("ok", res.cause, res.message)
+  end)
+
+  it("says which step a failed spawn failed in, as a word after nil, message, errno", function()
+    local b <close> = airlock.broker()
+    local run, err, errno, step = b:_start { argv = { "/nonexistent/airlock-program" }, handlers = {},
+                                             program = true, expect_ready = false }
+    assert.is_nil(run)
+    assert.matches("^spawn: exec /nonexistent/airlock%-program: No such file", err)
+    assert.equal(2, errno)
+    assert.equal("exec", step)
+    -- A mount the options cannot have: a private tmpfs without a mount namespace.
+    run, err, errno, step = b:_start { argv = { "/bin/true" }, handlers = {}, program = true, tmpfs = { "/tmp" } }
+    assert.is_nil(run)
+    assert.equal("spawn: spawn: a private tmpfs (/tmp) needs the mount namespace (EINVAL)", err)
+    assert.equal("mount", step)
+    -- A protected path outside the workspace is tool.protect's failure.
+    run, err, errno, step = b:_start { argv = { "/bin/true" }, handlers = {}, program = true, workdir = "/tmp",
+                                       workspace = true, namespaces = { "mount" }, protect = { "/var/x" } }
+    assert.is_nil(run)
+    assert.matches("tool.protect: protected paths must be at most 128 absolute paths beneath the workspace", err)
+    assert.equal("protect", step)
+    -- Control: a spawn that starts gives a run, and no step.
+    local res = start(b, { argv = { "/bin/true" }, expect_ready = false, program = true })
+    assert.equal("ok", res.cause, res.message)
   end)
 end)
