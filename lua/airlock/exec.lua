@@ -12,6 +12,9 @@ local core = require "airlock.core"
 local policy = require "airlock.policy"
 local secrets = require "airlock.secrets"
 local program = require "airlock.program"
+local registry = require "airlock.launch.registry"
+local run_spec = require "airlock.launch.spec"
+local launch = require "airlock.launch.start"
 
 local M = {}
 
@@ -178,7 +181,6 @@ function M.exec(opts, broker)
     fail("give one of 'stdin', 'stdin_file' and 'stdin_inherit'", 2)
   end
 
-  local start_run = require("airlock")._internal.start_run   -- b:start, with internal.program
   local pol, perr = M.resolve_policy(opts.policy)
   if not pol then return nil, perr, "policy" end
   local admitted, adm_err = policy.admit(pol, "tool", "programs")
@@ -400,10 +402,10 @@ function M.exec(opts, broker)
   end
   local _ <close> = ledger_owned
   local t0 = core.now_ms()
-  local run, err, code = start_run(b, { policy = pol, ledger = ledger, durability = opts.durability }, {
+  local run, err, code = launch.start(b, run_spec.program {
+    policy = pol, ledger = ledger, durability = opts.durability, ledger_bound = ledger_bound,
     program = { name = argv[1], argv = full, plan = plan,
                 deadline_ms = deadline and deadline > 0 and deadline or nil, capture = capture },
-    ledger_bound = ledger_bound,
   })
   if pty then
     pty:close_slave()
@@ -422,7 +424,7 @@ function M.exec(opts, broker)
   end
   local proxy
   if plan.start.egress_port then
-    local rec = require("airlock")._internal.record_of(run)
+    local rec = registry.record_of(run)
     local perr2, pcode
     proxy, perr2, pcode = egress.start(b, run, { policy = pol, t0 = t0, secrets = values,
                                                  recorder = rec and rec.recorder })
