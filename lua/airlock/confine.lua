@@ -27,6 +27,9 @@
 local policy = require "airlock.policy"
 local core = require "airlock.core"
 local util = require "airlock.util"
+local program = require "airlock.program"
+local protect = require "airlock.protect"
+local network = require "airlock.policy.network"
 
 local set_of, copy = util.set_of, util.copy
 
@@ -164,7 +167,7 @@ end
 function layer.capabilities(p, c)
   if p.program then
     -- A program always loses them, where that is possible (a user namespace, or root).
-    if not require("airlock.program").can_drop_caps(c.namespaces, p.context.root) then
+    if not program.can_drop_caps(c.namespaces, p.context.root) then
       return p:skip("capabilities", "not root and no user namespace")
     end
     p.start.drop_caps = true
@@ -204,7 +207,7 @@ function layer.landlock(p, c)
   -- view): what the policy does not name cannot be watched, locked or seen.
   if set_of(c.namespaces).mount then
     local ws, rootfs = p.context.workspace, p.context.rootfs
-    local beneath = require("airlock.program").beneath
+    local beneath = program.beneath
     local ro, rw = {}, {}
     for _, list in ipairs { ll.read or {}, ll.exec or {} } do
       for _, path in ipairs(list) do
@@ -343,13 +346,13 @@ end
 -- where Landlock has TCP rules, connect to the proxy's port alone.
 function layer.network(p, c)
   if not p.program then return end
-  local net, egress = p.context.network, require("airlock.egress")
-  if not egress.configured(net) then return p:skip("network", "none (no tool.network): the net namespace is empty") end
+  local net = p.context.network
+  if not network.configured(net) then return p:skip("network", "none (no tool.network): the net namespace is empty") end
   if not set_of(c.namespaces).net then
     return p:refuse("confinement: tool.network needs the program's net namespace (tool.confine.namespaces), " ..
       "where its proxy listens; without it the program would have the host's network")
   end
-  local port = egress.PORT
+  local port = network.PORT
   p.start.shared_net, p.start.egress_port = nil, port
   p.layers.namespaces = p.layers.namespaces and
     p.layers.namespaces:gsub("; net is the one empty namespace all runs share", "; net is the run's own")
@@ -382,7 +385,7 @@ function layer.protect(p, c)
     return p:refuse("confinement: tool.protect needs the mount namespace (tool.confine.namespaces), where " ..
       "each protected path is made read-only")
   end
-  local res, err = require("airlock.protect").resolve(ws, list)
+  local res, err = protect.resolve(ws, list)
   if not res then return p:refuse(err) end
   local abs, there, made = {}, {}, {}
   for _, e in ipairs(res.paths) do
