@@ -14,6 +14,7 @@
 -- untrusted's confine.require asks for; never "airlock" (airlock.init may load this file).
 local core = require "airlock.core"
 local util = require "airlock.util"
+local json = require "airlock.json"
 local read_file, wrap = util.read_file, util.wrap
 
 local M = {}
@@ -378,7 +379,7 @@ end
 
 --- json(report) -> one line of JSON.
 function M.json(r)
-  return require("airlock.json").encode(r or M.report())
+  return json.encode(r or M.report())
 end
 
 return M
