@@ -1,8 +1,14 @@
 -- airlock.launch.process -- airlock.spawn: a plain program, started confined
--- under no policy (its own confine spec), and the process object it gives.
+-- under no policy (its own confine spec, planned by the one planner, so its
+-- result has the confinement report), through the one start function; and
+-- the process object it gives.
 local core = require "airlock.core"
 local policy = require "airlock.policy"
 local program = require "airlock.program"
+local util = require "airlock.util"
+local confine = require "airlock.confine"
+local spec = require "airlock.launch.spec"
+local launch = require "airlock.launch.start"
 
 local M = {}
 
@@ -35,11 +41,13 @@ local process_mt = { __index = process_methods }
 
 --- p:wait() -> result {ok, cause, exit_code, signal, stdout, stderr, usage, message}.
 function process_methods:wait()
-  while self._run:live() do
-    local _, err = self._broker:_step(-1)
-    if err then return nil, err end
+  local id = self._run:id()
+  while not self._result and self._run:live() do
+    local done, err = self._broker:step(-1)
+    if not done then return nil, err end
+    for _, res in ipairs(done) do if res.run == id then self._result = res end end
   end
-  return self._run:result()
+  return self._result or self._run:result()
 end
 
 --- p:kill(): ends the process (and everything it started); wait() then says cancelled.
@@ -117,17 +125,23 @@ function M.spawn(opts)
       error("spawn: 'workdir' and 'workspace' differ; a workspace is the working directory", 2)
     end
   end
-  -- Capabilities are dropped wherever that is possible.
-  local drop = program.can_drop_caps(namespaces)
+  -- Its confinement: the one planner (airlock.confine), on spawn's own spec
+  -- (a copy: the planner fills in what it decides). A refused call kills the
+  -- run unless the spec says otherwise (a program under a policy gets an
+  -- errno). Capabilities are dropped wherever that is possible.
+  local own = type(opts.confine) == "table" and util.copy(opts.confine) or nil
+  if own and type(own.seccomp) == "table" and own.seccomp.refuse == nil then own.seccomp.refuse = "kill" end
+  local plan, perr = confine.plan({ namespaces = namespaces, rlimits = rlimits, confine = own or {} }, "program",
+    { section = {}, limits = { pids = 0 }, tmp = "none", root = program.is_root() })
+  if not plan then return nil, perr, "confinement" end
+  local start = plan.start
+  start.confine = opts.confine ~= nil and (own or opts.confine) or nil
+  start.env, start.workdir, start.workspace = env, opts.workdir or workspace, workspace ~= nil or nil
   local b = core.broker()
-  local run, err, code = b:_start {
-    argv = argv, env = env, workdir = opts.workdir or workspace, workspace = workspace ~= nil or nil,
-    program = true, handlers = {},
-    deadline_ms = unit("deadline_ms", policy.parse_duration),
-    capture_max = unit("capture", policy.parse_size),
-    namespaces = namespaces, rlimits = rlimits, confine = opts.confine,
-    drop_caps = drop or nil,
-  }
+  local run, err, code = launch.start(b, spec.process {
+    name = argv[1], argv = argv, plan = plan,
+    deadline_ms = unit("deadline_ms", policy.parse_duration), capture = unit("capture", policy.parse_size),
+  })
   if not run then b:close(); return nil, err, code end
   return setmetatable({ _broker = b, _run = run }, process_mt)
 end

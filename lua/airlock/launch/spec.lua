@@ -6,8 +6,9 @@
 -- Fields (all optional but what runs):
 --   what runs      guest (Lua source or a .lua path) and name; or program
 --                  (airlock.exec's or airlock.spawn's: { name, argv, plan,
---                  deadline_ms, capture, policy = false for a run under no
---                  policy (airlock.spawn) })
+--                  deadline_ms, capture; policy = false and channel = false
+--                  for a run under no policy and with no effects channel
+--                  (airlock.spawn) })
 --   policy         a policy, a stock name, a file path or a bare table (nil:
 --                  the broker's snapshot, else AIRLOCK_POLICY, else untrusted)
 --   the run        input, seed, on_log
@@ -49,7 +50,7 @@ end
 --- f = { name, argv, plan, deadline_ms, capture }.
 function M.process(f)
   return { program = { name = f.name, argv = f.argv, plan = f.plan, deadline_ms = f.deadline_ms,
-                       capture = f.capture, policy = false } }
+                       capture = f.capture, policy = false, channel = false } }
 end
 
 --- nested(opts, nested, serve) -> the spec of a nested run (ctx:nest, or its

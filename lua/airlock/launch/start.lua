@@ -87,7 +87,7 @@ local function spawn_options(st, handlers, spec, rp, what, serial, seed)
   local start
   if what.program then
     -- No init, no ready: the program gets fd 3 for calls, and nothing else of a worker's.
-    start = { argv = what.argv, program = true, channel = true, handlers = handlers, ctx = ctx,
+    start = { argv = what.argv, program = true, channel = what.program.channel ~= false, handlers = handlers, ctx = ctx,
               deadline_ms = what.program.deadline_ms, capture_max = what.program.capture }
   else
     start = {
