@@ -98,6 +98,7 @@ end
 -- with the policy's own section as p.context.section.
 
 local layer = {}
+local grant   -- (below) a program's grants, added to its Landlock lists
 
 function layer.namespaces(p, c)
   local ns = c.namespaces
@@ -105,7 +106,12 @@ function layer.namespaces(p, c)
   if p.pretend.namespaces and not p.program then return p:skip("namespaces", PRETEND) end
   p.start.namespaces = list_copy(ns)
   local net = ""
-  if p.section.shared_net and set_of(p.start.namespaces).net then
+  -- A program with a network (tool.network) has a net namespace of its own,
+  -- where its egress proxy listens (the network layer); no other shares it.
+  local own_net = p.program and network.configured(p.context.network)
+  if own_net and set_of(p.start.namespaces).net then
+    net = "; net is the run's own"
+  elseif p.section.shared_net and set_of(p.start.namespaces).net then
     local ok, why = M.shared_netns()
     if ok then
       p.start.shared_net = true
@@ -353,9 +359,7 @@ function layer.network(p, c)
       "where its proxy listens; without it the program would have the host's network")
   end
   local port = network.PORT
-  p.start.shared_net, p.start.egress_port = nil, port
-  p.layers.namespaces = p.layers.namespaces and
-    p.layers.namespaces:gsub("; net is the one empty namespace all runs share", "; net is the run's own")
+  p.start.egress_port = port
   local sc, ll = c.confine.seccomp, c.confine.landlock
   if type(sc) == "table" and sc.mode ~= "deny" then
     local words = tostring(sc.promises or "")
@@ -424,6 +428,26 @@ for _, name in ipairs(M.LAYERS) do assert(layer[name], "confine: no planner for 
 local Plan = {}
 Plan.__index = Plan
 
+-- What a program's entry grants it beyond its policy (context.grants: {path,
+-- rights = letters of "rwx", why} entries, airlock.exec's own programs and
+-- terminal), added to its Landlock lists in order: r to read, w to write
+-- and read, x to exec. Nothing is granted where Landlock is off.
+local RIGHTS = { { "w", "write" }, { "r", "read" }, { "w", "read" }, { "x", "exec" } }
+function grant(ll, grants)
+  if not ll then return end
+  for _, g in ipairs(grants or {}) do
+    local seen = {}
+    for _, r in ipairs(RIGHTS) do
+      local letter, list = r[1], r[2]
+      if g.rights:find(letter, 1, true) and not seen[list] then
+        seen[list] = true
+        ll[list] = ll[list] or {}
+        table.insert(ll[list], g.path)
+      end
+    end
+  end
+end
+
 function Plan:applied(name, text) self.layers[name] = "applied" .. text end
 
 -- A layer not applied; a required one makes the plan fail.
@@ -458,6 +482,7 @@ function M.plan(section, role, context)
   }, Plan)
   if program then
     p.start.confine = section.confine   -- Landlock and seccomp, applied by the spawner
+    grant(section.confine and section.confine.landlock, context.grants)
   else
     p.init = { require = list_copy(own.require), pretend_absent = {} }
   end

@@ -309,13 +309,11 @@ local function installation(job)
   for _, p in ipairs(confine.landlock and confine.landlock.exec or {}) do
     if p ~= workspace then job.policy_exec[#job.policy_exec + 1] = p end
   end
+  job.grants = {}   -- what exec grants the program beyond its policy, read by the planner
   if cmd then
     env.PATH = job.path .. ":" .. cmd_dir
     env.AIRLOCK = cmd
-    if confine.landlock then
-      confine.landlock.exec = confine.landlock.exec or {}
-      table.insert(confine.landlock.exec, cmd)
-    end
+    job.grants[#job.grants + 1] = { path = cmd, rights = "x", why = "the airlock command (`airlock call`)" }
   end
   local ns = util.set_of(job.auth.namespaces)   -- the namespaces the program gets
   local init = ns.pid and init_program()
@@ -323,9 +321,8 @@ local function installation(job)
     return nil, string.format("exec: airlock-init is missing beside the worker (%s); rebuild or reinstall " ..
       "airlock (make build, make install)", tostring(worker_dir())), "exec"
   end
-  if init and confine.landlock then
-    confine.landlock.exec = confine.landlock.exec or {}
-    table.insert(confine.landlock.exec, init)
+  if init then
+    job.grants[#job.grants + 1] = { path = init, rights = "x", why = "airlock-init, PID 1 of its pid namespace" }
   end
   for _, p in ipairs { cmd or false, core.fs_realpath(core.worker_path() or "") or false } do
     if p and program.beneath(p, workspace) then
@@ -345,6 +342,9 @@ local function locate(job)
   local exec_roots = {}
   for _, p in ipairs(confine.landlock and confine.landlock.exec or {}) do
     exec_roots[#exec_roots + 1] = core.fs_realpath(p) or p
+  end
+  for _, g in ipairs(job.grants) do
+    if g.rights:find("x", 1, true) then exec_roots[#exec_roots + 1] = core.fs_realpath(g.path) or g.path end
   end
   local found, ferr, fstatus = program.locate(job.argv[1], {
     path = job.path, cwd = job.workspace, root = job.rootfs,
@@ -369,16 +369,10 @@ end
 local function terminal(job)
   if not job.opts.terminal then return nil end
   local pty = core.pty_open()
-  local confine = job.confine
   local pts
   job.pty_fd, pts = pty:slave()
-  if confine.landlock then
-    confine.landlock.write = confine.landlock.write or {}
-    confine.landlock.read = confine.landlock.read or {}
-    for _, p in ipairs { "/dev/tty", pts } do
-      table.insert(confine.landlock.write, p)
-      table.insert(confine.landlock.read, p)
-    end
+  for _, p in ipairs { "/dev/tty", pts } do
+    job.grants[#job.grants + 1] = { path = p, rights = "rw", why = "its terminal" }
   end
   return pty
 end
@@ -391,6 +385,7 @@ local function plan_of(job)
     section = tool.confine, limits = tool.limits, tmp = auth.tmp, workspace = job.workspace, rootfs = job.rootfs,
     protect = tool.protect,
     keep = job.cmd_dir and { job.cmd_dir } or nil, effects = job.cmd, root = program.is_root(), network = job.net,
+    grants = job.grants,
   })
   if not plan then return nil, perr, "confinement" end
   local envlist = {}
