@@ -9,18 +9,20 @@
 -- and registered (airlock.launch.registry) for b:step and its end
 -- (airlock.launch.ending).
 --
--- The launch package's layers, lowest first; a module requires only modules
--- of a lower layer (spec/lua/module_graph_spec.lua checks it):
---   1 registry, init_map, spec        data: records, the init map, run specs
---   2 run_handlers, resolve, recording    the steps
---   3 pool                            prepared workers (uses the steps)
---   4 start                           the one start function
---   5 ending, step, broker, process, journal   what entries and b:step call
---   then airlock (init.lua), which only exports. airlock.nest sits below
---   the pool (its runner and state); ctx:nest starts a nested run through
---   the function its parent's record names (record.start), never by
---   requiring this module.
-local core = require "airlock.core"
+-- The launch package's layers, lowest first. A module requires only modules
+-- of a lower layer, at its top level (no require inside a function body but
+-- a named optional one); spec/lua/module_graph_spec.lua checks it:
+--   1 registry, init_map, spec         data: records, the init map, run specs
+--   2 run_handlers, resolve; airlock.nest (its runner and per-run state)
+--   3 recording, pool                  the record step; prepared workers
+--   4 start                            the one start function
+--   5 ending, broker, journal, process; airlock.exec    entries and run ends
+--   6 step                             b:step (the pool's refill, ending)
+--   7 airlock (init.lua), which only exports
+-- Below the package: policy, confine, session, ledger, secrets, program and
+-- the rest, none of which requires into it. ctx:nest starts a nested run
+-- through the function its parent's record names (record.start, set here),
+-- so airlock.nest never requires this module.
 local policy = require "airlock.policy"
 local confine = require "airlock.confine"
 local secrets = require "airlock.secrets"
