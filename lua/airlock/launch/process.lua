@@ -135,6 +135,10 @@ function M.spawn(opts)
     { section = {}, limits = { pids = 0 }, tmp = "none", root = program.is_root() })
   if not plan then return nil, perr, "confinement" end
   local start = plan.start
+  -- Spawn's Landlock refuses what no rule lists, in the host's own tree: the
+  -- view the planner makes for a policy's program (only what Landlock grants,
+  -- bound in its mount namespace) is exec's, not spawn's.
+  start.view_ro, start.view_rw = nil, nil
   start.confine = opts.confine ~= nil and (own or opts.confine) or nil
   start.env, start.workdir, start.workspace = env, opts.workdir or workspace, workspace ~= nil or nil
   local b = core.broker()
