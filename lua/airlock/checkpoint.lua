@@ -11,6 +11,7 @@
 --   local line = assert(checkpoint.take(dir, { key = key }))      -- text, fields
 --   local rep = assert(checkpoint.verify(dir, assert(checkpoint.read_file(path, dir)), key))
 local core = require "airlock.core"
+local ledger = require "airlock.ledger"
 
 local M = {}
 
@@ -59,7 +60,6 @@ end
 --- session's head now, through a read-only ledger process. A damaged
 --- journal has no checkpoint to take.
 function M.take(dir, opts)
-  local ledger = require "airlock.ledger"
   local rep, err, errno = ledger.verify(dir)
   if not rep then return nil, err, errno end
   if not rep.ok then
@@ -125,7 +125,6 @@ end
 -- reason becomes the report's when the chain itself is intact. With key,
 -- every line must carry a MAC that verifies (else "forged").
 function M.verify(dir, list, key)
-  local ledger = require "airlock.ledger"
   local prog, perr, pcode = ledger.program()
   if not prog then return nil, perr, pcode end
   local seqs = {}

@@ -27,6 +27,9 @@
 local policy = require "airlock.policy"
 local core = require "airlock.core"
 local util = require "airlock.util"
+local program = require "airlock.program"
+local protect = require "airlock.protect"
+local network = require "airlock.policy.network"
 
 local set_of, copy = util.set_of, util.copy
 
@@ -88,21 +91,28 @@ function M.worker_program()
 end
 
 -- ------------------------------------------------------------ the layers
--- Each is function(p, c): p is the plan being made (p.role, p.start, p.init,
+-- Each is function(p, c), or one per role (ROLES, below): p is the plan
+-- being made (p.role, p.start, p.init,
 -- p.context; p:applied(name, text), p:skip(name, why), p:refuse(message)),
 -- c the section: for a guest the policy's confine; for a program airlock.spawn's
 -- form (namespaces, rlimits, confine = {landlock, seccomp, no_new_privs})
 -- with the policy's own section as p.context.section.
 
 local layer = {}
+local grant   -- (below) a program's grants, added to its Landlock lists
 
 function layer.namespaces(p, c)
   local ns = c.namespaces
   if not ns or #ns == 0 then return p:skip("namespaces", "the policy asks for none") end
-  if p.pretend.namespaces and not p.program then return p:skip("namespaces", PRETEND) end
+  if p.pretend.namespaces then return p:skip("namespaces", PRETEND) end
   p.start.namespaces = list_copy(ns)
   local net = ""
-  if p.section.shared_net and set_of(p.start.namespaces).net then
+  -- A program with a network (tool.network) has a net namespace of its own,
+  -- where its egress proxy listens (the network layer); no other shares it.
+  local own_net = network.configured(p.context.network)
+  if own_net and set_of(p.start.namespaces).net then
+    net = "; net is the run's own"
+  elseif p.section.shared_net and set_of(p.start.namespaces).net then
     local ok, why = M.shared_netns()
     if ok then
       p.start.shared_net = true
@@ -124,6 +134,30 @@ end
 M.AS_FIXED = 64 << 20
 function M.address_space(memory) return memory + memory // 2 + M.AS_FIXED end
 
+-- ------------------------------------------------------------ the roles
+-- What differs between the two roles the planner plans for, as data the
+-- layers read (p.role) instead of a branch in each:
+--   pretend_only    the layers AIRLOCK_TEST_PRETEND_ABSENT may pretend away
+--                   (nil: all of them)
+--   confine_of      where the section keeps its no_new_privs, Landlock and
+--                   seccomp words (a program's: its confine table, in
+--                   airlock.spawn's form)
+--   address_space   RLIMIT_AS from the memory budget, and as_why, the line's why
+--   cpu_backstop    RLIMIT_CPU a second above limits.cpu (a guest's worker)
+--   nnp_for_layers  no_new_privs whenever Landlock or seccomp is on (the
+--                   spawner sets it for them; a guest's worker asks itself)
+-- A layer whose work differs wholly between them is a function per role
+-- (layer.X = { guest = f, program = f }); a role it names no function for
+-- does not have the layer at all.
+local ROLES = {
+  guest = { name = "guest", confine_of = function(c) return c end,
+            address_space = function(memory) return M.address_space(memory) end,
+            as_why = "limits.memory, half again and 64M", cpu_backstop = true, nnp_for_layers = false },
+  program = { name = "program", pretend_only = { cgroup = true }, confine_of = function(c) return c.confine end,
+              address_space = function(memory) return memory end, as_why = "tool.limits.memory",
+              cpu_backstop = false, nnp_for_layers = true },
+}
+
 -- Budgets the rlimits follow, for the layer's line (field -> how it was derived).
 local function derive_rlimits(p, rl)
   local limits, why = p.context.limits or {}, {}
@@ -133,15 +167,15 @@ local function derive_rlimits(p, rl)
   if rl.as == 0 then
     rl.as = nil
   elseif memory > 0 then
-    local derived = p.program and memory or M.address_space(memory)
+    local derived = p.role.address_space(memory)
     if not rl.as or derived < rl.as then
       rl.as = derived
-      why.as = p.program and "tool.limits.memory" or "limits.memory, half again and 64M"
+      why.as = p.role.as_why
     end
   end
   -- RLIMIT_CPU of a guest's worker: a backstop a second above the run's CPU
   -- budget (limits.cpu, enforced by the worker), in whole seconds.
-  local cpu_ms = not p.program and limits.cpu or 0
+  local cpu_ms = p.role.cpu_backstop and limits.cpu or 0
   if cpu_ms > 0 then
     rl.cpu = (cpu_ms + 1000 + 999) // 1000
     why.cpu = "limits.cpu and 1 s"
@@ -154,22 +188,25 @@ function layer.rlimits(p, c)
   local rl
   for k, v in pairs(c.rlimits or {}) do rl = rl or {}; rl[k] = v end
   if not rl then return p:skip("rlimits", "the policy sets none") end
-  if p.pretend.rlimits and not p.program then return p:skip("rlimits", PRETEND) end
+  if p.pretend.rlimits then return p:skip("rlimits", PRETEND) end
   local why = derive_rlimits(p, rl)
   p.start.rlimits = rl
   -- Written when the plan is done: a program's cgroup layer may add nproc.
   p.after[#p.after + 1] = function() p:applied("rlimits", ": " .. describe_rlimits(p.start.rlimits, why)) end
 end
 
-function layer.capabilities(p, c)
-  if p.program then
-    -- A program always loses them, where that is possible (a user namespace, or root).
-    if not require("airlock.program").can_drop_caps(c.namespaces, p.context.root) then
-      return p:skip("capabilities", "not root and no user namespace")
-    end
-    p.start.drop_caps = true
-    return p:applied("capabilities", ": bounding, ambient and inheritable sets emptied")
+layer.capabilities = {}
+
+-- A program always loses them, where that is possible (a user namespace, or root).
+function layer.capabilities.program(p, c)
+  if not program.can_drop_caps(c.namespaces, p.context.root) then
+    return p:skip("capabilities", "not root and no user namespace")
   end
+  p.start.drop_caps = true
+  p:applied("capabilities", ": bounding, ambient and inheritable sets emptied")
+end
+
+function layer.capabilities.guest(p, c)
   if c.capabilities ~= "drop" then return p:skip("capabilities", "the policy keeps them") end
   if p.pretend.capabilities then return p:skip("capabilities", PRETEND) end
   p.start.drop_caps = true
@@ -179,22 +216,24 @@ function layer.capabilities(p, c)
 end
 
 function layer.no_new_privs(p, c)
-  local cc = p.program and c.confine or c
+  local cc = p.role.confine_of(c)
   -- Landlock and seccomp need it: for a program, the spawner sets it for them.
-  local want = cc.no_new_privs or (p.program and (cc.landlock or cc.seccomp))
+  local want = cc.no_new_privs or (p.role.nnp_for_layers and (cc.landlock or cc.seccomp))
   if not want then return p:skip("no_new_privs", "the policy does not ask for it") end
-  if p.pretend.no_new_privs and not p.program then return p:skip("no_new_privs", PRETEND) end
+  if p.pretend.no_new_privs then return p:skip("no_new_privs", PRETEND) end
   p.start.no_new_privs = true
   p:applied("no_new_privs", " (set before exec)")
 end
 
-function layer.landlock(p, c)
-  if not p.program then
-    -- The worker applies it and reports it in its ready frame.
-    p.init.landlock = c.landlock == true
-    if p.pretend.landlock then p.init.pretend_absent[#p.init.pretend_absent + 1] = "landlock" end
-    return
-  end
+layer.landlock = {}
+
+-- The worker applies it and reports it in its ready frame.
+function layer.landlock.guest(p, c)
+  p.init.landlock = c.landlock == true
+  if p.pretend.landlock then p.init.pretend_absent[#p.init.pretend_absent + 1] = "landlock" end
+end
+
+function layer.landlock.program(p, c)
   local ll = c.confine.landlock
   if not ll then return p:skip("landlock", "the policy does not ask for it") end
   p:applied("landlock", string.format(": read %s; write %s; exec %s%s", table.concat(ll.read or {}, " "),
@@ -204,7 +243,7 @@ function layer.landlock(p, c)
   -- view): what the policy does not name cannot be watched, locked or seen.
   if set_of(c.namespaces).mount then
     local ws, rootfs = p.context.workspace, p.context.rootfs
-    local beneath = require("airlock.program").beneath
+    local beneath = program.beneath
     local ro, rw = {}, {}
     for _, list in ipairs { ll.read or {}, ll.exec or {} } do
       for _, path in ipairs(list) do
@@ -216,19 +255,21 @@ function layer.landlock(p, c)
   end
 end
 
-function layer.seccomp(p, c)
-  if not p.program then
-    p.init.seccomp = c.seccomp == true
-    if p.pretend.seccomp then p.init.pretend_absent[#p.init.pretend_absent + 1] = "seccomp" end
-    -- The parent checks the filter itself rather than trusting the report.
-    p.start.verify_seccomp = c.seccomp == true and not p.pretend.seccomp
-    -- A worker born in a new pid namespace is pid 1, so its filter (which names
-    -- its own pid) is the same every run: compiled once here, loaded there.
-    if p.init.seccomp and not p.pretend.seccomp and set_of(p.start.namespaces).pid then
-      p.init.seccomp_program = M.worker_program()
-    end
-    return
+layer.seccomp = {}
+
+function layer.seccomp.guest(p, c)
+  p.init.seccomp = c.seccomp == true
+  if p.pretend.seccomp then p.init.pretend_absent[#p.init.pretend_absent + 1] = "seccomp" end
+  -- The parent checks the filter itself rather than trusting the report.
+  p.start.verify_seccomp = c.seccomp == true and not p.pretend.seccomp
+  -- A worker born in a new pid namespace is pid 1, so its filter (which names
+  -- its own pid) is the same every run: compiled once here, loaded there.
+  if p.init.seccomp and not p.pretend.seccomp and set_of(p.start.namespaces).pid then
+    p.init.seccomp_program = M.worker_program()
   end
+end
+
+function layer.seccomp.program(p, c)
   local sc = c.confine.seccomp
   if not sc then return p:skip("seccomp", "the policy does not ask for it") end
   -- A program gets an errno for a call its policy refuses (each named in the
@@ -246,12 +287,14 @@ end
 -- seccomp, in its ready report); for a program the spawner's child sets it
 -- before exec, in a copy of the address space. Kept across fork and exec,
 -- never undone. A program with a JIT needs it off.
-function layer.mdwe(p, c)
-  if not p.program then
-    p.init.mdwe = c.mdwe == true
-    if p.pretend.mdwe then p.init.pretend_absent[#p.init.pretend_absent + 1] = "mdwe" end
-    return
-  end
+layer.mdwe = {}
+
+function layer.mdwe.guest(p, c)
+  p.init.mdwe = c.mdwe == true
+  if p.pretend.mdwe then p.init.pretend_absent[#p.init.pretend_absent + 1] = "mdwe" end
+end
+
+function layer.mdwe.program(p)
   if not p.section.mdwe then return p:skip("mdwe", "the policy does not ask for it") end
   if not M.mdwe_available() then return p:skip("mdwe", "this kernel has no PR_SET_MDWE (it needs Linux 6.3+)") end
   p.start.mdwe = true
@@ -271,11 +314,14 @@ local function cgroup_for(p, name)
   return where, why and tostring(why):gsub("^cgroup: ", "")
 end
 
-function layer.cgroup(p, c)
-  if not p.program then
-    return p:skip("cgroup", "no delegated cgroup is configured (memory, CPU and pids are bounded by " ..
-      "rlimits and the worker's own caps)")
-  end
+layer.cgroup = {}
+
+function layer.cgroup.guest(p)
+  p:skip("cgroup", "no delegated cgroup is configured (memory, CPU and pids are bounded by " ..
+    "rlimits and the worker's own caps)")
+end
+
+function layer.cgroup.program(p, c)
   local limits, root, start = p.context.limits or {}, p.context.root, p.start
   local user_ns = set_of(c.namespaces).user
   local cg, notes = {}, {}
@@ -321,8 +367,9 @@ function layer.cgroup(p, c)
     (#notes > 0 and "; skipped: " .. table.concat(notes, "; ") or ""))
 end
 
-function layer.tmp(p)
-  if not p.program then return end
+layer.tmp = {}
+
+function layer.tmp.program(p)
   local ctx = p.context
   if ctx.tmp ~= "private" then return p:skip("tmp", "no /tmp (tool.tmp = \"none\")") end
   local size = ctx.limits and ctx.limits.tmp_size
@@ -342,18 +389,17 @@ end
 -- own whose loopback the spawner brings up and listens on for the run's
 -- egress proxy; the program may make IPv4/IPv6 sockets (promise inet) and,
 -- where Landlock has TCP rules, connect to the proxy's port alone.
-function layer.network(p, c)
-  if not p.program then return end
-  local net, egress = p.context.network, require("airlock.egress")
-  if not egress.configured(net) then return p:skip("network", "none (no tool.network): the net namespace is empty") end
+layer.network = {}
+
+function layer.network.program(p, c)
+  local net = p.context.network
+  if not network.configured(net) then return p:skip("network", "none (no tool.network): the net namespace is empty") end
   if not set_of(c.namespaces).net then
     return p:refuse("confinement: tool.network needs the program's net namespace (tool.confine.namespaces), " ..
       "where its proxy listens; without it the program would have the host's network")
   end
-  local port = egress.PORT
-  p.start.shared_net, p.start.egress_port = nil, port
-  p.layers.namespaces = p.layers.namespaces and
-    p.layers.namespaces:gsub("; net is the one empty namespace all runs share", "; net is the run's own")
+  local port = network.PORT
+  p.start.egress_port = port
   local sc, ll = c.confine.seccomp, c.confine.landlock
   if type(sc) == "table" and sc.mode ~= "deny" then
     local words = tostring(sc.promises or "")
@@ -374,8 +420,9 @@ end
 -- binds the directories above it onto themselves (core/spawn_protect.c). One
 -- reached through a symbolic link is refused: the link would stay changeable.
 -- A path the spawner cannot hold or make refuses the run (tool.protect named).
-function layer.protect(p, c)
-  if not p.program then return end
+layer.protect = {}
+
+function layer.protect.program(p, c)
   local ws = p.context.workspace
   local list = list_copy(p.context.protect)
   if #list == 0 or not ws then return p:skip("protect", "the policy protects no path (tool.protect)") end
@@ -383,7 +430,7 @@ function layer.protect(p, c)
     return p:refuse("confinement: tool.protect needs the mount namespace (tool.confine.namespaces), where " ..
       "each protected path is made read-only")
   end
-  local res, err = require("airlock.protect").resolve(ws, list)
+  local res, err = protect.resolve(ws, list)
   if not res then return p:refuse(err) end
   local abs, there, made = {}, {}, {}
   for _, e in ipairs(res.paths) do
@@ -427,6 +474,26 @@ end
 local Plan = {}
 Plan.__index = Plan
 
+-- What a program's entry grants it beyond its policy (context.grants: {path,
+-- rights = letters of "rwx", why} entries, airlock.exec's own programs and
+-- terminal), added to its Landlock lists in order: r to read, w to write
+-- and read, x to exec. Nothing is granted where Landlock is off.
+local RIGHTS = { { "w", "write" }, { "r", "read" }, { "w", "read" }, { "x", "exec" } }
+function grant(ll, grants)
+  if not ll then return end
+  for _, g in ipairs(grants or {}) do
+    local seen = {}
+    for _, r in ipairs(RIGHTS) do
+      local letter, list = r[1], r[2]
+      if g.rights:find(letter, 1, true) and not seen[list] then
+        seen[list] = true
+        ll[list] = ll[list] or {}
+        table.insert(ll[list], g.path)
+      end
+    end
+  end
+end
+
 function Plan:applied(name, text) self.layers[name] = "applied" .. text end
 
 -- A layer not applied; a required one makes the plan fail.
@@ -455,16 +522,26 @@ function M.plan(section, role, context)
   if not program and role ~= "guest" then error("confine.plan: role must be \"guest\" or \"program\"", 2) end
   context = context or {}
   local own = program and (context.section or {}) or section   -- the policy's own words
+  local r = ROLES[role]
+  local pretend = pretended()
+  for word in pairs(pretend) do
+    if r.pretend_only and not r.pretend_only[word] then pretend[word] = nil end
+  end
   local p = setmetatable({
-    role = role, program = program, context = context, section = own, pretend = pretended(),
+    role = r, program = program, context = context, section = own, pretend = pretend,
     start = {}, init = {}, layers = {}, required = set_of(own.require), after = {},
   }, Plan)
   if program then
     p.start.confine = section.confine   -- Landlock and seccomp, applied by the spawner
+    grant(section.confine and section.confine.landlock, context.grants)
   else
     p.init = { require = list_copy(own.require), pretend_absent = {} }
   end
-  for _, name in ipairs(ORDER) do layer[name](p, section) end
+  for _, name in ipairs(ORDER) do
+    local l = layer[name]
+    if type(l) == "table" then l = l[r.name] end   -- the layer's function for this role, if it has one
+    if l then l(p, section) end
+  end
   for _, f in ipairs(p.after) do f() end
   if program then
     p.layers.workspace = context.workspace and context.workspace .. " (read and write)" or nil

@@ -13,28 +13,17 @@
 -- run's ledger when it is recorded.
 local core = require "airlock.core"
 local network = require "airlock.policy.network"
+local program = require "airlock.program"
+local confine = require "airlock.confine"
 
 local M = {}
 
-M.PORT = 3128          -- on the program's own loopback
+-- Where the program reaches its proxy, and whether a policy grants any
+-- network: airlock.policy.network's (the planner reads them there too).
+M.PORT = network.PORT
+M.configured = network.configured
+M.env = network.env
 M.MAX_RECORDS = 256    -- kept in the result (the ledger has them all)
-
---- configured(net) -> true when a policy's tool.network grants anything.
-function M.configured(net)
-  if not net then return false end
-  return (net.allow and #net.allow > 0) or net.connect ~= nil
-end
-
---- env(port) -> the proxy variables a program is given (both spellings).
-function M.env(port)
-  local url = "http://127.0.0.1:" .. (port or M.PORT)
-  local env = {}
-  for _, k in ipairs { "http_proxy", "https_proxy", "all_proxy" } do
-    env[k], env[k:upper()] = url, url
-  end
-  env.no_proxy, env.NO_PROXY = "", ""
-  return env
-end
 
 -- The airlock-egress program beside the worker (as airlock-init is).
 local function proxy_program()
@@ -108,7 +97,6 @@ end
 -- (its resolver reads /etc), nothing writable, TCP connect to the ports the
 -- policy's patterns name (and 53, the resolver's), no privileges.
 local function proxy_plan(path, ports)
-  local program = require "airlock.program"
   local function existing(list)
     local out = {}
     for _, p in ipairs(list) do if core.fs_realpath(p) then out[#out + 1] = p end end
@@ -126,7 +114,7 @@ local function proxy_plan(path, ports)
       seccomp = { promises = "stdio rpath inet dns exec", refuse = "errno" },
     },
   }
-  return require("airlock.confine").plan(auth, "program", {
+  return confine.plan(auth, "program", {
     section = {}, limits = { pids = 0 }, tmp = "none", root = program.is_root(),
   })
 end

@@ -12,6 +12,14 @@ local core = require "airlock.core"
 local policy = require "airlock.policy"
 local secrets = require "airlock.secrets"
 local program = require "airlock.program"
+local util = require "airlock.util"
+local ledger_mod = require "airlock.ledger"
+local violations = require "airlock.violations"
+local egress = require "airlock.egress"
+local confine_mod = require "airlock.confine"
+local registry = require "airlock.launch.registry"
+local run_spec = require "airlock.launch.spec"
+local launch = require "airlock.launch.start"
 
 local M = {}
 
@@ -59,17 +67,17 @@ local function environment(auth, opts, workspace, secret_values, net)
   local env = {}
   for k, v in pairs(auth.env or {}) do env[k] = v end
   -- With tool.network, the run's egress proxy (airlock.egress), in every spelling.
-  if net then for k, v in pairs(require("airlock.egress").env()) do env[k] = v end end
+  if net then for k, v in pairs(egress.env()) do env[k] = v end end
   env.HOME = workspace
   env.PWD = workspace
   if auth.tmp == "private" then env.TMPDIR = "/tmp" end
   if opts.env ~= nil then
-    if type(opts.env) ~= "table" then fail("'env' must be a table {NAME = \"value\"}", 3) end
+    if type(opts.env) ~= "table" then fail("'env' must be a table {NAME = \"value\"}", 4) end
     for k, v in pairs(opts.env) do
       if type(k) ~= "string" or not k:match("^[%a_][%w_]*$") then
-        fail("env: '" .. tostring(k) .. "' is not an environment variable name", 3)
+        fail("env: '" .. tostring(k) .. "' is not an environment variable name", 4)
       end
-      if type(v) ~= "string" then fail("env." .. k .. " must be a string", 3) end
+      if type(v) ~= "string" then fail("env." .. k .. " must be a string", 4) end
       env[k] = v
     end
   end
@@ -134,91 +142,100 @@ function M.resolve_policy(p)
   return policy.resolve(p, "tool")
 end
 
---- airlock.exec{argv = {program, args...}, policy = "tool" | name | file | table,
----   workspace = dir, stdin = string | stdin_file = path | stdin_inherit = true,
----   output = "capture" | "inherit", env = {NAME = "value"}, timeout = ms | "2s",
----   capture = bytes | "64K", stream = function(which, line, complete),
----   ledger = dir, durability = "batch"}
----   -> result, or nil, message, cause word, exit status (127: not found, 126:
----   not runnable, else 125: what a shell or env(1) would exit with).
---- result: ok, cause, message, exit_code | signal, stdout, stderr (secrets
---- redacted; *_truncated when over the capture limit; empty with output =
---- "inherit"), refused (the calls the policy refused, each with its errno and
---- count), usage, confinement, policy, digest, argv, workspace; ledger when recorded.
-function M.exec(opts, broker)
-  if type(opts) ~= "table" then fail("expects a table {argv = {...}, ...}", 2) end
+-- ------------------------------------------------------------ the steps of exec
+-- Each step takes the job (what exec has made so far: opts, argv, pol, auth,
+-- workspace, env, ...) and adds to it; a step returns true, or nil, message,
+-- cause word[, exit status]. A mistake in opts is raised at exec's caller:
+-- fail(..., 3) from a step (1 fail, 2 the step, 3 exec, 4 its caller).
+
+-- The options: their names and types, and which go together.
+local function check_options(opts)
+  if type(opts) ~= "table" then fail("expects a table {argv = {...}, ...}", 3) end
   for k in pairs(opts) do
-    if not EXEC_KEYS[k] then fail(string.format("unknown option '%s'", tostring(k)), 2) end
+    if not EXEC_KEYS[k] then fail(string.format("unknown option '%s'", tostring(k)), 3) end
   end
   local argv = opts.argv
   if type(argv) ~= "table" or type(argv[1]) ~= "string" or argv[1] == "" then
-    fail("'argv' must be a list {program, args...} of strings", 2)
+    fail("'argv' must be a list {program, args...} of strings", 3)
   end
   for i, a in ipairs(argv) do
-    if type(a) ~= "string" then fail(string.format("argv[%d] must be a string", i), 2) end
+    if type(a) ~= "string" then fail(string.format("argv[%d] must be a string", i), 3) end
   end
   if opts.stream ~= nil and type(opts.stream) ~= "function" then
-    fail("'stream' must be a function(which, line, complete)", 2)
+    fail("'stream' must be a function(which, line, complete)", 3)
   end
   if opts.output ~= nil and opts.output ~= "capture" and opts.output ~= "inherit" then
     fail("'output' must be \"capture\" (the result holds stdout and stderr) or \"inherit\" " ..
-         "(the program writes to this process's own)", 2)
+         "(the program writes to this process's own)", 3)
   end
-  if opts.terminal ~= nil and type(opts.terminal) ~= "boolean" then fail("'terminal' must be a boolean", 2) end
+  if opts.terminal ~= nil and type(opts.terminal) ~= "boolean" then fail("'terminal' must be a boolean", 3) end
   if opts.terminal and (opts.output == "capture" or opts.stream or opts.stdin ~= nil or opts.stdin_file ~= nil) then
     fail("'terminal' gives the program a terminal of its own, relayed to this process's stdin and stdout; " ..
-         "it takes no 'output', 'stream', 'stdin' or 'stdin_file'", 2)
+         "it takes no 'output', 'stream', 'stdin' or 'stdin_file'", 3)
   end
   local inherit_output = opts.output == "inherit" or opts.terminal == true
-  if inherit_output and opts.stream then fail("'stream' needs output = \"capture\"", 2) end
+  if inherit_output and opts.stream then fail("'stream' needs output = \"capture\"", 3) end
   if opts.stdin_inherit ~= nil and type(opts.stdin_inherit) ~= "boolean" then
-    fail("'stdin_inherit' must be a boolean", 2)
+    fail("'stdin_inherit' must be a boolean", 3)
   end
   if opts.stdin_inherit and (opts.stdin ~= nil or opts.stdin_file ~= nil) then
-    fail("give one of 'stdin', 'stdin_file' and 'stdin_inherit'", 2)
+    fail("give one of 'stdin', 'stdin_file' and 'stdin_inherit'", 3)
   end
+  return { opts = opts, argv = argv, inherit_output = inherit_output }
+end
 
-  local start_run = require("airlock")._internal.start_run   -- b:start, with internal.program
-  local pol, perr = M.resolve_policy(opts.policy)
-  if not pol then return nil, perr, "policy" end
+-- The policy's tool authority, admitted for programs.
+local function authority(job)
+  local pol = job.pol
   local admitted, adm_err = policy.admit(pol, "tool", "programs")
   if not admitted then return nil, adm_err, "confinement" end
   local auth, aerr = policy.authority(pol, "tool", { workspace = nil })
   if not auth then return nil, aerr, "policy" end
+  job.auth = auth
+  return true
+end
 
-  -- The workspace: the caller's, else the policy's; it must exist.
-  local ws_in = opts.workspace or auth.workdir or "."
-  if type(ws_in) ~= "string" then fail("'workspace' must be a directory path", 2) end
+-- The workspace: the caller's, else the policy's; it must exist. The
+-- authority is made again for it, with what exec adds to the spawn options:
+-- /tmp, the pids cgroup, secrets.
+local function workspace_of(job)
+  local opts, pol = job.opts, job.pol
+  local ws_in = opts.workspace or job.auth.workdir or "."
+  if type(ws_in) ~= "string" then fail("'workspace' must be a directory path", 3) end
   local workspace = core.fs_realpath(ws_in)
   local st = workspace and core.fs_stat(workspace, ".")
   if not workspace or not st or st.type ~= "dir" then
     return nil, string.format("workspace: %s is not an existing directory", ws_in), "workspace"
   end
-  local wok, werr = program.check_workspace(workspace, auth.confine and auth.confine.landlock)
+  local wok, werr = program.check_workspace(workspace, job.auth.confine and job.auth.confine.landlock)
   if not wok then return nil, werr, "workspace" end
-  auth = policy.authority(pol, "tool", { workspace = workspace })
-  -- What exec adds to the spawn options: /tmp, the pids cgroup, secrets.
+  local auth = policy.authority(pol, "tool", { workspace = workspace })
   local tool = pol.tool
   auth.tmp = tool.tmp or "none"
   auth.secrets = {}
   for var, name in pairs(tool.secrets or {}) do auth.secrets[var] = name end
+  job.auth, job.tool, job.workspace = auth, tool, workspace
+  job.confine = auth.confine or {}
+  return true
+end
 
-  local values, serr = secrets.resolve(pol.secrets)
+-- Secrets, the network and the environment; timeout and capture, which may
+-- only tighten the policy's limits.
+local function environment_of(job)
+  local opts, auth = job.opts, job.auth
+  local values, serr = secrets.resolve(job.pol.secrets)
   if not values then return nil, serr, "secrets" end
-  if inherit_output and next(auth.secrets) then
+  if job.inherit_output and next(auth.secrets) then
     return nil, "exec: the policy hands the program secrets (tool.secrets), which are redacted from what " ..
       "it prints; with output = \"inherit\" nothing could be redacted, so capture its output instead", "policy"
   end
-  local egress = require "airlock.egress"
-  local net = egress.configured(tool.network) and tool.network or nil
-  local env, eerr = environment(auth, opts, workspace, values, net)
+  local net = egress.configured(job.tool.network) and job.tool.network or nil
+  local env, eerr = environment(auth, opts, job.workspace, values, net)
   if not env then return nil, eerr, "policy" end
-
-  -- timeout and capture may only tighten the policy's limits.
   local function tighten(name, parse, limit, over)
     if opts[name] == nil then return limit end
     local v, why = parse(opts[name])
-    if not v then fail("'" .. name .. "' must be " .. why, 3) end
+    if not v then fail("'" .. name .. "' must be " .. why, 4) end
     if limit and limit > 0 and v > limit then return nil, string.format(over, v, limit) end
     return v
   end
@@ -228,80 +245,85 @@ function M.exec(opts, broker)
   local capture, cerr = tighten("capture", policy.parse_size, auth.capture,
     "exec: capture %d bytes is over the policy's tool.limits.capture (%d)")
   if cerr then return nil, cerr, "policy" end
+  job.values, job.net, job.env, job.deadline, job.capture = values, net, env, deadline, capture
+  return true
+end
 
-  -- The program, found in its own PATH; `airlock call` made runnable inside.
+-- Another root file system: it takes the place of the system paths the
+-- policy names (read and exec), read-only; the devices it names stay.
+local function root_file_system(job)
+  local opts, workspace = job.opts, job.workspace
+  if opts.rootfs == nil then return true end
+  if type(opts.rootfs) ~= "string" then fail("'rootfs' must be a directory path", 3) end
+  local rootfs = core.fs_realpath(opts.rootfs)
+  local rst = rootfs and core.fs_stat(rootfs, ".")
+  if not rst or rst.type ~= "dir" then
+    return nil, string.format("rootfs: %s is not an existing directory", opts.rootfs), "rootfs", 125
+  end
+  if rootfs == "/" then
+    return nil, "rootfs: / is the host's own root; give the directory of another root file system", "rootfs", 125
+  end
+  if program.beneath(workspace, rootfs) then
+    return nil, string.format("rootfs: the workspace %s lies inside the root file system %s; keep it outside",
+      workspace, rootfs), "rootfs", 125
+  end
+  local ll = job.confine.landlock
+  if not ll then
+    return nil, "rootfs: the policy has no Landlock rules to replace (tool.confine.landlock)", "policy", 125
+  end
+  -- Landlock's rules go on each top-level entry: the view binds them one by
+  -- one at /NAME, and a rule on the directory above would not be reached.
+  local entries = {}
+  local names = core.fs_list(rootfs, ".", 4096) or {}
+  table.sort(names)
+  for _, name in ipairs(names) do
+    local own = name == "dev" or name == "proc" or name == "sys" or name == "tmp"
+    local st = not own and core.fs_realpath_in(rootfs, "/" .. name)
+    -- a symbolic link (bin -> usr/bin) is remade in the view, its target an entry too
+    if st and st.real == rootfs .. "/" .. name then entries[#entries + 1] = st.real end
+  end
+  local function keep(list)
+    local out = {}
+    for _, e in ipairs(entries) do out[#out + 1] = e end
+    for _, p in ipairs(list or {}) do
+      if program.beneath(p, "/dev") or p == workspace then out[#out + 1] = p end
+    end
+    return out
+  end
+  ll.read = keep(ll.read)
+  ll.exec = keep(ll.exec)
+  job.rootfs = rootfs
+  return true
+end
+
+-- airlock's own programs inside: the airlock command (`airlock call`) and
+-- airlock-init (PID 1 of the pid namespace, which runs the program as PID 2),
+-- both runnable; neither may lie in the workspace, where the program could
+-- rewrite what the host runs later.
+local function installation(job)
+  local env, confine, workspace = job.env, job.confine, job.workspace
   local cmd = airlock_command()
   local cmd_dir = cmd and cmd:match("^(.*)/[^/]+$")
-  local path = env.PATH or program.DEFAULT_PATH
-  local confine = auth.confine or {}
-  -- Another root file system: it takes the place of the system paths the
-  -- policy names (read and exec), read-only; the devices it names stay.
-  local rootfs
-  if opts.rootfs ~= nil then
-    if type(opts.rootfs) ~= "string" then fail("'rootfs' must be a directory path", 2) end
-    rootfs = core.fs_realpath(opts.rootfs)
-    local rst = rootfs and core.fs_stat(rootfs, ".")
-    if not rst or rst.type ~= "dir" then
-      return nil, string.format("rootfs: %s is not an existing directory", opts.rootfs), "rootfs", 125
-    end
-    if rootfs == "/" then
-      return nil, "rootfs: / is the host's own root; give the directory of another root file system", "rootfs", 125
-    end
-    if program.beneath(workspace, rootfs) then
-      return nil, string.format("rootfs: the workspace %s lies inside the root file system %s; keep it outside",
-        workspace, rootfs), "rootfs", 125
-    end
-    local ll = confine.landlock
-    if not ll then
-      return nil, "rootfs: the policy has no Landlock rules to replace (tool.confine.landlock)", "policy", 125
-    end
-    -- Landlock's rules go on each top-level entry: the view binds them one by
-    -- one at /NAME, and a rule on the directory above would not be reached.
-    local entries = {}
-    local names = core.fs_list(rootfs, ".", 4096) or {}
-    table.sort(names)
-    for _, name in ipairs(names) do
-      local own = name == "dev" or name == "proc" or name == "sys" or name == "tmp"
-      local st = not own and core.fs_realpath_in(rootfs, "/" .. name)
-      -- a symbolic link (bin -> usr/bin) is remade in the view, its target an entry too
-      if st and st.real == rootfs .. "/" .. name then entries[#entries + 1] = st.real end
-    end
-    local function keep(list)
-      local out = {}
-      for _, e in ipairs(entries) do out[#out + 1] = e end
-      for _, p in ipairs(list or {}) do
-        if program.beneath(p, "/dev") or p == workspace then out[#out + 1] = p end
-      end
-      return out
-    end
-    ll.read = keep(ll.read)
-    ll.exec = keep(ll.exec)
-  end
-  local policy_exec = {}   -- what the policy itself lets programs run, for messages
+  job.path = env.PATH or program.DEFAULT_PATH
+  job.policy_exec = {}   -- what the policy itself lets programs run, for messages
   for _, p in ipairs(confine.landlock and confine.landlock.exec or {}) do
-    if p ~= workspace then policy_exec[#policy_exec + 1] = p end
+    if p ~= workspace then job.policy_exec[#job.policy_exec + 1] = p end
   end
+  job.grants = {}   -- what exec grants the program beyond its policy, read by the planner
   if cmd then
-    env.PATH = path .. ":" .. cmd_dir
+    env.PATH = job.path .. ":" .. cmd_dir
     env.AIRLOCK = cmd
-    if confine.landlock then
-      confine.landlock.exec = confine.landlock.exec or {}
-      table.insert(confine.landlock.exec, cmd)
-    end
+    job.grants[#job.grants + 1] = { path = cmd, rights = "x", why = "the airlock command (`airlock call`)" }
   end
-  local ns = require("airlock.util").set_of(auth.namespaces)   -- the namespaces the program gets
-  -- PID 1 of its pid namespace is airlock-init, which runs the program as PID 2.
+  local ns = util.set_of(job.auth.namespaces)   -- the namespaces the program gets
   local init = ns.pid and init_program()
   if ns.pid and not init then
     return nil, string.format("exec: airlock-init is missing beside the worker (%s); rebuild or reinstall " ..
       "airlock (make build, make install)", tostring(worker_dir())), "exec"
   end
-  if init and confine.landlock then
-    confine.landlock.exec = confine.landlock.exec or {}
-    table.insert(confine.landlock.exec, init)
+  if init then
+    job.grants[#job.grants + 1] = { path = init, rights = "x", why = "airlock-init, PID 1 of its pid namespace" }
   end
-  -- The host runs the airlock installation later (as root, perhaps): a
-  -- program must not be able to rewrite it.
   for _, p in ipairs { cmd or false, core.fs_realpath(core.worker_path() or "") or false } do
     if p and program.beneath(p, workspace) then
       return nil, string.format("workspace: %s holds %s, part of the airlock installation that the host " ..
@@ -309,136 +331,146 @@ function M.exec(opts, broker)
         "workspace"
     end
   end
-  -- Found as a shell inside would find it: in PATH, passing over directories
-  -- the program cannot run from; "./prog" in the workspace.
+  job.cmd, job.cmd_dir, job.ns, job.init = cmd, cmd_dir, ns, init
+  return true
+end
+
+-- The program, found as a shell inside would find it: in PATH, passing over
+-- directories the program cannot run from; "./prog" in the workspace.
+local function locate(job)
+  local confine = job.confine
   local exec_roots = {}
   for _, p in ipairs(confine.landlock and confine.landlock.exec or {}) do
     exec_roots[#exec_roots + 1] = core.fs_realpath(p) or p
   end
-  local found, ferr, fstatus = program.locate(argv[1], {
-    path = path, cwd = workspace, root = rootfs,
+  for _, g in ipairs(job.grants) do
+    if g.rights:find("x", 1, true) then exec_roots[#exec_roots + 1] = core.fs_realpath(g.path) or g.path end
+  end
+  local found, ferr, fstatus = program.locate(job.argv[1], {
+    path = job.path, cwd = job.workspace, root = job.rootfs,
     runnable = function(real)
       if not confine.landlock then return true end
       for _, r in ipairs(exec_roots) do if program.beneath(real, r) then return true end end
       return string.format("tool.confine.landlock.exec grants %s%s; grant its directory in a policy that " ..
         "extends tool: tool = { grant = { exec = { \"%s\" } } } (docs/TOOLS.md, \"Granting more\")",
-        table.concat(policy_exec, " "), tool.workspace_exec and " and the workspace" or "",
+        table.concat(job.policy_exec, " "), job.tool.workspace_exec and " and the workspace" or "",
         real:match("^(.*)/[^/]*$") or real)
     end,
   })
   if not found then return nil, "exec: " .. ferr, "exec", fstatus end
-  local full = table.move(argv, 1, #argv, 1, {})   -- as given: argv[1] stays as typed
+  job.found = found
+  job.full = table.move(job.argv, 1, #job.argv, 1, {})   -- as given: argv[1] stays as typed
+  return true
+end
 
-  local envlist = {}
-  for k, v in pairs(env) do envlist[#envlist + 1] = k .. "=" .. v end
-  table.sort(envlist)
-
-  if opts.stdin ~= nil and type(opts.stdin) ~= "string" then fail("'stdin' must be a string", 2) end
-  if opts.stdin_file ~= nil and type(opts.stdin_file) ~= "string" then fail("'stdin_file' must be a path", 2) end
-  -- A terminal of its own: its stdin, stdout and stderr, its controlling
-  -- terminal (airlock-init makes it so), and /dev/tty in its Landlock rules
-  -- and its view (opened before the plan, which makes both).
-  local pty <close> = opts.terminal and core.pty_open() or nil   -- closed on every way out
-  local pty_fd
-  if pty then
-    local pts
-    pty_fd, pts = pty:slave()
-    if confine.landlock then
-      confine.landlock.write = confine.landlock.write or {}
-      confine.landlock.read = confine.landlock.read or {}
-      for _, p in ipairs { "/dev/tty", pts } do
-        table.insert(confine.landlock.write, p)
-        table.insert(confine.landlock.read, p)
-      end
-    end
+-- A terminal of its own: its stdin, stdout and stderr, its controlling
+-- terminal (airlock-init makes it so), and /dev/tty in its Landlock rules
+-- and its view (opened before the plan, which makes both). -> the pty, or nil.
+local function terminal(job)
+  if not job.opts.terminal then return nil end
+  local pty = core.pty_open()
+  local pts
+  job.pty_fd, pts = pty:slave()
+  for _, p in ipairs { "/dev/tty", pts } do
+    job.grants[#job.grants + 1] = { path = p, rights = "rw", why = "its terminal" }
   end
-  -- Everything else about its confinement: the one planner (airlock.confine).
-  local plan, perr = require("airlock.confine").plan(auth, "program", {
-    section = tool.confine, limits = tool.limits, tmp = auth.tmp, workspace = workspace, rootfs = rootfs,
+  return pty
+end
+
+-- Everything else about its confinement: the one planner (airlock.confine),
+-- and the spawn options exec adds to the plan's.
+local function plan_of(job)
+  local opts, tool, auth = job.opts, job.tool, job.auth
+  local plan, perr = confine_mod.plan(auth, "program", {
+    section = tool.confine, limits = tool.limits, tmp = auth.tmp, workspace = job.workspace, rootfs = job.rootfs,
     protect = tool.protect,
-    keep = cmd_dir and { cmd_dir } or nil, effects = cmd, root = program.is_root(), network = net,
+    keep = job.cmd_dir and { job.cmd_dir } or nil, effects = job.cmd, root = program.is_root(), network = job.net,
+    grants = job.grants,
   })
   if not plan then return nil, perr, "confinement" end
-  local start = plan.start
-  start.path, start.env, start.workdir = found, envlist, workspace
+  local envlist = {}
+  for k, v in pairs(job.env) do envlist[#envlist + 1] = k .. "=" .. v end
+  table.sort(envlist)
+  local start, inherit = plan.start, job.inherit_output
+  start.path, start.env, start.workdir = job.found, envlist, job.workspace
   start.stdin, start.stdin_file, start.stdin_fd = opts.stdin, opts.stdin_file, opts.stdin_inherit and 0 or nil
-  start.stdout_fd, start.stderr_fd = inherit_output and 1 or nil, inherit_output and 2 or nil
-  if pty_fd then start.stdin_fd, start.stdout_fd, start.stderr_fd = pty_fd, pty_fd, pty_fd end
-  start.workspace = ns.mount or nil   -- bound nosuid, nodev; idmapped to the caller when root
-  start.init_program = init or nil
-  start.rootfs = rootfs
+  start.stdout_fd, start.stderr_fd = inherit and 1 or nil, inherit and 2 or nil
+  if job.pty_fd then start.stdin_fd, start.stdout_fd, start.stderr_fd = job.pty_fd, job.pty_fd, job.pty_fd end
+  start.workspace = job.ns.mount or nil   -- bound nosuid, nodev; idmapped to the caller when root
+  start.init_program = job.init or nil
+  start.rootfs = job.rootfs
+  job.plan = plan
+  return true
+end
 
-  -- The ledger is written by this (trusted) process: never inside the
-  -- workspace, where the program could plant what it opens.
-  if opts.ledger ~= nil then
-    if type(opts.ledger) ~= "string" then fail("'ledger' must be a directory path", 2) end
-    local parent = opts.ledger:match("^(.*)/[^/]*/*$") or "."
-    local real = core.fs_realpath(opts.ledger) or
-      ((core.fs_realpath(parent ~= "" and parent or "/") or parent) .. "/" .. opts.ledger:match("([^/]*)/*$"))
-    if program.beneath(real, workspace) then
-      return nil, string.format("ledger: %s is inside the workspace %s, which the program may change; " ..
-        "keep the ledger outside it", opts.ledger, workspace), "ledger"
-    end
-  end
-  local b = broker or core.broker()
-  -- Closed on every way out, a stream callback's error included: the program dies with it.
-  local owned <close> = broker == nil and b or nil
-  -- With a proxy, the ledger stays open past the program's end, for the
-  -- records of connections that end after it (net.end).
+-- The ledger is written by this (trusted) process: never inside the
+-- workspace, where the program could plant what it opens. With a proxy, it
+-- stays open past the program's end, for the records of connections that end
+-- after it (net.end): opened here, closed by the closer returned.
+local function ledger_of(job)
+  local opts = job.opts
   local ledger = opts.ledger
-  local ledger_owned, ledger_bound
-  if net and type(ledger) == "string" then
-    local lerr
-    local lmod = require "airlock.ledger"
-    local fresh, taken, code = lmod.fresh(ledger, true)
-    if not fresh then return nil, taken, code end
-    ledger_bound = lmod.session_max(pol)
-    ledger, lerr = lmod.open(ledger, { create = true, durability = opts.durability or "batch",
-                                       max_bytes = ledger_bound })
-    if not ledger then return nil, lerr, "ledger" end
-    ledger_owned = setmetatable({}, { __close = function() ledger:close() end })
+  if ledger == nil then return true end
+  if type(ledger) ~= "string" then fail("'ledger' must be a directory path", 3) end
+  local parent = ledger:match("^(.*)/[^/]*/*$") or "."
+  local real = core.fs_realpath(ledger) or
+    ((core.fs_realpath(parent ~= "" and parent or "/") or parent) .. "/" .. ledger:match("([^/]*)/*$"))
+  if program.beneath(real, job.workspace) then
+    return nil, string.format("ledger: %s is inside the workspace %s, which the program may change; " ..
+      "keep the ledger outside it", ledger, job.workspace), "ledger"
   end
-  local _ <close> = ledger_owned
-  local t0 = core.now_ms()
-  local run, err, code, step = start_run(b, { policy = pol, ledger = ledger, durability = opts.durability }, {
-    program = { name = argv[1], argv = full, plan = plan,
-                deadline_ms = deadline and deadline > 0 and deadline or nil, capture = capture },
-    ledger_bound = ledger_bound,
-  })
-  if pty then
-    pty:close_slave()
-    if run then pty:relay() end
+  job.ledger = ledger
+  if not job.net then return true end
+  local fresh, taken, code = ledger_mod.fresh(ledger, true)
+  if not fresh then return nil, taken, code end
+  local lerr
+  job.ledger_bound = ledger_mod.session_max(job.pol)
+  job.ledger, lerr = ledger_mod.open(ledger, { create = true, durability = opts.durability or "batch",
+                                               max_bytes = job.ledger_bound })
+  if not job.ledger then return nil, lerr, "ledger" end
+  local opened = job.ledger
+  job.ledger_closer = setmetatable({}, { __close = function() opened:close() end })
+  return true
+end
+
+-- The start step's failure, as exec reports it: a layer the spawner could not
+-- set up (its cgroups; a protected path it could not hold, make or cover) is a
+-- confinement failure: fail closed, never run unprotected. The step is the
+-- spawner's word for where it failed; the message is the spawner's own.
+local function start_failure(err, code, step)
+  if step == "cgroup" or step == "protect" then
+    local msg = tostring(err)
+    while msg:find("^spawn: ") do msg = msg:sub(8) end
+    return nil, "confinement: " .. msg, "confinement"
   end
-  if not run then
-    -- A layer the spawner could not set up (its cgroups; a protected path it
-    -- could not hold, make or cover) is a confinement failure: fail closed,
-    -- never run unprotected. The message is the spawner's own.
-    if step == "cgroup" or step == "protect" then
-      local msg = tostring(err)
-      while msg:find("^spawn: ") do msg = msg:sub(8) end
-      return nil, "confinement: " .. msg, "confinement"
-    end
-    -- The cause is a word (the binding's failures carry an errno number).
-    if type(code) ~= "string" then code = tostring(err):match("^(%a+):") or "spawn" end
-    return nil, err, code, code == "spawn" and 126 or 125
+  -- The cause is a word (the binding's failures carry an errno number).
+  if type(code) ~= "string" then code = tostring(err):match("^(%a+):") or "spawn" end
+  return nil, err, code, code == "spawn" and 126 or 125
+end
+
+-- The run's egress proxy, when its plan gives it a network. -> the proxy or
+-- false; or nil, message, cause, status (the run cancelled and ended).
+local function proxy_for(job, b, run, t0)
+  if not job.plan.start.egress_port then return false end
+  local rec = registry.record_of(run)
+  local proxy, perr, pcode = egress.start(b, run, { policy = job.pol, t0 = t0, secrets = job.values,
+                                                    recorder = rec and rec.recorder })
+  if not proxy then
+    run:cancel()
+    while run:live() do b:step(-1) end
+    return nil, perr, pcode, 125
   end
-  local proxy
-  if plan.start.egress_port then
-    local rec = require("airlock")._internal.record_of(run)
-    local perr2, pcode
-    proxy, perr2, pcode = egress.start(b, run, { policy = pol, t0 = t0, secrets = values,
-                                                 recorder = rec and rec.recorder })
-    if not proxy then
-      run:cancel()
-      while run:live() do b:step(-1) end
-      return nil, perr2, pcode, 125
-    end
-  end
-  local stream = opts.stream and streamer(opts.stream, secrets.redactor(values))
+  return proxy
+end
+
+-- Steps the broker until the run ends, streaming its output; the proxy's
+-- end is taken as it comes. -> the run's result, or nil, message, code.
+local function wait(job, b, run, proxy)
+  local stream = job.opts.stream and streamer(job.opts.stream, secrets.redactor(job.values))
   local res
   while true do
-    local done, serr2, scode = b:step(-1)
-    if not done then return nil, serr2, scode end
+    local done, serr, scode = b:step(-1)
+    if not done then return nil, serr, scode end
     for _, r in ipairs(done) do
       if r.run == run:id() then res = r end
       if proxy and r.run == proxy.run:id() then proxy.result = r end
@@ -451,11 +483,61 @@ function M.exec(opts, broker)
     egress.finish(proxy, b)
     egress.report(proxy, res)
   end
-  require("airlock.violations").add(res)
+  return res
+end
+
+--- airlock.exec{argv = {program, args...}, policy = "tool" | name | file | table,
+---   workspace = dir, stdin = string | stdin_file = path | stdin_inherit = true,
+---   output = "capture" | "inherit", env = {NAME = "value"}, timeout = ms | "2s",
+---   capture = bytes | "64K", stream = function(which, line, complete),
+---   ledger = dir, durability = "batch"}
+---   -> result, or nil, message, cause word, exit status (127: not found, 126:
+---   not runnable, else 125: what a shell or env(1) would exit with).
+--- result: ok, cause, message, exit_code | signal, stdout, stderr (secrets
+--- redacted; *_truncated when over the capture limit; empty with output =
+--- "inherit"), refused (the calls the policy refused, each with its errno and
+--- count), usage, confinement, policy, digest, argv, workspace; ledger when recorded.
+function M.exec(opts, broker)
+  local job = check_options(opts)
+  local pol, perr = M.resolve_policy(opts.policy)
+  if not pol then return nil, perr, "policy" end
+  job.pol = pol
+  for _, step in ipairs { authority, workspace_of, environment_of, root_file_system, installation, locate } do
+    local ok, err, code, status = step(job)
+    if not ok then return nil, err, code, status end
+  end
+  if opts.stdin ~= nil and type(opts.stdin) ~= "string" then fail("'stdin' must be a string", 2) end
+  if opts.stdin_file ~= nil and type(opts.stdin_file) ~= "string" then fail("'stdin_file' must be a path", 2) end
+  local pty <close> = terminal(job)   -- closed on every way out
+  for _, step in ipairs { plan_of, ledger_of } do
+    local ok, err, code, status = step(job)
+    if not ok then return nil, err, code, status end
+  end
+  local b = broker or core.broker()
+  -- Closed on every way out, a stream callback's error included: the program dies with it.
+  local owned <close> = broker == nil and b or nil
+  local _ <close> = job.ledger_closer   -- the ledger exec opened, closed before the broker
+  local t0 = core.now_ms()
+  local deadline = job.deadline
+  local run, err, code, step = launch.start(b, run_spec.program {
+    policy = pol, ledger = job.ledger, durability = opts.durability, ledger_bound = job.ledger_bound,
+    program = { name = job.argv[1], argv = job.full, plan = job.plan,
+                deadline_ms = deadline and deadline > 0 and deadline or nil, capture = job.capture },
+  })
+  if pty then
+    pty:close_slave()
+    if run then pty:relay() end
+  end
+  if not run then return start_failure(err, code, step) end
+  local proxy, perr2, pcode, pstatus = proxy_for(job, b, run, t0)
+  if proxy == nil then return nil, perr2, pcode, pstatus end
+  local res, werr, wcode = wait(job, b, run, proxy)
+  if not res then return nil, werr, wcode end
+  violations.add(res)
   if pty then pty:wait(500) end
-  res.argv = full
-  res.program = found
-  res.workspace = workspace
+  res.argv = job.full
+  res.program = job.found
+  res.workspace = job.workspace
   return res
 end
 

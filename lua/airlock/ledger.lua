@@ -17,6 +17,7 @@
 local core = require "airlock.core"
 local json = require "airlock.json"
 local util = require "airlock.util"
+local policy = require "airlock.policy"
 
 local M = {}
 
@@ -85,7 +86,7 @@ M.EDQUOT = 122   -- the errno of an append refused for the session's bound
 --- hold (its ledger.max_bytes, else the schema's default; 0: unbounded).
 function M.session_max(pol)
   local v = type(pol) == "table" and type(pol.ledger) == "table" and pol.ledger.max_bytes or nil
-  if v == nil then v = require("airlock.policy").default("ledger.max_bytes") end
+  if v == nil then v = policy.default("ledger.max_bytes") end
   return v
 end
 
@@ -179,7 +180,7 @@ M.sha256 = core.sha256
 --- session, and a second run in an old one would make the first's replay
 --- differ. The one check for every entry point.
 function M.fresh(dir, api)
-  if dir == nil or not require("airlock.util").exists(dir .. "/journal") then return true end
+  if dir == nil or not util.exists(dir .. "/journal") then return true end
   return nil, string.format("ledger: %s already holds a session; %s starts a new one: give a new " ..
     "directory (%s continues a paused run)", dir, api and "the ledger option" or "--ledger",
     api and "airlock.resume(dir, input)" or "airlock resume " .. dir), "ledger"

@@ -20,14 +20,22 @@
 -- runs under) and then the nested run's own call, reply and done records.
 -- Replaying the parent replays each nested run from those records
 -- (replay_child), with no handler run at all.
+--
+-- Where it sits: below the launch package's pool and start function, which
+-- use its runner and state; it finds a run's record in the launch registry,
+-- and starts a nested run through the function that started the parent
+-- (record.start, the one start function), so it requires nothing above it.
 local core = require "airlock.core"
 local policy = require "airlock.policy"
 local compose = require "airlock.policy.compose"
+local session = require "airlock.session"
+local registry = require "airlock.launch.registry"
+local spec = require "airlock.launch.spec"
 
 local M = {}
 
-M.DEPTH_DEFAULT = require("airlock.policy").default("limits.nest.depth")
-M.RUNS_DEFAULT = require("airlock.policy").default("limits.nest.runs")
+M.DEPTH_DEFAULT = policy.default("limits.nest.depth")
+M.RUNS_DEFAULT = policy.default("limits.nest.runs")
 
 local DEFER = core.defer()
 local WAIT = setmetatable({}, { __name = "airlock.nest.wait" })   -- what a waiting handler yields
@@ -35,12 +43,6 @@ local WAIT = setmetatable({}, { __name = "airlock.nest.wait" })   -- what a wait
 -- The coroutine of each call being handled, to its ctx (weak keys): ctx:nest
 -- must be called from the handler itself, not from a coroutine of its own.
 local calls = setmetatable({}, { __mode = "k" })
-
--- What init.lua gives: record_of(run) -> its record; start_run(b, opts, internal).
-local host
-
---- bind{record_of = fn, start_run = fn}: called once by airlock.init.
-function M.bind(h) host = h end
 
 -- ------------------------------------------------------------ the runner
 
@@ -100,7 +102,7 @@ local function settle(co, ctx, effect, first, resumed, a, ok, v)
   if resumed and a == SUSPEND then
     -- A handler waiting on the host's own I/O (suspend): ok is its register
     -- function, given the resume function that answers the call later.
-    local st = host.record_of(ctx.handle)
+    local st = registry.record_of(ctx.handle)
     if st and v then suspended[st] = v end
     ok(function(...)
       if st then suspended[st] = nil end
@@ -120,7 +122,7 @@ local function settle(co, ctx, effect, first, resumed, a, ok, v)
     if ctx.handle:live() then ctx.handle:fail(ctx.seq, string.format("handler for '%s' failed: %s", effect, msg)) end
     return
   end
-  local child = host.record_of(ok)
+  local child = registry.record_of(ok)
   child.nest.waiter = { co = co, ctx = ctx, effect = effect }
   if first then return DEFER end
 end
@@ -184,7 +186,7 @@ function M.ended(st, cause)
   if not kids then return end
   st.nest.children = nil
   for run in pairs(kids) do
-    local child = host.record_of(run)
+    local child = registry.record_of(run)
     if run:live() and child then
       M.ended(child, "cancelled")
       if child.recorder and not child.nest.recorded_end then
@@ -266,14 +268,16 @@ end
 local NEST_KEYS = { guest = true, name = true, policy = true, input = true, seed = true, on_log = true,
                     result = true }
 
--- Starts the nested run, waits for it (yields), and gives back its result.
-local function start_and_wait(ctx, st, opts, internal)
-  local run, err, code = host.start_run(st.broker, opts, internal)
+-- Starts the nested run (a run spec, airlock.launch.spec.nested) through
+-- the function that started its parent, waits for it (yields), and gives
+-- back its result.
+local function start_and_wait(ctx, st, run_spec)
+  local run, err, code = st.start(st.broker, run_spec)
   if not run then refuse(code or "start", "the nested run could not be started: %s", tostring(err)) end
   st.nest.tree.count = st.nest.tree.count + 1
   st.nest.children = st.nest.children or {}
   st.nest.children[run] = true
-  host.record_of(run).nest.handle = run
+  registry.record_of(run).nest.handle = run
   return coroutine.yield(WAIT, run)
 end
 
@@ -294,7 +298,7 @@ function M.nest(ctx, opts)
     error("nest: ctx:nest must be called from the effect's handler itself (not after it returned, " ..
       "nor from a coroutine of its own)", 2)
   end
-  local st = host.record_of(ctx.handle)
+  local st = registry.record_of(ctx.handle)
   if not st or not st.nest then error("nest: this call's run is unknown to airlock", 2) end
   if st.server and not st.server.live then
     refuse("diverged", "a replayed run cannot start nested runs live")
@@ -315,10 +319,10 @@ function M.nest(ctx, opts)
     ledger_run = st.nest.tree.next_run
     st.nest.tree.next_run = ledger_run + 1
   end
-  local res = start_and_wait(ctx, st, {
+  local res = start_and_wait(ctx, st, spec.nested({
     guest = opts.guest, name = opts.name, policy = pol, input = opts.input, seed = opts.seed,
     on_log = opts.on_log, ledger = st.recorder and st.ledger or nil,
-  }, { nested = { parent = st, ctx = ctx, deadline_ms = deadline, ledger_run = ledger_run, max_bytes = max_bytes } })
+  }, { parent = st, ctx = ctx, deadline_ms = deadline, ledger_run = ledger_run, max_bytes = max_bytes }))
   if opts.result then return res end
   if res.ok then return res.value end
   if res.cause == "paused" then
@@ -337,11 +341,12 @@ function M.method(ctx, opts) return M.nest(ctx, opts) end
 
 -- ------------------------------------------------------------ per-run state
 
---- state(internal, record, policy, limits, broker) -> the record's nest
---- field: { depth, tree = {count, next_run}, parent, deadline_at, deadline_ms }.
+--- state(spec, limits, next_run) -> the record's nest field: { depth, tree
+--- = {count, next_run}, parent, deadline_at, deadline_ms }; spec: the run's
+--- (airlock.launch.spec; its nested field, for a nested run).
 --- A top-level run starts a tree; a nested one joins its parent's.
-function M.state(internal, limits, next_run)
-  local n = internal.nested
+function M.state(run_spec, limits, next_run)
+  local n = run_spec.nested
   local dl = n and n.deadline_ms or limits.deadline_ms
   local s = { depth = 0, deadline_ms = dl }
   if dl and dl > 0 then s.deadline_at = core.now_ms() + dl end
@@ -378,7 +383,7 @@ end
 --- bounds. Raises (after aborting the parent with cause diverged) when it
 --- ends otherwise than recorded.
 function M.replay_child(ctx, child, server_of)
-  local st = host.record_of(ctx.handle)
+  local st = registry.record_of(ctx.handle)
   local function diverged(msg)
     ctx.handle:abort("diverged", msg)
     error(msg, 0)
@@ -399,14 +404,13 @@ function M.replay_child(ctx, child, server_of)
     if type(name) == "string" then grant[name] = true end
   end
   local srv = server_of(child)
-  local res = start_and_wait(ctx, st, {
+  local res = start_and_wait(ctx, st, spec.nested({
     guest = init.guest.source, name = type(init.guest.name) == "string" and init.guest.name or nil,
     policy = pol, input = init.input, seed = math.tointeger(init.seed),
-  }, { serve = srv, nested = { parent = st, ctx = ctx, deadline_ms = limits.deadline_ms, grant = grant } })
+  }, { parent = st, ctx = ctx, deadline_ms = limits.deadline_ms, grant = grant }, srv))
   st.nest.tree.replayed = (st.nest.tree.replayed or 0) + 1
   local fin = child.final
   local want_cause = fin and fin.cause
-  local session = require "airlock.session"
   if res.cause == "diverged" and want_cause ~= "diverged" then
     diverged(string.format("diverged at seq %d: in the nested run %s: %s", init.seq, tostring(init.run),
       tostring(res.message)))

@@ -51,6 +51,7 @@ local compose = require "airlock.policy.compose"
 local ceilings = require "airlock.policy.ceilings"
 local digest = require "airlock.policy.digest"
 local authority = require "airlock.policy.authority"
+local reference = require "airlock.policy.reference"
 
 local M = {}
 
@@ -96,7 +97,7 @@ M.BUDGETS = schema.BUDGETS
 M.ceilings = ceilings.ceilings
 
 --- reference() -> the policy reference (docs/POLICY.md) as Markdown, from the schema.
-function M.reference() return require("airlock.policy.reference").text() end
+function M.reference() return reference.text() end
 
 -- Digest.
 M.source_of = digest.source_of

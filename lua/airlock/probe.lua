@@ -14,6 +14,8 @@
 -- untrusted's confine.require asks for; never "airlock" (airlock.init may load this file).
 local core = require "airlock.core"
 local util = require "airlock.util"
+local json = require "airlock.json"
+local policy = require "airlock.policy"
 local read_file, wrap = util.read_file, util.wrap
 
 local M = {}
@@ -31,7 +33,7 @@ local ALWAYS = { rlimits = true, capabilities = true, no_new_privs = true }
 -- policy is part of the module). Returns the list (in display order) and the
 -- policy's words for the verdict.
 local function untrusted_requires(is_root)
-  local c = require("airlock.policy").load("untrusted").confine
+  local c = policy.load("untrusted").confine
   local set, words, extra = { pidfd = true }, {}, {}
   for _, layer in ipairs(c.require) do
     if layer == "namespaces" then
@@ -367,7 +369,7 @@ end
 
 --- json(report) -> one line of JSON.
 function M.json(r)
-  return require("airlock.json").encode(r or M.report())
+  return json.encode(r or M.report())
 end
 
 return M

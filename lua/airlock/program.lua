@@ -2,6 +2,7 @@
 -- plain program: finding it in PATH, and whether its capabilities can be
 -- dropped here.
 local util = require "airlock.util"
+local core = require "airlock.core"
 
 local M = {}
 
@@ -26,7 +27,6 @@ end
 --- over (inside, it does not exist); if the name is found only there, the
 --- message names it and the field that would grant it.
 function M.locate(name, opts)
-  local core = require "airlock.core"
   local function check(p)
     local real, st
     if opts.root and not M.beneath(p, opts.cwd) then

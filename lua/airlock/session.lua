@@ -14,6 +14,8 @@
 --   done   {cause, ok, value, message}
 local core = require "airlock.core"
 local quote = require("airlock.util").quote
+local policy = require "airlock.policy"
+local ledger_mod = require "airlock.ledger"
 
 local M = {}
 
@@ -56,7 +58,7 @@ M.show = show
 --- canonical encoding of everything but handler code, plus each handler's
 --- source text).
 function M.digest(pol)
-  return require("airlock.policy").digest(pol)
+  return policy.digest(pol)
 end
 
 -- ------------------------------------------------------------ recording
@@ -84,7 +86,7 @@ function M.recorder(ledger, run, redact, max_bytes)
                         max_bytes = max_bytes or M.LEDGER_MAX_DEFAULT }, recorder)
 end
 
-M.LEDGER_MAX_DEFAULT = require("airlock.policy").default("limits.ledger")
+M.LEDGER_MAX_DEFAULT = policy.default("limits.ledger")
 
 function recorder:append(kind, fields, queued)
   if self.redact and fields then fields = self.redact(fields) end
@@ -306,7 +308,7 @@ end
 --- already recorded, at the depth below it, and a run id not used before;
 --- anything else is a malformed journal (nothing in it is trusted).
 function M.load(dir)
-  local ledger = require "airlock.ledger"
+  local ledger = ledger_mod
   local s = { calls = {}, inputs = {}, records = 0, children = {}, runs = {}, max_run = 0, depth = 0 }
   local byid = {}   -- run id -> { [call id] = call awaiting its reply }
   local calls_of = {}   -- run id -> { [call id] = true } (every call recorded, for nest records)

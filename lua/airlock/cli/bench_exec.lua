@@ -20,6 +20,7 @@
 local airlock = require "airlock"
 local core = require "airlock.core"
 local json = require "airlock.json"
+local policy = require "airlock.policy"
 local bench = require "airlock.cli.bench"
 local shell_quote = require("airlock.util").shell_quote
 
@@ -61,7 +62,7 @@ function M.main(args)
           'tool = { limits = { pids = 0, memory = 0, cpu = 0 }, confine = { rlimits = { as = "4G" } } } })\n')
   f:close()
   airlock.policy.ceilings { memory = 0 }
-  local nocg = require("airlock.policy").extend("tool", { name = "tool-nocg",
+  local nocg = policy.extend("tool", { name = "tool-nocg",
     tool = { limits = { pids = 0, memory = 0, cpu = 0 }, confine = { rlimits = { as = "4G" } } } })
 
   -- One untimed exec first: it must work and be confined, or nothing is timed.

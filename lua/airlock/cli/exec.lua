@@ -13,6 +13,10 @@
 -- workspace, confinement); 1 when a capture was cut and the program exited 0.
 local airlock = require "airlock"
 local json = require "airlock.json"
+local core = require "airlock.core"
+local ledger = require "airlock.ledger"
+local exec = require "airlock.exec"
+local violations = require "airlock.violations"
 
 local M = {}
 
@@ -30,7 +34,7 @@ local function usage_error(msg, args)
   local k = 1
   while args and args[k] and args[k] ~= "--" and args[k]:sub(1, 2) == "--" do
     if args[k] == "--json" then
-      io.stdout:write(require("airlock.json").encode { ok = false, cause = "usage", message = msg }, "\n")
+      io.stdout:write(json.encode { ok = false, cause = "usage", message = msg }, "\n")
       return 125
     end
     k = k + (TAKES_VALUE[args[k]] and 2 or 1)
@@ -117,7 +121,7 @@ function M.main(args)
     opts.env = opts.env or {}
     opts.env.PATH = os.getenv("PATH")
   end
-  local fresh, taken = require("airlock.ledger").fresh(opts.ledger)
+  local fresh, taken = ledger.fresh(opts.ledger)
   if not fresh then
     if as_json then io.stdout:write(json.encode { ok = false, cause = "ledger", message = taken }, "\n")
     else io.stderr:write("airlock exec: ", taken, "\n") end
@@ -127,13 +131,12 @@ function M.main(args)
   elseif stdin ~= "none" then opts.stdin_file = stdin end
   -- Captured when asked (--json, --capture) or when secrets must be redacted;
   -- otherwise the program writes to our own stdout and stderr.
-  local pol_ok, pol = pcall(require("airlock.exec").resolve_policy, opts.policy)
+  local pol_ok, pol = pcall(exec.resolve_policy, opts.policy)
   secrets_declared = pol_ok and pol and pol.tool and pol.tool.secrets and next(pol.tool.secrets) ~= nil
   local capture = as_json or opts.capture ~= nil or secrets_declared
   -- On a terminal (stdin and stdout both), the program gets a terminal of its
   -- own, relayed to ours: job control, /dev/tty and full-screen programs work,
   -- and ours stays ours. --no-tty passes our descriptors as they are.
-  local core = require "airlock.core"
   if not capture and not no_tty and stdin == "-" and core.isatty(0) and core.isatty(1) then
     opts.terminal, opts.stdin_inherit = true, nil
   elseif not capture then
@@ -186,7 +189,7 @@ function M.main(args)
     for _, v in ipairs(res.violations or {}) do
       if v.kind == "network" then
         shown = shown + 1
-        if shown <= 5 then io.stderr:write("airlock exec: ", require("airlock.violations").line(v), "\n") end
+        if shown <= 5 then io.stderr:write("airlock exec: ", violations.line(v), "\n") end
       end
     end
     if shown > 5 then io.stderr:write(string.format("airlock exec: and %d more refused connections (--json lists them)\n", shown - 5)) end

@@ -2,15 +2,15 @@
 -- intact, 1 damaged or unreadable midway, 2 bad usage, no journal to read, or
 -- a key or checkpoint file that cannot be used.
 local json = require "airlock.json"
+local ledger = require "airlock.ledger"
+local checkpoint = require "airlock.checkpoint"
+local core = require "airlock.core"
 
 local M = {}
 
 -- cli: the command's helpers (usage_error, parse, cannot_start: cli/main.lua).
 function M.main(args, cli)
   local usage_error, parse, cannot_start = cli.usage_error, cli.parse, cli.cannot_start
-  local ledger = require "airlock.ledger"
-  local checkpoint = require "airlock.checkpoint"
-  local core = require "airlock.core"
   local sub = args[1]
   local specs = { verify = { checkpoint = "value", key = "value", json = "switch" }, show = { json = "switch" },
                   head = {}, checkpoint = { to = "value", key = "value", json = "switch" } }

@@ -4,6 +4,10 @@
 local airlock = require "airlock"
 local json = require "airlock.json"
 local util = require "airlock.util"
+local core = require "airlock.core"
+local ledger = require "airlock.ledger"
+local probe = require "airlock.probe"
+local ceilings = require "airlock.policy.ceilings"
 
 local M = {}
 
@@ -61,7 +65,6 @@ end
 -- command's user: AIRLOCK_CEILING, then each --ceiling (each
 -- "NAME=VALUE[,NAME=VALUE...]"), later ones winning. -> true, or nil, message.
 local function set_ceilings(list)
-  local ceilings = require "airlock.policy.ceilings"
   for _, text in ipairs(list or {}) do
     local t, err = ceilings.parse(text)
     if not t then return nil, (err:gsub("^ceilings: ", "")) end
@@ -103,7 +106,7 @@ end
 -- (ESC as ^[), so no guest can write the clipboard (OSC 52), retitle the
 -- window or clear the screen. Elsewhere the bytes are left as they are.
 local function for_terminal(opts)
-  if opts.raw or not require("airlock.core").isatty(1) then return function(s) return s end end
+  if opts.raw or not core.isatty(1) then return function(s) return s end end
   return function(s)
     return (s:gsub("[%z\1-\8\11-\31\127]", function(c)
       local b = c:byte()
@@ -202,7 +205,7 @@ function M.run(args)
   if opts.durability and not ({ none = true, batch = true, always = true })[opts.durability] then
     return usage_error("run: --durability must be none, batch or always")
   end
-  local fresh, taken = require("airlock.ledger").fresh(opts.ledger)
+  local fresh, taken = ledger.fresh(opts.ledger)
   if not fresh then return cannot_start(opts, "run", taken, "ledger") end
   local b <close> = airlock.broker()
   local safe = for_terminal(opts)
@@ -283,7 +286,7 @@ function M.branch(args)
     return 1
   end
   io.stdout:write(string.format("branch %s: records 1..%d of %s, head %s\n", pos[2], at, pos[1],
-    require("airlock.ledger").head(pos[2]) or "?"))
+    ledger.head(pos[2]) or "?"))
   return 0
 end
 
@@ -291,7 +294,6 @@ function M.probe(args)
   local pos, opts = parse(args, { json = "switch" })
   if not pos then return usage_error("probe: " .. opts, "probe") end
   if #pos > 0 then return usage_error("probe: unexpected argument '" .. pos[1] .. "'", "probe") end
-  local probe = require "airlock.probe"
   local report = probe.report()
   if opts.json then
     io.stdout:write(probe.json(report), "\n")
@@ -309,7 +311,7 @@ function M.bench(args)
   if args[1] == "ledger" then
     -- The ledger's benchmark is C (appends per mode against SQLite, verify
     -- throughput): airlock-ledger-bench, beside the worker.
-    local worker = require("airlock.core").worker_path()
+    local worker = core.worker_path()
     local prog = worker and worker:gsub("airlock%-worker$", "airlock-ledger-bench")
     if not prog or not util.exists(prog) then
       io.stderr:write("airlock: bench ledger: airlock-ledger-bench is not built (make build)\n")
@@ -386,7 +388,7 @@ function M.call(args)
     end
     value = v
   end
-  local status, result, code = require("airlock.core").channel_call(3, effect, value)
+  local status, result, code = core.channel_call(3, effect, value)
   if status == true then
     local okw, werr = io.stdout:write(json.encode(result), "\n")
     if okw then okw, werr = io.stdout:flush() end

@@ -7,6 +7,8 @@
 local airlock = require "airlock"
 local core = require "airlock.core"
 local util = require "airlock.util"
+local probe = require "airlock.probe"
+local ledger = require "airlock.ledger"
 
 local M = {}
 
@@ -208,14 +210,12 @@ function commands.run(state, arg)
 end
 
 function commands.probe()
-  local probe = require "airlock.probe"
   local rep = probe.report()
   io.stdout:write(probe.format(rep))
 end
 
 function commands.ledger(_, arg)
   if arg == "" then print("usage: :ledger DIR") return end
-  local ledger = require "airlock.ledger"
   local rep, err = ledger.verify(arg)
   if not rep then
     local msg = tostring(err)

@@ -5,10 +5,11 @@
 local quote = require("airlock.policy.values").quote
 local is_policy = require("airlock.policy.freeze").is_policy
 local read_file = require("airlock.util").read_file
+local core = require "airlock.core"
 
 local M = {}
 
-local function sha256(s) return require("airlock.core").sha256(s) end
+local function sha256(s) return core.sha256(s) end
 
 -- Lines first..last of text (all of it when first is 0: a main chunk).
 local function lines(text, first, last)

@@ -16,6 +16,27 @@ local M = {}
 
 M.DEFAULT_PORTS = { 80, 443 }
 
+-- Where a program reaches its run's egress proxy (airlock.egress): this port
+-- on its own loopback.
+M.PORT = 3128
+
+--- configured(net) -> true when a policy's tool.network grants anything.
+function M.configured(net)
+  if not net then return false end
+  return (net.allow and #net.allow > 0) or net.connect ~= nil
+end
+
+--- env(port) -> the proxy variables a program is given (both spellings).
+function M.env(port)
+  local url = "http://127.0.0.1:" .. (port or M.PORT)
+  local env = {}
+  for _, k in ipairs { "http_proxy", "https_proxy", "all_proxy" } do
+    env[k], env[k:upper()] = url, url
+  end
+  env.no_proxy, env.NO_PROXY = "", ""
+  return env
+end
+
 local function ipv4(s)
   local a, b, c, d = s:match("^(%d+)%.(%d+)%.(%d+)%.(%d+)$")
   if not a then return nil end
