@@ -172,7 +172,9 @@ describe("ctx:nest", function()
     -- in it), so the nested run gets about 1 s, not the policy's 4 s.
     local system = require "system"
     local t0
-    local pol = agent_policy { limits = { deadline_ms = 4000, instructions = 0 }, effects = {
+    -- The CPU budget (10 s) is well past the deadline under test, so the
+    -- nested run's loop ends by its deadline, never in a race with its CPU.
+    local pol = agent_policy { limits = { deadline_ms = 4000, instructions = 0, cpu = "10s" }, effects = {
       agent = function(_, ctx)
         while core.now_ms() - t0 < 3000 do system.sleep(0.01) end
         return ctx:nest { guest = "while true do end" }
