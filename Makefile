@@ -112,7 +112,8 @@ fuzz: build
 	lua5.4 fuzz/seeds.lua build/fuzz/corpus build/bin/airlock
 	bash fuzz/run $(FUZZ_SECONDS)
 
-# make lint: cppcheck and clang-tidy on core/, ledger/, lua/ and worker/, both clean, and
+# make lint: cppcheck and clang-tidy on core/, ledger/, lua/ and worker/, both clean, every
+# C file in the style .clang-format states (clang-format --dry-run), and
 # every C file compiled by clang with -Wall -Wextra -Werror (gcc builds them so).
 # clang-tidy's set: bugprone-* without the checks that only flagged sound code
 # here (sizeof of a pointer array's element, memcpy of length-counted text,
@@ -120,7 +121,7 @@ fuzz: build
 # misc-redundant-expression and cert-err34-c (unchecked string-to-number).
 # The sources of airlock-ledgerd-crashpoints (a test program) are checked a
 # second time with AIRLOCK_CRASH_POINTS, the code it alone has.
-LINT_DEBS = cppcheck clang-tidy clang
+LINT_DEBS = cppcheck clang-tidy clang clang-format
 TIDY_CHECKS = -*,bugprone-*,-bugprone-easily-swappable-parameters,-bugprone-reserved-identifier,\
 -bugprone-narrowing-conversions,-bugprone-assignment-in-if-condition,\
 -bugprone-implicit-widening-of-multiplication-result,-bugprone-sizeof-expression,\
@@ -149,7 +150,9 @@ lint: $(EMBEDDED)
 	@for f in $(CRASH_SRC); do \
 	  clang -fsyntax-only -std=gnu11 -Wall -Wextra -Werror -DAIRLOCK_CRASH_POINTS -Icore -Iledger $$f || exit 1; \
 	done
-	@echo "lint: clean (cppcheck, clang-tidy, clang -Werror)"
+	@git ls-files '*.c' '*.h' | xargs clang-format --dry-run -Werror || \
+	  { echo "lint: C code not in the style of .clang-format: run clang-format -i on the files named above"; exit 1; }
+	@echo "lint: clean (cppcheck, clang-tidy, clang -Werror, clang-format)"
 
 install: build
 	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/airlock \

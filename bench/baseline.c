@@ -22,9 +22,9 @@
 #include <unistd.h>
 #include <msgpack.h>
 
-#define FRAME_MAX   (16u << 20)     /* the protocol's default max_frame */
-#define N_MAX       10000000ULL     /* bounds the per-sample array to 80 MB */
-#define WARMUP_MAX  100             /* untimed rounds: page faults and caches settle first */
+#define FRAME_MAX  (16u << 20) /* the protocol's default max_frame */
+#define N_MAX      10000000ULL /* bounds the per-sample array to 80 MB */
+#define WARMUP_MAX 100         /* untimed rounds: page faults and caches settle first */
 
 /* ------------------------------------------------------------------ small utilities */
 
@@ -38,16 +38,14 @@ static void die(const char *what)
 static void reap(pid_t pid)
 {
   while (waitpid(pid, NULL, 0) < 0)
-    if (errno != EINTR)
-      die("waitpid");
+    if (errno != EINTR) die("waitpid");
 }
 
 /* CPU time, user and system, of this process or of its reaped children, in us. */
 static double cpu_us(int who)
 {
   struct rusage ru;
-  if (getrusage(who, &ru) < 0)
-    die("getrusage");
+  if (getrusage(who, &ru) < 0) die("getrusage");
   return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 +
          (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 }
@@ -66,8 +64,8 @@ static uint64_t parse_count(const char *s, uint64_t lo, uint64_t hi, const char 
   errno = 0;
   unsigned long long v = strtoull(s, &end, 10);
   if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < lo || v > hi) {
-    fprintf(stderr, "airlock-baseline: %s must be an integer in [%" PRIu64 ", %" PRIu64 "], got '%s'\n",
-            what, lo, hi, s);
+    fprintf(stderr, "airlock-baseline: %s must be an integer in [%" PRIu64 ", %" PRIu64 "], got '%s'\n", what,
+            lo, hi, s);
     exit(2);
   }
   return v;
@@ -78,10 +76,8 @@ static int write_all(int fd, const void *buf, size_t len)
   const uint8_t *p = buf;
   while (len > 0) {
     ssize_t n = write(fd, p, len);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return -1;
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -1;
     p += n;
     len -= (size_t)n;
   }
@@ -96,10 +92,8 @@ static int read_full(int fd, void *buf, size_t len)
   size_t got = 0;
   while (got < len) {
     ssize_t n = read(fd, p + got, len - got);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      return -1;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return -1;
     if (n == 0) {
       errno = EPROTO;
       return got == 0 ? 0 : -1;
@@ -126,8 +120,7 @@ static int cmp_double(const void *a, const void *b)
 static double percentile(const double *sorted, size_t n, unsigned pct)
 {
   size_t rank = (n * pct + 99) / 100;
-  if (rank < 1)
-    rank = 1;
+  if (rank < 1) rank = 1;
   return sorted[rank - 1];
 }
 
@@ -148,8 +141,7 @@ static stats summarise(double *us, size_t n, double span_us)
 static void print_json(const char *bench, uint64_t n, long bytes, stats s, const char *extra)
 {
   printf("{\"bench\":\"%s\",\"n\":%" PRIu64 ",", bench, n);
-  if (bytes >= 0)
-    printf("\"bytes\":%ld,", bytes);
+  if (bytes >= 0) printf("\"bytes\":%ld,", bytes);
   printf("\"median_us\":%.2f,\"p99_us\":%.2f,\"per_sec\":%.0f%s}\n", s.median_us, s.p99_us, s.per_sec,
          extra ? extra : "");
 }
@@ -166,7 +158,7 @@ typedef enum shape { SHAPE_CALL, SHAPE_REPLY } shape;
 ** reply: {t, id, ok=<bin>} -- the padding is the reply's value. */
 static void pack_frame(msgpack_sbuffer *sb, shape sh, uint32_t id, const char *pad, size_t padlen)
 {
-  static const char reserved[4] = { 0, 0, 0, 0 };
+  static const char reserved[4] = {0, 0, 0, 0};
   msgpack_packer pk;
   msgpack_sbuffer_clear(sb);
   msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
@@ -211,13 +203,11 @@ static size_t pad_for(shape sh, size_t target)
   msgpack_sbuffer sb;
   msgpack_sbuffer_init(&sb);
   pack_frame(&sb, sh, 0, "", 0);
-  size_t base = sb.size - bin_header(0);   /* everything but the bin */
+  size_t base = sb.size - bin_header(0); /* everything but the bin */
   msgpack_sbuffer_destroy(&sb);
-  if (target <= base + bin_header(0))
-    return 0;
+  if (target <= base + bin_header(0)) return 0;
   size_t pad = target - base - bin_header(0);
-  while (pad > 0 && base + bin_header(pad) + pad > target)
-    pad--;
+  while (pad > 0 && base + bin_header(pad) + pad > target) pad--;
   return pad;
 }
 
@@ -234,8 +224,7 @@ static uint64_t frame_id(const uint8_t *body, size_t len)
     for (uint32_t i = 0; i < u.data.via.map.size; i++) {
       const msgpack_object_kv *kv = &u.data.via.map.ptr[i];
       if (kv->key.type == MSGPACK_OBJECT_STR && kv->key.via.str.size == 2 &&
-          memcmp(kv->key.via.str.ptr, "id", 2) == 0 &&
-          kv->val.type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+          memcmp(kv->key.via.str.ptr, "id", 2) == 0 && kv->val.type == MSGPACK_OBJECT_POSITIVE_INTEGER)
         id = kv->val.via.u64;
     }
   }
@@ -250,15 +239,13 @@ static long read_frame(int fd, uint8_t *buf, size_t cap)
 {
   uint8_t h[4];
   int rc = read_full(fd, h, sizeof h);
-  if (rc <= 0)
-    return rc;
+  if (rc <= 0) return rc;
   uint32_t len = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
   if (len == 0 || len > cap) {
     errno = EMSGSIZE;
     return -1;
   }
-  if (read_full(fd, buf, len) != 1)
-    return -1;
+  if (read_full(fd, buf, len) != 1) return -1;
   return (long)len;
 }
 
@@ -280,8 +267,7 @@ static void peer_init(peer *p, int fd, shape sh, size_t target)
   p->padlen = pad_for(sh, target);
   p->pad = malloc(p->padlen + 1);
   p->in = malloc(FRAME_MAX);
-  if (p->pad == NULL || p->in == NULL)
-    die("malloc");
+  if (p->pad == NULL || p->in == NULL) die("malloc");
   memset(p->pad, 'x', p->padlen);
 }
 
@@ -300,13 +286,10 @@ static void echo_loop(int fd, size_t target)
   peer_init(&p, fd, SHAPE_REPLY, target);
   for (;;) {
     long len = read_frame(fd, p.in, FRAME_MAX);
-    if (len == 0)
-      _exit(0);
-    if (len < 0)
-      _exit(1);
+    if (len == 0) _exit(0);
+    if (len < 0) _exit(1);
     pack_frame(&p.out, SHAPE_REPLY, (uint32_t)frame_id(p.in, (size_t)len), p.pad, p.padlen);
-    if (write_all(fd, p.out.data, p.out.size) < 0)
-      _exit(1);
+    if (write_all(fd, p.out.data, p.out.size) < 0) _exit(1);
   }
 }
 
@@ -315,11 +298,9 @@ static void echo_loop(int fd, size_t target)
 static void round_trip(peer *p, uint32_t id)
 {
   pack_frame(&p->out, SHAPE_CALL, id, p->pad, p->padlen);
-  if (write_all(p->fd, p->out.data, p->out.size) < 0)
-    die("write call");
+  if (write_all(p->fd, p->out.data, p->out.size) < 0) die("write call");
   long len = read_frame(p->fd, p->in, FRAME_MAX);
-  if (len <= 0)
-    die("read reply");
+  if (len <= 0) die("read reply");
   if (frame_id(p->in, (size_t)len) != id) {
     fprintf(stderr, "airlock-baseline: reply id mismatch at round %" PRIu32 "\n", id);
     exit(1);
@@ -332,11 +313,9 @@ static int cmd_pingpong(uint64_t n, size_t target)
   ** SIGPIPE. Only here: forkexec's children would inherit the ignored signal. */
   signal(SIGPIPE, SIG_IGN);
   int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-    die("socketpair");
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) die("socketpair");
   pid_t pid = fork();
-  if (pid < 0)
-    die("fork");
+  if (pid < 0) die("fork");
   if (pid == 0) {
     close(sv[0]);
     echo_loop(sv[1], target);
@@ -346,11 +325,9 @@ static int cmd_pingpong(uint64_t n, size_t target)
   peer p;
   peer_init(&p, sv[0], SHAPE_CALL, target);
   double *us = malloc(n * sizeof *us);
-  if (us == NULL)
-    die("malloc");
+  if (us == NULL) die("malloc");
   uint32_t id = 1;
-  for (uint64_t i = 0; i < n && i < WARMUP_MAX; i++)
-    round_trip(&p, id++);
+  for (uint64_t i = 0; i < n && i < WARMUP_MAX; i++) round_trip(&p, id++);
   double cpu0 = cpu_us(RUSAGE_SELF);
   double start = now_us();
   for (uint64_t i = 0; i < n; i++) {
@@ -361,10 +338,10 @@ static int cmd_pingpong(uint64_t n, size_t target)
   double span = now_us() - start;
   double cpu_parent = (cpu_us(RUSAGE_SELF) - cpu0) / (double)n;
   long bytes = (long)p.out.size;
-  uint64_t rounds = id - 1;   /* the warm-up's too: the child's time is counted whole */
+  uint64_t rounds = id - 1; /* the warm-up's too: the child's time is counted whole */
   peer_free(&p);
 
-  close(sv[0]);   /* EOF tells the echo child to finish */
+  close(sv[0]); /* EOF tells the echo child to finish */
   reap(pid);
   double cpu_child = cpu_us(RUSAGE_CHILDREN) / (double)rounds;
   /* CPU time (user + system) per round trip, each side: what the process
@@ -386,22 +363,20 @@ static int cmd_pingpong(uint64_t n, size_t target)
 ** the cost of the system calls and the scheduling, nothing else. */
 typedef struct frame_child {
   int fd;
-  unsigned calls;   /* calls made this frame (the (k+1)th asks for the next tick) */
+  unsigned calls; /* calls made this frame (the (k+1)th asks for the next tick) */
 } frame_child;
 
 static void frames_child(int fd, size_t call_len, size_t reply_len, const char *call, unsigned k)
 {
   char *buf = malloc(reply_len);
-  if (buf == NULL)
-    _exit(1);
+  if (buf == NULL) _exit(1);
   for (;;) {
-    if (write_all(fd, call, call_len) < 0)       /* the tick */
+    if (write_all(fd, call, call_len) < 0) /* the tick */
       _exit(1);
-    if (read_full(fd, buf, reply_len) != 1)      /* EOF: the parent is done */
+    if (read_full(fd, buf, reply_len) != 1) /* EOF: the parent is done */
       _exit(0);
     for (unsigned i = 0; i < k; i++)
-      if (write_all(fd, call, call_len) < 0 || read_full(fd, buf, reply_len) != 1)
-        _exit(1);
+      if (write_all(fd, call, call_len) < 0 || read_full(fd, buf, reply_len) != 1) _exit(1);
   }
 }
 
@@ -413,36 +388,30 @@ static int cmd_frames(uint64_t n, uint64_t k, uint64_t frames)
   msgpack_sbuffer_init(&reply);
   size_t cpad = pad_for(SHAPE_CALL, 64), rpad = pad_for(SHAPE_REPLY, 128);
   char *zeros = calloc(1, rpad + cpad + 1);
-  if (zeros == NULL)
-    die("calloc");
+  if (zeros == NULL) die("calloc");
   pack_frame(&call, SHAPE_CALL, 1, zeros, cpad);
   pack_frame(&reply, SHAPE_REPLY, 1, zeros, rpad);
   frame_child *cs = calloc(n, sizeof *cs);
   pid_t *pids = calloc(n, sizeof *pids);
   double *us = malloc(frames * sizeof *us);
   char *in = malloc(call.size);
-  if (cs == NULL || pids == NULL || us == NULL || in == NULL)
-    die("malloc");
+  if (cs == NULL || pids == NULL || us == NULL || in == NULL) die("malloc");
   int ep = epoll_create1(EPOLL_CLOEXEC);
-  if (ep < 0)
-    die("epoll_create1");
+  if (ep < 0) die("epoll_create1");
   for (uint64_t i = 0; i < n; i++) {
     int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-      die("socketpair");
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) die("socketpair");
     pids[i] = fork();
-    if (pids[i] < 0)
-      die("fork");
+    if (pids[i] < 0) die("fork");
     if (pids[i] == 0) {
       close(sv[0]);
       frames_child(sv[1], call.size, reply.size, call.data, (unsigned)k);
     }
     close(sv[1]);
     cs[i].fd = sv[0];
-    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &cs[i] };
-    if (epoll_ctl(ep, EPOLL_CTL_ADD, sv[0], &ev) < 0)
-      die("epoll_ctl");
-    if (read_full(sv[0], in, call.size) != 1)   /* its first tick request */
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &cs[i]};
+    if (epoll_ctl(ep, EPOLL_CTL_ADD, sv[0], &ev) < 0) die("epoll_ctl");
+    if (read_full(sv[0], in, call.size) != 1) /* its first tick request */
       die("read");
   }
   struct epoll_event evs[64];
@@ -456,36 +425,29 @@ static int cmd_frames(uint64_t n, uint64_t k, uint64_t frames)
     }
     for (uint64_t i = 0; i < n; i++) {
       cs[i].calls = 0;
-      if (write_all(cs[i].fd, reply.data, reply.size) < 0)
-        die("write");
+      if (write_all(cs[i].fd, reply.data, reply.size) < 0) die("write");
     }
-    uint64_t waiting = n;   /* children that have not asked for the next tick */
+    uint64_t waiting = n; /* children that have not asked for the next tick */
     while (waiting > 0) {
       int m = epoll_wait(ep, evs, 64, -1);
-      if (m < 0 && errno == EINTR)
-        continue;
-      if (m < 0)
-        die("epoll_wait");
+      if (m < 0 && errno == EINTR) continue;
+      if (m < 0) die("epoll_wait");
       for (int e = 0; e < m; e++) {
         frame_child *c = evs[e].data.ptr;
-        if (read_full(c->fd, in, call.size) != 1)
-          die("read");
+        if (read_full(c->fd, in, call.size) != 1) die("read");
         if (++c->calls > k)
-          waiting--;   /* the next tick: answered when the next frame starts */
+          waiting--; /* the next tick: answered when the next frame starts */
         else if (write_all(c->fd, reply.data, reply.size) < 0)
           die("write");
       }
     }
-    if (timed)
-      us[f - WARMUP_MAX / 10] = now_us() - t0;
+    if (timed) us[f - WARMUP_MAX / 10] = now_us() - t0;
   }
   double span = now_us() - start;
   /* the parent's CPU time (user + system) per effect: the serial part of the loop */
   double cpu_parent = (cpu_us(RUSAGE_SELF) - cpu0) / (double)(n * k * frames);
-  for (uint64_t i = 0; i < n; i++)
-    close(cs[i].fd);
-  for (uint64_t i = 0; i < n; i++)
-    reap(pids[i]);
+  for (uint64_t i = 0; i < n; i++) close(cs[i].fd);
+  for (uint64_t i = 0; i < n; i++) reap(pids[i]);
   close(ep);
   stats st = summarise(us, frames, span);
   printf("{\"bench\":\"raw-frames\",\"guests\":%" PRIu64 ",\"k\":%" PRIu64 ",\"n\":%" PRIu64
@@ -512,11 +474,10 @@ static int cmd_httpd(const char *portfile, uint64_t max)
 {
   signal(SIGPIPE, SIG_IGN);
   int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (s < 0)
-    die("socket");
+  if (s < 0) die("socket");
   int one = 1;
   setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0 };
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t al = sizeof a;
   if (bind(s, (struct sockaddr *)&a, sizeof a) < 0 || listen(s, 64) < 0 ||
@@ -525,26 +486,24 @@ static int cmd_httpd(const char *portfile, uint64_t max)
   char tmp[4096];
   int n = snprintf(tmp, sizeof tmp, "%s.tmp", portfile);
   FILE *f = n > 0 && (size_t)n < sizeof tmp ? fopen(tmp, "w") : NULL;
-  if (f == NULL || fprintf(f, "%u\n", (unsigned)ntohs(a.sin_port)) < 0 || fclose(f) != 0 || rename(tmp, portfile) != 0)
+  if (f == NULL || fprintf(f, "%u\n", (unsigned)ntohs(a.sin_port)) < 0 || fclose(f) != 0 ||
+      rename(tmp, portfile) != 0)
     die(portfile);
   static const char reply[] = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 6\r\n"
                               "Connection: close\r\n\r\nhello\n";
   for (uint64_t done = 0; max == 0 || done < max; done++) {
     int c = accept4(s, NULL, NULL, SOCK_CLOEXEC);
     if (c < 0) {
-      if (errno == EINTR)
-        continue;
+      if (errno == EINTR) continue;
       die("accept");
     }
     char buf[8192];
     size_t have = 0;
-    while (have < sizeof buf) {   /* the head, at most 8 KiB: then the answer regardless */
+    while (have < sizeof buf) { /* the head, at most 8 KiB: then the answer regardless */
       ssize_t k = read(c, buf + have, sizeof buf - have);
-      if (k <= 0)
-        break;
+      if (k <= 0) break;
       have += (size_t)k;
-      if (memmem(buf, have, "\r\n\r\n", 4) != NULL)
-        break;
+      if (memmem(buf, have, "\r\n\r\n", 4) != NULL) break;
     }
     if (write_all(c, reply, sizeof reply - 1) < 0) {
       /* the client went away: the next one */
@@ -562,14 +521,13 @@ static int cmd_httpd(const char *portfile, uint64_t max)
 ** its errno goes to errfd (if >= 0) for the parent to report. */
 static void exec_child(int devnull, char *const *argv, int errfd)
 {
-  char *const envp[] = { NULL };
+  char *const envp[] = {NULL};
   dup2(devnull, 0);
   dup2(devnull, 1);
   dup2(devnull, 2);
   execve(argv[0], argv, envp);
   int e = errno;
-  if (errfd >= 0 && write(errfd, &e, sizeof e) < 0)
-    _exit(126);
+  if (errfd >= 0 && write(errfd, &e, sizeof e) < 0) _exit(126);
   _exit(127);
 }
 
@@ -577,10 +535,8 @@ static void exec_child(int devnull, char *const *argv, int errfd)
 static void fork_exec_once(int devnull, char *const *argv)
 {
   pid_t pid = fork();
-  if (pid < 0)
-    die("fork");
-  if (pid == 0)
-    exec_child(devnull, argv, -1);
+  if (pid < 0) die("fork");
+  if (pid == 0) exec_child(devnull, argv, -1);
   reap(pid);
 }
 
@@ -590,13 +546,10 @@ static void fork_exec_once(int devnull, char *const *argv)
 static void probe_exec(int devnull, char *const *argv)
 {
   int pp[2];
-  if (pipe2(pp, O_CLOEXEC) < 0)
-    die("pipe");
+  if (pipe2(pp, O_CLOEXEC) < 0) die("pipe");
   pid_t pid = fork();
-  if (pid < 0)
-    die("fork");
-  if (pid == 0)
-    exec_child(devnull, argv, pp[1]);
+  if (pid < 0) die("fork");
+  if (pid == 0) exec_child(devnull, argv, pp[1]);
   close(pp[1]);
   int e = 0;
   ssize_t got;
@@ -613,12 +566,10 @@ static void probe_exec(int devnull, char *const *argv)
 static int cmd_forkexec(uint64_t n, char *const *argv)
 {
   int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (devnull < 0)
-    die("/dev/null");
+  if (devnull < 0) die("/dev/null");
   probe_exec(devnull, argv);
   double *us = malloc(n * sizeof *us);
-  if (us == NULL)
-    die("malloc");
+  if (us == NULL) die("malloc");
   double start = now_us();
   for (uint64_t i = 0; i < n; i++) {
     double t0 = now_us();
@@ -644,34 +595,29 @@ static int cmd_prefork(uint64_t n, size_t bytes, uint64_t idle_us)
 {
   uint8_t *frame = calloc(1, bytes + 4);
   double *wake = malloc(n * sizeof *wake), *round = malloc(n * sizeof *round);
-  if (frame == NULL || wake == NULL || round == NULL)
-    die("malloc");
-  frame[0] = (uint8_t)(bytes >> 24);   /* the 4-byte big-endian length header */
+  if (frame == NULL || wake == NULL || round == NULL) die("malloc");
+  frame[0] = (uint8_t)(bytes >> 24); /* the 4-byte big-endian length header */
   frame[1] = (uint8_t)(bytes >> 16);
   frame[2] = (uint8_t)(bytes >> 8);
   frame[3] = (uint8_t)bytes;
   double start = now_us();
   for (uint64_t i = 0; i < n + WARMUP_MAX / 10; i++) {
     int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-      die("socketpair");
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) die("socketpair");
     pid_t pid = fork();
-    if (pid < 0)
-      die("fork");
+    if (pid < 0) die("fork");
     if (pid == 0) {
       close(sv[0]);
       uint8_t *in = malloc(bytes + 4);
-      if (in == NULL || read_full(sv[1], in, bytes + 4) < 0)
-        _exit(1);
+      if (in == NULL || read_full(sv[1], in, bytes + 4) < 0) _exit(1);
       double t = now_us();
       _exit(write_all(sv[1], &t, sizeof t) < 0 ? 1 : 0);
     }
     close(sv[1]);
-    struct timespec idle = { (time_t)(idle_us / 1000000), (long)(idle_us % 1000000) * 1000 };
+    struct timespec idle = {(time_t)(idle_us / 1000000), (long)(idle_us % 1000000) * 1000};
     nanosleep(&idle, NULL);
     double t0 = now_us(), tc = 0;
-    if (write_all(sv[0], frame, bytes + 4) < 0 || read_full(sv[0], &tc, sizeof tc) < 0)
-      die("prefork round");
+    if (write_all(sv[0], frame, bytes + 4) < 0 || read_full(sv[0], &tc, sizeof tc) < 0) die("prefork round");
     double t1 = now_us();
     close(sv[0]);
     reap(pid);
@@ -697,7 +643,8 @@ static int usage(void)
         "       airlock-baseline frames GUESTS K FRAMES\n"
         "       airlock-baseline httpd PORTFILE [MAX]\n"
         "       airlock-baseline forkexec N PATH [ARGS...]\n"
-        "       airlock-baseline prefork N BYTES IDLE_US\n", stderr);
+        "       airlock-baseline prefork N BYTES IDLE_US\n",
+        stderr);
   return 2;
 }
 
@@ -712,7 +659,8 @@ int main(int argc, char **argv)
   if ((argc == 3 || argc == 4) && strcmp(argv[1], "httpd") == 0)
     return cmd_httpd(argv[2], argc == 4 ? parse_count(argv[3], 0, N_MAX, "MAX") : 0);
   if (argc == 5 && strcmp(argv[1], "prefork") == 0)
-    return cmd_prefork(parse_count(argv[2], 1, 100000, "N"), (size_t)parse_count(argv[3], 1, FRAME_MAX, "BYTES"),
+    return cmd_prefork(parse_count(argv[2], 1, 100000, "N"),
+                       (size_t)parse_count(argv[3], 1, FRAME_MAX, "BYTES"),
                        parse_count(argv[4], 0, 1000000, "IDLE_US"));
   if (argc >= 4 && strcmp(argv[1], "forkexec") == 0)
     return cmd_forkexec(parse_count(argv[2], 1, N_MAX, "N"), argv + 3);

@@ -27,13 +27,13 @@
 #include "ledger_zstd.h"
 #include "ledger_proc.h"
 
-#define ARG_BYTES 100
-#define BATCH_MS  AIRLOCK_LEDGER_BATCH_MS_DEFAULT
+#define ARG_BYTES                100
+#define BATCH_MS                 AIRLOCK_LEDGER_BATCH_MS_DEFAULT
 #define TARGET_BATCH_OVER_SQLITE 50.0
-#define TARGET_VERIFY_MBPS 300.0
-#define TARGET_PROC_OVER_BATCH 0.8    /* queued through the ledger process / in-process batch */
-#define TARGET_ALWAYS_OVER_SYNC 1.2   /* always through the process: time per record / one fdatasync */
-#define STALL_APPENDS 12000           /* 2 KB records: two seals of 8 MiB */
+#define TARGET_VERIFY_MBPS       300.0
+#define TARGET_PROC_OVER_BATCH   0.8   /* queued through the ledger process / in-process batch */
+#define TARGET_ALWAYS_OVER_SYNC  1.2   /* always through the process: time per record / one fdatasync */
+#define STALL_APPENDS            12000 /* 2 KB records: two seals of 8 MiB */
 
 static double now_s(void)
 {
@@ -50,7 +50,9 @@ static void die(const char *what, const char *detail)
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *f)
 {
-  (void)st; (void)flag; (void)f;
+  (void)st;
+  (void)flag;
+  (void)f;
   return remove(path);
 }
 
@@ -63,8 +65,7 @@ struct fields {
 
 static void fields_init(struct fields *f)
 {
-  for (int i = 0; i < ARG_BYTES; i++)
-    f->args[i] = (char)('a' + i % 26);
+  for (int i = 0; i < ARG_BYTES; i++) f->args[i] = (char)('a' + i % 26);
   msgpack_sbuffer_init(&f->sb);
   msgpack_packer pk;
   msgpack_packer_init(&pk, &f->sb, msgpack_sbuffer_write);
@@ -74,7 +75,7 @@ static void fields_init(struct fields *f)
   airlock_pack_cstr(&pk, "args");
   msgpack_pack_map(&pk, 1);
   airlock_pack_cstr(&pk, "path");
-  airlock_pack_str(&pk, f->args, ARG_BYTES - 8);   /* map 1 + key 5 + str8 2: args packs to 100 bytes */
+  airlock_pack_str(&pk, f->args, ARG_BYTES - 8); /* map 1 + key 5 + str8 2: args packs to 100 bytes */
   msgpack_unpacked_init(&f->u);
   msgpack_unpack_next(&f->u, f->sb.data, f->sb.size, NULL);
 }
@@ -89,25 +90,22 @@ static struct result run_mode(const char *dir, int mode, double seconds, const s
 {
   airlock_ledger *l;
   char err[512];
-  airlock_ledger_opts o = { .create = 1, .durability = mode, .batch_ms = BATCH_MS };
-  if (airlock_ledger_open(dir, &o, &l, NULL, err, sizeof err) < 0)
-    die("open", err);
-  struct result r = { 0, 0, 0 };
+  airlock_ledger_opts o = {.create = 1, .durability = mode, .batch_ms = BATCH_MS};
+  if (airlock_ledger_open(dir, &o, &l, NULL, err, sizeof err) < 0) die("open", err);
+  struct result r = {0, 0, 0};
   uint64_t durable = airlock_ledger_durable_seq(l);
   double t0 = now_s(), end = t0 + seconds;
   do {
     for (int i = 0; i < 16; i++) {
-      if (airlock_ledger_append(l, "call", 1, &f->u.data, NULL) < 0)
-        die("append", airlock_ledger_error(l));
+      if (airlock_ledger_append(l, "call", 1, &f->u.data, NULL) < 0) die("append", airlock_ledger_error(l));
       uint64_t d = airlock_ledger_durable_seq(l);
       r.syncs += d != durable;
       durable = d;
       r.count++;
     }
   } while (now_s() < end);
-  if (airlock_ledger_close(l) < 0)
-    die("close", "the final flush failed");
-  r.syncs += durable != r.count + 1;   /* the flush in close */
+  if (airlock_ledger_close(l) < 0) die("close", "the final flush failed");
+  r.syncs += durable != r.count + 1; /* the flush in close */
   r.per_s = (double)r.count / (now_s() - t0);
   return r;
 }
@@ -120,10 +118,9 @@ static struct result run_proc(const char *program, const char *dir, int mode, in
 {
   airlock_ledger_proc *l;
   char err[512];
-  airlock_ledger_proc_opts o = { .program = program, .create = 1, .durability = mode, .batch_ms = BATCH_MS };
-  if (airlock_ledger_proc_open(dir, &o, &l, NULL, err, sizeof err) < 0)
-    die("open (ledger process)", err);
-  struct result r = { 0, 0, 0 };
+  airlock_ledger_proc_opts o = {.program = program, .create = 1, .durability = mode, .batch_ms = BATCH_MS};
+  if (airlock_ledger_proc_open(dir, &o, &l, NULL, err, sizeof err) < 0) die("open (ledger process)", err);
+  struct result r = {0, 0, 0};
   double t0 = now_s(), end = t0 + seconds;
   do {
     for (int i = 0; i < 16; i++) {
@@ -132,8 +129,7 @@ static struct result run_proc(const char *program, const char *dir, int mode, in
       r.count++;
     }
   } while (now_s() < end);
-  if (airlock_ledger_proc_close(l) < 0)
-    die("close (ledger process)", "the final commit failed");
+  if (airlock_ledger_proc_close(l) < 0) die("close (ledger process)", "the final commit failed");
   r.per_s = (double)r.count / (now_s() - t0);
   return r;
 }
@@ -165,28 +161,27 @@ static struct stall run_seal_stall(const char *program, const char *dir, unsigne
   airlock_pack_str(&pk, pad, sizeof pad);
   airlock_ledger_proc *l;
   char err[512];
-  airlock_ledger_proc_opts o = { .program = program, .create = 1, .durability = AIRLOCK_DURABLE_BATCH,
-                                 .batch_ms = BATCH_MS, .seal_bytes = seal_bytes };
-  if (airlock_ledger_proc_open(dir, &o, &l, NULL, err, sizeof err) < 0)
-    die("open (ledger process)", err);
+  airlock_ledger_proc_opts o = {.program = program,
+                                .create = 1,
+                                .durability = AIRLOCK_DURABLE_BATCH,
+                                .batch_ms = BATCH_MS,
+                                .seal_bytes = seal_bytes};
+  if (airlock_ledger_proc_open(dir, &o, &l, NULL, err, sizeof err) < 0) die("open (ledger process)", err);
   double *t = malloc(n * sizeof *t);
-  if (t == NULL)
-    die("seal stall", "out of memory");
+  if (t == NULL) die("seal stall", "out of memory");
   for (unsigned i = 0; i < n; i++) {
     double t0 = now_s();
     if (airlock_ledger_proc_append(l, "reply", 1, sb.data, sb.size, 1, NULL, NULL) < 0)
       die("append (ledger process)", airlock_ledger_proc_error(l));
     t[i] = (now_s() - t0) * 1e3;
   }
-  if (airlock_ledger_proc_close(l) < 0)
-    die("close (ledger process)", "the final commit failed");
+  if (airlock_ledger_proc_close(l) < 0) die("close (ledger process)", "the final commit failed");
   msgpack_sbuffer_destroy(&sb);
-  struct stall r = { .appends = n };
+  struct stall r = {.appends = n};
   for (unsigned s = 1;; s++) {
     char seg[700];
     snprintf(seg, sizeof seg, "%s/segment.%06u", dir, s);
-    if (access(seg, F_OK) != 0)
-      break;
+    if (access(seg, F_OK) != 0) break;
     r.seals = s;
   }
   qsort(t, n, sizeof *t, cmp_double);
@@ -202,11 +197,10 @@ static struct stall run_seal_stall(const char *program, const char *dir, unsigne
 static struct result run_fdatasync(const char *path, double seconds)
 {
   int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (fd < 0)
-    die("open (fdatasync baseline)", strerror(errno));
+  if (fd < 0) die("open (fdatasync baseline)", strerror(errno));
   char rec[ARG_BYTES + 80];
   memset(rec, 'r', sizeof rec);
-  struct result r = { 0, 0, 0 };
+  struct result r = {0, 0, 0};
   double t0 = now_s(), end = t0 + seconds;
   do {
     if (write(fd, rec, sizeof rec) != (ssize_t)sizeof rec || fdatasync(fd) < 0)
@@ -231,14 +225,11 @@ static int read_all(int fd, char *buf, size_t n)
     /* poll first, as both ends of the ledger's channel wait: a reader blocked
     ** in read(2) on a unix socket is also woken when its own last write is
     ** consumed, a wake-up for nothing */
-    struct pollfd p = { .fd = fd, .events = POLLIN };
-    if (poll(&p, 1, -1) < 0 && errno != EINTR)
-      return -1;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, -1) < 0 && errno != EINTR) return -1;
     ssize_t k = read(fd, buf + got, n - got);
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k <= 0)
-      return -1;
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return -1;
     got += (size_t)k;
   }
   return 0;
@@ -251,13 +242,11 @@ static struct result run_boundary(const char *path, double seconds)
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
     die("socketpair (boundary baseline)", strerror(errno));
   pid_t pid = fork();
-  if (pid < 0)
-    die("fork (boundary baseline)", strerror(errno));
+  if (pid < 0) die("fork (boundary baseline)", strerror(errno));
   if (pid == 0) {
     close(sv[0]);
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    if (fd < 0)
-      _exit(2);
+    if (fd < 0) _exit(2);
     memset(ack, 'k', sizeof ack);
     while (read_all(sv[1], rec, sizeof rec) == 0)
       if (write(fd, rec, sizeof rec) != (ssize_t)sizeof rec || fdatasync(fd) < 0 ||
@@ -267,7 +256,7 @@ static struct result run_boundary(const char *path, double seconds)
   }
   close(sv[1]);
   memset(rec, 'r', sizeof rec);
-  struct result r = { 0, 0, 0 };
+  struct result r = {0, 0, 0};
   double t0 = now_s(), end = t0 + seconds;
   do {
     if (write(sv[0], rec, sizeof rec) != (ssize_t)sizeof rec || read_all(sv[0], ack, sizeof ack) < 0)
@@ -294,19 +283,17 @@ static struct result run_sqlite(const char *path, double seconds)
   sqlite3 *db;
   sqlite3_stmt *st;
   char *msg = NULL;
-  if (sqlite3_open(path, &db) != SQLITE_OK)
-    die("sqlite open", sqlite3_errmsg(db));
+  if (sqlite3_open(path, &db) != SQLITE_OK) die("sqlite open", sqlite3_errmsg(db));
   const char *setup = "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
                       "CREATE TABLE rec(seq INTEGER PRIMARY KEY, kind TEXT, run INTEGER,"
                       " t REAL, effect TEXT, args BLOB);";
-  if (sqlite3_exec(db, setup, NULL, NULL, &msg) != SQLITE_OK)
-    die("sqlite setup", msg);
-  if (sqlite3_prepare_v2(db, "INSERT INTO rec(seq, kind, run, t, effect, args) VALUES(?,?,?,?,?,?)",
-                         -1, &st, NULL) != SQLITE_OK)
+  if (sqlite3_exec(db, setup, NULL, NULL, &msg) != SQLITE_OK) die("sqlite setup", msg);
+  if (sqlite3_prepare_v2(db, "INSERT INTO rec(seq, kind, run, t, effect, args) VALUES(?,?,?,?,?,?)", -1, &st,
+                         NULL) != SQLITE_OK)
     die("sqlite prepare", sqlite3_errmsg(db));
   char args[ARG_BYTES];
   memset(args, 'a', sizeof args);
-  struct result r = { 0, 0, 0 };
+  struct result r = {0, 0, 0};
   double t0 = now_s(), end = t0 + seconds;
   do {
     struct timespec ts;
@@ -317,7 +304,7 @@ static struct result run_sqlite(const char *path, double seconds)
     sqlite3_bind_double(st, 4, (double)ts.tv_sec + (double)ts.tv_nsec / 1e9);
     sqlite3_bind_text(st, 5, "fs.read", 7, SQLITE_STATIC);
     sqlite3_bind_blob(st, 6, args, sizeof args, SQLITE_STATIC);
-    if (sqlite3_step(st) != SQLITE_DONE)   /* autocommit: one transaction per row */
+    if (sqlite3_step(st) != SQLITE_DONE) /* autocommit: one transaction per row */
       die("sqlite insert", sqlite3_errmsg(db));
     sqlite3_reset(st);
     r.count++;
@@ -337,30 +324,26 @@ static int cmp_double(const void *a, const void *b)
 
 /* Writes a journal of about mb MiB of the same records, verifies it three
 ** times (warm page cache) and returns the median MB/s. */
-static double run_verify(const char *dir, unsigned mb, const struct fields *f,
-                         airlock_ledger_report *rep)
+static double run_verify(const char *dir, unsigned mb, const struct fields *f, airlock_ledger_report *rep)
 {
   airlock_ledger *l;
   char err[512];
-  if (airlock_ledger_open(dir, &(airlock_ledger_opts){ .create = 1 }, &l, NULL, err, sizeof err) < 0)
+  if (airlock_ledger_open(dir, &(airlock_ledger_opts){.create = 1}, &l, NULL, err, sizeof err) < 0)
     die("open", err);
   uint64_t seq = 0;
   uint8_t h[AIRLOCK_LEDGER_HASH_LEN];
   for (;;) {
     for (int i = 0; i < 4096; i++)
-      if (airlock_ledger_append(l, "call", 1, &f->u.data, NULL) < 0)
-        die("append", airlock_ledger_error(l));
-    if (airlock_ledger_size(l) >= (uint64_t)mb << 20)   /* plain bytes: segments and journal */
+      if (airlock_ledger_append(l, "call", 1, &f->u.data, NULL) < 0) die("append", airlock_ledger_error(l));
+    if (airlock_ledger_size(l) >= (uint64_t)mb << 20) /* plain bytes: segments and journal */
       break;
   }
   airlock_ledger_head(l, &seq, h);
-  if (airlock_ledger_close(l) < 0)
-    die("close", "the final flush failed");
+  if (airlock_ledger_close(l) < 0) die("close", "the final flush failed");
   double mbps[3];
   for (int i = 0; i < 3; i++) {
     double t0 = now_s();
-    if (airlock_ledger_verify(dir, &seq, h, rep) != 0)
-      die("verify", rep->reason);
+    if (airlock_ledger_verify(dir, &seq, h, rep) != 0) die("verify", rep->reason);
     mbps[i] = (double)rep->bytes / 1e6 / (now_s() - t0);
   }
   qsort(mbps, 3, sizeof mbps[0], cmp_double);
@@ -369,9 +352,11 @@ static double run_verify(const char *dir, unsigned mb, const struct fields *f,
 
 static void usage(void)
 {
-  fprintf(stderr, "usage: airlock-ledger-bench [--seconds S] [--verify-mb N] [--dir PARENT] [--json]\n"
-                  "       airlock-ledger-bench one none|batch|always|waited|queued|process-always|seal-stall [SECONDS]\n"
-                  "       airlock-ledger-bench seal DIR...\n");
+  fprintf(
+      stderr,
+      "usage: airlock-ledger-bench [--seconds S] [--verify-mb N] [--dir PARENT] [--json]\n"
+      "       airlock-ledger-bench one none|batch|always|waited|queued|process-always|seal-stall [SECONDS]\n"
+      "       airlock-ledger-bench seal DIR...\n");
   exit(2);
 }
 
@@ -408,8 +393,7 @@ static int seal_sessions(int argc, char **argv)
       }
       close(fd);
       uint64_t plain = 0;
-      for (int k = 8; k < 16; k++)
-        plain = plain << 8 | h[k];
+      for (int k = 8; k < 16; k++) plain = plain << 8 | h[k];
       printf("%s/segment.%06u  %10" PRIu64 " plain  %10lld stored  %5.2fx\n", argv[i], s, plain,
              (long long)st.st_size, (double)plain / (double)st.st_size);
       all_plain += plain;
@@ -428,23 +412,23 @@ static const char *program_beside(char *program, size_t len);
 ** none, batch, always (in-process), waited, queued, process-always. */
 static int run_one(int argc, char **argv)
 {
-  if (argc < 3 || argc > 4)
-    usage();
+  if (argc < 3 || argc > 4) usage();
   double seconds = argc == 4 ? strtod(argv[3], NULL) : 2.0;
-  if (!(seconds > 0 && seconds <= 600))
-    usage();
+  if (!(seconds > 0 && seconds <= 600)) usage();
   char base[] = "/tmp/airlock-ledger-bench-XXXXXX", dir[600], program[PATH_MAX];
-  if (mkdtemp(base) == NULL)
-    die("mkdtemp", strerror(errno));
+  if (mkdtemp(base) == NULL) die("mkdtemp", strerror(errno));
   snprintf(dir, sizeof dir, "%s/one", base);
   struct fields f;
   fields_init(&f);
   program_beside(program, sizeof program);
   const char *w = argv[2];
   struct result r;
-  if (strcmp(w, "queued") == 0) r = run_proc(program, dir, AIRLOCK_DURABLE_BATCH, 0, seconds, &f);
-  else if (strcmp(w, "waited") == 0) r = run_proc(program, dir, AIRLOCK_DURABLE_BATCH, 1, seconds, &f);
-  else if (strcmp(w, "process-always") == 0) r = run_proc(program, dir, AIRLOCK_DURABLE_ALWAYS, 1, seconds, &f);
+  if (strcmp(w, "queued") == 0)
+    r = run_proc(program, dir, AIRLOCK_DURABLE_BATCH, 0, seconds, &f);
+  else if (strcmp(w, "waited") == 0)
+    r = run_proc(program, dir, AIRLOCK_DURABLE_BATCH, 1, seconds, &f);
+  else if (strcmp(w, "process-always") == 0)
+    r = run_proc(program, dir, AIRLOCK_DURABLE_ALWAYS, 1, seconds, &f);
   else if (strcmp(w, "seal-stall") == 0) {
     for (int i = 0; i < 2; i++) {
       snprintf(dir, sizeof dir, "%s/%d", base, i);
@@ -454,9 +438,10 @@ static int run_one(int argc, char **argv)
     }
     nftw(base, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return 0;
-  }
-  else if (airlock_ledger_durability_from_name(w) >= 0) r = run_mode(dir, airlock_ledger_durability_from_name(w), seconds, &f);
-  else usage();
+  } else if (airlock_ledger_durability_from_name(w) >= 0)
+    r = run_mode(dir, airlock_ledger_durability_from_name(w), seconds, &f);
+  else
+    usage();
   nftw(base, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
   printf("%s %.0f records/s (%" PRIu64 " records)\n", w, r.per_s, r.count);
   return 0;
@@ -474,10 +459,8 @@ static const char *program_beside(char *program, size_t len)
 
 int main(int argc, char **argv)
 {
-  if (argc >= 2 && strcmp(argv[1], "seal") == 0)
-    return seal_sessions(argc, argv);
-  if (argc >= 2 && strcmp(argv[1], "one") == 0)
-    return run_one(argc, argv);
+  if (argc >= 2 && strcmp(argv[1], "seal") == 0) return seal_sessions(argc, argv);
+  if (argc >= 2 && strcmp(argv[1], "one") == 0) return run_one(argc, argv);
   double seconds = 2.0;
   unsigned verify_mb = 256;
   const char *parent = "/tmp";
@@ -487,12 +470,10 @@ int main(int argc, char **argv)
       json = 1;
     } else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
       seconds = strtod(argv[++i], NULL);
-      if (!(seconds > 0 && seconds <= 600))
-        usage();
+      if (!(seconds > 0 && seconds <= 600)) usage();
     } else if (strcmp(argv[i], "--verify-mb") == 0 && i + 1 < argc) {
       verify_mb = (unsigned)strtoul(argv[++i], NULL, 10);
-      if (verify_mb == 0 || verify_mb > 65536)
-        usage();
+      if (verify_mb == 0 || verify_mb > 65536) usage();
     } else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
       parent = argv[++i];
     } else {
@@ -501,13 +482,12 @@ int main(int argc, char **argv)
   }
   char base[512];
   snprintf(base, sizeof base, "%s/airlock-ledger-bench-XXXXXX", parent);
-  if (mkdtemp(base) == NULL)
-    die("mkdtemp", strerror(errno));
+  if (mkdtemp(base) == NULL) die("mkdtemp", strerror(errno));
   char dir[600];
   struct fields f;
   fields_init(&f);
 
-  static const int modes[] = { AIRLOCK_DURABLE_NONE, AIRLOCK_DURABLE_BATCH, AIRLOCK_DURABLE_ALWAYS };
+  static const int modes[] = {AIRLOCK_DURABLE_NONE, AIRLOCK_DURABLE_BATCH, AIRLOCK_DURABLE_ALWAYS};
   struct result res[3], sq;
   for (int m = 0; m < 3; m++) {
     snprintf(dir, sizeof dir, "%s/%s", base, airlock_ledger_durability_name(modes[m]));
@@ -573,9 +553,9 @@ int main(int argc, char **argv)
 
   double ratio = res[1].per_s / sq.per_s;
   double proc_batch = pq.per_s / pb.per_s, proc_sqlite = pq.per_s / sq.per_s;
-  double always_sync = ar[1];   /* time per record over one fdatasync's: the median round */
-  double always_boundary = br[1];   /* the same over the raw process boundary's */
-  double boundary_sync = bfr[1];    /* the raw process boundary over one fdatasync */
+  double always_sync = ar[1];     /* time per record over one fdatasync's: the median round */
+  double always_boundary = br[1]; /* the same over the raw process boundary's */
+  double boundary_sync = bfr[1];  /* the raw process boundary over one fdatasync */
   if (json) {
     printf("{\"seconds\":%g,\"args_bytes\":%d,\"batch_ms\":%d", seconds, ARG_BYTES, BATCH_MS);
     for (int m = 0; m < 3; m++)
@@ -583,10 +563,10 @@ int main(int argc, char **argv)
              airlock_ledger_durability_name(modes[m]), res[m].per_s, res[m].count, res[m].syncs);
     printf(",\"process_batch_waited\":{\"records_per_s\":%.0f,\"records\":%" PRIu64 "}", pw.per_s, pw.count);
     printf(",\"process_batch_queued\":{\"records_per_s\":%.0f,\"records\":%" PRIu64 "}", pq.per_s, pq.count);
-    printf(",\"sqlite\":{\"inserts_per_s\":%.0f,\"inserts\":%" PRIu64 ",\"version\":\"%s\"}",
-           sq.per_s, sq.count, sqlite3_libversion());
-    printf(",\"verify\":{\"mb_per_s\":%.1f,\"bytes\":%" PRIu64 ",\"records\":%" PRIu64 "}",
-           vmbps, rep.bytes, rep.records);
+    printf(",\"sqlite\":{\"inserts_per_s\":%.0f,\"inserts\":%" PRIu64 ",\"version\":\"%s\"}", sq.per_s,
+           sq.count, sqlite3_libversion());
+    printf(",\"verify\":{\"mb_per_s\":%.1f,\"bytes\":%" PRIu64 ",\"records\":%" PRIu64 "}", vmbps, rep.bytes,
+           rep.records);
     printf(",\"process_always\":{\"records_per_s\":%.0f,\"records\":%" PRIu64 "}", pa.per_s, pa.count);
     printf(",\"fdatasync\":{\"per_s\":%.0f}", fs.per_s);
     printf(",\"boundary\":{\"per_s\":%.0f}", bd.per_s);
@@ -594,8 +574,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < 2; i++) {
       const struct stall *st = i ? &ns : &ss;
       printf(",\"%s\":{\"appends\":%" PRIu64 ",\"seals\":%u,\"p50_ms\":%.3f,\"p99_ms\":%.3f,"
-             "\"max_ms\":%.3f}", i ? "no_seal" : "seal_stall", st->appends, st->seals, st->p50_ms,
-             st->p99_ms, st->max_ms);
+             "\"max_ms\":%.3f}",
+             i ? "no_seal" : "seal_stall", st->appends, st->seals, st->p50_ms, st->p99_ms, st->max_ms);
     }
     printf(",\"ratios\":{\"batch_over_sqlite\":%.1f,\"always_over_sqlite\":%.2f,"
            "\"process_over_batch\":%.2f,\"process_over_sqlite\":%.1f,\"always_over_fdatasync\":%.2f,"
@@ -603,8 +583,8 @@ int main(int argc, char **argv)
            ratio, res[2].per_s / sq.per_s, proc_batch, proc_sqlite, always_sync, always_boundary,
            boundary_sync);
     printf(",\"targets\":{\"batch_over_sqlite\":%.0f,\"verify_mb_per_s\":%.0f,\"process_over_batch\":%.1f,"
-           "\"always_over_fdatasync\":%.1f}", TARGET_BATCH_OVER_SQLITE, TARGET_VERIFY_MBPS,
-           TARGET_PROC_OVER_BATCH, TARGET_ALWAYS_OVER_SYNC);
+           "\"always_over_fdatasync\":%.1f}",
+           TARGET_BATCH_OVER_SQLITE, TARGET_VERIFY_MBPS, TARGET_PROC_OVER_BATCH, TARGET_ALWAYS_OVER_SYNC);
     printf(",\"met\":{\"batch_over_sqlite\":%s,\"verify_mb_per_s\":%s,\"process_over_batch\":%s,"
            "\"process_over_sqlite\":%s,\"always_over_fdatasync\":%s}}\n",
            ratio >= TARGET_BATCH_OVER_SQLITE ? "true" : "false",
@@ -614,10 +594,10 @@ int main(int argc, char **argv)
            always_sync <= TARGET_ALWAYS_OVER_SYNC ? "true" : "false");
     return 0;
   }
-  printf("ledger appends: call records with %d-byte args, %.1f s per mode, in %s\n", ARG_BYTES,
-         seconds, parent);
+  printf("ledger appends: call records with %d-byte args, %.1f s per mode, in %s\n", ARG_BYTES, seconds,
+         parent);
   printf("%-26s %12s %9s  %s\n", "mode", "records/s", "syncs", "");
-  static const char *const notes[] = { "write(2) only", "group commit", "fdatasync per record" };
+  static const char *const notes[] = {"write(2) only", "group commit", "fdatasync per record"};
   for (int m = 0; m < 3; m++) {
     char name[32];
     if (modes[m] == AIRLOCK_DURABLE_BATCH)
@@ -626,37 +606,40 @@ int main(int argc, char **argv)
       snprintf(name, sizeof name, "%s", airlock_ledger_durability_name(modes[m]));
     printf("%-26s %12.0f %9" PRIu64 "  %s\n", name, res[m].per_s, res[m].syncs, notes[m]);
   }
-  printf("%-26s %12.0f %9s  ledger process: each append accepted before the next\n",
-         "batch, process, waited", pw.per_s, "");
+  printf("%-26s %12.0f %9s  ledger process: each append accepted before the next\n", "batch, process, waited",
+         pw.per_s, "");
   printf("%-26s %12.0f %9s  ledger process: appends queued, sent in batches (median of 3)\n",
          "batch, process, queued", pq.per_s, "");
-  printf("%-26s %12.0f %9s  in-process, interleaved with the runs above (median of 3)\n",
-         "batch, in-process", pb.per_s, "");
+  printf("%-26s %12.0f %9s  in-process, interleaved with the runs above (median of 3)\n", "batch, in-process",
+         pb.per_s, "");
   printf("%-26s %12.0f %9s  ledger process: each append committed before the next (median of 3)\n",
          "always, process", pa.per_s, "");
   printf("%-26s %12.0f %9s  write(2) + fdatasync of a record's size, in a loop (interleaved, median of 3)\n",
          "fdatasync alone", fs.per_s, "");
-  printf("%-26s %12.0f %9s  a raw child writes, fdatasyncs and answers each record (interleaved, median of 3)\n",
-         "fdatasync, other process", bd.per_s, "");
+  printf(
+      "%-26s %12.0f %9s  a raw child writes, fdatasyncs and answers each record (interleaved, median of 3)\n",
+      "fdatasync, other process", bd.per_s, "");
   printf("%-26s %9.2f ms %9.2f ms  waited 2 KB appends across %u seals: p99, max (p50 %.3f ms)\n",
          "seal stall", ss.p99_ms, ss.max_ms, ss.seals, ss.p50_ms);
-  printf("%-26s %9.2f ms %9.2f ms  the same appends, never sealed: p99, max (p50 %.3f ms)\n",
-         "no seal", ns.p99_ms, ns.max_ms, ns.p50_ms);
-  printf("%-26s %12.0f %9" PRIu64 "  one row per transaction (SQLite %s)\n", "sqlite WAL sync=FULL",
-         sq.per_s, sq.syncs, sqlite3_libversion());
-  printf("%-26s %9.0f MB/s            %.0f MiB, %" PRIu64 " records (median of 3, warm cache)\n",
-         "verify", vmbps, (double)rep.bytes / (1 << 20), rep.records);
+  printf("%-26s %9.2f ms %9.2f ms  the same appends, never sealed: p99, max (p50 %.3f ms)\n", "no seal",
+         ns.p99_ms, ns.max_ms, ns.p50_ms);
+  printf("%-26s %12.0f %9" PRIu64 "  one row per transaction (SQLite %s)\n", "sqlite WAL sync=FULL", sq.per_s,
+         sq.syncs, sqlite3_libversion());
+  printf("%-26s %9.0f MB/s            %.0f MiB, %" PRIu64 " records (median of 3, warm cache)\n", "verify",
+         vmbps, (double)rep.bytes / (1 << 20), rep.records);
   printf("\nbatch / sqlite   %7.0fx   target >= %.0fx   %s\n", ratio, TARGET_BATCH_OVER_SQLITE,
          ratio >= TARGET_BATCH_OVER_SQLITE ? "met" : "MISSED");
   printf("verify           %7.0f MB/s target > %.0f    %s\n", vmbps, TARGET_VERIFY_MBPS,
          vmbps > TARGET_VERIFY_MBPS ? "met" : "MISSED");
-  printf("process / batch  %7.2fx   target >= %.1fx   %s   (queued through the ledger process / in-process)\n",
-         proc_batch, TARGET_PROC_OVER_BATCH, proc_batch >= TARGET_PROC_OVER_BATCH ? "met" : "MISSED");
+  printf(
+      "process / batch  %7.2fx   target >= %.1fx   %s   (queued through the ledger process / in-process)\n",
+      proc_batch, TARGET_PROC_OVER_BATCH, proc_batch >= TARGET_PROC_OVER_BATCH ? "met" : "MISSED");
   printf("process / sqlite %7.0fx   target >= %.0fx   %s\n", proc_sqlite, TARGET_BATCH_OVER_SQLITE,
          proc_sqlite >= TARGET_BATCH_OVER_SQLITE ? "met" : "MISSED");
   printf("always / fsync   %7.2fx   target <= %.1fx   %s   (time per record, through the process)\n",
          always_sync, TARGET_ALWAYS_OVER_SYNC, always_sync <= TARGET_ALWAYS_OVER_SYNC ? "met" : "MISSED");
   printf("  of which the process boundary: a raw child's fdatasync / fdatasync alone %.2fx, "
-         "always / the raw child's %.2fx\n", boundary_sync, always_boundary);
+         "always / the raw child's %.2fx\n",
+         boundary_sync, always_boundary);
   return 0;
 }

@@ -44,12 +44,12 @@ typedef struct mode {
 } mode;
 
 static mode modes[] = {
-  { "clone", 0, 0, 0, NULL, "", NULL },
-  { "clone-newnet", CLONE_NEWNET, 0, 0, NULL, "", NULL },
-  { "unshare-newnet", 0, CLONE_NEWNET, 0, NULL, "", NULL },
-  { "setns-shared", 0, 0, 1, NULL, "", NULL },
-  { "clone-newuser", CLONE_NEWUSER, 0, 0, NULL, "", NULL },
-  { "clone-newuser-newnet", CLONE_NEWUSER | CLONE_NEWNET, 0, 0, NULL, "", NULL },
+    {"clone", 0, 0, 0, NULL, "", NULL},
+    {"clone-newnet", CLONE_NEWNET, 0, 0, NULL, "", NULL},
+    {"unshare-newnet", 0, CLONE_NEWNET, 0, NULL, "", NULL},
+    {"setns-shared", 0, 0, 1, NULL, "", NULL},
+    {"clone-newuser", CLONE_NEWUSER, 0, 0, NULL, "", NULL},
+    {"clone-newuser-newnet", CLONE_NEWUSER | CLONE_NEWNET, 0, 0, NULL, "", NULL},
 };
 #define NMODES (sizeof modes / sizeof modes[0])
 
@@ -71,19 +71,15 @@ enum { STEP_OK = 0, STEP_SETNS = 10, STEP_UNSHARE = 11 };
 static int run_once(const mode *m)
 {
   pid_t pid = (pid_t)syscall(SYS_clone, (unsigned long)SIGCHLD | m->clone_flags, NULL, NULL, NULL, NULL);
-  if (pid < 0)
-    return -1;
+  if (pid < 0) return -1;
   if (pid == 0) {
-    if (m->join && setns(shared_fd, CLONE_NEWNET) < 0)
-      _exit(STEP_SETNS);
-    if (m->unshare_flags && unshare((int)m->unshare_flags) < 0)
-      _exit(STEP_UNSHARE);
+    if (m->join && setns(shared_fd, CLONE_NEWNET) < 0) _exit(STEP_SETNS);
+    if (m->unshare_flags && unshare((int)m->unshare_flags) < 0) _exit(STEP_UNSHARE);
     _exit(STEP_OK);
   }
   int st;
   while (waitpid(pid, &st, 0) < 0)
-    if (errno != EINTR)
-      return -1;
+    if (errno != EINTR) return -1;
   return st;
 }
 
@@ -97,7 +93,8 @@ static const char *make_shared(char *why, size_t len)
     return why;
   }
   if (unshare(CLONE_NEWNET) < 0) {
-    snprintf(why, len, "unshare(CLONE_NEWNET): %s (joining a pre-made namespace needs root)", strerror(errno));
+    snprintf(why, len, "unshare(CLONE_NEWNET): %s (joining a pre-made namespace needs root)",
+             strerror(errno));
     close(self);
     return why;
   }
@@ -118,8 +115,7 @@ static const char *make_shared(char *why, size_t len)
 /* Runs each mode once, untimed: a mode that fails is reported, not timed. */
 static void probe(mode *m)
 {
-  if (m->join && shared_fd < 0)
-    return;   /* make_shared already said why */
+  if (m->join && shared_fd < 0) return; /* make_shared already said why */
   int st = run_once(m);
   if (st < 0)
     snprintf(m->why, sizeof m->why, "clone: %s", strerror(errno));
@@ -151,10 +147,8 @@ static void json_string(const char *s)
 {
   putchar('"');
   for (; *s; s++) {
-    if (*s == '"' || *s == '\\')
-      putchar('\\');
-    if ((unsigned char)*s >= 0x20)
-      putchar(*s);
+    if (*s == '"' || *s == '\\') putchar('\\');
+    if ((unsigned char)*s >= 0x20) putchar(*s);
   }
   putchar('"');
 }
@@ -170,8 +164,7 @@ int main(int argc, char **argv)
   char why[160];
   const char *serr = make_shared(why, sizeof why);
   for (size_t i = 0; i < NMODES; i++) {
-    if (modes[i].join && serr)
-      modes[i].error = serr;
+    if (modes[i].join && serr) modes[i].error = serr;
     probe(&modes[i]);
     if (!modes[i].error && (modes[i].us = malloc(n * sizeof(double))) == NULL) {
       fputs("airlock-netns: out of memory\n", stderr);
@@ -180,13 +173,11 @@ int main(int argc, char **argv)
   }
   for (unsigned r = 0; r < WARMUP; r++)
     for (size_t i = 0; i < NMODES; i++)
-      if (!modes[i].error)
-        run_once(&modes[i]);
+      if (!modes[i].error) run_once(&modes[i]);
   for (uint64_t k = 0; k < n; k++) {
     for (size_t i = 0; i < NMODES; i++) {
       mode *m = &modes[i];
-      if (m->error)
-        continue;
+      if (m->error) continue;
       double t0 = now_us();
       int st = run_once(m);
       m->us[k] = now_us() - t0;
@@ -206,14 +197,12 @@ int main(int argc, char **argv)
       continue;
     }
     double total = 0;
-    for (uint64_t k = 0; k < n; k++)
-      total += m->us[k];
+    for (uint64_t k = 0; k < n; k++) total += m->us[k];
     qsort(m->us, n, sizeof(double), cmp_double);
-    printf("\"n\":%llu,\"median_us\":%.2f,\"p99_us\":%.2f,\"per_sec\":%.0f}\n", n,
-           percentile(m->us, n, 50), percentile(m->us, n, 99), total > 0 ? (double)n * 1e6 / total : 0);
+    printf("\"n\":%llu,\"median_us\":%.2f,\"p99_us\":%.2f,\"per_sec\":%.0f}\n", n, percentile(m->us, n, 50),
+           percentile(m->us, n, 99), total > 0 ? (double)n * 1e6 / total : 0);
     free(m->us);
   }
-  if (shared_fd >= 0)
-    close(shared_fd);
+  if (shared_fd >= 0) close(shared_fd);
   return 0;
 }

@@ -14,14 +14,14 @@
 #include <msgpack.h>
 #include "confine.h"
 
-#define AIRLOCK_PROTOCOL_VERSION 1
-#define AIRLOCK_FRAME_MAX_DEFAULT (16u << 20)   /* 16 MiB */
-#define AIRLOCK_CAPTURE_DEFAULT   (64u << 10)   /* 64 KiB per stream */
-#define AIRLOCK_OUTPUT_DEFAULT    (64u << 10)   /* limits.output when a policy gives none */
-#define AIRLOCK_EFFECT_NAME_MAX   256           /* bytes in an effect name */
-#define AIRLOCK_CHANNEL_FD        3             /* the child's end of the socketpair */
-#define AIRLOCK_MSG_DEPTH_MAX     32            /* nesting accepted from a child */
-#define AIRLOCK_MSG_DECODE_SLACK  (256 * 1024)  /* decode bytes always allowed beyond 3x a frame */
+#define AIRLOCK_PROTOCOL_VERSION  1
+#define AIRLOCK_FRAME_MAX_DEFAULT (16u << 20)  /* 16 MiB */
+#define AIRLOCK_CAPTURE_DEFAULT   (64u << 10)  /* 64 KiB per stream */
+#define AIRLOCK_OUTPUT_DEFAULT    (64u << 10)  /* limits.output when a policy gives none */
+#define AIRLOCK_EFFECT_NAME_MAX   256          /* bytes in an effect name */
+#define AIRLOCK_CHANNEL_FD        3            /* the child's end of the socketpair */
+#define AIRLOCK_MSG_DEPTH_MAX     32           /* nesting accepted from a child */
+#define AIRLOCK_MSG_DECODE_SLACK  (256 * 1024) /* decode bytes always allowed beyond 3x a frame */
 
 /* ------------------------------------------------------------------ causes */
 
@@ -65,25 +65,25 @@ const char *airlock_strerror(int err);
 ** The reader is incremental: it accepts partial headers and bodies across calls
 ** and never allocates more than the bytes that have actually arrived (rounded up
 ** to a growth step), so a lying length header costs nothing. */
-#define AIRLOCK_FRAME_AHEAD 512   /* bytes read at once when a frame's rest is smaller */
+#define AIRLOCK_FRAME_AHEAD 512 /* bytes read at once when a frame's rest is smaller */
 typedef struct airlock_frame_reader {
   uint8_t hdr[4];
-  uint32_t hdr_have;   /* header bytes received so far */
-  uint32_t len;        /* body length once the header is complete */
-  uint32_t have;       /* body bytes received */
-  uint32_t cap;        /* bytes allocated at body */
-  uint32_t max;        /* largest accepted body */
+  uint32_t hdr_have; /* header bytes received so far */
+  uint32_t len;      /* body length once the header is complete */
+  uint32_t have;     /* body bytes received */
+  uint32_t cap;      /* bytes allocated at body */
+  uint32_t max;      /* largest accepted body */
   uint8_t *body;
   /* Read-ahead: a small frame and its header come in one read(2); bytes past
   ** the frame wait here for the next pull (a fixed buffer, never grown). */
   uint8_t ahead[AIRLOCK_FRAME_AHEAD];
   uint32_t ahead_off, ahead_len;
-  int drained;         /* the last read returned less than it asked for */
+  int drained; /* the last read returned less than it asked for */
 } airlock_frame_reader;
 
-#define AIRLOCK_FRAME_READY  1   /* a whole frame is in r->body[0..r->len) */
-#define AIRLOCK_FRAME_AGAIN  0   /* no complete frame yet: the source would block */
-#define AIRLOCK_FRAME_EOF    (-100000) /* clean end of stream at a frame boundary */
+#define AIRLOCK_FRAME_READY 1         /* a whole frame is in r->body[0..r->len) */
+#define AIRLOCK_FRAME_AGAIN 0         /* no complete frame yet: the source would block */
+#define AIRLOCK_FRAME_EOF   (-100000) /* clean end of stream at a frame boundary */
 
 /* A byte source: returns bytes read (>0), 0 at end of stream, or -errno
 ** (-EAGAIN when it would block). */
@@ -129,10 +129,14 @@ int airlock_frame_end(msgpack_sbuffer *sb, uint32_t max);
 /* ------------------------------------------------------------------ codec */
 
 typedef enum airlock_msg_kind {
-  AIRLOCK_MSG_INIT = 1, AIRLOCK_MSG_READY, AIRLOCK_MSG_CALL,
-  AIRLOCK_MSG_REPLY, AIRLOCK_MSG_PAUSE, AIRLOCK_MSG_DONE,
-  AIRLOCK_MSG_NOTE,             /* an effect the policy declared a notification: no reply */
-  AIRLOCK_MSG_START             /* parent -> a prepared worker (init without guest): its run */
+  AIRLOCK_MSG_INIT = 1,
+  AIRLOCK_MSG_READY,
+  AIRLOCK_MSG_CALL,
+  AIRLOCK_MSG_REPLY,
+  AIRLOCK_MSG_PAUSE,
+  AIRLOCK_MSG_DONE,
+  AIRLOCK_MSG_NOTE, /* an effect the policy declared a notification: no reply */
+  AIRLOCK_MSG_START /* parent -> a prepared worker (init without guest): its run */
 } airlock_msg_kind;
 #define AIRLOCK_MSG_LAST AIRLOCK_MSG_START
 
@@ -140,19 +144,19 @@ typedef enum airlock_msg_kind {
 ** to airlock_msg_decode and live as long as it does. */
 typedef struct airlock_msg {
   airlock_msg_kind kind;
-  uint64_t version;              /* init, ready, start: field v (0 if absent) */
-  uint64_t id;                   /* call, reply */
-  const char *effect;            /* call: not NUL-terminated */
+  uint64_t version;   /* init, ready, start: field v (0 if absent) */
+  uint64_t id;        /* call, reply */
+  const char *effect; /* call: not NUL-terminated */
   uint32_t effect_len;
-  const msgpack_object *value;   /* call: args; reply/done: ok; pause: prompt;
-                                    ready: confined; init, start: the whole map */
-  const msgpack_object *err;     /* reply: err (string); done: err (map) */
-  const msgpack_object *code;    /* reply: optional err code (string) */
-  int turn;                      /* reply: field turn is true (the answer to a deferred
-                                    call: the guest's turn ends) */
-  uint64_t started;              /* done: field started, the worker's CLOCK_MONOTONIC in
-                                    nanoseconds just before the guest's first instruction
-                                    (0 if absent) */
+  const msgpack_object *value; /* call: args; reply/done: ok; pause: prompt;
+                                  ready: confined; init, start: the whole map */
+  const msgpack_object *err;   /* reply: err (string); done: err (map) */
+  const msgpack_object *code;  /* reply: optional err code (string) */
+  int turn;                    /* reply: field turn is true (the answer to a deferred
+                                  call: the guest's turn ends) */
+  uint64_t started;            /* done: field started, the worker's CLOCK_MONOTONIC in
+                                  nanoseconds just before the guest's first instruction
+                                  (0 if absent) */
 } airlock_msg;
 
 /* Checks that body is a well-formed message before anything is allocated for
@@ -171,8 +175,8 @@ int airlock_msg_check_prefix(const void *body, size_t len, char *err, size_t err
 ** string of at most AIRLOCK_EFFECT_NAME_MAX bytes; reply: id, ok or err; done: ok
 ** or err). Unknown fields are ignored. Returns 0 or -EPROTO with a message such
 ** as "call: field 'effect' must be a string (got integer)". */
-int airlock_msg_decode(const void *body, size_t len, msgpack_unpacked *u,
-                       airlock_msg *msg, char *err, size_t errlen);
+int airlock_msg_decode(const void *body, size_t len, msgpack_unpacked *u, airlock_msg *msg, char *err,
+                       size_t errlen);
 /* The word for a kind ("call"), or "?" */
 const char *airlock_msg_kind_name(airlock_msg_kind k);
 /* Packs the string s of length n as a msgpack str. */
@@ -196,8 +200,8 @@ void airlock_pack_note(msgpack_packer *pk, uint64_t id, const char *effect, size
 void airlock_pack_reply_ok(msgpack_packer *pk, uint64_t id, int turn);
 /* {t = "reply", id, turn = true (when turn), err = msg, code = code (when not NULL)}:
 ** complete. */
-void airlock_pack_reply_err(msgpack_packer *pk, uint64_t id, const char *msg, size_t len,
-                            const char *code, int turn);
+void airlock_pack_reply_err(msgpack_packer *pk, uint64_t id, const char *msg, size_t len, const char *code,
+                            int turn);
 
 /* What a C host puts in a worker's init frame: every field the Lua module's
 ** init carries (docs/API.md, "C hosts"), so a C host can give its guests what
@@ -208,8 +212,9 @@ void airlock_pack_reply_err(msgpack_packer *pk, uint64_t id, const char *msg, si
 ** from the broker), `resume.inputs` (the answers a resumed run's host.input
 ** replays: internal to resume) and `confine.pretend_absent` (tests only). */
 typedef struct airlock_init {
-  const char *guest_name;                /* NULL: "guest" */
-  const char *source; size_t source_len; /* the guest's Lua source (NULL: empty) */
+  const char *guest_name; /* NULL: "guest" */
+  const char *source;
+  size_t source_len;                     /* the guest's Lua source (NULL: empty) */
   uint64_t instructions;                 /* limits.instructions: VM instructions of the run */
   uint64_t memory;                       /* limits.memory: bytes of Lua heap */
   const char *const *effects;            /* NULL-terminated effect names it may call, each
@@ -227,23 +232,24 @@ typedef struct airlock_init {
   uint64_t turn_cpu_ms;                  /* limits.turn_cpu: the same for one turn */
   int64_t seed;                          /* math.random's and the string hash's seed (0: 0;
                                             the Lua module draws one per run) */
-  const void *input; size_t input_len;   /* the guest's input, its `...`: the bytes of one
-                                            msgpack value (packed with msgpack-c) that a
-                                            Lua value can be (no ext; no nil or NaN map
-                                            key). NULL: none (nil) */
-  const char *const *notify;             /* NULL-terminated effects the guest sends as
-                                            notifications (AIRLOCK_EV_NOTE, no answer) */
-  int confine_mdwe, require_mdwe;        /* memory-deny-write-execute, as above (skipped on
-                                            kernels before 6.3) */
-  const void *seccomp_program;           /* optional: the worker's filter compiled once
-                                            by the parent for pid 1 of a pid namespace
-                                            (airlock_seccomp_worker_program(1, ...)); the
-                                            worker builds its own without it, or when it is
-                                            not pid 1. Saves ~0.2 ms per spawn */
+  const void *input;
+  size_t input_len;               /* the guest's input, its `...`: the bytes of one
+                                     msgpack value (packed with msgpack-c) that a
+                                     Lua value can be (no ext; no nil or NaN map
+                                     key). NULL: none (nil) */
+  const char *const *notify;      /* NULL-terminated effects the guest sends as
+                                     notifications (AIRLOCK_EV_NOTE, no answer) */
+  int confine_mdwe, require_mdwe; /* memory-deny-write-execute, as above (skipped on
+                                     kernels before 6.3) */
+  const void *seccomp_program;    /* optional: the worker's filter compiled once
+                                     by the parent for pid 1 of a pid namespace
+                                     (airlock_seccomp_worker_program(1, ...)); the
+                                     worker builds its own without it, or when it is
+                                     not pid 1. Saves ~0.2 ms per spawn */
   size_t seccomp_program_len;
-  int prepare;                           /* 1: a prepared worker's init (airlock_run_opts.
-                                            parked): no guest and no input here; its run
-                                            gets them from airlock_start_frame */
+  int prepare; /* 1: a prepared worker's init (airlock_run_opts.
+                  parked): no guest and no input here; its run
+                  gets them from airlock_start_frame */
 } airlock_init;
 /* Fills sb (cleared first) with the whole init frame, header included. The
 ** input is checked first, without allocating: one well-formed value of at
@@ -252,14 +258,13 @@ typedef struct airlock_init {
 ** checks the worker applies to it (airlock_msg_check: nesting, size).
 ** Returns 0, -EINVAL (a name, or a pointer NULL with a length), -EPROTO (the
 ** input), -EMSGSIZE (over max) or -ENOMEM, with a message in err. */
-int airlock_init_frame(msgpack_sbuffer *sb, const airlock_init *in, uint32_t max,
-                       char *err, size_t errlen);
+int airlock_init_frame(msgpack_sbuffer *sb, const airlock_init *in, uint32_t max, char *err, size_t errlen);
 /* The start frame that gives a prepared worker (in->prepare) its run: run
 ** (airlock_run_serial of the parked run), in's guest name, source and input,
 ** checked as airlock_init_frame checks them; the rest of in was fixed by the
 ** worker's init. For airlock_run_unpark's o->init. Same returns. */
-int airlock_start_frame(msgpack_sbuffer *sb, const airlock_init *in, uint64_t run, uint32_t max,
-                        char *err, size_t errlen);
+int airlock_start_frame(msgpack_sbuffer *sb, const airlock_init *in, uint64_t run, uint32_t max, char *err,
+                        size_t errlen);
 
 /* ------------------------------------------------------------------ spawn */
 
@@ -314,113 +319,113 @@ typedef enum airlock_mount_kind {
                                so that files the child (uid 65534) makes there are the
                                caller's; without a view everything else is made
                                read-only */
-  AIRLOCK_MOUNT_KEEP,       /* target: an absolute directory (at most four) that stays
-                               visible at its path, read-only, when it lies beneath a
-                               tmpfs or in a view (the airlock command's own, so
-                               `airlock call` runs); a workspace stays visible anyway */
-  AIRLOCK_MOUNT_TMPFS,      /* target: a directory covered by a private, empty tmpfs
-                               (mode 1777, nosuid, nodev); size is its "size=" option
-                               (NULL: AIRLOCK_TMPFS_SIZE_DEFAULT bytes), inodes its "nr_inodes=" (0:
-                               AIRLOCK_TMPFS_INODES_DEFAULT). With confine's Landlock,
-                               it gets read+write */
-  AIRLOCK_MOUNT_VIEW_RO,    /* target: an absolute path other than /: with any VIEW_* or
-                               ROOTFS record, the child's root is a new, empty tmpfs
-                               holding the view's paths (read-only here), the workspace,
-                               the kept directories, the tmpfs and a /proc of its own,
-                               each at its path (pivot_root); what the view does not name
-                               is not there. At most 64 paths in all */
-  AIRLOCK_MOUNT_VIEW_RW,    /* the same, writable */
-  AIRLOCK_MOUNT_ROOTFS,     /* source: a directory whose top-level entries (but dev,
-                               proc, sys, tmp) make the view's root, read-only, nosuid,
-                               nodev: a program runs inside another root file system, and
-                               its path is resolved inside it (at most one) */
-  AIRLOCK_MOUNT_PROTECT,    /* target: an absolute path beneath the workspace (at most 128),
-                               made read-only in place (a
-                               read-only bind of itself) once the workspace is, each
-                               directory above it a bind of itself: a program may not
-                               change, remove, rename or add to them. One that does not
-                               exist is made first, empty (a trailing '/': a directory),
-                               and removed when the child is closed (docs/TOOLS.md) */
+  AIRLOCK_MOUNT_KEEP,          /* target: an absolute directory (at most four) that stays
+                                  visible at its path, read-only, when it lies beneath a
+                                  tmpfs or in a view (the airlock command's own, so
+                                  `airlock call` runs); a workspace stays visible anyway */
+  AIRLOCK_MOUNT_TMPFS,         /* target: a directory covered by a private, empty tmpfs
+                                  (mode 1777, nosuid, nodev); size is its "size=" option
+                                  (NULL: AIRLOCK_TMPFS_SIZE_DEFAULT bytes), inodes its "nr_inodes=" (0:
+                                  AIRLOCK_TMPFS_INODES_DEFAULT). With confine's Landlock,
+                                  it gets read+write */
+  AIRLOCK_MOUNT_VIEW_RO,       /* target: an absolute path other than /: with any VIEW_* or
+                                  ROOTFS record, the child's root is a new, empty tmpfs
+                                  holding the view's paths (read-only here), the workspace,
+                                  the kept directories, the tmpfs and a /proc of its own,
+                                  each at its path (pivot_root); what the view does not name
+                                  is not there. At most 64 paths in all */
+  AIRLOCK_MOUNT_VIEW_RW,       /* the same, writable */
+  AIRLOCK_MOUNT_ROOTFS,        /* source: a directory whose top-level entries (but dev,
+                                  proc, sys, tmp) make the view's root, read-only, nosuid,
+                                  nodev: a program runs inside another root file system, and
+                                  its path is resolved inside it (at most one) */
+  AIRLOCK_MOUNT_PROTECT,       /* target: an absolute path beneath the workspace (at most 128),
+                                  made read-only in place (a
+                                  read-only bind of itself) once the workspace is, each
+                                  directory above it a bind of itself: a program may not
+                                  change, remove, rename or add to them. One that does not
+                                  exist is made first, empty (a trailing '/': a directory),
+                                  and removed when the child is closed (docs/TOOLS.md) */
   AIRLOCK_MOUNT_KIND_COUNT_
 } airlock_mount_kind;
 
 typedef struct airlock_mount {
   airlock_mount_kind kind;
-  const char *target;       /* where it appears (every kind but ROOTFS) */
-  const char *source;       /* ROOTFS: the root file system's directory */
-  const char *size;         /* TMPFS: "size=", e.g. "64m"; NULL: AIRLOCK_TMPFS_SIZE_DEFAULT */
-  unsigned long inodes;     /* TMPFS: "nr_inodes="; 0: the default */
+  const char *target;   /* where it appears (every kind but ROOTFS) */
+  const char *source;   /* ROOTFS: the root file system's directory */
+  const char *size;     /* TMPFS: "size=", e.g. "64m"; NULL: AIRLOCK_TMPFS_SIZE_DEFAULT */
+  unsigned long inodes; /* TMPFS: "nr_inodes="; 0: the default */
 } airlock_mount;
-#define AIRLOCK_MOUNTS_MAX 256   /* records in airlock_spawn_opts.mounts */
+#define AIRLOCK_MOUNTS_MAX 256 /* records in airlock_spawn_opts.mounts */
 
 /* The kind's word ("workspace", "keep", "tmpfs", "view_ro", "view_rw", "rootfs",
 ** "protect"), or "unknown". */
 const char *airlock_mount_kind_name(airlock_mount_kind k);
 
 typedef struct airlock_spawn_opts {
-  const char *const *argv;  /* the program's argv; argv[0] is its path unless path is set */
-  const char *path;         /* NULL: argv[0]. The program's path (no PATH search) */
-  const char *const *envp;  /* NULL: empty environment */
-  const char *workdir;      /* NULL: "/" */
-  int channel;              /* 1: create the fd-3 socketpair */
-  int stdin_fd;             /* -1: /dev/null */
-  int stdout_fd, stderr_fd; /* > 0: the child's stdout (stderr) is this descriptor, not
-                               captured (airlock_child.out, .err are -1); else a pipe */
-  unsigned long namespaces; /* CLONE_NEW* flags: namespaces the child is born in.
-                               With CLONE_NEWUSER the child maps itself to uid and
-                               gid 65534 inside, so exec leaves it no capability */
-  int no_new_privs;         /* 1: PR_SET_NO_NEW_PRIVS before exec */
-  const airlock_rlimits *rlimits; /* NULL: inherit. Applied last before exec */
-  int netns_fd;             /* > 0: join this (shared, empty) net namespace instead of
-                               making one; needs namespaces & CLONE_NEWNET, and the
-                               privilege to setns into it (root) */
-  int drop_caps;            /* 1: empty the bounding, ambient and inheritable sets
-                               before exec (needs CAP_SETPCAP: root, or a user
-                               namespace), so exec leaves no capability at all */
+  const char *const *argv;                 /* the program's argv; argv[0] is its path unless path is set */
+  const char *path;                        /* NULL: argv[0]. The program's path (no PATH search) */
+  const char *const *envp;                 /* NULL: empty environment */
+  const char *workdir;                     /* NULL: "/" */
+  int channel;                             /* 1: create the fd-3 socketpair */
+  int stdin_fd;                            /* -1: /dev/null */
+  int stdout_fd, stderr_fd;                /* > 0: the child's stdout (stderr) is this descriptor, not
+                                              captured (airlock_child.out, .err are -1); else a pipe */
+  unsigned long namespaces;                /* CLONE_NEW* flags: namespaces the child is born in.
+                                              With CLONE_NEWUSER the child maps itself to uid and
+                                              gid 65534 inside, so exec leaves it no capability */
+  int no_new_privs;                        /* 1: PR_SET_NO_NEW_PRIVS before exec */
+  const airlock_rlimits *rlimits;          /* NULL: inherit. Applied last before exec */
+  int netns_fd;                            /* > 0: join this (shared, empty) net namespace instead of
+                                              making one; needs namespaces & CLONE_NEWNET, and the
+                                              privilege to setns into it (root) */
+  int drop_caps;                           /* 1: empty the bounding, ambient and inheritable sets
+                                              before exec (needs CAP_SETPCAP: root, or a user
+                                              namespace), so exec leaves no capability at all */
   const airlock_confine_prepared *confine; /* NULL: none. Applied last before exec,
                                after rlimits and the capability drop (no_new_privs,
                                landlock_restrict_self, seccomp); the caller keeps it
                                alive until airlock_spawn returns. Its filter must
                                allow execve. In kill mode the child hands its
                                seccomp listener to the parent (airlock_child.notify) */
-  const int *cgroup_fds;    /* NULL, or ncgroup_fds open cgroup.procs (airlock_cgroup; -1
-                               entries skipped) the child joins before anything else,
-                               so all it forks is counted */
+  const int *cgroup_fds;                   /* NULL, or ncgroup_fds open cgroup.procs (airlock_cgroup; -1
+                                              entries skipped) the child joins before anything else,
+                                              so all it forks is counted */
   int ncgroup_fds;
   const airlock_mount *mounts; /* the child's mount namespace, as a list (see
                                airlock_mount): at most AIRLOCK_MOUNTS_MAX records,
                                checked before anything is made. NULL or none: no
                                mount of its own */
   size_t nmounts;
-  int no_aslr;              /* 1: the child's address space is laid out without
-                               randomisation (personality ADDR_NO_RANDOMIZE, kept
-                               across exec): a recorded guest's worker, so that the
-                               addresses Lua hashes and prints are a function of its
-                               inputs and a replay sees the same ones */
-  int mdwe;                 /* 1: memory-deny-write-execute (PR_SET_MDWE, refuse exec
-                               gain) before exec: no mapping of the child or of
-                               anything it runs may be writable and executable, or
-                               become executable; kept across fork and exec, and it
-                               cannot be undone (airlock_mdwe_available first). The
-                               child then gets a copy of the address space, not
-                               the caller's (CLONE_VM), which it would mark */
-  int keep_identity;        /* 1: a parent that is root does not make the child host
-                               uid/gid 65534: it keeps uid and gid 0, with no
-                               supplementary group, and (with drop_caps) no
-                               capability, so it still owns what root owns. For the
-                               ledger process, which must own its session
-                               directory; it confines itself before it reads */
-  const char *init;         /* with CLONE_NEWPID: the path of airlock-init, which the
-                               child becomes (PID 1): it runs the program as PID 2,
-                               reaps every process, forwards signals, and reports the
-                               program's wait status on airlock_child.status. Its
-                               filter must allow execveat. NULL: the program is PID 1 */
-  unsigned egress_port;     /* > 0: with a net namespace of the child's own (not
-                               netns_fd), the child brings its loopback up and listens
-                               on 127.0.0.1:egress_port there before exec; the parent
-                               gets the listener (airlock_child.egress) and the child
-                               keeps none: a proxy outside accepts the program's
-                               connections on it (airlock exec's egress proxy) */
+  int no_aslr;          /* 1: the child's address space is laid out without
+                           randomisation (personality ADDR_NO_RANDOMIZE, kept
+                           across exec): a recorded guest's worker, so that the
+                           addresses Lua hashes and prints are a function of its
+                           inputs and a replay sees the same ones */
+  int mdwe;             /* 1: memory-deny-write-execute (PR_SET_MDWE, refuse exec
+                           gain) before exec: no mapping of the child or of
+                           anything it runs may be writable and executable, or
+                           become executable; kept across fork and exec, and it
+                           cannot be undone (airlock_mdwe_available first). The
+                           child then gets a copy of the address space, not
+                           the caller's (CLONE_VM), which it would mark */
+  int keep_identity;    /* 1: a parent that is root does not make the child host
+                           uid/gid 65534: it keeps uid and gid 0, with no
+                           supplementary group, and (with drop_caps) no
+                           capability, so it still owns what root owns. For the
+                           ledger process, which must own its session
+                           directory; it confines itself before it reads */
+  const char *init;     /* with CLONE_NEWPID: the path of airlock-init, which the
+                           child becomes (PID 1): it runs the program as PID 2,
+                           reaps every process, forwards signals, and reports the
+                           program's wait status on airlock_child.status. Its
+                           filter must allow execveat. NULL: the program is PID 1 */
+  unsigned egress_port; /* > 0: with a net namespace of the child's own (not
+                           netns_fd), the child brings its loopback up and listens
+                           on 127.0.0.1:egress_port there before exec; the parent
+                           gets the listener (airlock_child.egress) and the child
+                           keeps none: a proxy outside accepts the program's
+                           connections on it (airlock exec's egress proxy) */
 } airlock_spawn_opts;
 
 /* ------------------------------------------------------------------ identity */
@@ -433,46 +438,48 @@ typedef struct airlock_spawn_opts {
 #define AIRLOCK_RUN_UID 65534
 #define AIRLOCK_RUN_GID 65534
 typedef enum airlock_identity_ns {
-  AIRLOCK_RUN_USERNS,       /* 65534 inside is host 65534: children join it */
-  AIRLOCK_IDMAP_USERNS      /* the caller's uid and gid are 65534: idmaps a workspace */
+  AIRLOCK_RUN_USERNS,  /* 65534 inside is host 65534: children join it */
+  AIRLOCK_IDMAP_USERNS /* the caller's uid and gid are 65534: idmaps a workspace */
 } airlock_identity_ns;
 /* The fd of one of the two namespaces, made on first use by this process (needs
 ** root), or -errno with a message in err. The fd stays open for the process. */
 int airlock_identity_userns(airlock_identity_ns which, char *err, size_t errlen);
 
-#define AIRLOCK_TMPFS_SIZE_DEFAULT (64ul << 20)   /* bytes of a private tmpfs whose size is NULL */
+#define AIRLOCK_TMPFS_SIZE_DEFAULT   (64ul << 20) /* bytes of a private tmpfs whose size is NULL */
 #define AIRLOCK_TMPFS_INODES_DEFAULT 16384ul      /* one per 4 KiB of the default 64 MiB */
 
 /* The namespaces a child can be born in: the word policies use, the entry in
 ** /proc/PID/ns, and the CLONE_NEW* flag. The list ends with a NULL name. */
 typedef struct airlock_namespace {
-  const char *name;         /* "user", "pid", "net", "ipc", "uts", "mount", "cgroup" */
-  const char *proc;         /* "user", ..., "mnt", "cgroup" */
+  const char *name; /* "user", "pid", "net", "ipc", "uts", "mount", "cgroup" */
+  const char *proc; /* "user", ..., "mnt", "cgroup" */
   unsigned long flag;
 } airlock_namespace;
 extern const airlock_namespace airlock_namespaces[];
 
 typedef struct airlock_child {
   pid_t pid;
-  int pidfd;      /* readable when the child exits (-1 if the kernel lacks pidfd) */
-  int chan;       /* parent's end of the socketpair, non-blocking, or -1 */
-  int out, err;   /* read ends of the capture pipes, non-blocking */
-  int notify;     /* seccomp user-notification listener for the child's refused
-                     calls (see airlock_spawn_opts.confine), or -1 */
-  int status;     /* with airlock_spawn_opts.init: the read end of the status pipe,
-                     non-blocking (AIRLOCK_INIT_* records), or -1 */
-  int egress;     /* with airlock_spawn_opts.egress_port: the listening TCP socket
-                     in the child's net namespace (blocking), or -1 */
+  int pidfd;                       /* readable when the child exits (-1 if the kernel lacks pidfd) */
+  int chan;                        /* parent's end of the socketpair, non-blocking, or -1 */
+  int out, err;                    /* read ends of the capture pipes, non-blocking */
+  int notify;                      /* seccomp user-notification listener for the child's refused
+                                      calls (see airlock_spawn_opts.confine), or -1 */
+  int status;                      /* with airlock_spawn_opts.init: the read end of the status pipe,
+                                      non-blocking (AIRLOCK_INIT_* records), or -1 */
+  int egress;                      /* with airlock_spawn_opts.egress_port: the listening TCP socket
+                                      in the child's net namespace (blocking), or -1 */
   struct airlock_protect *protect; /* with AIRLOCK_MOUNT_PROTECT records: the paths
                      held for the run and the placeholders made; airlock_child_close
                      removes those once the child has exited */
-  airlock_spawn_step step; /* when airlock_spawn fails: the step it failed in (the
-                     child's own report, for a step after clone) */
+  airlock_spawn_step step;         /* when airlock_spawn fails: the step it failed in (the
+                             child's own report, for a step after clone) */
 } airlock_child;
 
 /* airlock-init's status records: two native uint32, kind then value. */
-enum { AIRLOCK_INIT_WAIT_STATUS = 1,   /* value: the program's wait status */
-       AIRLOCK_INIT_EXEC_FAILED = 2 }; /* value: the errno of the program's exec */
+enum {
+  AIRLOCK_INIT_WAIT_STATUS = 1, /* value: the program's wait status */
+  AIRLOCK_INIT_EXEC_FAILED = 2
+}; /* value: the errno of the program's exec */
 
 /* Starts a child. Returns 0 and fills c (all fds CLOEXEC), or -errno with a
 ** message in err naming the step that failed ("exec /x: No such file ...")
@@ -494,42 +501,42 @@ typedef struct airlock_run airlock_run;
 typedef struct airlock_usage {
   double wall_ms, user_ms, sys_ms;
   long max_rss_kb;
-  uint64_t effects;               /* call and note frames received */
-  uint64_t notes;                 /* of which notes */
-  uint64_t bytes_in, bytes_out;   /* channel bytes child->parent, parent->child */
-  uint64_t pids_peak;             /* with pids_max: most processes at once (0: unknown) */
-  uint64_t pids_refused;          /* with pids_max: forks the limit refused */
-  uint64_t memory_peak;           /* with memory_max: most bytes the run used at once */
-  uint64_t oom_kills;             /* with memory_max: processes the limit's OOM killer ended */
-  uint64_t cpu_usec;              /* with cpu_millis: CPU time of all its processes */
-  double first_instruction_ms;    /* a worker's: from the run's start (spawn, or unpark for
-                                     a pooled one) to just before the guest's first
-                                     instruction, as the worker's done frame claims it;
-                                     kept only if it lies between the start and the done
-                                     frame's arrival (else 0): a timing figure, nothing
-                                     is decided by it */
-  double done_frame_ms;           /* from the run's start to the done (or pause) frame's
-                                     arrival, before the child's exit is reaped (0: none) */
+  uint64_t effects;             /* call and note frames received */
+  uint64_t notes;               /* of which notes */
+  uint64_t bytes_in, bytes_out; /* channel bytes child->parent, parent->child */
+  uint64_t pids_peak;           /* with pids_max: most processes at once (0: unknown) */
+  uint64_t pids_refused;        /* with pids_max: forks the limit refused */
+  uint64_t memory_peak;         /* with memory_max: most bytes the run used at once */
+  uint64_t oom_kills;           /* with memory_max: processes the limit's OOM killer ended */
+  uint64_t cpu_usec;            /* with cpu_millis: CPU time of all its processes */
+  double first_instruction_ms;  /* a worker's: from the run's start (spawn, or unpark for
+                                   a pooled one) to just before the guest's first
+                                   instruction, as the worker's done frame claims it;
+                                   kept only if it lies between the start and the done
+                                   frame's arrival (else 0): a timing figure, nothing
+                                   is decided by it */
+  double done_frame_ms;         /* from the run's start to the done (or pause) frame's
+                                   arrival, before the child's exit is reaped (0: none) */
 } airlock_usage;
 
 typedef struct airlock_capture {
   const char *data;
   size_t len;
-  int truncated;                  /* 1 when bytes past the cap were discarded */
+  int truncated; /* 1 when bytes past the cap were discarded */
 } airlock_capture;
 
 /* A system call the run's seccomp filter refused with an errno (the spec's
 ** refuse_errno is AIRLOCK_REFUSE_CHOSEN), and how often. */
 typedef struct airlock_refusal {
-  int nr;                         /* the system call's number */
-  int err;                        /* the errno it answered */
+  int nr;  /* the system call's number */
+  int err; /* the errno it answered */
   uint64_t count;
 } airlock_refusal;
-#define AIRLOCK_REFUSALS_MAX 16   /* distinct calls named per run; the rest only counted */
+#define AIRLOCK_REFUSALS_MAX 16 /* distinct calls named per run; the rest only counted */
 
 /* The outcome of a finished run. Pointers live as long as the run. */
 typedef struct airlock_result {
-  int ok;                         /* cause == ok */
+  int ok; /* cause == ok */
   airlock_cause cause;
   const char *message;            /* never NULL: "" when ok */
   const msgpack_object *value;    /* done.ok, or pause.prompt; NULL if none */
@@ -541,62 +548,62 @@ typedef struct airlock_result {
   airlock_usage usage;
   const airlock_refusal *refused; /* the first AIRLOCK_REFUSALS_MAX distinct refused calls */
   size_t nrefused;
-  uint64_t refused_total;         /* every refused call, named or not */
+  uint64_t refused_total; /* every refused call, named or not */
 } airlock_result;
 
 typedef struct airlock_run_opts {
-  airlock_spawn_opts spawn;       /* the process and its confinement, as airlock_spawn
-                                     takes them, with three differences: the broker sets
-                                     spawn.channel (a worker, or a program with
-                                     program_channel) and spawn.cgroup_fds (from pids_max,
-                                     memory_max, cpu_millis) itself; spawn.stdin_fd <= 0
-                                     means /dev/null (the caller keeps a descriptor it
-                                     passes and may close it once start returns);
-                                     spawn.rlimits is copied at start. The confinement
-                                     (spawn.confine) may be freed once start returns: a
-                                     seccomp filter is checked from outside right after
-                                     spawn (Seccomp: 2, NoNewPrivs: 1); in kill mode a
-                                     refused call ends the run with cause seccomp, named;
-                                     with AIRLOCK_REFUSE_CHOSEN it fails with an errno and
-                                     is named in the result (refused), the run going on.
-                                     Namespaces asked for are checked right after spawn;
-                                     with drop_caps the Cap* lines must be zero on ready.
-                                     With spawn.init the result tells the program's own
-                                     exit status or signal */
-  const void *init;               /* whole init frame (header included), or NULL */
+  airlock_spawn_opts spawn; /* the process and its confinement, as airlock_spawn
+                               takes them, with three differences: the broker sets
+                               spawn.channel (a worker, or a program with
+                               program_channel) and spawn.cgroup_fds (from pids_max,
+                               memory_max, cpu_millis) itself; spawn.stdin_fd <= 0
+                               means /dev/null (the caller keeps a descriptor it
+                               passes and may close it once start returns);
+                               spawn.rlimits is copied at start. The confinement
+                               (spawn.confine) may be freed once start returns: a
+                               seccomp filter is checked from outside right after
+                               spawn (Seccomp: 2, NoNewPrivs: 1); in kill mode a
+                               refused call ends the run with cause seccomp, named;
+                               with AIRLOCK_REFUSE_CHOSEN it fails with an errno and
+                               is named in the result (refused), the run going on.
+                               Namespaces asked for are checked right after spawn;
+                               with drop_caps the Cap* lines must be zero on ready.
+                               With spawn.init the result tells the program's own
+                               exit status or signal */
+  const void *init;         /* whole init frame (header included), or NULL */
   size_t init_len;
-  uint32_t max_frame;             /* 0: AIRLOCK_FRAME_MAX_DEFAULT */
-  uint64_t deadline_ms;           /* 0: none */
-  size_t capture_max;             /* per stream; 0: AIRLOCK_CAPTURE_DEFAULT (streams passed
-                                     as spawn.stdout_fd/stderr_fd are not captured) */
-  int expect_ready;               /* 1: the first frame must be ready (worker) */
-  int verify_seccomp;             /* on ready: /proc/PID/status must show Seccomp: 2
-                                     and NoNewPrivs: 1, else the run ends with cause
-                                     confinement */
-  void *udata;                    /* returned by airlock_run_udata */
-  int program;                    /* 1: a plain program, not a worker: no init, no
-                                     ready; exit status 0 is cause ok, another status
-                                     cause exit (the status in the message) */
-  int program_channel;            /* with program: the program gets the fd-3 channel and
-                                     may send call frames (only those, one at a time;
-                                     ids need only be positive, since every process of
-                                     the program shares the channel) */
-  uint64_t pids_max;              /* > 0: a pids cgroup (airlock_cgroup) holds the child
-                                     and everything it forks to this many processes;
-                                     removed when the run ends. Unavailable: start fails */
-  uint64_t memory_max;            /* > 0: a memory cgroup holds the run to this many bytes
-                                     (all its processes together; cause memory when its OOM
-                                     killer ends one); unavailable: start fails */
-  uint32_t cpu_millis;            /* > 0: a cpu cgroup holds the run to this rate, in
-                                     thousandths of a core; unavailable: start fails */
-  int parked;                     /* 1: a warm worker: spawned, confined by the spawner
-                                     and checked from outside now, with no deadline and
-                                     not counted live until airlock_run_unpark gives it
-                                     its run. Its init (if any) is sent now: a prepared
-                                     worker's (prepare = true), which says ready, is
-                                     checked on ready (airlock_run_joined), and then may
-                                     send nothing until its run starts; if it does, or
-                                     dies meanwhile, its DONE event says so */
+  uint32_t max_frame;   /* 0: AIRLOCK_FRAME_MAX_DEFAULT */
+  uint64_t deadline_ms; /* 0: none */
+  size_t capture_max;   /* per stream; 0: AIRLOCK_CAPTURE_DEFAULT (streams passed
+                           as spawn.stdout_fd/stderr_fd are not captured) */
+  int expect_ready;     /* 1: the first frame must be ready (worker) */
+  int verify_seccomp;   /* on ready: /proc/PID/status must show Seccomp: 2
+                           and NoNewPrivs: 1, else the run ends with cause
+                           confinement */
+  void *udata;          /* returned by airlock_run_udata */
+  int program;          /* 1: a plain program, not a worker: no init, no
+                           ready; exit status 0 is cause ok, another status
+                           cause exit (the status in the message) */
+  int program_channel;  /* with program: the program gets the fd-3 channel and
+                           may send call frames (only those, one at a time;
+                           ids need only be positive, since every process of
+                           the program shares the channel) */
+  uint64_t pids_max;    /* > 0: a pids cgroup (airlock_cgroup) holds the child
+                           and everything it forks to this many processes;
+                           removed when the run ends. Unavailable: start fails */
+  uint64_t memory_max;  /* > 0: a memory cgroup holds the run to this many bytes
+                           (all its processes together; cause memory when its OOM
+                           killer ends one); unavailable: start fails */
+  uint32_t cpu_millis;  /* > 0: a cpu cgroup holds the run to this rate, in
+                           thousandths of a core; unavailable: start fails */
+  int parked;           /* 1: a warm worker: spawned, confined by the spawner
+                           and checked from outside now, with no deadline and
+                           not counted live until airlock_run_unpark gives it
+                           its run. Its init (if any) is sent now: a prepared
+                           worker's (prepare = true), which says ready, is
+                           checked on ready (airlock_run_joined), and then may
+                           send nothing until its run starts; if it does, or
+                           dies meanwhile, its DONE event says so */
 } airlock_run_opts;
 
 typedef enum airlock_event_kind { AIRLOCK_EV_CALL = 1, AIRLOCK_EV_DONE, AIRLOCK_EV_NOTE } airlock_event_kind;
@@ -613,7 +620,7 @@ typedef struct airlock_event {
   uint64_t id;
   const char *effect;
   uint32_t effect_len;
-  const msgpack_object *args;     /* never NULL for CALL (nil object if absent) */
+  const msgpack_object *args; /* never NULL for CALL (nil object if absent) */
 } airlock_event;
 
 /* ------------------------------------------------------------------ defaults */
@@ -742,7 +749,7 @@ pid_t airlock_run_pid(const airlock_run *r);
 ** number from the child. Returns 0, -ESRCH once the process is gone (reaped,
 ** or never started), or the -errno of clock_getcpuclockid/clock_gettime. */
 int airlock_run_cpu_ns(const airlock_run *r, uint64_t *ns);
-uint64_t airlock_run_serial(const airlock_run *r);   /* 1, 2, ... per broker */
+uint64_t airlock_run_serial(const airlock_run *r); /* 1, 2, ... per broker */
 /* The run's egress listener (airlock_spawn_opts.egress_port), still owned by
 ** the run, or -1. airlock_run_egress_close closes the run's copy (once the
 ** proxy holds its own, so that a proxy gone makes the program's connections

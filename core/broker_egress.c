@@ -7,9 +7,13 @@
 
 #include <unistd.h>
 
-int airlock_run_egress_fd(const airlock_run *r) { return r->c.egress; }
+int airlock_run_egress_fd(const airlock_run *r)
+{
+  return r->c.egress;
+}
 
-void airlock_run_egress_close(airlock_run *r) {
+void airlock_run_egress_close(airlock_run *r)
+{
   if (r->c.egress >= 0) close(r->c.egress);
   r->c.egress = -1;
 }

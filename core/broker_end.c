@@ -17,7 +17,8 @@
 ** exit status is 128 + N for a signal; the record tells the signal itself.
 ** Only whole records of a known kind count (at most 8 are read); anything else
 ** is ignored, and broker_classify() checks them against airlock-init's exit. */
-void broker_read_init_status(airlock_run *r) {
+void broker_read_init_status(airlock_run *r)
+{
   uint32_t rec[2];
   for (int k = 0; k < 8 && r->c.status >= 0; k++) {
     ssize_t n = read(r->c.status, rec, sizeof rec);
@@ -31,7 +32,8 @@ void broker_read_init_status(airlock_run *r) {
   }
 }
 
-static int worker_cause_word(airlock_run *r, const msgpack_object *err, airlock_cause *out) {
+static int worker_cause_word(airlock_run *r, const msgpack_object *err, airlock_cause *out)
+{
   const msgpack_object *w = airlock_msg_field(err, "cause");
   char word[32];
   if (!w || w->type != MSGPACK_OBJECT_STR || w->via.str.size >= sizeof word) return 0;
@@ -50,7 +52,8 @@ static int worker_cause_word(airlock_run *r, const msgpack_object *err, airlock_
 }
 
 static void copy_str_field(char *dst, size_t len, const msgpack_object *map, const char *key,
-                           const char *fallback) {
+                           const char *fallback)
+{
   const msgpack_object *s = airlock_msg_field(map, key);
   if (s && s->type == MSGPACK_OBJECT_STR) {
     size_t n = s->via.str.size < len - 1 ? s->via.str.size : len - 1;
@@ -62,7 +65,8 @@ static void copy_str_field(char *dst, size_t len, const msgpack_object *map, con
 }
 
 /* Last non-empty line of stderr, to explain an unexpected exit. */
-static void stderr_tail(airlock_run *r, char *dst, size_t len) {
+static void stderr_tail(airlock_run *r, char *dst, size_t len)
+{
   struct capture_buf *cb = &r->cap[1];
   size_t end = cb->len;
   dst[0] = 0;
@@ -75,7 +79,8 @@ static void stderr_tail(airlock_run *r, char *dst, size_t len) {
 }
 
 /* The number in the last AIRLOCK_SECCOMP_REPORT line on stderr, or -1. */
-static long blocked_syscall(airlock_run *r) {
+static long blocked_syscall(airlock_run *r)
+{
   struct capture_buf *cb = &r->cap[1];
   const size_t plen = sizeof AIRLOCK_SECCOMP_REPORT - 1;
   long nr = -1;
@@ -92,13 +97,15 @@ static long blocked_syscall(airlock_run *r) {
 
 /* Killed by SIGKILL that the broker did not send, with the CPU time of the
 ** RLIMIT_CPU hard limit (soft + 1 s) used. */
-static int cpu_limit_killed(const airlock_run *r) {
+static int cpu_limit_killed(const airlock_run *r)
+{
   const airlock_result *res = &r->res;
   if (res->term_signal != SIGKILL || !(r->rlimits.set_mask & AIRLOCK_RL_CPU)) return 0;
   return res->usage.user_ms + res->usage.sys_ms >= (double)r->rlimits.cpu * 1000.0;
 }
 
-void broker_classify(airlock_run *r) {
+void broker_classify(airlock_run *r)
+{
   airlock_result *res = &r->res;
   char sig[32], tail[400];
   /* With airlock-init, a program that ended on its own is told as it ended.
@@ -109,7 +116,8 @@ void broker_classify(airlock_run *r) {
     if ((WIFEXITED(rec) && WEXITSTATUS(rec) == code) || (WIFSIGNALED(rec) && 128 + WTERMSIG(rec) == code))
       r->status = rec;
   }
-  if (r->exec_errno && !(WIFEXITED(r->status) && (WEXITSTATUS(r->status) == 126 || WEXITSTATUS(r->status) == 127)))
+  if (r->exec_errno &&
+      !(WIFEXITED(r->status) && (WEXITSTATUS(r->status) == 126 || WEXITSTATUS(r->status) == 127)))
     r->exec_errno = 0;
   res->exit_code = WIFEXITED(r->status) ? WEXITSTATUS(r->status) : -1;
   res->term_signal = WIFSIGNALED(r->status) ? WTERMSIG(r->status) : 0;
@@ -152,7 +160,8 @@ void broker_classify(airlock_run *r) {
     if (nr >= 0)
       snprintf(r->message, sizeof r->message,
                "killed by seccomp: the guest tried system call %s (number %ld), "
-               "which this policy does not allow", airlock_syscall_name(nr, sig, sizeof sig), nr);
+               "which this policy does not allow",
+               airlock_syscall_name(nr, sig, sizeof sig), nr);
     else
       snprintf(r->message, sizeof r->message,
                "killed by seccomp (SIGSYS): a system call this policy does not allow "
@@ -163,16 +172,17 @@ void broker_classify(airlock_run *r) {
     snprintf(r->message, sizeof r->message, "the program could not be started: exec: %s (%s)",
              strerror(r->exec_errno), airlock_errno_name(r->exec_errno, en, sizeof en));
   } else if (r->program && WIFEXITED(r->status) && res->exit_code == 0) {
-    res->cause = AIRLOCK_CAUSE_OK;   /* a plain program that exited 0 */
+    res->cause = AIRLOCK_CAUSE_OK; /* a plain program that exited 0 */
     r->message[0] = 0;
   } else if (res->usage.oom_kills > 0) {
     res->cause = AIRLOCK_CAUSE_MEMORY;
-    snprintf(r->message, sizeof r->message, "the run's memory limit of %llu bytes was reached: its "
-             "cgroup's OOM killer ended %llu process%s (%s)", (unsigned long long)r->memory_max,
-             (unsigned long long)res->usage.oom_kills, res->usage.oom_kills == 1 ? "" : "es",
+    snprintf(r->message, sizeof r->message,
+             "the run's memory limit of %llu bytes was reached: its "
+             "cgroup's OOM killer ended %llu process%s (%s)",
+             (unsigned long long)r->memory_max, (unsigned long long)res->usage.oom_kills,
+             res->usage.oom_kills == 1 ? "" : "es",
              WIFEXITED(r->status) ? "the program then exited" : "the program was killed");
-  } else if (r->expect_ready && WIFEXITED(r->status) &&
-             res->exit_code == AIRLOCK_WORKER_EXIT_CONFINE) {
+  } else if (r->expect_ready && WIFEXITED(r->status) && res->exit_code == AIRLOCK_WORKER_EXIT_CONFINE) {
     res->cause = AIRLOCK_CAUSE_CONFINEMENT;
     stderr_tail(r, tail, sizeof tail);
     snprintf(r->message, sizeof r->message, "%s",
@@ -182,7 +192,8 @@ void broker_classify(airlock_run *r) {
     ** from SIGXCPU; the hard limit's SIGKILL a second later is the sign then. */
     res->cause = AIRLOCK_CAUSE_CPU;
     snprintf(r->message, sizeof r->message, "CPU time limit of %llu s reached (%s)",
-             (unsigned long long)r->rlimits.cpu, res->term_signal == SIGXCPU ? "SIGXCPU" : "SIGKILL at the hard limit");
+             (unsigned long long)r->rlimits.cpu,
+             res->term_signal == SIGXCPU ? "SIGXCPU" : "SIGKILL at the hard limit");
   } else if (res->term_signal) {
     res->cause = AIRLOCK_CAUSE_CRASH;
     snprintf(r->message, sizeof r->message, "crashed: killed by SIG%s",
@@ -190,9 +201,9 @@ void broker_classify(airlock_run *r) {
   } else {
     res->cause = AIRLOCK_CAUSE_EXIT;
     stderr_tail(r, tail, sizeof tail);
-    snprintf(r->message, sizeof r->message, "exited with status %d%s%s%s%s",
-             res->exit_code, r->program ? "" : " without a done frame",
-             tail[0] ? " (stderr: " : "", tail, tail[0] ? ")" : "");
+    snprintf(r->message, sizeof r->message, "exited with status %d%s%s%s%s", res->exit_code,
+             r->program ? "" : " without a done frame", tail[0] ? " (stderr: " : "", tail,
+             tail[0] ? ")" : "");
   }
   res->ok = res->cause == AIRLOCK_CAUSE_OK;
   res->message = r->message;

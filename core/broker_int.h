@@ -17,7 +17,10 @@
 /* W_EXTRA: the broker's one watched descriptor of the host's own (no run). */
 enum { W_CHAN, W_OUT, W_ERR, W_PID, W_NOTIFY, W_COUNT, W_EXTRA = W_COUNT };
 
-struct watch { airlock_run *run; int which; };
+struct watch {
+  airlock_run *run;
+  int which;
+};
 
 /* A decoded frame kept alive (the objects live in u's zone). */
 struct held {
@@ -26,7 +29,11 @@ struct held {
   int live;
 };
 
-struct capture_buf { char *data; size_t len, cap; int truncated; };
+struct capture_buf {
+  char *data;
+  size_t len, cap;
+  int truncated;
+};
 
 /* A run's life, in order: parked (a warm worker, spawned and confined, not yet
 ** given a run: airlock_run_unpark), live (its events are delivered), finished
@@ -37,20 +44,20 @@ enum run_phase { RUN_PARKED, RUN_LIVE, RUN_FINISHED, RUN_DELIVERED };
 
 struct airlock_run {
   airlock_broker *b;
-  airlock_run *prev, *next;     /* the broker's list of all runs */
+  airlock_run *prev, *next; /* the broker's list of all runs */
   uint64_t serial;
   void *udata;
   airlock_child c;
   struct watch w[W_COUNT];
   airlock_frame_reader rd;
-  uint8_t *wbuf;                /* queued channel output */
+  uint8_t *wbuf; /* queued channel output */
   size_t wlen, woff;
   struct capture_buf cap[2];
   size_t capture_max;
-  double t_start, deadline_at;  /* ms, monotonic; deadline_at 0 = none */
-  double t_final;               /* ms, monotonic: when the done or pause frame arrived */
+  double t_start, deadline_at; /* ms, monotonic; deadline_at 0 = none */
+  double t_final;              /* ms, monotonic: when the done or pause frame arrived */
   uint64_t deadline_ms;
-  enum run_phase phase;         /* where the run is in its life (above) */
+  enum run_phase phase; /* where the run is in its life (above) */
   /* Facts of the run, independent of its phase. */
   int expect_ready, ready_seen; /* a guest's worker owes a ready frame; it has sent it */
   int eof;                      /* the channel is closed */
@@ -59,20 +66,20 @@ struct airlock_run {
   int released;                 /* the caller gave up its handle: freed once finished */
   int want_out;                 /* queued output is waiting for EPOLLOUT */
   int denied_noted, verify_seccomp, drop_caps, verify_failed, program, program_channel;
-  airlock_cgroup cgroup;        /* with pids_max, memory_max or cpu_millis; paths "" otherwise */
+  airlock_cgroup cgroup; /* with pids_max, memory_max or cpu_millis; paths "" otherwise */
   uint64_t memory_max;
   airlock_rlimits rlimits;
   unsigned long namespaces;
   struct held call, ready, final;
-  uint64_t turn_id;             /* the call whose answer ends the guest's turn (0: none) */
-  msgpack_zone *spare;          /* a cleared zone for the next frame (no malloc per call) */
+  uint64_t turn_id;    /* the call whose answer ends the guest's turn (0: none) */
+  msgpack_zone *spare; /* a cleared zone for the next frame (no malloc per call) */
   uint64_t last_id;
-  int refuse_chosen;            /* refused calls are answered with an errno */
-  int init_status, init_seen;   /* airlock-init's report of the program's wait status */
-  int exec_errno;               /* airlock-init could not run the program: why */
+  int refuse_chosen;          /* refused calls are answered with an errno */
+  int init_status, init_seen; /* airlock-init's report of the program's wait status */
+  int exec_errno;             /* airlock-init could not run the program: why */
   airlock_refusal refused[AIRLOCK_REFUSALS_MAX];
-  airlock_cause pending;        /* set when the parent decided the cause */
-  int status;                   /* wait status */
+  airlock_cause pending; /* set when the parent decided the cause */
+  int status;            /* wait status */
   struct rusage ru;
   char message[1024];
   airlock_result res;
@@ -83,10 +90,10 @@ struct airlock_broker {
   airlock_run *runs;
   size_t live;
   uint64_t serial;
-  msgpack_sbuffer out;          /* scratch for frames out (a reply), kept between them */
-  airlock_run **queue;          /* runs with an event to deliver (FIFO) */
+  msgpack_sbuffer out; /* scratch for frames out (a reply), kept between them */
+  airlock_run **queue; /* runs with an event to deliver (FIFO) */
   size_t qhead, qlen, qcap;
-  struct watch extra_w;         /* airlock_broker_watch_extra: run NULL, which W_EXTRA */
+  struct watch extra_w; /* airlock_broker_watch_extra: run NULL, which W_EXTRA */
   int extra_fd, extra_ready;
   char error[512];
   airlock_spawn_step error_step; /* the spawn step of the last failed start */
@@ -94,10 +101,13 @@ struct airlock_broker {
 
 /* The parent decides how the run ends (first decision wins) and kills its
 ** process group. */
-static inline int run_finished(const airlock_run *r) { return r->phase >= RUN_FINISHED; }
+static inline int run_finished(const airlock_run *r)
+{
+  return r->phase >= RUN_FINISHED;
+}
 
 void broker_end_with(airlock_run *r, airlock_cause cause, const char *fmt, ...)
-  __attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 void broker_kill_group(airlock_run *r);
 void broker_watch_del(airlock_run *r, int which, int fd);
 

@@ -17,12 +17,16 @@
 #include <linux/seccomp.h>
 
 /* Counts a refused call, naming the first AIRLOCK_REFUSALS_MAX distinct ones. */
-static void note_refusal(airlock_run *r, int nr, int err) {
+static void note_refusal(airlock_run *r, int nr, int err)
+{
   airlock_result *res = &r->res;
   res->refused_total++;
   for (size_t i = 0; i < res->nrefused; i++)
-    if (r->refused[i].nr == nr && r->refused[i].err == err) { r->refused[i].count++; return; }
-  if (res->nrefused < AIRLOCK_REFUSALS_MAX) r->refused[res->nrefused++] = (airlock_refusal){ nr, err, 1 };
+    if (r->refused[i].nr == nr && r->refused[i].err == err) {
+      r->refused[i].count++;
+      return;
+    }
+  if (res->nrefused < AIRLOCK_REFUSALS_MAX) r->refused[res->nrefused++] = (airlock_refusal){nr, err, 1};
 }
 
 /* A confined program made a call its filter refuses (the spawner handed the
@@ -30,14 +34,15 @@ static void note_refusal(airlock_run *r, int nr, int err) {
 ** a chosen errno it fails with that errno and is counted; in kill mode the
 ** run ends with cause seccomp, the call named, and the caller is killed even
 ** if it left the process group. */
-void broker_on_notify(airlock_run *r, uint32_t events) {
+void broker_on_notify(airlock_run *r, uint32_t events)
+{
   if (events & EPOLLIN) {
     struct seccomp_notif n;
     memset(&n, 0, sizeof n);
     if (ioctl(r->c.notify, SECCOMP_IOCTL_NOTIF_RECV, &n) == 0) {
       if (r->refuse_chosen) {
         int e = airlock_refusal_errno(n.data.nr);
-        struct seccomp_notif_resp resp = { .id = n.id, .val = 0, .error = -e, .flags = 0 };
+        struct seccomp_notif_resp resp = {.id = n.id, .val = 0, .error = -e, .flags = 0};
         /* ENOENT: the caller was killed meanwhile; nothing to answer. */
         if (ioctl(r->c.notify, SECCOMP_IOCTL_NOTIF_SEND, &resp) == 0 || errno == ENOENT)
           note_refusal(r, n.data.nr, e);
@@ -54,16 +59,16 @@ void broker_on_notify(airlock_run *r, uint32_t events) {
         pfd = -1;
       }
       broker_end_with(r, AIRLOCK_CAUSE_SECCOMP,
-               "killed by seccomp: the program tried system call %s (number %d), "
-               "which this policy does not allow",
-               airlock_syscall_name(n.data.nr, name, sizeof name), n.data.nr);
-      if (pfd >= 0) {   /* one that left the process group (setsid) goes too */
+                      "killed by seccomp: the program tried system call %s (number %d), "
+                      "which this policy does not allow",
+                      airlock_syscall_name(n.data.nr, name, sizeof name), n.data.nr);
+      if (pfd >= 0) { /* one that left the process group (setsid) goes too */
         syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0);
         close(pfd);
       }
       return;
     }
-    if (errno == ENOENT || errno == EINTR) return;   /* withdrawn: its caller died */
+    if (errno == ENOENT || errno == EINTR) return; /* withdrawn: its caller died */
   } else if (!(events & (EPOLLHUP | EPOLLERR))) {
     return;
   }

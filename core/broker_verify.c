@@ -16,7 +16,8 @@
 /* Right after spawn (the child is alive: its namespaces still exist), check
 ** from outside that it is in every namespace asked for. A child that already
 ** died cannot be checked and does not need to be. Returns 0, or -1 with why. */
-int broker_verify_namespaces(airlock_run *r, char *why, size_t len) {
+int broker_verify_namespaces(airlock_run *r, char *why, size_t len)
+{
   char path[64], mine[64], theirs[64];
   for (const airlock_namespace *ns = airlock_namespaces; ns->name; ns++) {
     if (!(r->namespaces & ns->flag)) continue;
@@ -25,7 +26,7 @@ int broker_verify_namespaces(airlock_run *r, char *why, size_t len) {
     a = readlink(path, mine, sizeof mine - 1);
     snprintf(path, sizeof path, "/proc/%d/ns/%s", (int)r->c.pid, ns->proc);
     b = readlink(path, theirs, sizeof theirs - 1);
-    if (b <= 0 && errno == ENOENT) return 0;   /* already exited */
+    if (b <= 0 && errno == ENOENT) return 0; /* already exited */
     if (a <= 0 || b <= 0 || (a == b && memcmp(mine, theirs, (size_t)a) == 0)) {
       snprintf(why, len, "the worker is not in its own %s namespace (%s)", ns->name, path);
       return -1;
@@ -36,7 +37,8 @@ int broker_verify_namespaces(airlock_run *r, char *why, size_t len) {
 
 /* /proc/PID/status of the child into buf (NUL-terminated), its path into
 ** path. Returns the length, or <= 0 when it cannot be read (gone). */
-static ssize_t read_status(const airlock_run *r, char *path, size_t plen, char *buf, size_t blen) {
+static ssize_t read_status(const airlock_run *r, char *path, size_t plen, char *buf, size_t blen)
+{
   snprintf(path, plen, "/proc/%d/status", (int)r->c.pid);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   ssize_t n = fd >= 0 ? read(fd, buf, blen - 1) : -1;
@@ -47,7 +49,8 @@ static ssize_t read_status(const airlock_run *r, char *path, size_t plen, char *
 
 /* The seccomp filter and no_new_privs, as status shows them; who is "the
 ** worker reported ready" or "the program was started confined". */
-static int check_filter(const char *buf, const char *path, const char *who, char *why, size_t len) {
+static int check_filter(const char *buf, const char *path, const char *who, char *why, size_t len)
+{
   if (!strstr(buf, "\nSeccomp:\t2\n")) {
     snprintf(why, len, "%s but %s does not show a seccomp filter (Seccomp: 2)", who, path);
     return -1;
@@ -64,9 +67,10 @@ static int check_filter(const char *buf, const char *path, const char *who, char
 ** that already exited cannot be checked, so fails the check (the real worker
 ** stays alive until the parent hangs up, see worker_end). Returns 0, or -1
 ** with a message in why. */
-int broker_verify_ready(airlock_run *r, char *why, size_t len) {
-  static const char *const caps[] = { "\nCapInh:\t", "\nCapPrm:\t", "\nCapEff:\t",
-                                      "\nCapBnd:\t", "\nCapAmb:\t" };
+int broker_verify_ready(airlock_run *r, char *why, size_t len)
+{
+  static const char *const caps[] = {"\nCapInh:\t", "\nCapPrm:\t", "\nCapEff:\t", "\nCapBnd:\t",
+                                     "\nCapAmb:\t"};
   char path[64], buf[4096];
   if (read_status(r, path, sizeof path, buf, sizeof buf) <= 0) {
     snprintf(why, len, "cannot read %s to verify confinement", path);
@@ -78,10 +82,10 @@ int broker_verify_ready(airlock_run *r, char *why, size_t len) {
   int nnp = strstr(buf, "\nNoNewPrivs:\t1\n") != NULL;
   for (size_t i = 0; r->drop_caps && i < sizeof caps / sizeof *caps; i++) {
     const char *at = strstr(buf, caps[i]);
-    if (i == 3 && nnp && at) continue;   /* CapBnd */
+    if (i == 3 && nnp && at) continue; /* CapBnd */
     if (!at || strspn(at + strlen(caps[i]), "0") != 16) {
-      snprintf(why, len, "the worker reported ready but %s shows capabilities left (%.6s not zero)",
-               path, caps[i] + 1);
+      snprintf(why, len, "the worker reported ready but %s shows capabilities left (%.6s not zero)", path,
+               caps[i] + 1);
       return -1;
     }
   }
@@ -91,9 +95,10 @@ int broker_verify_ready(airlock_run *r, char *why, size_t len) {
 /* Right after spawn: a program the spawner confined with seccomp must show
 ** the filter and no_new_privs in /proc/PID/status (unless it has already
 ** exited). Returns 0, or -1 with why. */
-int broker_verify_program_filter(airlock_run *r, char *why, size_t len) {
+int broker_verify_program_filter(airlock_run *r, char *why, size_t len)
+{
   char path[64], buf[4096];
   if (read_status(r, path, sizeof path, buf, sizeof buf) <= 0 || strstr(buf, "\nState:\tZ"))
-    return 0;   /* already gone */
+    return 0; /* already gone */
   return check_filter(buf, path, "the program was started confined", why, len);
 }

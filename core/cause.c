@@ -11,22 +11,22 @@
 #include "airlock.h"
 
 static const char *const cause_names[] = {
-  [AIRLOCK_CAUSE_OK] = "ok",
-  [AIRLOCK_CAUSE_ERROR] = "error",
-  [AIRLOCK_CAUSE_INSTRUCTIONS] = "instructions",
-  [AIRLOCK_CAUSE_MEMORY] = "memory",
-  [AIRLOCK_CAUSE_DEADLINE] = "deadline",
-  [AIRLOCK_CAUSE_CPU] = "cpu",
-  [AIRLOCK_CAUSE_SECCOMP] = "seccomp",
-  [AIRLOCK_CAUSE_CRASH] = "crash",
-  [AIRLOCK_CAUSE_EXIT] = "exit",
-  [AIRLOCK_CAUSE_PROTOCOL] = "protocol",
-  [AIRLOCK_CAUSE_DENIED] = "denied",
-  [AIRLOCK_CAUSE_CONFINEMENT] = "confinement",
-  [AIRLOCK_CAUSE_LEDGER] = "ledger",
-  [AIRLOCK_CAUSE_DIVERGED] = "diverged",
-  [AIRLOCK_CAUSE_PAUSED] = "paused",
-  [AIRLOCK_CAUSE_CANCELLED] = "cancelled",
+    [AIRLOCK_CAUSE_OK] = "ok",
+    [AIRLOCK_CAUSE_ERROR] = "error",
+    [AIRLOCK_CAUSE_INSTRUCTIONS] = "instructions",
+    [AIRLOCK_CAUSE_MEMORY] = "memory",
+    [AIRLOCK_CAUSE_DEADLINE] = "deadline",
+    [AIRLOCK_CAUSE_CPU] = "cpu",
+    [AIRLOCK_CAUSE_SECCOMP] = "seccomp",
+    [AIRLOCK_CAUSE_CRASH] = "crash",
+    [AIRLOCK_CAUSE_EXIT] = "exit",
+    [AIRLOCK_CAUSE_PROTOCOL] = "protocol",
+    [AIRLOCK_CAUSE_DENIED] = "denied",
+    [AIRLOCK_CAUSE_CONFINEMENT] = "confinement",
+    [AIRLOCK_CAUSE_LEDGER] = "ledger",
+    [AIRLOCK_CAUSE_DIVERGED] = "diverged",
+    [AIRLOCK_CAUSE_PAUSED] = "paused",
+    [AIRLOCK_CAUSE_CANCELLED] = "cancelled",
 };
 
 /* A cause added to the enum without a word would otherwise read as NULL. */
@@ -36,18 +36,15 @@ _Static_assert(sizeof cause_names / sizeof cause_names[0] == AIRLOCK_CAUSE_COUNT
 const char *airlock_cause_name(airlock_cause c)
 {
   /* The enum may arrive from a cast integer, so range-check it as unsigned. */
-  if ((unsigned)c >= AIRLOCK_CAUSE_COUNT_)
-    return "unknown";
+  if ((unsigned)c >= AIRLOCK_CAUSE_COUNT_) return "unknown";
   return cause_names[c];
 }
 
 int airlock_cause_from_name(const char *word)
 {
-  if (word == NULL)
-    return -1;
+  if (word == NULL) return -1;
   for (int c = 0; c < AIRLOCK_CAUSE_COUNT_; c++)
-    if (strcmp(word, cause_names[c]) == 0)
-      return c;
+    if (strcmp(word, cause_names[c]) == 0) return c;
   return -1;
 }
 
@@ -60,18 +57,19 @@ static const char *signal_abbrev(int sig)
 /* Without sigabbrev_np, name the signals a sandboxed child is likely to die of. */
 static const char *signal_abbrev(int sig)
 {
-  static const struct { int sig; const char *name; } known[] = {
-    { SIGHUP, "HUP" },   { SIGINT, "INT" },   { SIGQUIT, "QUIT" }, { SIGILL, "ILL" },
-    { SIGTRAP, "TRAP" }, { SIGABRT, "ABRT" }, { SIGBUS, "BUS" },   { SIGFPE, "FPE" },
-    { SIGKILL, "KILL" }, { SIGUSR1, "USR1" }, { SIGSEGV, "SEGV" }, { SIGUSR2, "USR2" },
-    { SIGPIPE, "PIPE" }, { SIGALRM, "ALRM" }, { SIGTERM, "TERM" }, { SIGCHLD, "CHLD" },
-    { SIGCONT, "CONT" }, { SIGSTOP, "STOP" }, { SIGTSTP, "TSTP" }, { SIGTTIN, "TTIN" },
-    { SIGTTOU, "TTOU" }, { SIGURG, "URG" },   { SIGXCPU, "XCPU" }, { SIGXFSZ, "XFSZ" },
-    { SIGVTALRM, "VTALRM" }, { SIGPROF, "PROF" }, { SIGSYS, "SYS" },
+  static const struct {
+    int sig;
+    const char *name;
+  } known[] = {
+      {SIGHUP, "HUP"},   {SIGINT, "INT"},   {SIGQUIT, "QUIT"}, {SIGILL, "ILL"},   {SIGTRAP, "TRAP"},
+      {SIGABRT, "ABRT"}, {SIGBUS, "BUS"},   {SIGFPE, "FPE"},   {SIGKILL, "KILL"}, {SIGUSR1, "USR1"},
+      {SIGSEGV, "SEGV"}, {SIGUSR2, "USR2"}, {SIGPIPE, "PIPE"}, {SIGALRM, "ALRM"}, {SIGTERM, "TERM"},
+      {SIGCHLD, "CHLD"}, {SIGCONT, "CONT"}, {SIGSTOP, "STOP"}, {SIGTSTP, "TSTP"}, {SIGTTIN, "TTIN"},
+      {SIGTTOU, "TTOU"}, {SIGURG, "URG"},   {SIGXCPU, "XCPU"}, {SIGXFSZ, "XFSZ"}, {SIGVTALRM, "VTALRM"},
+      {SIGPROF, "PROF"}, {SIGSYS, "SYS"},
   };
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
-    if (known[i].sig == sig)
-      return known[i].name;
+    if (known[i].sig == sig) return known[i].name;
   return NULL;
 }
 #endif
@@ -79,10 +77,8 @@ static const char *signal_abbrev(int sig)
 const char *airlock_signal_name(int sig, char *buf, size_t len)
 {
   const char *name = signal_abbrev(sig);
-  if (name != NULL)
-    return name;
-  if (buf == NULL || len == 0)
-    return "signal ?";
+  if (name != NULL) return name;
+  if (buf == NULL || len == 0) return "signal ?";
   snprintf(buf, len, "signal %d", sig);
   return buf;
 }
@@ -90,10 +86,8 @@ const char *airlock_signal_name(int sig, char *buf, size_t len)
 const char *airlock_errno_name(int err, char *buf, size_t len)
 {
   const char *name = strerrorname_np(err);
-  if (name != NULL)
-    return name;
-  if (buf == NULL || len == 0)
-    return "errno ?";
+  if (name != NULL) return name;
+  if (buf == NULL || len == 0) return "errno ?";
   snprintf(buf, len, "errno %d", err);
   return buf;
 }

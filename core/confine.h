@@ -12,10 +12,10 @@
 
 /* One layer's outcome, for the ready frame and results. */
 typedef struct airlock_layer {
-  const char *name;        /* "seccomp", "landlock", "no_new_privs", "rlimits", ... */
-  int status;              /* AIRLOCK_LAYER_APPLIED, _SKIPPED, _FAILED */
-  int err;                 /* errno when failed or skipped for an errno reason */
-  char detail[256];        /* e.g. "ABI 7: fs rights 0x..., net, scope signal+abstract" or why skipped */
+  const char *name; /* "seccomp", "landlock", "no_new_privs", "rlimits", ... */
+  int status;       /* AIRLOCK_LAYER_APPLIED, _SKIPPED, _FAILED */
+  int err;          /* errno when failed or skipped for an errno reason */
+  char detail[256]; /* e.g. "ABI 7: fs rights 0x..., net, scope signal+abstract" or why skipped */
 } airlock_layer;
 enum { AIRLOCK_LAYER_APPLIED = 1, AIRLOCK_LAYER_SKIPPED, AIRLOCK_LAYER_FAILED };
 /* "applied", "skipped", "failed"; "unknown" for any other value. */
@@ -27,15 +27,15 @@ int airlock_landlock_abi(void);
 /* The rules of a Landlock ruleset. Lists are NULL-terminated and may be NULL;
 ** zeroed = no rule at all (nothing may be opened, no TCP). */
 typedef struct airlock_landlock_rules {
-  const char *const *read;      /* read_file + read_dir beneath each path */
-  const char *const *write;     /* write_file, remove_*, make_{reg,dir,sock,fifo,sym},
-                                   refer (ABI 2), truncate (ABI 3), ioctl_dev (ABI 5) */
-  const char *const *exec;      /* execute + read_file + read_dir */
-  const uint16_t *bind;         /* ABI >= 4: TCP ports that may be bound */
+  const char *const *read;  /* read_file + read_dir beneath each path */
+  const char *const *write; /* write_file, remove_*, make_{reg,dir,sock,fifo,sym},
+                               refer (ABI 2), truncate (ABI 3), ioctl_dev (ABI 5) */
+  const char *const *exec;  /* execute + read_file + read_dir */
+  const uint16_t *bind;     /* ABI >= 4: TCP ports that may be bound */
   size_t n_bind;
-  const uint16_t *connect;      /* ABI >= 4: TCP ports that may be connected to */
+  const uint16_t *connect; /* ABI >= 4: TCP ports that may be connected to */
   size_t n_connect;
-  int no_scope;                 /* 1: signals and abstract unix sockets not scoped (ABI >= 6) */
+  int no_scope; /* 1: signals and abstract unix sockets not scoped (ABI >= 6) */
 } airlock_landlock_rules;
 
 /* A ruleset handling every right the running ABI knows, with rules r (NULL:
@@ -68,7 +68,7 @@ int airlock_confine_mdwe(airlock_layer *out);
 int airlock_mdwe_available(void);
 
 #ifndef PR_SET_MDWE
-#define PR_SET_MDWE 65                         /* newer than Debian 12's headers */
+#define PR_SET_MDWE 65 /* newer than Debian 12's headers */
 #define PR_GET_MDWE 66
 #endif
 #ifndef PR_MDWE_REFUSE_EXEC_GAIN
@@ -141,18 +141,18 @@ int airlock_apply_rlimits(const airlock_rlimits *rl);
 #define AIRLOCK_CGROUP_MAX 4
 enum { AIRLOCK_CGROUP_PIDS, AIRLOCK_CGROUP_MEMORY, AIRLOCK_CGROUP_CPU, AIRLOCK_CGROUP_CPUACCT };
 typedef struct airlock_cgroup {
-  int procs_fd[AIRLOCK_CGROUP_MAX]; /* each one's cgroup.procs, open for writing, or -1; the
-                                  spawner's child writes "0" into each first
-                                  (airlock_spawn_opts.cgroup_fds) */
+  int procs_fd[AIRLOCK_CGROUP_MAX];   /* each one's cgroup.procs, open for writing, or -1; the
+                                    spawner's child writes "0" into each first
+                                    (airlock_spawn_opts.cgroup_fds) */
   char path[AIRLOCK_CGROUP_MAX][512]; /* v1: by controller; v2: path[0]; "" when none */
   int v2;
 } airlock_cgroup;
 typedef struct airlock_cgroup_limits {
-  uint64_t pids_max;           /* pids.max; 0: no pids cgroup */
-  uint64_t memory_max;         /* bytes, memory.max / memory.limit_in_bytes (and swap: none
-                                  beyond it); 0: no memory cgroup */
-  uint32_t cpu_millis;         /* CPU rate in thousandths of a core (1000: one core), as
-                                  cpu.max / cfs_quota_us over 100 ms; 0: no cpu cgroup */
+  uint64_t pids_max;   /* pids.max; 0: no pids cgroup */
+  uint64_t memory_max; /* bytes, memory.max / memory.limit_in_bytes (and swap: none
+                          beyond it); 0: no memory cgroup */
+  uint32_t cpu_millis; /* CPU rate in thousandths of a core (1000: one core), as
+                          cpu.max / cfs_quota_us over 100 ms; 0: no cpu cgroup */
 } airlock_cgroup_limits;
 /* Makes .../airlock/<pid>-<serial>-<n> in each hierarchy lim needs, with its
 ** limits (n counts the process's cgroups, so brokers that number their runs
@@ -184,17 +184,17 @@ void airlock_cgroup_remove(airlock_cgroup *cg);
 /* What this kernel and privilege level can enforce, for `airlock probe`.
 ** "works" fields are 1, or -errno saying why not (0 only where noted). */
 typedef struct airlock_probe_report {
-  int landlock_abi;            /* ABI >= 1, or -errno */
-  int seccomp;                 /* 1 if seccomp filter mode works */
-  int seccomp_kill_process;    /* 1 if SECCOMP_RET_KILL_PROCESS is available */
-  int user_ns;                 /* 1 if unshare(CLONE_NEWUSER) works in a forked child */
+  int landlock_abi;         /* ABI >= 1, or -errno */
+  int seccomp;              /* 1 if seccomp filter mode works */
+  int seccomp_kill_process; /* 1 if SECCOMP_RET_KILL_PROCESS is available */
+  int user_ns;              /* 1 if unshare(CLONE_NEWUSER) works in a forked child */
   int net_ns, pid_ns, mount_ns, ipc_ns, uts_ns, cgroup_ns; /* same; unprivileged:
                                   together with CLONE_NEWUSER, as the spawner would */
-  int pidfd;                   /* 1 if pidfd_open works */
-  int cgroup2_delegated;       /* 1 if /sys/fs/cgroup is cgroup2 and the current cgroup is writable, else 0 */
+  int pidfd;                                               /* 1 if pidfd_open works */
+  int cgroup2_delegated; /* 1 if /sys/fs/cgroup is cgroup2 and the current cgroup is writable, else 0 */
   int unprivileged_userns_clone; /* /proc/sys/kernel/unprivileged_userns_clone or -1 if absent */
   int apparmor_restrict_userns;  /* /proc/sys/kernel/apparmor_restrict_unprivileged_userns or -1 */
-  int is_root;                 /* effective uid 0 */
+  int is_root;                   /* effective uid 0 */
 } airlock_probe_report;
 /* Fills *r; forks short-lived children for the namespace checks. Returns 0 or
 ** -EINVAL for NULL (every other failure is a field value). */
@@ -207,39 +207,39 @@ int airlock_probe(airlock_probe_report *r);
 ** child between fork and exec: airlock_spawn_opts.confine). Lists are
 ** NULL-terminated and may be NULL. Zeroed = nothing applied. */
 typedef struct airlock_confine_spec {
-  int landlock;                 /* 1: apply Landlock. Every filesystem right the running
-                                   ABI knows is handled; only the paths below get any */
-  const char *const *fs_read;   /* read_file + read_dir beneath each path */
-  const char *const *fs_write;  /* write_file, remove_*, make_{reg,dir,sock,fifo,sym},
-                                   refer (ABI 2), truncate (ABI 3), ioctl_dev (ABI 5) */
-  const char *const *fs_exec;   /* execute + read_file + read_dir */
-  const uint16_t *tcp_bind;     /* ABI >= 4: TCP ports that may be bound; none = all denied */
+  int landlock;                /* 1: apply Landlock. Every filesystem right the running
+                                  ABI knows is handled; only the paths below get any */
+  const char *const *fs_read;  /* read_file + read_dir beneath each path */
+  const char *const *fs_write; /* write_file, remove_*, make_{reg,dir,sock,fifo,sym},
+                                  refer (ABI 2), truncate (ABI 3), ioctl_dev (ABI 5) */
+  const char *const *fs_exec;  /* execute + read_file + read_dir */
+  const uint16_t *tcp_bind;    /* ABI >= 4: TCP ports that may be bound; none = all denied */
   size_t n_tcp_bind;
-  const uint16_t *tcp_connect;  /* ABI >= 4: TCP ports that may be connected to */
+  const uint16_t *tcp_connect; /* ABI >= 4: TCP ports that may be connected to */
   size_t n_tcp_connect;
-  int no_scope;                 /* 0: on ABI >= 6, signals and abstract unix sockets stay
-                                   inside the domain; 1: not scoped */
-  int seccomp;                  /* 1: apply a seccomp filter */
-  int seccomp_deny;             /* 0: allowlist (promises + syscalls pass, the rest is
-                                   refused); 1: denylist (syscalls and the built-in
-                                   dangerous set, AIRLOCK_CONFINE_DANGEROUS, are refused,
-                                   the rest passes) */
-  const char *promises;         /* allowlist mode: words, "stdio rpath proc exec" (see
-                                   confine_promises.c and airlock_promise_syscalls) */
-  const char *const *syscalls;  /* raw system call names, added to the list */
-  int refuse_errno;             /* 0: a refused call kills the process (SIGSYS; a program
-                                   the broker runs ends its run with cause seccomp, the call
-                                   named); > 0: the call fails with this errno instead;
-                                   AIRLOCK_REFUSE_CHOSEN: the call fails with the errno
-                                   airlock_refusal_errno() picks for it, and a program the
-                                   broker runs has each refused call named in its result
-                                   (the listener answers it), its run going on.
-                                   Either way: calls of another ABI (i386 int $0x80, x32)
-                                   kill the process; an allowlist always lets exit,
-                                   exit_group, rt_sigreturn and restart_syscall through;
-                                   clone3 and openat2 answer ENOSYS (struct arguments
-                                   seccomp cannot read: libc falls back to clone/openat) */
-  int no_new_privs;             /* 1: PR_SET_NO_NEW_PRIVS (implied by landlock and seccomp) */
+  int no_scope;                /* 0: on ABI >= 6, signals and abstract unix sockets stay
+                                  inside the domain; 1: not scoped */
+  int seccomp;                 /* 1: apply a seccomp filter */
+  int seccomp_deny;            /* 0: allowlist (promises + syscalls pass, the rest is
+                                  refused); 1: denylist (syscalls and the built-in
+                                  dangerous set, AIRLOCK_CONFINE_DANGEROUS, are refused,
+                                  the rest passes) */
+  const char *promises;        /* allowlist mode: words, "stdio rpath proc exec" (see
+                                  confine_promises.c and airlock_promise_syscalls) */
+  const char *const *syscalls; /* raw system call names, added to the list */
+  int refuse_errno;            /* 0: a refused call kills the process (SIGSYS; a program
+                                  the broker runs ends its run with cause seccomp, the call
+                                  named); > 0: the call fails with this errno instead;
+                                  AIRLOCK_REFUSE_CHOSEN: the call fails with the errno
+                                  airlock_refusal_errno() picks for it, and a program the
+                                  broker runs has each refused call named in its result
+                                  (the listener answers it), its run going on.
+                                  Either way: calls of another ABI (i386 int $0x80, x32)
+                                  kill the process; an allowlist always lets exit,
+                                  exit_group, rt_sigreturn and restart_syscall through;
+                                  clone3 and openat2 answer ENOSYS (struct arguments
+                                  seccomp cannot read: libc falls back to clone/openat) */
+  int no_new_privs;            /* 1: PR_SET_NO_NEW_PRIVS (implied by landlock and seccomp) */
 } airlock_confine_spec;
 
 /* refuse_errno: each refused call fails with an errno fitting it (EPERM for
@@ -254,27 +254,27 @@ int airlock_refusal_errno(long nr);
 ** what the spawner's child needs between clone(CLONE_VM|CLONE_VFORK) and exec.
 ** All fields are owned by the structure (airlock_confine_prepared_free). */
 typedef struct airlock_confine_prepared {
-  int ruleset_fd;               /* Landlock ruleset (O_CLOEXEC), or -1 */
-  struct sock_fprog prog;       /* the filter; .filter NULL: no seccomp */
-  struct sock_fprog notify_prog;/* kill and chosen-errno modes, for the spawner: the same
-                                   filter with refused calls sent to a listener (USER_NOTIF)
-                                   that names them, plus sendmsg on AIRLOCK_CONFINE_NOTIFY_FD
-                                   to hand the listener over before exec; .filter NULL if none */
-  int refuse_chosen;            /* the spec's refuse_errno is AIRLOCK_REFUSE_CHOSEN: the
-                                   listener answers each refused call with an errno */
-  int no_new_privs;             /* set before the layers */
-  int allows_exec;              /* bit 1: the filter lets execve through (a spawned program
-                                   needs it); bit 2: execveat too */
-  uint64_t handled_fs;          /* the Landlock filesystem rights the ruleset handles */
-  airlock_layer landlock, seccomp;  /* what applying will do (status APPLIED) or why not
-                                       (SKIPPED: not asked for) */
+  int ruleset_fd;                  /* Landlock ruleset (O_CLOEXEC), or -1 */
+  struct sock_fprog prog;          /* the filter; .filter NULL: no seccomp */
+  struct sock_fprog notify_prog;   /* kill and chosen-errno modes, for the spawner: the same
+                                      filter with refused calls sent to a listener (USER_NOTIF)
+                                      that names them, plus sendmsg on AIRLOCK_CONFINE_NOTIFY_FD
+                                      to hand the listener over before exec; .filter NULL if none */
+  int refuse_chosen;               /* the spec's refuse_errno is AIRLOCK_REFUSE_CHOSEN: the
+                                      listener answers each refused call with an errno */
+  int no_new_privs;                /* set before the layers */
+  int allows_exec;                 /* bit 1: the filter lets execve through (a spawned program
+                                      needs it); bit 2: execveat too */
+  uint64_t handled_fs;             /* the Landlock filesystem rights the ruleset handles */
+  airlock_layer landlock, seccomp; /* what applying will do (status APPLIED) or why not
+                                      (SKIPPED: not asked for) */
 } airlock_confine_prepared;
 
 /* The fd number the spawner gives the socket that carries a seccomp listener
 ** to the parent; the notify program allows sendmsg on it and nothing else new.
 ** It is O_CLOEXEC, gone once the program runs. */
-#define AIRLOCK_CONFINE_NOTIFY_FD 63
-#define AIRLOCK_CONFINE_RULESET_FD 62   /* where the spawner's child keeps the ruleset */
+#define AIRLOCK_CONFINE_NOTIFY_FD  63
+#define AIRLOCK_CONFINE_RULESET_FD 62 /* where the spawner's child keeps the ruleset */
 
 /* Builds the Landlock ruleset (opening every listed path O_PATH; a missing one is
 ** an error naming it) and compiles the filter. *p is always initialised (safe to
@@ -282,8 +282,8 @@ typedef struct airlock_confine_prepared {
 ** file or directory", "seccomp: unknown promise 'rpth' (valid: stdio rpath ...)").
 ** Landlock asked for on a kernel without it is an error (-ENOSYS/-EOPNOTSUPP):
 ** confinement asked for is never silently dropped. */
-int airlock_confine_prepare(const airlock_confine_spec *s, airlock_confine_prepared *p,
-                            char *err, size_t errlen);
+int airlock_confine_prepare(const airlock_confine_spec *s, airlock_confine_prepared *p, char *err,
+                            size_t errlen);
 /* Applies a prepared spec to the calling thread (call it single-threaded; the
 ** children inherit it): no_new_privs, landlock_restrict_self, seccomp. System
 ** calls only, no allocation (safe in a vfork child). Uses p->prog, never the
@@ -296,8 +296,8 @@ int airlock_confine_apply_prepared(const airlock_confine_prepared *p);
 ** and sends the listener over notify_fd (SCM_RIGHTS), falling back to p->prog
 ** when the kernel refuses a listener (e.g. no fd left under RLIMIT_NOFILE).
 ** Returns 0 or -errno with *step set. */
-int airlock_confine_apply_prepared_fds(const airlock_confine_prepared *p, int ruleset_fd,
-                                       int notify_fd, const char **step);
+int airlock_confine_apply_prepared_fds(const airlock_confine_prepared *p, int ruleset_fd, int notify_fd,
+                                       const char **step);
 /* For the spawner's child: grants read and write beneath dirfd (a directory it
 ** has just mounted, such as a private /tmp, which the parent could not name
 ** when it built the ruleset) in the ruleset at ruleset_fd. System calls only.
@@ -314,12 +314,12 @@ int airlock_confine_apply(const airlock_confine_spec *s, airlock_layer out[2]);
 
 /* Promise words (confine_promises.c), in the spirit of OpenBSD pledge(2). */
 typedef struct airlock_promise {
-  const char *word;             /* "stdio" */
-  const char *summary;          /* one line: what it grants */
-  const char *syscalls;         /* space-separated names; "name(cond)" where an argument
-                                   filter applies, e.g. "socket(AF_INET|AF_INET6)" */
+  const char *word;     /* "stdio" */
+  const char *summary;  /* one line: what it grants */
+  const char *syscalls; /* space-separated names; "name(cond)" where an argument
+                           filter applies, e.g. "socket(AF_INET|AF_INET6)" */
 } airlock_promise;
-extern const airlock_promise airlock_promises[];   /* ends with a NULL word */
+extern const airlock_promise airlock_promises[]; /* ends with a NULL word */
 /* What allowlist mode grants whatever the words (exit, rt_sigreturn, ...). */
 extern const airlock_promise airlock_promise_always;
 /* The promise's syscall list (as in the table), or NULL for an unknown word. */
@@ -327,17 +327,20 @@ const char *airlock_promise_syscalls(const char *word);
 /* The errnos a policy may name for refused calls (refuse = "EPERM", ...), in
 ** the order messages list them; ends with a NULL name. ENOTSUP and EOPNOTSUPP
 ** are one number on Linux: a lookup by number finds ENOTSUP first. */
-typedef struct airlock_errno_word { const char *name; int err; } airlock_errno_word;
+typedef struct airlock_errno_word {
+  const char *name;
+  int err;
+} airlock_errno_word;
 extern const airlock_errno_word airlock_refuse_errnos[];
 /* The built-in set a denylist always refuses, with the reason per group. */
-extern const airlock_promise airlock_confine_dangerous[];   /* ends with a NULL word */
+extern const airlock_promise airlock_confine_dangerous[]; /* ends with a NULL word */
 
 /* Internal to confine*.c: exports a libseccomp filter context (released here,
 ** whatever happens) as a malloc'd classic BPF program in *out. 0 or -errno. */
 int airlock_seccomp_export_(void *ctx, struct sock_fprog *out, char *err, size_t errlen);
 
 /* Internal to confine*.c: fills *out (when not NULL) with a formatted detail. */
-void airlock_layer_set_(airlock_layer *out, const char *name, int status, int err,
-                        const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void airlock_layer_set_(airlock_layer *out, const char *name, int status, int err, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
 #endif

@@ -24,7 +24,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <linux/fs.h>   /* FICLONE, FICLONERANGE, FIDEDUPERANGE */
+#include <linux/fs.h> /* FICLONE, FICLONERANGE, FIDEDUPERANGE */
 #include <linux/seccomp.h>
 #include <seccomp.h>
 
@@ -45,8 +45,7 @@
 static size_t list_len(const char *const *l)
 {
   size_t n = 0;
-  while (l != NULL && l[n] != NULL)
-    n++;
+  while (l != NULL && l[n] != NULL) n++;
   return n;
 }
 
@@ -57,9 +56,14 @@ static int prepare_landlock(const airlock_confine_spec *s, airlock_confine_prepa
                             size_t errlen)
 {
   airlock_landlock_rules r = {
-    .read = s->fs_read, .write = s->fs_write, .exec = s->fs_exec,
-    .bind = s->tcp_bind, .n_bind = s->n_tcp_bind,
-    .connect = s->tcp_connect, .n_connect = s->n_tcp_connect, .no_scope = s->no_scope,
+      .read = s->fs_read,
+      .write = s->fs_write,
+      .exec = s->fs_exec,
+      .bind = s->tcp_bind,
+      .n_bind = s->n_tcp_bind,
+      .connect = s->tcp_connect,
+      .n_connect = s->n_tcp_connect,
+      .no_scope = s->no_scope,
   };
   int fd = airlock_landlock_ruleset(&r, &p->handled_fs, &p->landlock);
   if (fd < 0) {
@@ -79,7 +83,7 @@ struct cond {
 };
 
 #define MAX_CONDS 24
-#define MAX_SOFT 4
+#define MAX_SOFT  4
 enum { OPEN_RDONLY = 1, OPEN_WRITE = 2, OPEN_CREATE = 4 };
 
 /* What the spec says about one system call. "all": the mode's action (allow in an
@@ -91,7 +95,10 @@ struct entry {
   int all;
   struct cond conds[MAX_CONDS];
   int nconds;
-  struct { struct cond c; int uncond, err; } soft[MAX_SOFT];
+  struct {
+    struct cond c;
+    int uncond, err;
+  } soft[MAX_SOFT];
   int nsoft;
   int open_modes;
 };
@@ -104,20 +111,17 @@ struct ruleset {
 static struct entry *entry_for(struct ruleset *rs, const char *name, size_t len)
 {
   for (size_t i = 0; i < rs->n; i++)
-    if (strlen(rs->e[i].name) == len && memcmp(rs->e[i].name, name, len) == 0)
-      return &rs->e[i];
+    if (strlen(rs->e[i].name) == len && memcmp(rs->e[i].name, name, len) == 0) return &rs->e[i];
   if (rs->n == rs->cap) {
     size_t ncap = rs->cap ? rs->cap * 2 : 256;
     struct entry *ne = realloc(rs->e, ncap * sizeof *ne);
-    if (ne == NULL)
-      return NULL;
+    if (ne == NULL) return NULL;
     rs->e = ne;
     rs->cap = ncap;
   }
   struct entry *e = &rs->e[rs->n];
   char *copy = strndup(name, len);
-  if (copy == NULL)
-    return NULL;
+  if (copy == NULL) return NULL;
   memset(e, 0, sizeof *e);
   e->name = copy;
   e->nr = seccomp_syscall_resolve_name(copy);
@@ -127,24 +131,45 @@ static struct entry *entry_for(struct ruleset *rs, const char *name, size_t len)
 
 static void ruleset_free(struct ruleset *rs)
 {
-  for (size_t i = 0; i < rs->n; i++)
-    free((char *)rs->e[i].name);
+  for (size_t i = 0; i < rs->n; i++) free((char *)rs->e[i].name);
   free(rs->e);
   memset(rs, 0, sizeof *rs);
 }
 
-static const struct { const char *name; unsigned long value; } symbols[] = {
-  { "AF_UNIX", AF_UNIX }, { "AF_INET", AF_INET }, { "AF_INET6", AF_INET6 },
-  { "AF_NETLINK", AF_NETLINK },
-  { "TCGETS", TCGETS }, { "TCSETS", TCSETS }, { "TCSETSW", TCSETSW }, { "TCSETSF", TCSETSF },
-  { "TIOCGWINSZ", TIOCGWINSZ }, { "TIOCSWINSZ", TIOCSWINSZ }, { "TIOCGPGRP", TIOCGPGRP },
-  { "TIOCSPGRP", TIOCSPGRP }, { "TCFLSH", TCFLSH }, { "TCXONC", TCXONC }, { "TIOCGSID", TIOCGSID },
-  { "TIOCSCTTY", TIOCSCTTY },
-  { "TIOCSTI", TIOCSTI }, { "TIOCLINUX", TIOCLINUX },
-  { "FIONREAD", FIONREAD }, { "FIONBIO", FIONBIO }, { "FIOCLEX", FIOCLEX }, { "FIONCLEX", FIONCLEX },
-  { "FICLONE", FICLONE }, { "FICLONERANGE", FICLONERANGE }, { "FIDEDUPERANGE", FIDEDUPERANGE },
-  { "PR_SET_NAME", PR_SET_NAME }, { "PR_GET_NAME", PR_GET_NAME },
-  { "EACCES", EACCES }, { "ENOSYS", ENOSYS }, { "EPERM", EPERM },
+static const struct {
+  const char *name;
+  unsigned long value;
+} symbols[] = {
+    {"AF_UNIX", AF_UNIX},
+    {"AF_INET", AF_INET},
+    {"AF_INET6", AF_INET6},
+    {"AF_NETLINK", AF_NETLINK},
+    {"TCGETS", TCGETS},
+    {"TCSETS", TCSETS},
+    {"TCSETSW", TCSETSW},
+    {"TCSETSF", TCSETSF},
+    {"TIOCGWINSZ", TIOCGWINSZ},
+    {"TIOCSWINSZ", TIOCSWINSZ},
+    {"TIOCGPGRP", TIOCGPGRP},
+    {"TIOCSPGRP", TIOCSPGRP},
+    {"TCFLSH", TCFLSH},
+    {"TCXONC", TCXONC},
+    {"TIOCGSID", TIOCGSID},
+    {"TIOCSCTTY", TIOCSCTTY},
+    {"TIOCSTI", TIOCSTI},
+    {"TIOCLINUX", TIOCLINUX},
+    {"FIONREAD", FIONREAD},
+    {"FIONBIO", FIONBIO},
+    {"FIOCLEX", FIOCLEX},
+    {"FIONCLEX", FIONCLEX},
+    {"FICLONE", FICLONE},
+    {"FICLONERANGE", FICLONERANGE},
+    {"FIDEDUPERANGE", FIDEDUPERANGE},
+    {"PR_SET_NAME", PR_SET_NAME},
+    {"PR_GET_NAME", PR_GET_NAME},
+    {"EACCES", EACCES},
+    {"ENOSYS", ENOSYS},
+    {"EPERM", EPERM},
 };
 
 static int symbol(const char *s, size_t len, unsigned long *out)
@@ -160,18 +185,15 @@ static int symbol(const char *s, size_t len, unsigned long *out)
 /* The namespace flags clone(2) takes (CLONE_NEWTIME is clone3/unshare only:
 ** in clone's flags its bit is part of the exit signal). */
 static const unsigned long clone_ns_flags[] = {
-  CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID,
-  CLONE_NEWNET,
+    CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET,
 };
 
 static int add_cond(struct entry *e, unsigned arg, uint64_t mask, uint64_t datum)
 {
   for (int i = 0; i < e->nconds; i++)
-    if (e->conds[i].arg == arg && e->conds[i].mask == mask && e->conds[i].datum == datum)
-      return 0;
-  if (e->nconds == MAX_CONDS)
-    return -1;
-  e->conds[e->nconds++] = (struct cond){ arg, mask, datum };
+    if (e->conds[i].arg == arg && e->conds[i].mask == mask && e->conds[i].datum == datum) return 0;
+  if (e->nconds == MAX_CONDS) return -1;
+  e->conds[e->nconds++] = (struct cond){arg, mask, datum};
   return 0;
 }
 
@@ -183,31 +205,29 @@ static int value_cond(struct entry *e, const char *v, size_t len, struct cond *c
 #define IS(lit) (len == sizeof(lit) - 1 && memcmp(v, (lit), len) == 0)
   if (IS("no-namespaces")) {
     unsigned long all = 0;
-    for (size_t i = 0; i < sizeof clone_ns_flags / sizeof *clone_ns_flags; i++)
-      all |= clone_ns_flags[i];
-    *c = (struct cond){ 0, all, 0 };
+    for (size_t i = 0; i < sizeof clone_ns_flags / sizeof *clone_ns_flags; i++) all |= clone_ns_flags[i];
+    *c = (struct cond){0, all, 0};
     return 0;
   }
-  if (IS("namespaces")) {   /* one condition per flag: any of them matches */
+  if (IS("namespaces")) { /* one condition per flag: any of them matches */
     *multi = 1;
     return 0;
   }
   if (IS("self")) {
-    *c = (struct cond){ 0, 0xffffffffu, 0 };
+    *c = (struct cond){0, 0xffffffffu, 0};
     return 0;
   }
   if (IS("AT_EMPTY_PATH")) {
-    unsigned arg = strcmp(e->name, "statx") == 0 ? 2 : 3;   /* newfstatat: arg 3 */
-    *c = (struct cond){ arg, AT_EMPTY_PATH, AT_EMPTY_PATH };
+    unsigned arg = strcmp(e->name, "statx") == 0 ? 2 : 3; /* newfstatat: arg 3 */
+    *c = (struct cond){arg, AT_EMPTY_PATH, AT_EMPTY_PATH};
     return 0;
   }
 #undef IS
-  if (symbol(v, len, &val) != 0)
-    return -1;
+  if (symbol(v, len, &val) != 0) return -1;
   /* The key argument: the request for ioctl, the first one otherwise. The
   ** kernel reads these as int, so only the low 32 bits are compared. */
   unsigned arg = strcmp(e->name, "ioctl") == 0 ? 1 : 0;
-  *c = (struct cond){ arg, 0xffffffffu, val };
+  *c = (struct cond){arg, 0xffffffffu, val};
   return 0;
 }
 
@@ -217,10 +237,8 @@ static int add_list(struct ruleset *rs, const char *list, char *err, size_t errl
 {
   const char *p = list;
   while (*p != '\0') {
-    while (*p == ' ')
-      p++;
-    if (*p == '\0')
-      break;
+    while (*p == ' ') p++;
+    if (*p == '\0') break;
     size_t nlen = strcspn(p, " (");
     struct entry *e = entry_for(rs, p, nlen);
     if (e == NULL) {
@@ -233,22 +251,19 @@ static int add_list(struct ruleset *rs, const char *list, char *err, size_t errl
       continue;
     }
     const char *close = strchr(p, ')');
-    if (close == NULL)
-      goto bad;
+    if (close == NULL) goto bad;
     p++;
     while (p < close) {
       size_t alen = strcspn(p, "|)");
       const char *eq = memchr(p, '=', alen);
       size_t vlen = eq ? (size_t)(eq - p) : alen;
-      if (eq != NULL) {   /* a soft refusal: V=ERRNO or =ERRNO */
+      if (eq != NULL) { /* a soft refusal: V=ERRNO or =ERRNO */
         unsigned long en;
-        if (symbol(eq + 1, alen - vlen - 1, &en) != 0 || e->nsoft == MAX_SOFT)
-          goto bad;
+        if (symbol(eq + 1, alen - vlen - 1, &en) != 0 || e->nsoft == MAX_SOFT) goto bad;
         int multi;
         e->soft[e->nsoft].uncond = vlen == 0;
         e->soft[e->nsoft].err = (int)en;
-        if (vlen > 0 && (value_cond(e, p, vlen, &e->soft[e->nsoft].c, &multi) != 0 || multi))
-          goto bad;
+        if (vlen > 0 && (value_cond(e, p, vlen, &e->soft[e->nsoft].c, &multi) != 0 || multi)) goto bad;
         e->nsoft++;
       } else if (strcmp(e->name, "open") == 0 || strcmp(e->name, "openat") == 0 ||
                  strcmp(e->name, "creat") == 0) {
@@ -263,19 +278,16 @@ static int add_list(struct ruleset *rs, const char *list, char *err, size_t errl
       } else {
         struct cond c;
         int multi;
-        if (value_cond(e, p, vlen, &c, &multi) != 0)
-          goto bad;
+        if (value_cond(e, p, vlen, &c, &multi) != 0) goto bad;
         if (multi) {
           for (size_t i = 0; i < sizeof clone_ns_flags / sizeof *clone_ns_flags; i++)
-            if (add_cond(e, 0, clone_ns_flags[i], clone_ns_flags[i]) != 0)
-              goto bad;
+            if (add_cond(e, 0, clone_ns_flags[i], clone_ns_flags[i]) != 0) goto bad;
         } else if (add_cond(e, c.arg, c.mask, c.datum) != 0) {
           goto bad;
         }
       }
       p += alen;
-      if (*p == '|')
-        p++;
+      if (*p == '|') p++;
     }
     p = close + 1;
     continue;
@@ -293,21 +305,16 @@ static void resolve_open_modes(struct ruleset *rs)
   int modes = 0;
   for (size_t i = 0; i < rs->n; i++) {
     struct entry *e = &rs->e[i];
-    if (strcmp(e->name, "open") == 0 || strcmp(e->name, "openat") == 0 ||
-        strcmp(e->name, "creat") == 0)
+    if (strcmp(e->name, "open") == 0 || strcmp(e->name, "openat") == 0 || strcmp(e->name, "creat") == 0)
       modes |= e->open_modes;
   }
-  if (modes == 0)
-    return;
+  if (modes == 0) return;
   uint64_t mask = 0;
-  if (!(modes & OPEN_WRITE))
-    mask |= O_ACCMODE | O_TRUNC;
-  if (!(modes & OPEN_CREATE))
-    mask |= O_CREAT | __O_TMPFILE;
+  if (!(modes & OPEN_WRITE)) mask |= O_ACCMODE | O_TRUNC;
+  if (!(modes & OPEN_CREATE)) mask |= O_CREAT | __O_TMPFILE;
   for (size_t i = 0; i < rs->n; i++) {
     struct entry *e = &rs->e[i];
-    if (e->open_modes == 0 || e->all)
-      continue;
+    if (e->open_modes == 0 || e->all) continue;
     if (strcmp(e->name, "creat") == 0) {
       e->all = (modes & (OPEN_WRITE | OPEN_CREATE)) == (OPEN_WRITE | OPEN_CREATE);
       e->open_modes = 0;
@@ -324,23 +331,21 @@ static void resolve_open_modes(struct ruleset *rs)
 static struct entry *find(struct ruleset *rs, const char *name)
 {
   for (size_t i = 0; i < rs->n; i++)
-    if (strcmp(rs->e[i].name, name) == 0)
-      return &rs->e[i];
+    if (strcmp(rs->e[i].name, name) == 0) return &rs->e[i];
   return NULL;
 }
 
 /* ------------------------------------------------------------------ seccomp build */
 
-#define ARG_CMP(c)                                                                        \
-  ((struct scmp_arg_cmp){ .arg = (c).arg,                                                 \
-                          .op = (c).mask == ~0ULL ? SCMP_CMP_EQ : SCMP_CMP_MASKED_EQ,     \
-                          .datum_a = (c).mask == ~0ULL ? (c).datum : (c).mask,            \
-                          .datum_b = (c).mask == ~0ULL ? 0 : (c).datum })
+#define ARG_CMP(c)                                                                   \
+  ((struct scmp_arg_cmp){.arg = (c).arg,                                             \
+                         .op = (c).mask == ~0ULL ? SCMP_CMP_EQ : SCMP_CMP_MASKED_EQ, \
+                         .datum_a = (c).mask == ~0ULL ? (c).datum : (c).mask,        \
+                         .datum_b = (c).mask == ~0ULL ? 0 : (c).datum})
 
 static int rule(scmp_filter_ctx ctx, uint32_t def, uint32_t action, int nr, const struct cond *c)
 {
-  if (action == def)
-    return 0;   /* libseccomp refuses a rule that repeats the default */
+  if (action == def) return 0; /* libseccomp refuses a rule that repeats the default */
   int rc = c ? seccomp_rule_add_exact(ctx, action, nr, 1, ARG_CMP(*c))
              : seccomp_rule_add_exact(ctx, action, nr, 0);
   return rc == -EEXIST ? 0 : rc;
@@ -351,13 +356,17 @@ static int rule(scmp_filter_ctx ctx, uint32_t def, uint32_t action, int nr, cons
 ** the host after the run (nosuid holds only inside the run's own mounts), so
 ** these calls are refused with EPERM when the mode has S_ISUID or S_ISGID, in
 ** either mode of filter, whatever the promises. */
-static const struct { const char *name; unsigned arg; } setid_calls[] = {
-  { "chmod", 1 }, { "fchmod", 1 }, { "fchmodat", 2 }, { "fchmodat2", 2 }, { "open", 2 },
-  { "openat", 3 }, { "creat", 1 }, { "mknod", 1 }, { "mknodat", 2 },
+static const struct {
+  const char *name;
+  unsigned arg;
+} setid_calls[] = {
+    {"chmod", 1},  {"fchmod", 1}, {"fchmodat", 2}, {"fchmodat2", 2}, {"open", 2},
+    {"openat", 3}, {"creat", 1},  {"mknod", 1},    {"mknodat", 2},
 };
 #define SETID_BITS 06000
 
-static int setid_arg(const char *name) {
+static int setid_arg(const char *name)
+{
   for (size_t i = 0; i < sizeof setid_calls / sizeof *setid_calls; i++)
     if (strcmp(setid_calls[i].name, name) == 0) return (int)setid_calls[i].arg;
   return -1;
@@ -366,12 +375,11 @@ static int setid_arg(const char *name) {
 /* rule() for a call that sets a mode: each allowing rule also needs the mode to
 ** have no setid bit (mode_arg < 0: a call without one, rule() as it is). */
 static int mode_rule(scmp_filter_ctx ctx, uint32_t def, uint32_t action, int nr, const struct cond *c,
-                     int mode_arg) {
-  if (mode_arg < 0 || action != SCMP_ACT_ALLOW)
-    return rule(ctx, def, action, nr, c);
+                     int mode_arg)
+{
+  if (mode_arg < 0 || action != SCMP_ACT_ALLOW) return rule(ctx, def, action, nr, c);
   struct scmp_arg_cmp m = SCMP_CMP((unsigned)mode_arg, SCMP_CMP_MASKED_EQ, SETID_BITS, 0);
-  if (c && c->arg == (unsigned)mode_arg)
-    return -EINVAL;   /* no promise filters a mode argument itself */
+  if (c && c->arg == (unsigned)mode_arg) return -EINVAL; /* no promise filters a mode argument itself */
   int rc = c ? seccomp_rule_add_exact(ctx, action, nr, 2, ARG_CMP(*c), m)
              : seccomp_rule_add_exact(ctx, action, nr, 1, m);
   return rc == -EEXIST ? 0 : rc;
@@ -379,19 +387,17 @@ static int mode_rule(scmp_filter_ctx ctx, uint32_t def, uint32_t action, int nr,
 
 /* The EPERM rules for a setid mode on every call of setid_calls the filter does
 ** not refuse outright (a denylist's full refusal wins). */
-static int setid_refusals(scmp_filter_ctx ctx, const struct ruleset *rs, int deny, uint32_t def) {
+static int setid_refusals(scmp_filter_ctx ctx, const struct ruleset *rs, int deny, uint32_t def)
+{
   for (size_t i = 0; i < sizeof setid_calls / sizeof *setid_calls; i++) {
     int nr = seccomp_syscall_resolve_name(setid_calls[i].name);
-    if (nr < 0)
-      continue;
+    if (nr < 0) continue;
     const struct entry *e = find((struct ruleset *)rs, setid_calls[i].name);
-    if (deny && e && e->all)
-      continue;
+    if (deny && e && e->all) continue;
     for (uint64_t bit = 04000; bit >= 02000; bit >>= 1) {
-      struct cond c = { setid_calls[i].arg, bit, bit };
+      struct cond c = {setid_calls[i].arg, bit, bit};
       int rc = rule(ctx, def, SCMP_ACT_ERRNO(EPERM), nr, &c);
-      if (rc != 0)
-        return rc;
+      if (rc != 0) return rc;
     }
   }
   return 0;
@@ -402,7 +408,8 @@ static int setid_refusals(scmp_filter_ctx ctx, const struct ruleset *rs, int den
 ** and dnotify reports what the host does in any directory the run can read.
 ** In an allowlist that grants fcntl, the allowing rules are all values but these. */
 static int fcntl_rules(scmp_filter_ctx ctx, const struct entry *e, int deny, uint32_t def,
-                       uint32_t mode_action) {
+                       uint32_t mode_action)
+{
   int rc = 0;
   if (!deny && e && e->all) {
     /* The kernel reads cmd as 32 bits, and libseccomp cannot put two tests on one
@@ -411,17 +418,16 @@ static int fcntl_rules(scmp_filter_ctx ctx, const struct entry *e, int deny, uin
     ** F_NOTIFY differ) differs from F_SETLEASE's. */
     for (unsigned bit = 0; bit < 32 && rc == 0; bit++) {
       uint64_t m = (uint64_t)1 << bit;
-      if (m == (F_SETLEASE ^ F_NOTIFY))
-        continue;
+      if (m == (F_SETLEASE ^ F_NOTIFY)) continue;
       rc = seccomp_rule_add_exact(ctx, mode_action, e->nr, 1,
                                   SCMP_A1(SCMP_CMP_MASKED_EQ, m, (F_SETLEASE & m) ^ m));
     }
   }
   if (rc != 0 || (deny && e && e->all) || (!deny && !(e && e->all)))
-    return rc;   /* refused whole, or not allowed at all: the default covers it */
+    return rc; /* refused whole, or not allowed at all: the default covers it */
   int nr = seccomp_syscall_resolve_name("fcntl");
   for (int k = 0; k < 2 && rc == 0; k++) {
-    struct cond c = { 1, 0xffffffffu, k ? F_NOTIFY : F_SETLEASE };
+    struct cond c = {1, 0xffffffffu, k ? F_NOTIFY : F_SETLEASE};
     rc = rule(ctx, def, SCMP_ACT_ERRNO(EPERM), nr, &c);
   }
   return rc;
@@ -433,8 +439,8 @@ static int fcntl_rules(scmp_filter_ctx ctx, const struct entry *e, int deny, uin
 
 /* Compiles rs into a classic BPF program. refuse: the action for refused calls;
 ** notify_fd >= 0 adds "sendmsg on that fd gets HANDOVER_MARK". */
-static int compile(const struct ruleset *rs, int deny, uint32_t refuse, int notify_fd,
-                   struct sock_fprog *out, int *nrules, char *err, size_t errlen)
+static int compile(const struct ruleset *rs, int deny, uint32_t refuse, int notify_fd, struct sock_fprog *out,
+                   int *nrules, char *err, size_t errlen)
 {
   int rc;
   uint32_t def = deny ? SCMP_ACT_ALLOW : refuse;
@@ -452,13 +458,12 @@ static int compile(const struct ruleset *rs, int deny, uint32_t refuse, int noti
     seccomp_release(ctx);
     return rc;
   }
-  (void)seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);   /* binary tree, when supported */
+  (void)seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2); /* binary tree, when supported */
   uint32_t mode_action = deny ? refuse : SCMP_ACT_ALLOW;
   int count = 0;
   for (size_t i = 0; i < rs->n; i++) {
     const struct entry *e = &rs->e[i];
-    if (e->nr < 0)
-      continue;   /* not a call of this architecture */
+    if (e->nr < 0) continue; /* not a call of this architecture */
     rc = 0;
     int marg = setid_arg(e->name);
     if (strcmp(e->name, "fcntl") == 0) {
@@ -471,13 +476,11 @@ static int compile(const struct ruleset *rs, int deny, uint32_t refuse, int noti
       for (int k = 0; k < e->nconds && rc == 0; k++, count++)
         rc = mode_rule(ctx, def, mode_action, e->nr, &e->conds[k], marg);
       for (int k = 0; k < e->nsoft && rc == 0; k++) {
-        int shadowed = 0;   /* the same value is granted: the grant wins */
+        int shadowed = 0; /* the same value is granted: the grant wins */
         for (int j = 0; j < e->nconds && !deny; j++)
           shadowed |= !e->soft[k].uncond && e->conds[j].arg == e->soft[k].c.arg &&
-                      e->conds[j].mask == e->soft[k].c.mask &&
-                      e->conds[j].datum == e->soft[k].c.datum;
-        if (shadowed || (e->soft[k].uncond && e->nconds > 0))
-          continue;
+                      e->conds[j].mask == e->soft[k].c.mask && e->conds[j].datum == e->soft[k].c.datum;
+        if (shadowed || (e->soft[k].uncond && e->nconds > 0)) continue;
         rc = rule(ctx, def, SCMP_ACT_ERRNO((uint32_t)e->soft[k].err), e->nr,
                   e->soft[k].uncond ? NULL : &e->soft[k].c);
         count++;
@@ -502,7 +505,7 @@ static int compile(const struct ruleset *rs, int deny, uint32_t refuse, int noti
   }
   count += 2 * (int)(sizeof setid_calls / sizeof *setid_calls);
   if (notify_fd >= 0) {
-    struct cond c = { 0, 0xffffffffu, (uint64_t)notify_fd };
+    struct cond c = {0, 0xffffffffu, (uint64_t)notify_fd};
     rc = rule(ctx, def, HANDOVER_MARK, SCMP_SYS(sendmsg), &c);
     if (rc != 0) {
       snprintf(err, errlen, "seccomp: rule for the listener hand-over: %s", airlock_strerror(-rc));
@@ -512,16 +515,15 @@ static int compile(const struct ruleset *rs, int deny, uint32_t refuse, int noti
   }
 
   rc = airlock_seccomp_export_(ctx, out, err, errlen);
-  if (rc != 0)
-    return rc;
+  if (rc != 0) return rc;
   *nrules = count;
   return 0;
 }
 
 const airlock_errno_word airlock_refuse_errnos[] = {
-  { "EPERM", EPERM }, { "EACCES", EACCES }, { "ENOSYS", ENOSYS }, { "EINVAL", EINVAL },
-  { "ENOTSUP", ENOTSUP }, { "EOPNOTSUPP", EOPNOTSUPP }, { "EROFS", EROFS }, { "ENOENT", ENOENT },
-  { NULL, 0 },
+    {"EPERM", EPERM},   {"EACCES", EACCES},   {"ENOSYS", ENOSYS},
+    {"EINVAL", EINVAL}, {"ENOTSUP", ENOTSUP}, {"EOPNOTSUPP", EOPNOTSUPP},
+    {"EROFS", EROFS},   {"ENOENT", ENOENT},   {NULL, 0},
 };
 
 /* "kill-process", or "EPERM" etc. into buf. */
@@ -539,22 +541,22 @@ static const char *refusal_text(int e, char *buf, size_t len)
 /* What a refused call does, for the layer's report. */
 static const char *refusal(int refuse_errno, char *buf, size_t len)
 {
-  if (refuse_errno == AIRLOCK_REFUSE_CHOSEN)
-    return "fail with a fitting errno, each named";
+  if (refuse_errno == AIRLOCK_REFUSE_CHOSEN) return "fail with a fitting errno, each named";
   return refuse_errno ? refusal_text(refuse_errno, buf, len) : "kill the process (SIGSYS)";
 }
 
-static int prepare_seccomp(const airlock_confine_spec *s, airlock_confine_prepared *p,
-                           int want_notify, char *err, size_t errlen)
+static int prepare_seccomp(const airlock_confine_spec *s, airlock_confine_prepared *p, int want_notify,
+                           char *err, size_t errlen)
 {
-  struct ruleset rs = { 0 };
+  struct ruleset rs = {0};
   int rc = 0;
   int deny = s->seccomp_deny != 0;
   size_t nraw = list_len(s->syscalls);
 
   int chosen = s->refuse_errno == AIRLOCK_REFUSE_CHOSEN;
   if ((s->refuse_errno < 0 && !chosen) || s->refuse_errno > 4095) {
-    snprintf(err, errlen, "seccomp: refuse_errno %d is not an errno (1 to 4095, 0 to kill, or "
+    snprintf(err, errlen,
+             "seccomp: refuse_errno %d is not an errno (1 to 4095, 0 to kill, or "
              "AIRLOCK_REFUSE_CHOSEN)",
              s->refuse_errno);
     return -EINVAL;
@@ -570,15 +572,13 @@ static int prepare_seccomp(const airlock_confine_spec *s, airlock_confine_prepar
       size_t len = strcspn(w, " \t,");
       if (len > 0) {
         const airlock_promise *pr = airlock_promises;
-        while (pr->word && (strlen(pr->word) != len || memcmp(pr->word, w, len) != 0))
-          pr++;
+        while (pr->word && (strlen(pr->word) != len || memcmp(pr->word, w, len) != 0)) pr++;
         if (pr->word == NULL) {
           char valid[160];
           size_t used = 0;
           valid[0] = '\0';
           for (const airlock_promise *q = airlock_promises; q->word && used < sizeof valid; q++)
-            used += (size_t)snprintf(valid + used, sizeof valid - used, "%s%s",
-                                     used ? " " : "", q->word);
+            used += (size_t)snprintf(valid + used, sizeof valid - used, "%s%s", used ? " " : "", q->word);
           snprintf(err, errlen, "seccomp: unknown promise '%.*s' (valid: %s)", (int)len, w, valid);
           rc = -EINVAL;
           break;
@@ -592,8 +592,7 @@ static int prepare_seccomp(const airlock_confine_spec *s, airlock_confine_prepar
   /* Raw names: each must be a call of this architecture. */
   for (size_t i = 0; rc == 0 && i < nraw; i++) {
     const char *name = s->syscalls[i];
-    if (name[0] == '\0' || strcspn(name, " ()|=") != strlen(name) ||
-        seccomp_syscall_resolve_name(name) < 0) {
+    if (name[0] == '\0' || strcspn(name, " ()|=") != strlen(name) || seccomp_syscall_resolve_name(name) < 0) {
       snprintf(err, errlen, "seccomp: unknown system call '%s' on this architecture", name);
       rc = -EINVAL;
       break;
@@ -619,14 +618,15 @@ static int prepare_seccomp(const airlock_confine_spec *s, airlock_confine_prepar
   int nrules = 0;
   /* Without a listener, a chosen errno is EPERM for every call. */
   uint32_t refuse = s->refuse_errno > 0 ? SCMP_ACT_ERRNO((uint32_t)s->refuse_errno)
-                    : chosen ? SCMP_ACT_ERRNO(EPERM) : SCMP_ACT_KILL_PROCESS;
+                    : chosen            ? SCMP_ACT_ERRNO(EPERM)
+                                        : SCMP_ACT_KILL_PROCESS;
   struct entry *sm = find(&rs, "sendmsg");
   int sendmsg_allowed = deny ? !(sm && sm->all) : (sm != NULL && sm->all);
   char ignored[160];
-  int can_hand_over = deny ? sendmsg_allowed : 1;   /* an allowlist adds the rule it needs */
+  int can_hand_over = deny ? sendmsg_allowed : 1; /* an allowlist adds the rule it needs */
   if (want_notify && s->refuse_errno <= 0 && can_hand_over &&
-      compile(&rs, deny, SCMP_ACT_NOTIFY, sendmsg_allowed ? -1 : AIRLOCK_CONFINE_NOTIFY_FD,
-              &p->notify_prog, &nrules, ignored, sizeof ignored) == 0) {
+      compile(&rs, deny, SCMP_ACT_NOTIFY, sendmsg_allowed ? -1 : AIRLOCK_CONFINE_NOTIFY_FD, &p->notify_prog,
+              &nrules, ignored, sizeof ignored) == 0) {
     /* The spawner's variant: refused calls wait for the broker, which names
     ** them and kills the run (or answers them with an errno). Compiled once;
     ** the plain program is the same code with every notify return made the
@@ -642,12 +642,9 @@ static int prepare_seccomp(const airlock_confine_spec *s, airlock_confine_prepar
       p->prog.len = p->notify_prog.len;
       for (unsigned short i = 0; i < p->prog.len; i++) {
         struct sock_filter *a = &p->prog.filter[i], *b = &p->notify_prog.filter[i];
-        if (a->code != (BPF_RET | BPF_K))
-          continue;
-        if (a->k == SCMP_ACT_NOTIFY || a->k == HANDOVER_MARK)
-          a->k = refuse;
-        if (b->k == HANDOVER_MARK)
-          b->k = SCMP_ACT_ALLOW;
+        if (a->code != (BPF_RET | BPF_K)) continue;
+        if (a->k == SCMP_ACT_NOTIFY || a->k == HANDOVER_MARK) a->k = refuse;
+        if (b->k == HANDOVER_MARK) b->k = SCMP_ACT_ALLOW;
       }
     }
   } else {
@@ -659,16 +656,14 @@ static int prepare_seccomp(const airlock_confine_spec *s, airlock_confine_prepar
     rc = compile(&rs, deny, refuse, -1, &p->prog, &nrules, err, errlen);
   }
   ruleset_free(&rs);
-  if (rc != 0)
-    return rc;
+  if (rc != 0) return rc;
 
   char how[120];
   if (deny)
     airlock_layer_set_(&p->seccomp, "seccomp", AIRLOCK_LAYER_APPLIED, 0,
                        "denylist: %zu syscalls + the dangerous set, %d rules (%u insns); refused "
                        "calls %s; other arch and x32: kill-process",
-                       nraw, nrules, (unsigned)p->prog.len,
-                       refusal(s->refuse_errno, how, sizeof how));
+                       nraw, nrules, (unsigned)p->prog.len, refusal(s->refuse_errno, how, sizeof how));
   else
     airlock_layer_set_(&p->seccomp, "seccomp", AIRLOCK_LAYER_APPLIED, 0,
                        "allowlist: promises '%.80s' + %zu syscalls, %d rules (%u insns); refused "
@@ -683,7 +678,7 @@ static int prepare_seccomp(const airlock_confine_spec *s, airlock_confine_prepar
 /* Compiling a filter with libseccomp costs about a millisecond, more than
 ** spawning the program it confines; the same spec always compiles to the same
 ** programs, so the last few are kept, keyed by everything that shapes them. */
-#define SECCOMP_CACHE_SLOTS 8
+#define SECCOMP_CACHE_SLOTS   8
 #define SECCOMP_CACHE_KEY_MAX 2048
 
 struct seccomp_cached {
@@ -700,8 +695,8 @@ static pthread_mutex_t seccomp_cache_lock = PTHREAD_MUTEX_INITIALIZER;
 /* The key, or 0 when the spec is too big to cache. */
 static int seccomp_key(const airlock_confine_spec *s, int want_notify, char *key, size_t len)
 {
-  size_t n = (size_t)snprintf(key, len, "%d|%d|%d|%s|", s->seccomp_deny != 0, s->refuse_errno,
-                              want_notify, s->promises ? s->promises : "");
+  size_t n = (size_t)snprintf(key, len, "%d|%d|%d|%s|", s->seccomp_deny != 0, s->refuse_errno, want_notify,
+                              s->promises ? s->promises : "");
   for (size_t i = 0; n < len && s->syscalls != NULL && s->syscalls[i] != NULL; i++)
     n += (size_t)snprintf(key + n, len - n, "%s,", s->syscalls[i]);
   return n < len;
@@ -711,11 +706,9 @@ static int fprog_copy(struct sock_fprog *dst, const struct sock_fprog *src)
 {
   dst->len = src->len;
   dst->filter = NULL;
-  if (src->filter == NULL)
-    return 0;
+  if (src->filter == NULL) return 0;
   dst->filter = malloc(src->len * sizeof *src->filter);
-  if (dst->filter == NULL)
-    return -ENOMEM;
+  if (dst->filter == NULL) return -ENOMEM;
   memcpy(dst->filter, src->filter, src->len * sizeof *src->filter);
   return 0;
 }
@@ -726,8 +719,7 @@ static int seccomp_cache_get(const char *key, airlock_confine_prepared *p)
   pthread_mutex_lock(&seccomp_cache_lock);
   for (int i = 0; i < SECCOMP_CACHE_SLOTS && !hit; i++) {
     struct seccomp_cached *c = &seccomp_cache[i];
-    if (c->used == 0 || strcmp(c->key, key) != 0)
-      continue;
+    if (c->used == 0 || strcmp(c->key, key) != 0) continue;
     if (fprog_copy(&p->prog, &c->prog) == 0 && fprog_copy(&p->notify_prog, &c->notify_prog) == 0) {
       p->allows_exec = c->allows_exec;
       p->seccomp = c->layer;
@@ -749,8 +741,7 @@ static void seccomp_cache_put(const char *key, const airlock_confine_prepared *p
   pthread_mutex_lock(&seccomp_cache_lock);
   struct seccomp_cached *slot = &seccomp_cache[0];
   for (int i = 1; i < SECCOMP_CACHE_SLOTS; i++)
-    if (seccomp_cache[i].used < slot->used)
-      slot = &seccomp_cache[i];
+    if (seccomp_cache[i].used < slot->used) slot = &seccomp_cache[i];
   free(slot->prog.filter);
   free(slot->notify_prog.filter);
   memset(slot, 0, sizeof *slot);
@@ -767,32 +758,27 @@ static void seccomp_cache_put(const char *key, const airlock_confine_prepared *p
   pthread_mutex_unlock(&seccomp_cache_lock);
 }
 
-static int prepare_seccomp_cached(const airlock_confine_spec *s, airlock_confine_prepared *p,
-                                  int want_notify, char *err, size_t errlen)
+static int prepare_seccomp_cached(const airlock_confine_spec *s, airlock_confine_prepared *p, int want_notify,
+                                  char *err, size_t errlen)
 {
   char key[SECCOMP_CACHE_KEY_MAX];
   int cacheable = seccomp_key(s, want_notify, key, sizeof key);
-  if (cacheable && seccomp_cache_get(key, p))
-    return 0;
+  if (cacheable && seccomp_cache_get(key, p)) return 0;
   int rc = prepare_seccomp(s, p, want_notify, err, errlen);
-  if (rc == 0 && cacheable)
-    seccomp_cache_put(key, p);
+  if (rc == 0 && cacheable) seccomp_cache_put(key, p);
   return rc;
 }
 
 /* ------------------------------------------------------------------ prepare / apply */
 
-static int prepare(const airlock_confine_spec *s, airlock_confine_prepared *p, int want_notify,
-                   char *err, size_t errlen)
+static int prepare(const airlock_confine_spec *s, airlock_confine_prepared *p, int want_notify, char *err,
+                   size_t errlen)
 {
   memset(p, 0, sizeof *p);
   p->ruleset_fd = -1;
-  if (errlen > 0)
-    err[0] = '\0';
-  airlock_layer_set_(&p->landlock, "landlock", AIRLOCK_LAYER_SKIPPED, 0,
-                     "the spec does not ask for it");
-  airlock_layer_set_(&p->seccomp, "seccomp", AIRLOCK_LAYER_SKIPPED, 0,
-                     "the spec does not ask for it");
+  if (errlen > 0) err[0] = '\0';
+  airlock_layer_set_(&p->landlock, "landlock", AIRLOCK_LAYER_SKIPPED, 0, "the spec does not ask for it");
+  airlock_layer_set_(&p->seccomp, "seccomp", AIRLOCK_LAYER_SKIPPED, 0, "the spec does not ask for it");
   if (s == NULL) {
     snprintf(err, errlen, "confine: no spec");
     return -EINVAL;
@@ -811,14 +797,14 @@ static int prepare(const airlock_confine_spec *s, airlock_confine_prepared *p, i
   return 0;
 }
 
-int airlock_confine_prepare(const airlock_confine_spec *s, airlock_confine_prepared *p,
-                            char *err, size_t errlen)
+int airlock_confine_prepare(const airlock_confine_spec *s, airlock_confine_prepared *p, char *err,
+                            size_t errlen)
 {
   int rc = prepare(s, p, 1, err, errlen);
   if (rc != 0) {
     airlock_layer l = p->landlock, sc = p->seccomp;
     airlock_confine_prepared_free(p);
-    p->landlock = l;   /* keep the reports for the caller */
+    p->landlock = l; /* keep the reports for the caller */
     p->seccomp = sc;
   }
   return rc;
@@ -826,22 +812,19 @@ int airlock_confine_prepare(const airlock_confine_spec *s, airlock_confine_prepa
 
 void airlock_confine_prepared_free(airlock_confine_prepared *p)
 {
-  if (p == NULL)
-    return;
-  if (p->ruleset_fd >= 0)
-    close(p->ruleset_fd);
+  if (p == NULL) return;
+  if (p->ruleset_fd >= 0) close(p->ruleset_fd);
   free(p->prog.filter);
   free(p->notify_prog.filter);
   memset(p, 0, sizeof *p);
   p->ruleset_fd = -1;
 }
 
-int airlock_confine_apply_prepared_fds(const airlock_confine_prepared *p, int ruleset_fd,
-                                       int notify_fd, const char **step)
+int airlock_confine_apply_prepared_fds(const airlock_confine_prepared *p, int ruleset_fd, int notify_fd,
+                                       const char **step)
 {
   const char *dummy;
-  if (step == NULL)
-    step = &dummy;
+  if (step == NULL) step = &dummy;
   *step = NULL;
   if (p->no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
     *step = "prctl(PR_SET_NO_NEW_PRIVS)";
@@ -853,21 +836,23 @@ int airlock_confine_apply_prepared_fds(const airlock_confine_prepared *p, int ru
       return -errno;
     }
     if (ruleset_fd != p->ruleset_fd)
-      close(ruleset_fd);   /* the spawner's copy; before seccomp, which may refuse close */
+      close(ruleset_fd); /* the spawner's copy; before seccomp, which may refuse close */
   }
-  if (p->prog.filter == NULL)
-    return 0;
+  if (p->prog.filter == NULL) return 0;
   if (notify_fd >= 0 && p->notify_prog.filter != NULL) {
-    long lfd = syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER,
-                       &p->notify_prog);
+    long lfd =
+        syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &p->notify_prog);
     if (lfd >= 0) {
       /* Only sendmsg on notify_fd and the refused-call path are new here. */
-      union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } cm;
+      union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+      } cm;
       memset(&cm, 0, sizeof cm);
       char byte = 'L';
-      struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-      struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
-                           .msg_controllen = sizeof cm.buf };
+      struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+      struct msghdr mh = {
+          .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf};
       struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
       c->cmsg_level = SOL_SOCKET;
       c->cmsg_type = SCM_RIGHTS;
@@ -878,7 +863,7 @@ int airlock_confine_apply_prepared_fds(const airlock_confine_prepared *p, int ru
         *step = "sendmsg(seccomp listener)";
         return -errno;
       }
-      return 0;   /* the listener (O_CLOEXEC) and notify_fd close at exec */
+      return 0; /* the listener (O_CLOEXEC) and notify_fd close at exec */
     }
     /* No listener here (another one up the filter chain, or no descriptor left
     ** under RLIMIT_NOFILE): the plain program, whose refusals kill unnamed. */
@@ -909,9 +894,9 @@ int airlock_confine_apply(const airlock_confine_spec *s, airlock_layer out[2])
   if (rc == 0) {
     rc = airlock_confine_apply_prepared_step(&p, &step);
     if (rc != 0) {
-      airlock_layer *l = strcmp(step, "landlock_restrict_self") == 0 ? &p.landlock
+      airlock_layer *l = strcmp(step, "landlock_restrict_self") == 0        ? &p.landlock
                          : strncmp(step, "seccomp", 7) == 0 || !s->landlock ? &p.seccomp
-                                                                           : &p.landlock;
+                                                                            : &p.landlock;
       airlock_layer_set_(l, l->name, AIRLOCK_LAYER_FAILED, -rc, "%s: %s", step, airlock_strerror(-rc));
     }
   }

@@ -122,27 +122,42 @@
 */
 static void on_sigsys(int sig, siginfo_t *si, void *uc)
 {
-  (void)sig; (void)uc;
+  (void)sig;
+  (void)uc;
   char line[80] = AIRLOCK_SECCOMP_REPORT;
   size_t n = sizeof AIRLOCK_SECCOMP_REPORT - 1;
   char digits[12];
   size_t k = 0;
   unsigned nr = si->si_syscall >= 0 ? (unsigned)si->si_syscall : 0;
-  do { digits[k++] = (char)('0' + nr % 10); nr /= 10; } while (nr != 0 && k < sizeof digits);
+  do {
+    digits[k++] = (char)('0' + nr % 10);
+    nr /= 10;
+  } while (nr != 0 && k < sizeof digits);
   while (k > 0) line[n++] = digits[--k];
   line[n++] = '\n';
   ssize_t ignored = write(STDERR_FILENO, line, n);
   (void)ignored;
-  for (;;)
-    syscall(SYS_afs_syscall);   /* kill-process (see the rules) */
+  for (;;) syscall(SYS_afs_syscall); /* kill-process (see the rules) */
 }
 
-#define ALLOW(nr) { (nr), 0, { { 0, 0, 0, 0 }, { 0, 0, 0, 0 } } }
+#define ALLOW(nr)   \
+  {                 \
+    (nr), 0,        \
+    {               \
+      {0, 0, 0, 0}, \
+      {             \
+        0, 0, 0, 0  \
+      }             \
+    }               \
+  }
 /* libseccomp's SCMP_An macros leave datum_b implicit, which clang's
 ** -Wmissing-field-initializers rejects; spell the comparison out. 64-bit
 ** comparisons: a masked one ignores the upper half (which the kernel ignores for
 ** these int arguments too), an equality demands it be zero, as glibc passes it. */
-#define CMP(i, o, a, b) { .arg = (i), .op = (o), .datum_a = (a), .datum_b = (b) }
+#define CMP(i, o, a, b)                                   \
+  {                                                       \
+    .arg = (i), .op = (o), .datum_a = (a), .datum_b = (b) \
+  }
 
 /* One rule: a syscall and up to two argument comparisons, all of which must hold. */
 struct rule {
@@ -164,8 +179,8 @@ static int prepare_process(airlock_layer *out)
   if (persona != -1 && (persona & READ_IMPLIES_EXEC) != 0 &&
       personality((unsigned long)persona & ~(unsigned long)READ_IMPLIES_EXEC) == -1) {
     int e = errno;
-    airlock_layer_set_(out, name, AIRLOCK_LAYER_FAILED, e,
-                       "cannot clear READ_IMPLIES_EXEC: %s", airlock_strerror(e));
+    airlock_layer_set_(out, name, AIRLOCK_LAYER_FAILED, e, "cannot clear READ_IMPLIES_EXEC: %s",
+                       airlock_strerror(e));
     return -e;
   }
 
@@ -187,42 +202,43 @@ static int prepare_process(airlock_layer *out)
   return 0;
 }
 
-#define WORKER_FILTER_DETAIL \
+#define WORKER_FILTER_DETAIL                                                             \
   "allowlist of %d syscalls%s; others trap, are named on stderr and end the process by " \
   "SIGSYS; other arch and x32: %s; mmap anonymous non-exec, no mprotect, tgkill self SIGABRT only"
 #define WORKER_FILTER_RULES 16
 
 /* Builds the worker's filter for a process whose pid is tgid into *pctx. */
-static int build_worker_filter(long tgid, scmp_filter_ctx *pctx, const char **kill_word,
-                               airlock_layer *out)
+static int build_worker_filter(long tgid, scmp_filter_ctx *pctx, const char **kill_word, airlock_layer *out)
 {
   const char *name = "seccomp";
   int rc;
   const struct rule rules[] = {
-    ALLOW(SCMP_SYS(read)),
-    ALLOW(SCMP_SYS(poll)),
-    ALLOW(SCMP_SYS(sendmsg)),
-    ALLOW(SCMP_SYS(write)),
-    ALLOW(SCMP_SYS(writev)),
-    { SCMP_SYS(mmap), 2, {
-        CMP(2, SCMP_CMP_MASKED_EQ, PROT_EXEC, 0),               /* prot: no PROT_EXEC */
-        CMP(3, SCMP_CMP_MASKED_EQ, MAP_ANONYMOUS, MAP_ANONYMOUS) } },  /* flags */
-    ALLOW(SCMP_SYS(munmap)),
-    ALLOW(SCMP_SYS(mremap)),
-    ALLOW(SCMP_SYS(brk)),
-    ALLOW(SCMP_SYS(clock_gettime)),
-    ALLOW(SCMP_SYS(exit_group)),
-    ALLOW(SCMP_SYS(rt_sigreturn)),
-    ALLOW(SCMP_SYS(rt_sigprocmask)),
-    ALLOW(SCMP_SYS(getpid)),
-    ALLOW(SCMP_SYS(gettid)),
-    { SCMP_SYS(tgkill), 2, {
-        CMP(0, SCMP_CMP_EQ, (scmp_datum_t)tgid, 0),              /* tgid: ourselves */
-        CMP(2, SCMP_CMP_EQ, SIGABRT, 0) } },                     /* sig */
+      ALLOW(SCMP_SYS(read)),
+      ALLOW(SCMP_SYS(poll)),
+      ALLOW(SCMP_SYS(sendmsg)),
+      ALLOW(SCMP_SYS(write)),
+      ALLOW(SCMP_SYS(writev)),
+      {SCMP_SYS(mmap),
+       2,
+       {CMP(2, SCMP_CMP_MASKED_EQ, PROT_EXEC, 0),                   /* prot: no PROT_EXEC */
+        CMP(3, SCMP_CMP_MASKED_EQ, MAP_ANONYMOUS, MAP_ANONYMOUS)}}, /* flags */
+      ALLOW(SCMP_SYS(munmap)),
+      ALLOW(SCMP_SYS(mremap)),
+      ALLOW(SCMP_SYS(brk)),
+      ALLOW(SCMP_SYS(clock_gettime)),
+      ALLOW(SCMP_SYS(exit_group)),
+      ALLOW(SCMP_SYS(rt_sigreturn)),
+      ALLOW(SCMP_SYS(rt_sigprocmask)),
+      ALLOW(SCMP_SYS(getpid)),
+      ALLOW(SCMP_SYS(gettid)),
+      {SCMP_SYS(tgkill),
+       2,
+       {CMP(0, SCMP_CMP_EQ, (scmp_datum_t)tgid, 0), /* tgid: ourselves */
+        CMP(2, SCMP_CMP_EQ, SIGABRT, 0)}},          /* sig */
   };
   const size_t nrules = sizeof rules / sizeof rules[0];
   _Static_assert(sizeof rules / sizeof rules[0] == WORKER_FILTER_RULES, "update WORKER_FILTER_RULES");
-  const int die_nr = SCMP_SYS(afs_syscall);   /* the SIGSYS handler's way out */
+  const int die_nr = SCMP_SYS(afs_syscall); /* the SIGSYS handler's way out */
 
   /* KILL_PROCESS (4.14) ends every thread at once; KILL_THREAD would leave the
   ** others running. libseccomp refuses it on a kernel without it, and then the
@@ -251,18 +267,16 @@ static int build_worker_filter(long tgid, scmp_filter_ctx *pctx, const char **ki
       (rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 1)) != 0 ||
       (rc = seccomp_attr_set(ctx, SCMP_FLTATR_API_SYSRAWRC, 1)) != 0) {
     seccomp_release(ctx);
-    airlock_layer_set_(out, name, AIRLOCK_LAYER_FAILED, -rc,
-                       "seccomp_attr_set: %s", airlock_strerror(-rc));
+    airlock_layer_set_(out, name, AIRLOCK_LAYER_FAILED, -rc, "seccomp_attr_set: %s", airlock_strerror(-rc));
     return rc;
   }
 
   for (size_t i = 0; i < nrules; i++) {
-    rc = seccomp_rule_add_exact_array(ctx, SCMP_ACT_ALLOW, rules[i].nr, rules[i].ncmp,
-                                      rules[i].cmp);
+    rc = seccomp_rule_add_exact_array(ctx, SCMP_ACT_ALLOW, rules[i].nr, rules[i].ncmp, rules[i].cmp);
     if (rc != 0) {
       char *sys = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, rules[i].nr);
-      airlock_layer_set_(out, name, AIRLOCK_LAYER_FAILED, -rc, "rule for %s: %s",
-                         sys != NULL ? sys : "?", airlock_strerror(-rc));
+      airlock_layer_set_(out, name, AIRLOCK_LAYER_FAILED, -rc, "rule for %s: %s", sys != NULL ? sys : "?",
+                         airlock_strerror(-rc));
       free(sys);
       seccomp_release(ctx);
       return rc;
@@ -271,7 +285,8 @@ static int build_worker_filter(long tgid, scmp_filter_ctx *pctx, const char **ki
 
   rc = seccomp_rule_add_exact(ctx, kill, die_nr, 0);
   if (rc != 0) {
-    airlock_layer_set_(out, name, AIRLOCK_LAYER_FAILED, -rc, "rule for afs_syscall: %s", airlock_strerror(-rc));
+    airlock_layer_set_(out, name, AIRLOCK_LAYER_FAILED, -rc, "rule for afs_syscall: %s",
+                       airlock_strerror(-rc));
     seccomp_release(ctx);
     return rc;
   }
@@ -284,16 +299,14 @@ int airlock_confine_seccomp_worker(airlock_layer *out)
   const char *name = "seccomp", *kill_word;
   scmp_filter_ctx ctx;
   int rc = prepare_process(out);
-  if (rc == 0)
-    rc = build_worker_filter((long)getpid(), &ctx, &kill_word, out);
-  if (rc != 0)
-    return rc;
+  if (rc == 0) rc = build_worker_filter((long)getpid(), &ctx, &kill_word, out);
+  if (rc != 0) return rc;
 
   /* The report is written before the load: after it, only allowed syscalls may
   ** run, and vsnprintf into a fixed buffer needs none, but nothing is gained by
   ** finding out. seccomp_release after the load only frees (brk/munmap). */
-  airlock_layer_set_(out, name, AIRLOCK_LAYER_APPLIED, 0, WORKER_FILTER_DETAIL,
-                     WORKER_FILTER_RULES, "", kill_word);
+  airlock_layer_set_(out, name, AIRLOCK_LAYER_APPLIED, 0, WORKER_FILTER_DETAIL, WORKER_FILTER_RULES, "",
+                     kill_word);
   rc = seccomp_load(ctx);
   seccomp_release(ctx);
   if (rc != 0) {
@@ -318,8 +331,7 @@ int airlock_seccomp_worker_program(long tgid, void **prog, size_t *len, char *er
   }
   struct sock_fprog fp;
   rc = airlock_seccomp_export_(ctx, &fp, err, errlen);
-  if (rc != 0)
-    return rc;
+  if (rc != 0) return rc;
   *prog = fp.filter;
   *len = fp.len * sizeof(struct sock_filter);
   return 0;
@@ -374,13 +386,11 @@ int airlock_confine_seccomp_program(const void *prog, size_t len, airlock_layer 
   /* The kernel copies the program at load; an aligned copy for sock_fprog. */
   struct sock_filter insns[BPF_MAXINSNS];
   memcpy(insns, prog, len);
-  struct sock_fprog fprog = { .len = (unsigned short)(len / sizeof(struct sock_filter)),
-                              .filter = insns };
+  struct sock_fprog fprog = {.len = (unsigned short)(len / sizeof(struct sock_filter)), .filter = insns};
   int rc = prepare_process(out);
-  if (rc != 0)
-    return rc;
-  airlock_layer_set_(out, name, AIRLOCK_LAYER_APPLIED, 0, WORKER_FILTER_DETAIL,
-                     WORKER_FILTER_RULES, " (compiled once by the parent)", "kill-process");
+  if (rc != 0) return rc;
+  airlock_layer_set_(out, name, AIRLOCK_LAYER_APPLIED, 0, WORKER_FILTER_DETAIL, WORKER_FILTER_RULES,
+                     " (compiled once by the parent)", "kill-process");
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
       syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fprog) != 0) {
     int e = errno;
@@ -393,8 +403,7 @@ int airlock_confine_seccomp_program(const void *prog, size_t len, airlock_layer 
 
 const char *airlock_syscall_name(long nr, char *buf, size_t len)
 {
-  char *name = nr >= 0 && nr < 100000
-                 ? seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, (int)nr) : NULL;
+  char *name = nr >= 0 && nr < 100000 ? seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, (int)nr) : NULL;
   snprintf(buf, len, "%s", name != NULL ? name : "unknown");
   free(name);
   return buf;
@@ -406,14 +415,14 @@ int airlock_refusal_errno(long nr)
   airlock_syscall_name(nr, name, sizeof name);
   /* Sockets of a kind the policy does not promise: as if the family did not
   ** exist (programs then report "address family not supported", or fall back). */
-  static const char *const sockets[] = { "socket", "socketpair", NULL };
+  static const char *const sockets[] = {"socket", "socketpair", NULL};
   /* Features a program probes for and does without when the kernel lacks them. */
-  static const char *const probes[] = { "io_uring_setup", "io_uring_enter", "io_uring_register",
-                                        "memfd_secret", "pkey_alloc", "landlock_create_ruleset",
-                                        "unknown", NULL };
+  static const char *const probes[] = {
+      "io_uring_setup", "io_uring_enter",          "io_uring_register", "memfd_secret",
+      "pkey_alloc",     "landlock_create_ruleset", "unknown",           NULL};
   for (size_t i = 0; sockets[i]; i++)
     if (strcmp(name, sockets[i]) == 0) return EAFNOSUPPORT;
   for (size_t i = 0; probes[i]; i++)
     if (strcmp(name, probes[i]) == 0) return ENOSYS;
-  return EPERM;   /* everything else asks for a privilege the run does not have */
+  return EPERM; /* everything else asks for a privilege the run does not have */
 }

@@ -13,8 +13,8 @@
 #include "airlock.h"
 
 #define FRAME_HDR 4
-#define GROW_MIN (64u << 10)    /* first body allocation for a large frame */
-#define KEEP_MAX (1u << 20)     /* larger buffers are released by reset */
+#define GROW_MIN  (64u << 10) /* first body allocation for a large frame */
+#define KEEP_MAX  (1u << 20)  /* larger buffers are released by reset */
 
 static uint32_t get_be32(const uint8_t *p)
 {
@@ -62,13 +62,10 @@ static int grow(airlock_frame_reader *r)
   ** so a peer must actually send about as many bytes as we allocate; the length
   ** header alone buys at most GROW_MIN. */
   uint64_t want = (uint64_t)r->cap * 2;
-  if (want < GROW_MIN)
-    want = GROW_MIN;
-  if (want > r->len)
-    want = r->len;
+  if (want < GROW_MIN) want = GROW_MIN;
+  if (want > r->len) want = r->len;
   uint8_t *p = realloc(r->body, (size_t)want);
-  if (p == NULL)
-    return -ENOMEM;
+  if (p == NULL) return -ENOMEM;
   r->body = p;
   r->cap = (uint32_t)want;
   return 0;
@@ -91,12 +88,10 @@ static ssize_t fill_ahead(airlock_frame_reader *r, airlock_read_fn src, void *ct
 static uint32_t take_ahead(airlock_frame_reader *r, uint8_t *dst, uint32_t want)
 {
   uint32_t k = r->ahead_len - r->ahead_off;
-  if (k > want)
-    k = want;
+  if (k > want) k = want;
   memcpy(dst, r->ahead + r->ahead_off, k);
   r->ahead_off += k;
-  if (r->ahead_off == r->ahead_len)
-    r->ahead_off = r->ahead_len = 0;
+  if (r->ahead_off == r->ahead_len) r->ahead_off = r->ahead_len = 0;
   return k;
 }
 
@@ -106,24 +101,19 @@ int airlock_frame_reader_pull(airlock_frame_reader *r, airlock_read_fn src, void
     if (r->hdr_have < FRAME_HDR) {
       if (r->ahead_len > 0) {
         r->hdr_have += take_ahead(r, r->hdr + r->hdr_have, FRAME_HDR - r->hdr_have);
-        if (r->hdr_have == FRAME_HDR)
-          r->len = get_be32(r->hdr);
+        if (r->hdr_have == FRAME_HDR) r->len = get_be32(r->hdr);
         continue;
       }
     } else {
       /* SECURITY: the length is validated before any allocation, and again
       ** on every call, so a caller that ignores an error still cannot make the
       ** reader allocate for a bad header. */
-      if (r->len == 0)
-        return -EPROTO;
-      if (r->len > r->max)
-        return -EMSGSIZE;
-      if (r->have == r->len)
-        return AIRLOCK_FRAME_READY;
+      if (r->len == 0) return -EPROTO;
+      if (r->len > r->max) return -EMSGSIZE;
+      if (r->have == r->len) return AIRLOCK_FRAME_READY;
       if (r->have == r->cap) {
         int rc = grow(r);
-        if (rc < 0)
-          return rc;
+        if (rc < 0) return rc;
       }
       if (r->ahead_len > 0) {
         uint32_t room = (r->cap < r->len ? r->cap : r->len) - r->have;
@@ -144,12 +134,9 @@ int airlock_frame_reader_pull(airlock_frame_reader *r, airlock_read_fn src, void
         r->have += (uint32_t)n;
       }
     }
-    if (n > 0 || n == -EINTR)
-      continue;
-    if (n == -EAGAIN)
-      return AIRLOCK_FRAME_AGAIN;
-    if (n < 0)
-      return (int)n;
+    if (n > 0 || n == -EINTR) continue;
+    if (n == -EAGAIN) return AIRLOCK_FRAME_AGAIN;
+    if (n < 0) return (int)n;
     /* End of stream: clean only between frames. */
     return r->hdr_have == 0 ? AIRLOCK_FRAME_EOF : -EPROTO;
   }
@@ -182,10 +169,9 @@ int airlock_frame_read_fd(airlock_frame_reader *r, int fd)
 static ssize_t put(int fd, struct iovec *v, int cnt, int *is_sock)
 {
   if (*is_sock) {
-    struct msghdr m = { .msg_iov = v, .msg_iovlen = (size_t)cnt };
+    struct msghdr m = {.msg_iov = v, .msg_iovlen = (size_t)cnt};
     ssize_t n = sendmsg(fd, &m, MSG_NOSIGNAL);
-    if (n >= 0 || errno != ENOTSOCK)
-      return n;
+    if (n >= 0 || errno != ENOTSOCK) return n;
     *is_sock = 0;
   }
   return writev(fd, v, cnt);
@@ -194,14 +180,13 @@ static ssize_t put(int fd, struct iovec *v, int cnt, int *is_sock)
 /* 0 once fd can take more, or an errno. */
 static int wait_writable(int fd)
 {
-  struct pollfd p = { .fd = fd, .events = POLLOUT };
+  struct pollfd p = {.fd = fd, .events = POLLOUT};
   for (;;) {
     if (poll(&p, 1, -1) < 0) {
-      if (errno == EINTR)
-        continue;
+      if (errno == EINTR) continue;
       return errno;
     }
-    return p.revents & POLLNVAL ? EBADF : 0;   /* room, or an error the next write reports */
+    return p.revents & POLLNVAL ? EBADF : 0; /* room, or an error the next write reports */
   }
 }
 
@@ -215,10 +200,8 @@ static int put_all(int fd, struct iovec *v, int cnt)
     ssize_t n = put(fd, v, cnt, &is_sock);
     if (n < 0) {
       int e = errno;
-      if (e == EINTR)
-        continue;
-      if ((e == EAGAIN || e == EWOULDBLOCK) && (e = wait_writable(fd)) == 0)
-        continue;
+      if (e == EINTR) continue;
+      if ((e == EAGAIN || e == EWOULDBLOCK) && (e = wait_writable(fd)) == 0) continue;
       return -e;
     }
     size_t done = (size_t)n;
@@ -237,23 +220,21 @@ static int put_all(int fd, struct iovec *v, int cnt)
 
 int airlock_frame_write_fd(int fd, const void *body, size_t len)
 {
-  if (len == 0 || len > UINT32_MAX)
-    return -EMSGSIZE;
+  if (len == 0 || len > UINT32_MAX) return -EMSGSIZE;
   uint8_t hdr[FRAME_HDR];
   put_be32(hdr, (uint32_t)len);
   /* iov_base is not const, but sendmsg and writev only read through it. */
   struct iovec iov[2] = {
-    { .iov_base = hdr, .iov_len = sizeof hdr },
-    { .iov_base = (void *)body, .iov_len = len },
+      {.iov_base = hdr, .iov_len = sizeof hdr},
+      {.iov_base = (void *)body, .iov_len = len},
   };
   return put_all(fd, iov, 2);
 }
 
 int airlock_frames_write_fd(int fd, const void *frames, size_t len)
 {
-  if (len == 0)
-    return 0;
-  struct iovec iov = { .iov_base = (void *)frames, .iov_len = len };
+  if (len == 0) return 0;
+  struct iovec iov = {.iov_base = (void *)frames, .iov_len = len};
   return put_all(fd, &iov, 1);
 }
 
@@ -267,13 +248,10 @@ int airlock_frame_begin(msgpack_sbuffer *sb)
 
 int airlock_frame_end(msgpack_sbuffer *sb, uint32_t max)
 {
-  if (sb->size < FRAME_HDR)
-    return -EINVAL;
+  if (sb->size < FRAME_HDR) return -EINVAL;
   size_t len = sb->size - FRAME_HDR;
-  if (max == 0)
-    max = AIRLOCK_FRAME_MAX_DEFAULT;
-  if (len == 0 || len > max)
-    return -EMSGSIZE;
+  if (max == 0) max = AIRLOCK_FRAME_MAX_DEFAULT;
+  if (len == 0 || len > max) return -EMSGSIZE;
   put_be32((uint8_t *)sb->data, (uint32_t)len);
   return 0;
 }

@@ -23,46 +23,57 @@
 ** the parent makes each namespace once with a helper process that only unshares
 ** and waits (ns_holder.c), writes its maps, keeps an fd to it, and lets the helper go. */
 
-static int cached[2] = { 0, 0 };        /* 0: not made yet; > 0: fd; < 0: -errno */
+static int cached[2] = {0, 0}; /* 0: not made yet; > 0: fd; < 0: -errno */
 static char cached_err[2][200];
 
 /* Makes a user namespace whose uid_map and gid_map are the given lines. */
-static int userns_new(const char *uid_map, const char *gid_map, char *err, size_t errlen) {
+static int userns_new(const char *uid_map, const char *gid_map, char *err, size_t errlen)
+{
   pid_t pid = airlock_ns_holder_start_(CLONE_NEWUSER, "identity", err, errlen);
   if (pid < 0) return (int)pid;
   char path[64];
-  const struct { const char *file, *text; } w[] = {
-    { "setgroups", "deny" }, { "uid_map", uid_map }, { "gid_map", gid_map } };
+  const struct {
+    const char *file, *text;
+  } w[] = {{"setgroups", "deny"}, {"uid_map", uid_map}, {"gid_map", gid_map}};
   const char *step = NULL;
   int fd = -1, e = 0;
   for (size_t i = 0; i < 3 && e == 0; i++) {
     snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, w[i].file);
     int wfd = open(path, O_WRONLY | O_CLOEXEC);
     size_t len = strlen(w[i].text);
-    if (wfd < 0 || write(wfd, w[i].text, len) != (ssize_t)len) { e = errno; step = w[i].file; }
+    if (wfd < 0 || write(wfd, w[i].text, len) != (ssize_t)len) {
+      e = errno;
+      step = w[i].file;
+    }
     if (wfd >= 0) close(wfd);
   }
   if (e == 0) {
     snprintf(path, sizeof path, "/proc/%d/ns/user", (int)pid);
-    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) { e = errno; step = "open ns/user"; }
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+      e = errno;
+      step = "open ns/user";
+    }
   }
   airlock_ns_holder_end_(pid);
   if (fd < 0) {
-    snprintf(err, errlen, "identity: cannot make the user namespace that maps runs to uid %d "
-             "(%s: %s)", AIRLOCK_RUN_UID, step, airlock_strerror(e));
+    snprintf(err, errlen,
+             "identity: cannot make the user namespace that maps runs to uid %d "
+             "(%s: %s)",
+             AIRLOCK_RUN_UID, step, airlock_strerror(e));
     return -e;
   }
   return fd;
 }
 
-int airlock_identity_userns(airlock_identity_ns which, char *err, size_t errlen) {
+int airlock_identity_userns(airlock_identity_ns which, char *err, size_t errlen)
+{
   int i = which == AIRLOCK_IDMAP_USERNS;
   if (cached[i] == 0) {
     char um[48], gm[48];
-    if (i) {   /* the caller's ids on disk are the run's ids through the mount */
+    if (i) { /* the caller's ids on disk are the run's ids through the mount */
       snprintf(um, sizeof um, "%u %d 1", (unsigned)geteuid(), AIRLOCK_RUN_UID);
       snprintf(gm, sizeof gm, "%u %d 1", (unsigned)getegid(), AIRLOCK_RUN_GID);
-    } else {   /* the run's ids are the same number inside and out */
+    } else { /* the run's ids are the same number inside and out */
       snprintf(um, sizeof um, "%d %d 1", AIRLOCK_RUN_UID, AIRLOCK_RUN_UID);
       snprintf(gm, sizeof gm, "%d %d 1", AIRLOCK_RUN_GID, AIRLOCK_RUN_GID);
     }

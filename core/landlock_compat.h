@@ -29,25 +29,25 @@
 #define LANDLOCK_CREATE_RULESET_ERRATA (1U << 1)
 #endif
 #ifndef LANDLOCK_ACCESS_FS_REFER
-#define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)          /* ABI 2 */
+#define LANDLOCK_ACCESS_FS_REFER (1ULL << 13) /* ABI 2 */
 #endif
 #ifndef LANDLOCK_ACCESS_FS_TRUNCATE
-#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)       /* ABI 3 */
+#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14) /* ABI 3 */
 #endif
 #ifndef LANDLOCK_ACCESS_FS_IOCTL_DEV
-#define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15)      /* ABI 5 */
+#define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15) /* ABI 5 */
 #endif
 #ifndef LANDLOCK_ACCESS_NET_BIND_TCP
-#define LANDLOCK_ACCESS_NET_BIND_TCP (1ULL << 0)       /* ABI 4 */
+#define LANDLOCK_ACCESS_NET_BIND_TCP (1ULL << 0) /* ABI 4 */
 #endif
 #ifndef LANDLOCK_ACCESS_NET_CONNECT_TCP
-#define LANDLOCK_ACCESS_NET_CONNECT_TCP (1ULL << 1)    /* ABI 4 */
+#define LANDLOCK_ACCESS_NET_CONNECT_TCP (1ULL << 1) /* ABI 4 */
 #endif
 #ifndef LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
 #define LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0) /* ABI 6 */
 #endif
 #ifndef LANDLOCK_SCOPE_SIGNAL
-#define LANDLOCK_SCOPE_SIGNAL (1ULL << 1)              /* ABI 6 */
+#define LANDLOCK_SCOPE_SIGNAL (1ULL << 1) /* ABI 6 */
 #endif
 
 /* The newest ABI whose rights this file knows. ABI 7 added audit logging
@@ -57,8 +57,8 @@
 
 struct ll_ruleset_attr {
   uint64_t handled_access_fs;
-  uint64_t handled_access_net;   /* ABI 4 */
-  uint64_t scoped;               /* ABI 6 */
+  uint64_t handled_access_net; /* ABI 4 */
+  uint64_t scoped;             /* ABI 6 */
 };
 
 /* Why Landlock is missing, for airlock_landlock_abi's -EOPNOTSUPP or other
@@ -73,7 +73,7 @@ const char *ll_missing(int abi);
 #endif
 /* Rule types: upstream enum landlock_rule_type (PATH_BENEATH = 1, NET_PORT = 2, ABI 4). */
 #define LL_RULE_PATH_BENEATH 1
-#define LL_RULE_NET_PORT 2
+#define LL_RULE_NET_PORT     2
 
 struct ll_path_beneath_attr {
   uint64_t allowed_access;

@@ -56,24 +56,24 @@
 #include <stdint.h>
 #include <msgpack.h>
 
-#define AIRLOCK_LEDGER_BODY_MAX  (16u << 20)  /* largest body, as for frames */
-#define AIRLOCK_LEDGER_HASH_LEN  32
-#define AIRLOCK_LEDGER_ID_LEN    16           /* session id bytes (32 hex digits) */
-#define AIRLOCK_LEDGER_KIND_MAX  32           /* bytes in a kind read from a journal */
+#define AIRLOCK_LEDGER_BODY_MAX         (16u << 20) /* largest body, as for frames */
+#define AIRLOCK_LEDGER_HASH_LEN         32
+#define AIRLOCK_LEDGER_ID_LEN           16 /* session id bytes (32 hex digits) */
+#define AIRLOCK_LEDGER_KIND_MAX         32 /* bytes in a kind read from a journal */
 #define AIRLOCK_LEDGER_BATCH_MS_DEFAULT 2
-#define AIRLOCK_LEDGER_CODEC_NONE 0           /* a block stored as it is */
-#define AIRLOCK_LEDGER_CODEC_ZSTD 1           /* a block stored as one zstd frame */
-#define AIRLOCK_LEDGER_BLOCK_PLAIN (1u << 20) /* plain bytes per block the writer makes */
-#define AIRLOCK_LEDGER_BLOCK_MAX  (2u << 20)  /* largest block (plain or stored) a reader takes */
-#define AIRLOCK_LEDGER_SEAL_DEFAULT (8u << 20)/* journal bytes at which the writer seals it */
+#define AIRLOCK_LEDGER_CODEC_NONE       0          /* a block stored as it is */
+#define AIRLOCK_LEDGER_CODEC_ZSTD       1          /* a block stored as one zstd frame */
+#define AIRLOCK_LEDGER_BLOCK_PLAIN      (1u << 20) /* plain bytes per block the writer makes */
+#define AIRLOCK_LEDGER_BLOCK_MAX        (2u << 20) /* largest block (plain or stored) a reader takes */
+#define AIRLOCK_LEDGER_SEAL_DEFAULT     (8u << 20) /* journal bytes at which the writer seals it */
 
 /* How far an append goes before it returns. */
 enum {
-  AIRLOCK_DURABLE_NONE = 0,   /* write(2) only: survives a crash of the process,
-                                 not of the machine, until flush or close */
-  AIRLOCK_DURABLE_BATCH,      /* group commit: one fdatasync covers every record
-                                 written within batch_ms (see airlock_ledger_tick) */
-  AIRLOCK_DURABLE_ALWAYS,     /* fdatasync before each append returns */
+  AIRLOCK_DURABLE_NONE = 0, /* write(2) only: survives a crash of the process,
+                               not of the machine, until flush or close */
+  AIRLOCK_DURABLE_BATCH,    /* group commit: one fdatasync covers every record
+                               written within batch_ms (see airlock_ledger_tick) */
+  AIRLOCK_DURABLE_ALWAYS,   /* fdatasync before each append returns */
 };
 
 /* "none", "batch", "always"; "?" for another value. */
@@ -83,20 +83,20 @@ int airlock_ledger_durability_from_name(const char *word);
 
 /* What a scan found. Filled by open, verify and the reader. */
 typedef struct airlock_ledger_report {
-  uint64_t records;        /* complete, verified records */
-  uint64_t last_seq;       /* seq of the last of them (0: none) */
-  uint8_t head[AIRLOCK_LEDGER_HASH_LEN]; /* its chain hash (h_0 if none) */
-  uint64_t bytes;          /* plain-stream bytes they take (sealed segments' and
-                              the journal's) */
-  uint64_t torn_bytes;     /* bytes of a partial last record (open: truncated) */
-  uint64_t first_bad_seq;  /* 0, or the seq where verification failed */
+  uint64_t records;                               /* complete, verified records */
+  uint64_t last_seq;                              /* seq of the last of them (0: none) */
+  uint8_t head[AIRLOCK_LEDGER_HASH_LEN];          /* its chain hash (h_0 if none) */
+  uint64_t bytes;                                 /* plain-stream bytes they take (sealed segments' and
+                                                     the journal's) */
+  uint64_t torn_bytes;                            /* bytes of a partial last record (open: truncated) */
+  uint64_t first_bad_seq;                         /* 0, or the seq where verification failed */
   char session_id[2 * AIRLOCK_LEDGER_ID_LEN + 1]; /* "" until record 1 is read */
-  char reason[256];        /* "" when all is well; otherwise one sentence that
-                              starts with the word naming the damage: altered,
-                              substituted, deleted, reordered, malformed,
-                              truncated, checkpoint, codec (a sealed block in a
-                              codec this process cannot decode), torn (a torn
-                              tail alone is not a failure), or io */
+  char reason[256];                               /* "" when all is well; otherwise one sentence that
+                                                     starts with the word naming the damage: altered,
+                                                     substituted, deleted, reordered, malformed,
+                                                     truncated, checkpoint, codec (a sealed block in a
+                                                     codec this process cannot decode), torn (a torn
+                                                     tail alone is not a failure), or io */
 } airlock_ledger_report;
 
 /* One record, as read. Pointers live until the next call on the reader. */
@@ -105,11 +105,11 @@ typedef struct airlock_ledger_record {
   uint64_t run;
   double t;
   char kind[AIRLOCK_LEDGER_KIND_MAX + 1];
-  const msgpack_object *body;     /* the whole map */
-  const uint8_t *raw;             /* the body's bytes */
+  const msgpack_object *body; /* the whole map */
+  const uint8_t *raw;         /* the body's bytes */
   size_t raw_len;
   uint8_t hash[AIRLOCK_LEDGER_HASH_LEN]; /* chain hash after this record */
-  uint64_t offset;                /* of its length header in the plain stream */
+  uint64_t offset;                       /* of its length header in the plain stream */
 } airlock_ledger_record;
 
 /* ------------------------------------------------------------------ checkpoints */
@@ -117,8 +117,8 @@ typedef struct airlock_ledger_record {
 /* 64 lowercase hex digits and a NUL into out. */
 void airlock_ledger_hex(const uint8_t hash[AIRLOCK_LEDGER_HASH_LEN], char out[65]);
 /* "SEQ:HEX" into out (at least 86 bytes). Returns out. */
-char *airlock_ledger_format_checkpoint(uint64_t seq, const uint8_t hash[AIRLOCK_LEDGER_HASH_LEN],
-                                       char *out, size_t outlen);
+char *airlock_ledger_format_checkpoint(uint64_t seq, const uint8_t hash[AIRLOCK_LEDGER_HASH_LEN], char *out,
+                                       size_t outlen);
 /* Parses "SEQ:HEX" (decimal seq >= 1, 64 hex digits of either case). Returns 0,
 ** or -EINVAL. */
 int airlock_ledger_parse_checkpoint(const char *s, uint64_t *seq, uint8_t hash[AIRLOCK_LEDGER_HASH_LEN]);

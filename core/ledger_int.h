@@ -13,7 +13,6 @@
 /* Decodes 2n hex digits (either case) into n bytes. Returns 0, or -EINVAL. */
 int ledger_unhex(const char *s, size_t n, uint8_t *out);
 /* vsnprintf into err (when there is room), then returns rc. */
-__attribute__((format(printf, 4, 5)))
-int ledger_fail(char *err, size_t errlen, int rc, const char *fmt, ...);
+__attribute__((format(printf, 4, 5))) int ledger_fail(char *err, size_t errlen, int rc, const char *fmt, ...);
 
 #endif

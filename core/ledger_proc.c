@@ -30,10 +30,10 @@
 #include "ledger_int.h"
 #include "ledger_proto.h"
 
-#define WINDOW      4096         /* queued appends in flight at most */
-#define SEND_BYTES  (16u << 10)  /* queued bytes sent at once, without waiting */
-#define CLOSE_MS    30000        /* the final commit may take a slow disk's while */
-#define READ_MS     60000        /* a reader's next record */
+#define WINDOW     4096        /* queued appends in flight at most */
+#define SEND_BYTES (16u << 10) /* queued bytes sent at once, without waiting */
+#define CLOSE_MS   30000       /* the final commit may take a slow disk's while */
+#define READ_MS    60000       /* a reader's next record */
 
 /* ------------------------------------------------------------------ the process */
 
@@ -58,10 +58,8 @@ static int draw_grant(char out[LEDGER_PROTO_GRANT_HEX + 1])
   size_t got = 0;
   while (got < sizeof b) {
     ssize_t n = getrandom(b + got, sizeof b - got, 0);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return n < 0 ? -errno : -EIO;
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? -errno : -EIO;
     got += (size_t)n;
   }
   static const char digits[] = "0123456789abcdef";
@@ -87,15 +85,14 @@ static int child_start(struct child *c, const char *const *argv, char *err, size
   airlock_frame_reader_init(&c->rd, LEDGER_PROTO_FRAME_MAX);
   msgpack_unpacked_init(&c->u);
   int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (devnull < 0)
-    return -errno;
+  if (devnull < 0) return -errno;
   char cwd[PATH_MAX];
-  airlock_rlimits rl = { .core = 0, .nofile = 64, .set_mask = AIRLOCK_RL_CORE | AIRLOCK_RL_NOFILE };
+  airlock_rlimits rl = {.core = 0, .nofile = 64, .set_mask = AIRLOCK_RL_CORE | AIRLOCK_RL_NOFILE};
   airlock_spawn_opts o;
   memset(&o, 0, sizeof o);
   o.argv = argv;
   o.path = argv[0];
-  o.workdir = getcwd(cwd, sizeof cwd);   /* a relative session path means what it meant here */
+  o.workdir = getcwd(cwd, sizeof cwd); /* a relative session path means what it meant here */
   o.channel = 1;
   o.stdin_fd = devnull;
   o.stdout_fd = devnull;
@@ -110,8 +107,7 @@ static int child_start(struct child *c, const char *const *argv, char *err, size
   int rc = airlock_spawn(&o, &ch, why, sizeof why);
   close(devnull);
   if (rc < 0)
-    return ledger_fail(err, errlen, rc, "ledger: cannot start the ledger process %s: %s",
-                                argv[0], why);
+    return ledger_fail(err, errlen, rc, "ledger: cannot start the ledger process %s: %s", argv[0], why);
   c->pid = ch.pid;
   c->pidfd = ch.pidfd;
   c->fd = ch.chan;
@@ -125,8 +121,7 @@ static int child_start(struct child *c, const char *const *argv, char *err, size
 /* Reaps the child, waiting at most ms (then SIGKILL). */
 static void child_reap(struct child *c, int ms)
 {
-  if (c->pid <= 0 || c->reaped)
-    return;
+  if (c->pid <= 0 || c->reaped) return;
   double end = mono_ms() + ms;
   for (;;) {
     int st;
@@ -141,13 +136,12 @@ static void child_reap(struct child *c, int ms)
       kill(c->pid, SIGKILL);
       end = mono_ms() + 5000;
       ms = 0;
-      if (waitpid(c->pid, &st, 0) == c->pid)
-        c->status = st;
+      if (waitpid(c->pid, &st, 0) == c->pid) c->status = st;
       c->reaped = 1;
       return;
     }
     if (c->pidfd >= 0) {
-      struct pollfd p = { .fd = c->pidfd, .events = POLLIN };
+      struct pollfd p = {.fd = c->pidfd, .events = POLLIN};
       poll(&p, 1, (int)left + 1);
     } else {
       usleep(1000);
@@ -189,14 +183,11 @@ static int send_all(struct child *c, const void *p, size_t n, double deadline)
       n -= (size_t)k;
       continue;
     }
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-      return errno == ECONNRESET ? -EPIPE : -errno;
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return errno == ECONNRESET ? -EPIPE : -errno;
     double left = deadline - mono_ms();
-    if (left <= 0)
-      return -ETIMEDOUT;
-    struct pollfd pf = { .fd = c->fd, .events = POLLOUT };
+    if (left <= 0) return -ETIMEDOUT;
+    struct pollfd pf = {.fd = c->fd, .events = POLLOUT};
     poll(&pf, 1, (int)left + 1);
   }
   return 0;
@@ -210,25 +201,20 @@ static int recv_msg(struct child *c, double deadline, const msgpack_object **m, 
   airlock_frame_reader_reset(&c->rd);
   for (;;) {
     int rc = airlock_frame_read_fd(&c->rd, c->fd);
-    if (rc == AIRLOCK_FRAME_READY)
-      break;
-    if (rc == AIRLOCK_FRAME_EOF)
-      return 0;
-    if (rc == -ECONNRESET)
-      return 0;
+    if (rc == AIRLOCK_FRAME_READY) break;
+    if (rc == AIRLOCK_FRAME_EOF) return 0;
+    if (rc == -ECONNRESET) return 0;
     if (rc != AIRLOCK_FRAME_AGAIN) {
       /* SECURITY: the frame reader bounds the length before it allocates */
       snprintf(why, whylen, "%s", rc == -EMSGSIZE ? "a frame over the limit" : airlock_strerror(-rc));
       return rc == -EMSGSIZE ? -EPROTO : rc;
     }
     double left = deadline - mono_ms();
-    if (left <= 0)
-      return -ETIMEDOUT;
-    struct pollfd pf = { .fd = c->fd, .events = POLLIN };
+    if (left <= 0) return -ETIMEDOUT;
+    struct pollfd pf = {.fd = c->fd, .events = POLLIN};
     poll(&pf, 1, (int)left + 1);
   }
-  if (airlock_msg_check(c->rd.body, c->rd.len, why, whylen) < 0)
-    return -EPROTO;
+  if (airlock_msg_check(c->rd.body, c->rd.len, why, whylen) < 0) return -EPROTO;
   msgpack_unpacked_destroy(&c->u);
   msgpack_unpacked_init(&c->u);
   size_t off = 0;
@@ -247,8 +233,7 @@ static void msg_text(const msgpack_object *m, const char *key, char *buf, size_t
   uint32_t n;
   buf[0] = '\0';
   if (ledger_proto_str(m, key, &s, &n)) {
-    if (n >= len)
-      n = (uint32_t)len - 1;
+    if (n >= len) n = (uint32_t)len - 1;
     memcpy(buf, s, n);
     buf[n] = '\0';
   }
@@ -258,8 +243,7 @@ static void msg_text(const msgpack_object *m, const char *key, char *buf, size_t
 static int msg_errno(const msgpack_object *m)
 {
   uint64_t e = 0;
-  if (!ledger_proto_u64(m, "errno", &e) || e == 0 || e > 4095)
-    e = EIO;
+  if (!ledger_proto_u64(m, "errno", &e) || e == 0 || e > 4095) e = EIO;
   return -(int)e;
 }
 
@@ -273,16 +257,16 @@ struct airlock_ledger_proc {
   int durability;
   unsigned admit_ms;
   uint64_t seq, durable, queued;
-  uint64_t acked_bytes;    /* bytes of the records acknowledged and not yet reported */
-  double due_at;          /* monotonic ms when the process commits the last ack's record; 0: unknown */
+  uint64_t acked_bytes; /* bytes of the records acknowledged and not yet reported */
+  double due_at;        /* monotonic ms when the process commits the last ack's record; 0: unknown */
   uint8_t head[AIRLOCK_LEDGER_HASH_LEN];
   int sticky;
-  msgpack_sbuffer q;      /* framed requests not yet sent */
+  msgpack_sbuffer q; /* framed requests not yet sent */
   char err[1024];
 };
 
-__attribute__((format(printf, 3, 4)))
-static int set_sticky(airlock_ledger_proc *p, int rc, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static int set_sticky(airlock_ledger_proc *p, int rc, const char *fmt,
+                                                            ...)
 {
   va_list ap;
   va_start(ap, fmt);
@@ -296,8 +280,7 @@ static int set_sticky(airlock_ledger_proc *p, int rc, const char *fmt, ...)
 ** call fails with rc and a message saying what happened. */
 static int lost(airlock_ledger_proc *p, int rc, const char *why)
 {
-  if (p->sticky)
-    return p->sticky;
+  if (p->sticky) return p->sticky;
   char st[96] = "";
   if (rc == -EPIPE || rc == 0) {
     /* a process that ended on purpose said why before it did: read that */
@@ -312,19 +295,22 @@ static int lost(airlock_ledger_proc *p, int rc, const char *why)
       }
     }
   }
-  if (rc == -ETIMEDOUT || rc == -EPROTO)
-    kill(p->c.pid, SIGKILL);
+  if (rc == -ETIMEDOUT || rc == -EPROTO) kill(p->c.pid, SIGKILL);
   child_reap(&p->c, 200);
-  if (p->c.reaped && p->c.status)
-    status_text(p->c.status, st, sizeof st);
+  if (p->c.reaped && p->c.status) status_text(p->c.status, st, sizeof st);
   if (rc == -ETIMEDOUT)
-    return set_sticky(p, rc, "ledger: the ledger process (pid %d) of %s did not answer within %u ms, "
+    return set_sticky(p, rc,
+                      "ledger: the ledger process (pid %d) of %s did not answer within %u ms, "
                       "the admission deadline; it was killed, nothing more is recorded, so nothing "
-                      "more is performed", (int)p->c.pid, p->dir, p->admit_ms);
+                      "more is performed",
+                      (int)p->c.pid, p->dir, p->admit_ms);
   if (rc == -EPROTO)
-    return set_sticky(p, rc, "ledger: the ledger process (pid %d) of %s sent %s; it was killed, "
-                      "nothing more is recorded, so nothing more is performed", (int)p->c.pid, p->dir, why);
-  return set_sticky(p, -EPIPE, "ledger: the ledger process (pid %d) of %s is gone (%s); nothing more "
+    return set_sticky(p, rc,
+                      "ledger: the ledger process (pid %d) of %s sent %s; it was killed, "
+                      "nothing more is recorded, so nothing more is performed",
+                      (int)p->c.pid, p->dir, why);
+  return set_sticky(p, -EPIPE,
+                    "ledger: the ledger process (pid %d) of %s is gone (%s); nothing more "
                     "is recorded, so nothing more is performed; records it acknowledged are in the "
                     "journal, and opening the session again starts a new ledger process",
                     (int)p->c.pid, p->dir, st[0] ? st : "its socket closed");
@@ -345,29 +331,26 @@ static int pump(airlock_ledger_proc *p, uint64_t target, int waited, int nowait)
       msgpack_sbuffer_destroy(&p->q);
       msgpack_sbuffer_init(&p->q);
     }
-    if (rc < 0)
-      return lost(p, rc, "");
+    if (rc < 0) return lost(p, rc, "");
   }
   int result = 0;
   while (p->queued > target) {
     if (nowait && airlock_frame_reader_buffered(&p->c.rd) == 0) {
-      struct pollfd pf = { .fd = p->c.fd, .events = POLLIN };
-      if (poll(&pf, 1, 0) == 0)
-        break;
+      struct pollfd pf = {.fd = p->c.fd, .events = POLLIN};
+      if (poll(&pf, 1, 0) == 0) break;
     }
     const msgpack_object *m;
     char why[200];
     int rc = recv_msg(&p->c, deadline, &m, why, sizeof why);
-    if (rc <= 0)
-      return lost(p, rc, why);
+    if (rc <= 0) return lost(p, rc, why);
     deadline = mono_ms() + p->admit_ms;
     if (ledger_proto_is(m, "ack")) {
       uint64_t seq = 0, n = 0, bytes = 0, durable = 0;
       const char *h;
       uint32_t hn;
       /* SECURITY: an ack answers appends that were sent, the next ones in order */
-      if (!ledger_proto_u64(m, "n", &n) || n == 0 || n > p->queued ||
-          !ledger_proto_u64(m, "seq", &seq) || seq != p->seq + n || !ledger_proto_u64(m, "bytes", &bytes) ||
+      if (!ledger_proto_u64(m, "n", &n) || n == 0 || n > p->queued || !ledger_proto_u64(m, "seq", &seq) ||
+          seq != p->seq + n || !ledger_proto_u64(m, "bytes", &bytes) ||
           !ledger_proto_bin(m, "hash", &h, &hn) || hn != AIRLOCK_LEDGER_HASH_LEN ||
           !ledger_proto_u64(m, "durable", &durable) || durable > seq)
         return lost(p, -EPROTO, "an acknowledgement that does not follow the last one");
@@ -377,8 +360,7 @@ static int pump(airlock_ledger_proc *p, uint64_t target, int waited, int nowait)
       p->seq = seq;
       p->acked_bytes += bytes;
       memcpy(p->head, h, hn);
-      if (durable > p->durable)
-        p->durable = durable;
+      if (durable > p->durable) p->durable = durable;
       p->queued -= n;
     } else if (ledger_proto_is(m, "refuse")) {
       char text[900];
@@ -415,8 +397,7 @@ static int queue_begin(airlock_ledger_proc *p, msgpack_packer *pk, const char *t
   static const char zero[4];
   *start = p->q.size;
   msgpack_packer_init(pk, &p->q, msgpack_sbuffer_write);
-  if (msgpack_sbuffer_write(&p->q, zero, sizeof zero) != 0)
-    return -ENOMEM;
+  if (msgpack_sbuffer_write(&p->q, zero, sizeof zero) != 0) return -ENOMEM;
   msgpack_pack_map(pk, nfields);
   airlock_pack_cstr(pk, "t");
   airlock_pack_cstr(pk, t);
@@ -438,17 +419,14 @@ static int queue_end(airlock_ledger_proc *p, size_t start)
   return 0;
 }
 
-int airlock_ledger_proc_open(const char *dir, const airlock_ledger_proc_opts *o,
-                             airlock_ledger_proc **out, airlock_ledger_report *rep,
-                             char *err, size_t errlen)
+int airlock_ledger_proc_open(const char *dir, const airlock_ledger_proc_opts *o, airlock_ledger_proc **out,
+                             airlock_ledger_report *rep, char *err, size_t errlen)
 {
   airlock_ledger_report local;
-  if (rep == NULL)
-    rep = &local;
+  if (rep == NULL) rep = &local;
   memset(rep, 0, sizeof *rep);
   *out = NULL;
-  if (dir == NULL || *dir == '\0')
-    return ledger_fail(err, errlen, -EINVAL, "ledger: no directory given");
+  if (dir == NULL || *dir == '\0') return ledger_fail(err, errlen, -EINVAL, "ledger: no directory given");
   if (o == NULL || o->program == NULL)
     return ledger_fail(err, errlen, -EINVAL, "ledger: no ledger process program given");
   if (o->durability < AIRLOCK_DURABLE_NONE || o->durability > AIRLOCK_DURABLE_ALWAYS)
@@ -458,9 +436,10 @@ int airlock_ledger_proc_open(const char *dir, const airlock_ledger_proc_opts *o,
   ** its owner's uid, which the process (in a user namespace) cannot tell. */
   struct stat st;
   if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid != geteuid())
-    return ledger_fail(err, errlen, -EPERM, "ledger: %s is owned by uid %u, not by this process's "
-                       "uid %u; a session directory must be the writer's own", dir,
-                       (unsigned)st.st_uid, (unsigned)geteuid());
+    return ledger_fail(err, errlen, -EPERM,
+                       "ledger: %s is owned by uid %u, not by this process's "
+                       "uid %u; a session directory must be the writer's own",
+                       dir, (unsigned)st.st_uid, (unsigned)geteuid());
   airlock_ledger_proc *p = calloc(1, sizeof *p);
   if (p == NULL || (p->dir = strdup(dir)) == NULL) {
     free(p);
@@ -478,38 +457,44 @@ int airlock_ledger_proc_open(const char *dir, const airlock_ledger_proc_opts *o,
   snprintf(batch, sizeof batch, "%u", o->batch_ms);
   snprintf(maxb, sizeof maxb, "%" PRIu64, o->max_bytes);
   snprintf(seal, sizeof seal, "%" PRIu64, o->seal_bytes);
-  const char *argv[] = { o->program, "write", dir, p->grant, airlock_ledger_durability_name(o->durability),
-                         batch, o->create ? "1" : "0", maxb, seal, NULL };
-  if ((rc = child_start(&p->c, argv, err, errlen)) < 0)
-    goto fail_early;
+  const char *argv[] = {o->program,
+                        "write",
+                        dir,
+                        p->grant,
+                        airlock_ledger_durability_name(o->durability),
+                        batch,
+                        o->create ? "1" : "0",
+                        maxb,
+                        seal,
+                        NULL};
+  if ((rc = child_start(&p->c, argv, err, errlen)) < 0) goto fail_early;
 
   /* open {session}: the only thing a producer says about the session */
   msgpack_packer pk;
   size_t start;
-  if ((rc = queue_begin(p, &pk, "open", o->session ? 2 : 1, &start)) < 0)
-    goto fail_nomem;
-  if (o->session)
-    pack_bin_field(&pk, "session", o->session, o->session_len);
-  if ((rc = queue_end(p, start)) < 0)
-    goto fail_nomem;
+  if ((rc = queue_begin(p, &pk, "open", o->session ? 2 : 1, &start)) < 0) goto fail_nomem;
+  if (o->session) pack_bin_field(&pk, "session", o->session, o->session_len);
+  if ((rc = queue_end(p, start)) < 0) goto fail_nomem;
   double deadline = mono_ms() + p->admit_ms;
   rc = send_all(&p->c, p->q.data, p->q.size, deadline);
   msgpack_sbuffer_clear(&p->q);
   const msgpack_object *m = NULL;
   char why[200] = "";
-  if (rc == 0 || rc == -EPIPE)
-    rc = recv_msg(&p->c, deadline, &m, why, sizeof why);
+  if (rc == 0 || rc == -EPIPE) rc = recv_msg(&p->c, deadline, &m, why, sizeof why);
   if (rc <= 0) {
     kill(p->c.pid, SIGKILL);
     child_reap(&p->c, 1000);
     char st[96];
     if (rc == -ETIMEDOUT)
-      ledger_fail(err, errlen, rc, "ledger: the ledger process for %s did not start within "
-                           "%u ms", dir, p->admit_ms);
+      ledger_fail(err, errlen, rc,
+                  "ledger: the ledger process for %s did not start within "
+                  "%u ms",
+                  dir, p->admit_ms);
     else
-      ledger_fail(err, errlen, rc = rc == 0 ? -EPIPE : rc, "ledger: the ledger process for "
-                           "%s ended before it opened the session (%s%s%s)", dir,
-                           status_text(p->c.status, st, sizeof st), why[0] ? ": " : "", why);
+      ledger_fail(err, errlen, rc = rc == 0 ? -EPIPE : rc,
+                  "ledger: the ledger process for "
+                  "%s ended before it opened the session (%s%s%s)",
+                  dir, status_text(p->c.status, st, sizeof st), why[0] ? ": " : "", why);
     goto fail;
   }
   if (ledger_proto_is(m, "refuse")) {
@@ -529,8 +514,10 @@ int airlock_ledger_proc_open(const char *dir, const airlock_ledger_proc_opts *o,
       idn != 2 * AIRLOCK_LEDGER_ID_LEN || !ledger_proto_u64(m, "seq", &seq) || seq == 0 ||
       !ledger_proto_bin(m, "head", &h, &hn) || hn != AIRLOCK_LEDGER_HASH_LEN ||
       !ledger_proto_u64(m, "durable", &durable) || durable > seq) {
-    rc = ledger_fail(err, errlen, -EPROTO, "ledger: the ledger process for %s sent a "
-                              "greeting that is not its grant's", dir);
+    rc = ledger_fail(err, errlen, -EPROTO,
+                     "ledger: the ledger process for %s sent a "
+                     "greeting that is not its grant's",
+                     dir);
     goto fail;
   }
   memcpy(p->id_hex, id, idn);
@@ -554,26 +541,24 @@ fail_early:
   return rc;
 }
 
-int airlock_ledger_proc_append(airlock_ledger_proc *p, const char *kind, uint64_t run,
-                               const void *fields, size_t fields_len, int wait,
-                               uint64_t *seq, uint64_t *bytes)
+int airlock_ledger_proc_append(airlock_ledger_proc *p, const char *kind, uint64_t run, const void *fields,
+                               size_t fields_len, int wait, uint64_t *seq, uint64_t *bytes)
 {
-  if (p->sticky)
-    return p->sticky;
+  if (p->sticky) return p->sticky;
   msgpack_packer pk;
   size_t start;
-  if (queue_begin(p, &pk, "append", fields ? 4 : 3, &start) < 0)
-    return -ENOMEM;
+  if (queue_begin(p, &pk, "append", fields ? 4 : 3, &start) < 0) return -ENOMEM;
   airlock_pack_cstr(&pk, "kind");
   airlock_pack_cstr(&pk, kind ? kind : "");
   airlock_pack_cstr(&pk, "run");
   msgpack_pack_uint64(&pk, run);
-  if (fields)
-    pack_bin_field(&pk, "fields", fields, fields_len);
+  if (fields) pack_bin_field(&pk, "fields", fields, fields_len);
   if (p->q.size - start - 4 > LEDGER_PROTO_FRAME_MAX) {
     p->q.size = start;
-    snprintf(p->err, sizeof p->err, "ledger: record seq %" PRIu64 " is %zu bytes, over the limit "
-             "of %u", p->seq + p->queued + 1, fields_len, AIRLOCK_LEDGER_BODY_MAX);
+    snprintf(p->err, sizeof p->err,
+             "ledger: record seq %" PRIu64 " is %zu bytes, over the limit "
+             "of %u",
+             p->seq + p->queued + 1, fields_len, AIRLOCK_LEDGER_BODY_MAX);
     return -EMSGSIZE;
   }
   queue_end(p, start);
@@ -590,8 +575,7 @@ int airlock_ledger_proc_append(airlock_ledger_proc *p, const char *kind, uint64_
     if (bytes) *bytes = 0;
     return 0;
   }
-  if (rc < 0)
-    return rc;
+  if (rc < 0) return rc;
   if (seq) *seq = wait ? p->seq : p->seq + p->queued;
   if (bytes) *bytes = wait ? p->acked_bytes : 0;
   if (wait) p->acked_bytes = 0;
@@ -600,16 +584,14 @@ int airlock_ledger_proc_append(airlock_ledger_proc *p, const char *kind, uint64_
 
 int airlock_ledger_proc_sync(airlock_ledger_proc *p)
 {
-  if (p->sticky)
-    return p->sticky;
+  if (p->sticky) return p->sticky;
   return pump(p, 0, 0, 0);
 }
 
 int airlock_ledger_proc_send(airlock_ledger_proc *p)
 {
-  if (p->sticky)
-    return p->sticky;
-  return pump(p, p->queued, 0, 0);   /* sends the queue; waits for no answer */
+  if (p->sticky) return p->sticky;
+  return pump(p, p->queued, 0, 0); /* sends the queue; waits for no answer */
 }
 
 uint64_t airlock_ledger_proc_take_bytes(airlock_ledger_proc *p)
@@ -622,23 +604,19 @@ uint64_t airlock_ledger_proc_take_bytes(airlock_ledger_proc *p)
 int airlock_ledger_proc_flush(airlock_ledger_proc *p)
 {
   int rc = airlock_ledger_proc_sync(p);
-  if (rc < 0)
-    return rc;
+  if (rc < 0) return rc;
   msgpack_packer pk;
   size_t start;
-  if (queue_begin(p, &pk, "flush", 1, &start) < 0)
-    return -ENOMEM;
+  if (queue_begin(p, &pk, "flush", 1, &start) < 0) return -ENOMEM;
   queue_end(p, start);
   double deadline = mono_ms() + (p->admit_ms > CLOSE_MS ? p->admit_ms : CLOSE_MS);
   rc = send_all(&p->c, p->q.data, p->q.size, deadline);
   msgpack_sbuffer_clear(&p->q);
-  if (rc < 0)
-    return lost(p, rc, "");
+  if (rc < 0) return lost(p, rc, "");
   const msgpack_object *m;
   char why[200];
   rc = recv_msg(&p->c, deadline, &m, why, sizeof why);
-  if (rc <= 0)
-    return lost(p, rc, why);
+  if (rc <= 0) return lost(p, rc, why);
   uint64_t durable;
   if (ledger_proto_is(m, "synced") && ledger_proto_u64(m, "durable", &durable) && durable <= p->seq) {
     p->durable = durable;
@@ -654,19 +632,15 @@ int airlock_ledger_proc_flush(airlock_ledger_proc *p)
 
 int airlock_ledger_proc_poll(airlock_ledger_proc *p)
 {
-  if (p->sticky)
-    return p->sticky;
-  if (p->queued > 0)
-    return 0;
-  struct pollfd pf = { .fd = p->c.fd, .events = POLLIN };
-  if (poll(&pf, 1, 0) <= 0)
-    return 0;
+  if (p->sticky) return p->sticky;
+  if (p->queued > 0) return 0;
+  struct pollfd pf = {.fd = p->c.fd, .events = POLLIN};
+  if (poll(&pf, 1, 0) <= 0) return 0;
   /* nothing was asked: anything readable is the end of the stream */
   const msgpack_object *m;
   char why[200] = "";
   int rc = recv_msg(&p->c, mono_ms(), &m, why, sizeof why);
-  if (rc == -ETIMEDOUT)
-    return 0;   /* a partial frame: not ours to judge yet */
+  if (rc == -ETIMEDOUT) return 0; /* a partial frame: not ours to judge yet */
   return lost(p, rc == 1 ? -EPROTO : rc, rc == 1 ? "a message nobody asked for" : why);
 }
 
@@ -681,16 +655,14 @@ int airlock_ledger_proc_sync_due_ms(const airlock_ledger_proc *p)
 int airlock_ledger_proc_tick(airlock_ledger_proc *p)
 {
   int rc = airlock_ledger_proc_poll(p);
-  if (rc < 0 || airlock_ledger_proc_sync_due_ms(p) != 0)
-    return rc;
+  if (rc < 0 || airlock_ledger_proc_sync_due_ms(p) != 0) return rc;
   /* the process has committed the window by now: ask, so durable_seq is exact */
   return airlock_ledger_proc_flush(p);
 }
 
 int airlock_ledger_proc_raw_send(airlock_ledger_proc *p, const void *bytes, size_t len)
 {
-  if (p->sticky)
-    return p->sticky;
+  if (p->sticky) return p->sticky;
   int rc = send_all(&p->c, bytes, len, mono_ms() + p->admit_ms);
   return rc == -ETIMEDOUT ? rc : rc < 0 ? lost(p, rc, "") : 0;
 }
@@ -702,20 +674,36 @@ void airlock_ledger_proc_head(const airlock_ledger_proc *p, uint64_t *seq,
   if (hash) memcpy(hash, p->head, AIRLOCK_LEDGER_HASH_LEN);
 }
 
-uint64_t airlock_ledger_proc_durable_seq(const airlock_ledger_proc *p) { return p->durable; }
-int airlock_ledger_proc_durability(const airlock_ledger_proc *p) { return p->durability; }
-const char *airlock_ledger_proc_session_id(const airlock_ledger_proc *p) { return p->id_hex; }
-const char *airlock_ledger_proc_grant(const airlock_ledger_proc *p) { return p->grant; }
-pid_t airlock_ledger_proc_pid(const airlock_ledger_proc *p) { return p->c.pid; }
-const char *airlock_ledger_proc_error(const airlock_ledger_proc *p) { return p->err; }
+uint64_t airlock_ledger_proc_durable_seq(const airlock_ledger_proc *p)
+{
+  return p->durable;
+}
+int airlock_ledger_proc_durability(const airlock_ledger_proc *p)
+{
+  return p->durability;
+}
+const char *airlock_ledger_proc_session_id(const airlock_ledger_proc *p)
+{
+  return p->id_hex;
+}
+const char *airlock_ledger_proc_grant(const airlock_ledger_proc *p)
+{
+  return p->grant;
+}
+pid_t airlock_ledger_proc_pid(const airlock_ledger_proc *p)
+{
+  return p->c.pid;
+}
+const char *airlock_ledger_proc_error(const airlock_ledger_proc *p)
+{
+  return p->err;
+}
 
 int airlock_ledger_proc_close(airlock_ledger_proc *p)
 {
-  if (p == NULL)
-    return 0;
+  if (p == NULL) return 0;
   int rc = p->sticky;
-  if (rc == 0)
-    rc = airlock_ledger_proc_sync(p);
+  if (rc == 0) rc = airlock_ledger_proc_sync(p);
   if (rc == 0) {
     msgpack_packer pk;
     size_t start;
@@ -755,12 +743,12 @@ int airlock_ledger_proc_close(airlock_ledger_proc *p)
 
 struct airlock_ledger_proc_reader {
   struct child c;
-  int state;              /* 0 reading, 1 at the end, < 0 failed */
+  int state; /* 0 reading, 1 at the end, < 0 failed */
   uint64_t expect;
   msgpack_zone zone;
   msgpack_object body;
   airlock_ledger_report rep;
-  airlock_ledger_record held;   /* the record open read, for the first next() */
+  airlock_ledger_record held; /* the record open read, for the first next() */
   char err[512];
 };
 
@@ -770,14 +758,13 @@ static int start_ro(struct child *c, const char *program, const char *mode, cons
 {
   char grant[LEDGER_PROTO_GRANT_HEX + 1];
   int rc = draw_grant(grant);
-  if (rc < 0)
-    return ledger_fail(err, errlen, rc, "ledger: getrandom for the grant failed");
-  const char *argv[] = { program, mode, dir, grant, extra, NULL };
+  if (rc < 0) return ledger_fail(err, errlen, rc, "ledger: getrandom for the grant failed");
+  const char *argv[] = {program, mode, dir, grant, extra, NULL};
   return child_start(c, argv, err, errlen);
 }
 
-int airlock_ledger_proc_reader_open(const char *program, const char *dir,
-                                    airlock_ledger_proc_reader **out, char *err, size_t errlen)
+int airlock_ledger_proc_reader_open(const char *program, const char *dir, airlock_ledger_proc_reader **out,
+                                    char *err, size_t errlen)
 {
   *out = NULL;
   airlock_ledger_proc_reader *r = calloc(1, sizeof *r);
@@ -799,7 +786,7 @@ int airlock_ledger_proc_reader_open(const char *program, const char *dir,
     airlock_ledger_proc_reader_close(r);
     return rc;
   }
-  r->state = rc == 1 ? 2 : r->state;   /* 2: rec is held for the first next() */
+  r->state = rc == 1 ? 2 : r->state; /* 2: rec is held for the first next() */
   *out = r;
   return 0;
 }
@@ -826,7 +813,8 @@ static int take_rec(airlock_ledger_proc_reader *r, const msgpack_object *m, airl
       !ledger_proto_bin(m, "body", &body, &bn) || bn == 0 || bn > AIRLOCK_LEDGER_BODY_MAX)
     return reader_fail(r, -EPROTO, "ledger: the reading ledger process sent %s", "a record out of order");
   if (airlock_msg_check(body, bn, why, sizeof why) < 0)
-    return reader_fail(r, -EPROTO, "ledger: the reading ledger process sent a body that is not msgpack (%s)", why);
+    return reader_fail(r, -EPROTO, "ledger: the reading ledger process sent a body that is not msgpack (%s)",
+                       why);
   msgpack_zone_clear(&r->zone);
   size_t off = 0;
   if (msgpack_unpack(body, bn, &off, &r->zone, &r->body) != MSGPACK_UNPACK_SUCCESS ||
@@ -836,8 +824,10 @@ static int take_rec(airlock_ledger_proc_reader *r, const msgpack_object *m, airl
   rec->seq = seq;
   ledger_proto_u64(&r->body, "run", &rec->run);
   const msgpack_object *t = airlock_msg_field(&r->body, "t");
-  if (t && t->type == MSGPACK_OBJECT_FLOAT64) rec->t = t->via.f64;
-  else if (t && t->type == MSGPACK_OBJECT_POSITIVE_INTEGER) rec->t = (double)t->via.u64;
+  if (t && t->type == MSGPACK_OBJECT_FLOAT64)
+    rec->t = t->via.f64;
+  else if (t && t->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+    rec->t = (double)t->via.u64;
   const char *k;
   uint32_t kn;
   if (ledger_proto_str(&r->body, "kind", &k, &kn) && kn <= AIRLOCK_LEDGER_KIND_MAX) {
@@ -858,25 +848,22 @@ static int take_rec(airlock_ledger_proc_reader *r, const msgpack_object *m, airl
 
 int airlock_ledger_proc_reader_next(airlock_ledger_proc_reader *r, airlock_ledger_record *rec)
 {
-  if (r->state == 2) {   /* the record read by open */
+  if (r->state == 2) { /* the record read by open */
     r->state = 0;
     *rec = r->held;
     return 1;
   }
-  if (r->state != 0)
-    return r->state < 0 ? r->state : 0;
+  if (r->state != 0) return r->state < 0 ? r->state : 0;
   const msgpack_object *m;
   char why[200] = "";
   int rc = recv_msg(&r->c, mono_ms() + READ_MS, &m, why, sizeof why);
   if (rc <= 0) {
     child_reap(&r->c, 200);
     char st[96];
-    if (rc == 0)
-      snprintf(why, sizeof why, "%s", status_text(r->c.status, st, sizeof st));
+    if (rc == 0) snprintf(why, sizeof why, "%s", status_text(r->c.status, st, sizeof st));
     return reader_fail(r, rc == 0 ? -EPIPE : rc, "ledger: the reading ledger process ended early (%s)", why);
   }
-  if (ledger_proto_is(m, "rec"))
-    return take_rec(r, m, rec);
+  if (ledger_proto_is(m, "rec")) return take_rec(r, m, rec);
   if (ledger_proto_is(m, "end")) {
     int64_t v = 0;
     uint64_t records = r->rep.records;
@@ -904,10 +891,8 @@ const char *airlock_ledger_proc_reader_error(const airlock_ledger_proc_reader *r
 
 void airlock_ledger_proc_reader_close(airlock_ledger_proc_reader *r)
 {
-  if (r == NULL)
-    return;
-  if (!r->c.reaped && r->c.pid > 0)
-    kill(r->c.pid, SIGKILL);
+  if (r == NULL) return;
+  if (!r->c.reaped && r->c.pid > 0) kill(r->c.pid, SIGKILL);
   child_free(&r->c);
   msgpack_zone_destroy(&r->zone);
   free(r);
@@ -915,14 +900,12 @@ void airlock_ledger_proc_reader_close(airlock_ledger_proc_reader *r)
 
 /* Runs a one-answer mode (verify, branch) and reads its end message; on_end,
 ** when given, reads more of it (and may refuse it: -errno). */
-static int one_shot(const char *program, const char *const *argv, airlock_ledger_report *rep,
-                    char *err, size_t errlen,
-                    int (*on_end)(const msgpack_object *m, void *ctx), void *ctx)
+static int one_shot(const char *program, const char *const *argv, airlock_ledger_report *rep, char *err,
+                    size_t errlen, int (*on_end)(const msgpack_object *m, void *ctx), void *ctx)
 {
   struct child c;
   int rc = child_start(&c, argv, err, errlen);
-  if (rc < 0)
-    return rc;
+  if (rc < 0) return rc;
   const msgpack_object *m;
   char why[200] = "";
   rc = recv_msg(&c, mono_ms() + 10 * READ_MS, &m, why, sizeof why);
@@ -941,9 +924,10 @@ static int one_shot(const char *program, const char *const *argv, airlock_ledger
     kill(c.pid, SIGKILL);
     child_reap(&c, 1000);
     char st[96];
-    rc = ledger_fail(err, errlen, rc < 0 && rc != -EPROTO ? rc : -EIO, "ledger: the ledger "
-                              "process %s ended without an answer (%s%s%s)", program,
-                              status_text(c.status, st, sizeof st), why[0] ? ": " : "", why);
+    rc = ledger_fail(err, errlen, rc < 0 && rc != -EPROTO ? rc : -EIO,
+                     "ledger: the ledger "
+                     "process %s ended without an answer (%s%s%s)",
+                     program, status_text(c.status, st, sizeof st), why[0] ? ": " : "", why);
     snprintf(rep->reason, sizeof rep->reason, "io: %.240s", err);
   }
   child_free(&c);
@@ -964,12 +948,10 @@ int airlock_ledger_proc_verify(const char *program, const char *dir, const uint6
     snprintf(rep->reason, sizeof rep->reason, "io: getrandom for the grant failed");
     return -EIO;
   }
-  if (checkpoint_seq)
-    airlock_ledger_format_checkpoint(*checkpoint_seq, checkpoint_hash, cp, sizeof cp);
-  const char *argv[] = { program, "verify", dir, grant, checkpoint_seq ? cp : NULL, NULL };
+  if (checkpoint_seq) airlock_ledger_format_checkpoint(*checkpoint_seq, checkpoint_hash, cp, sizeof cp);
+  const char *argv[] = {program, "verify", dir, grant, checkpoint_seq ? cp : NULL, NULL};
   int rc = one_shot(program, argv, rep, err, sizeof err, NULL, NULL);
-  if (rc < 0 && rep->reason[0] == '\0')
-    snprintf(rep->reason, sizeof rep->reason, "io: %.240s", err);
+  if (rc < 0 && rep->reason[0] == '\0') snprintf(rep->reason, sizeof rep->reason, "io: %.240s", err);
   return rc;
 }
 
@@ -985,8 +967,7 @@ static int read_at(const msgpack_object *m, void *ctx)
 {
   struct verify_at *va = ctx;
   const msgpack_object *at = airlock_msg_field(m, "at");
-  if (at == NULL || at->type != MSGPACK_OBJECT_ARRAY || at->via.array.size > va->n)
-    return -EPROTO;
+  if (at == NULL || at->type != MSGPACK_OBJECT_ARRAY || at->via.array.size > va->n) return -EPROTO;
   size_t k = 0;
   for (uint32_t i = 0; i < at->via.array.size; i++) {
     const msgpack_object *e = &at->via.array.ptr[i];
@@ -996,10 +977,8 @@ static int read_at(const msgpack_object *m, void *ctx)
         e->via.array.ptr[1].via.bin.size != AIRLOCK_LEDGER_HASH_LEN)
       return -EPROTO;
     uint64_t seq = e->via.array.ptr[0].via.u64;
-    while (k < va->n && va->seqs[k] < seq)
-      k++;
-    if (k == va->n || va->seqs[k] != seq)
-      return -EPROTO;   /* a seq not asked for, or out of order */
+    while (k < va->n && va->seqs[k] < seq) k++;
+    if (k == va->n || va->seqs[k] != seq) return -EPROTO; /* a seq not asked for, or out of order */
     memcpy(va->hashes[k], e->via.array.ptr[1].via.bin.ptr, AIRLOCK_LEDGER_HASH_LEN);
     va->found[k++] = 1;
   }
@@ -1038,38 +1017,34 @@ int airlock_ledger_proc_verify_at(const char *program, const char *dir, const ui
     snprintf(rep->reason, sizeof rep->reason, "io: getrandom for the grant failed");
     return -EIO;
   }
-  const char *argv[] = { program, "verify", dir, grant, "--at", list, NULL };
-  struct verify_at va = { seqs, n, hashes, found };
+  const char *argv[] = {program, "verify", dir, grant, "--at", list, NULL};
+  struct verify_at va = {seqs, n, hashes, found};
   int rc = one_shot(program, argv, rep, err, sizeof err, read_at, &va);
   free(list);
-  if (rc < 0 && rep->reason[0] == '\0')
-    snprintf(rep->reason, sizeof rep->reason, "io: %.240s", err);
+  if (rc < 0 && rep->reason[0] == '\0') snprintf(rep->reason, sizeof rep->reason, "io: %.240s", err);
   return rc;
 }
 
-int airlock_ledger_proc_branch(const char *program, const char *src, uint64_t at_seq,
-                               const char *dst, char *err, size_t errlen)
+int airlock_ledger_proc_branch(const char *program, const char *src, uint64_t at_seq, const char *dst,
+                               char *err, size_t errlen)
 {
-  if (at_seq == 0)
-    return ledger_fail(err, errlen, -ERANGE, "ledger: a branch needs a seq of at least 1");
+  if (at_seq == 0) return ledger_fail(err, errlen, -ERANGE, "ledger: a branch needs a seq of at least 1");
   char grant[LEDGER_PROTO_GRANT_HEX + 1], at[24];
-  if (draw_grant(grant) < 0)
-    return ledger_fail(err, errlen, -EIO, "ledger: getrandom for the grant failed");
+  if (draw_grant(grant) < 0) return ledger_fail(err, errlen, -EIO, "ledger: getrandom for the grant failed");
   snprintf(at, sizeof at, "%" PRIu64, at_seq);
-  const char *argv[] = { program, "branch", src, at, dst, grant, NULL };
+  const char *argv[] = {program, "branch", src, at, dst, grant, NULL};
   airlock_ledger_report rep;
   if (err && errlen) err[0] = '\0';
   return one_shot(program, argv, &rep, err, errlen, NULL, NULL);
 }
 
 int airlock_ledger_proc_probe(const char *program, const char *dir,
-                              void (*cb)(void *ctx, const char *name, int64_t rc), void *ctx,
-                              int *status, char *err, size_t errlen)
+                              void (*cb)(void *ctx, const char *name, int64_t rc), void *ctx, int *status,
+                              char *err, size_t errlen)
 {
   struct child c;
   int rc = start_ro(&c, program, "probe", dir, NULL, err, errlen);
-  if (rc < 0)
-    return rc;
+  if (rc < 0) return rc;
   const msgpack_object *m;
   char why[200];
   while (recv_msg(&c, mono_ms() + READ_MS, &m, why, sizeof why) == 1) {

@@ -36,17 +36,17 @@
 typedef struct airlock_ledger_proc airlock_ledger_proc;
 
 typedef struct airlock_ledger_proc_opts {
-  const char *program;     /* path of airlock-ledgerd (required) */
-  int create;              /* as airlock_ledger_opts */
-  int durability;          /* AIRLOCK_DURABLE_* */
-  unsigned batch_ms;       /* 0: the default */
-  const void *session;     /* a new session's fields: one packed msgpack map, or NULL */
+  const char *program; /* path of airlock-ledgerd (required) */
+  int create;          /* as airlock_ledger_opts */
+  int durability;      /* AIRLOCK_DURABLE_* */
+  unsigned batch_ms;   /* 0: the default */
+  const void *session; /* a new session's fields: one packed msgpack map, or NULL */
   size_t session_len;
-  uint64_t max_bytes;      /* the session's journal may not grow past this many
-                              bytes (appends are refused, -EDQUOT); 0: no bound */
-  unsigned admit_ms;       /* admission deadline per request; 0: the default */
-  uint64_t seal_bytes;     /* seal the journal into a compressed segment once it
-                              holds this many bytes; 0: AIRLOCK_LEDGER_SEAL_DEFAULT */
+  uint64_t max_bytes;  /* the session's journal may not grow past this many
+                          bytes (appends are refused, -EDQUOT); 0: no bound */
+  unsigned admit_ms;   /* admission deadline per request; 0: the default */
+  uint64_t seal_bytes; /* seal the journal into a compressed segment once it
+                          holds this many bytes; 0: AIRLOCK_LEDGER_SEAL_DEFAULT */
 } airlock_ledger_proc_opts;
 
 /* Starts the ledger process for dir and opens the session in it. Returns 0
@@ -54,9 +54,8 @@ typedef struct airlock_ledger_proc_opts {
 ** message: the open's own errors (-EWOULDBLOCK "ledger: DIR is in use by pid
 ** N", -ENOENT, -EBADMSG, -EINVAL), -ETIMEDOUT, or -EPERM for confinement that
 ** could not be applied (the process then never read a byte). */
-int airlock_ledger_proc_open(const char *dir, const airlock_ledger_proc_opts *o,
-                             airlock_ledger_proc **out, airlock_ledger_report *rep,
-                             char *err, size_t errlen);
+int airlock_ledger_proc_open(const char *dir, const airlock_ledger_proc_opts *o, airlock_ledger_proc **out,
+                             airlock_ledger_report *rep, char *err, size_t errlen);
 /* Appends {kind, run, fields...} (fields: one packed map, or NULL). wait 1:
 ** returns once the record is accepted (*seq: its seq; *bytes: what it and the
 ** queued appends accepted with it or since the last waited one added to the
@@ -64,9 +63,8 @@ int airlock_ledger_proc_open(const char *dir, const airlock_ledger_proc_opts *o,
 ** the request is queued (sent in batches; at most a window's worth are in
 ** flight) and *seq is the seq it will have if accepted; a refusal surfaces at
 ** the next waiting call (sticky). Returns 0 or -errno. */
-int airlock_ledger_proc_append(airlock_ledger_proc *p, const char *kind, uint64_t run,
-                               const void *fields, size_t fields_len, int wait,
-                               uint64_t *seq, uint64_t *bytes);
+int airlock_ledger_proc_append(airlock_ledger_proc *p, const char *kind, uint64_t run, const void *fields,
+                               size_t fields_len, int wait, uint64_t *seq, uint64_t *bytes);
 /* Waits until every queued append is accepted or refused. 0 or -errno. */
 int airlock_ledger_proc_sync(airlock_ledger_proc *p);
 /* Sends the queued appends now, without waiting for their answers (the
@@ -93,7 +91,7 @@ int airlock_ledger_proc_raw_send(airlock_ledger_proc *p, const void *bytes, size
 /* The last accepted record: seq and chain hash (either may be NULL). */
 void airlock_ledger_proc_head(const airlock_ledger_proc *p, uint64_t *seq,
                               uint8_t hash[AIRLOCK_LEDGER_HASH_LEN]);
-uint64_t airlock_ledger_proc_durable_seq(const airlock_ledger_proc *p);  /* committed */
+uint64_t airlock_ledger_proc_durable_seq(const airlock_ledger_proc *p); /* committed */
 int airlock_ledger_proc_durability(const airlock_ledger_proc *p);
 const char *airlock_ledger_proc_session_id(const airlock_ledger_proc *p);
 const char *airlock_ledger_proc_grant(const airlock_ledger_proc *p);
@@ -110,8 +108,8 @@ typedef struct airlock_ledger_proc_reader airlock_ledger_proc_reader;
 
 /* Starts a read-only ledger process on dir (Landlock: read beneath dir alone;
 ** no lock taken) streaming its verified records. */
-int airlock_ledger_proc_reader_open(const char *program, const char *dir,
-                                    airlock_ledger_proc_reader **out, char *err, size_t errlen);
+int airlock_ledger_proc_reader_open(const char *program, const char *dir, airlock_ledger_proc_reader **out,
+                                    char *err, size_t errlen);
 /* As airlock_ledger_reader_next (rec->body decoded; the bytes are checked as
 ** untrusted before they are). 1, 0 at the end, or -errno (-EBADMSG: damage). */
 int airlock_ledger_proc_reader_next(airlock_ledger_proc_reader *r, airlock_ledger_record *rec);
@@ -137,14 +135,14 @@ int airlock_ledger_proc_verify_at(const char *program, const char *dir, const ui
                                   uint8_t (*hashes)[AIRLOCK_LEDGER_HASH_LEN], uint8_t *found,
                                   airlock_ledger_report *rep);
 /* airlock_ledger_branch, in a ledger process that may read src and write dst. */
-int airlock_ledger_proc_branch(const char *program, const char *src, uint64_t at_seq,
-                               const char *dst, char *err, size_t errlen);
+int airlock_ledger_proc_branch(const char *program, const char *src, uint64_t at_seq, const char *dst,
+                               char *err, size_t errlen);
 
 /* A ledger process in probe mode (for specs): confined as a writer of dir,
 ** it tries what it must not do; each attempt's result (0 or -errno) is handed
 ** to cb, in order, and *status gets its wait status. Returns 0 or -errno. */
 int airlock_ledger_proc_probe(const char *program, const char *dir,
-                              void (*cb)(void *ctx, const char *name, int64_t rc), void *ctx,
-                              int *status, char *err, size_t errlen);
+                              void (*cb)(void *ctx, const char *name, int64_t rc), void *ctx, int *status,
+                              char *err, size_t errlen);
 
 #endif

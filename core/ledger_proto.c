@@ -36,19 +36,16 @@ static void copy_str(const msgpack_object *m, const char *key, char *buf, size_t
   const char *s;
   uint32_t n;
   buf[0] = '\0';
-  if (!ledger_proto_str(m, key, &s, &n))
-    return;
-  if (n >= len)
-    n = (uint32_t)len - 1;
+  if (!ledger_proto_str(m, key, &s, &n)) return;
+  if (n >= len) n = (uint32_t)len - 1;
   memcpy(buf, s, n);
-  buf[n] = '\0';   /* an embedded NUL just ends the text early */
+  buf[n] = '\0'; /* an embedded NUL just ends the text early */
 }
 
 void ledger_proto_read_report(const msgpack_object *o, airlock_ledger_report *rep)
 {
   memset(rep, 0, sizeof *rep);
-  if (o == NULL || o->type != MSGPACK_OBJECT_MAP)
-    return;
+  if (o == NULL || o->type != MSGPACK_OBJECT_MAP) return;
   ledger_proto_u64(o, "records", &rep->records);
   ledger_proto_u64(o, "last_seq", &rep->last_seq);
   ledger_proto_u64(o, "bytes", &rep->bytes);
@@ -56,8 +53,7 @@ void ledger_proto_read_report(const msgpack_object *o, airlock_ledger_report *re
   ledger_proto_u64(o, "first_bad_seq", &rep->first_bad_seq);
   const char *h;
   uint32_t n;
-  if (ledger_proto_bin(o, "head", &h, &n) && n == AIRLOCK_LEDGER_HASH_LEN)
-    memcpy(rep->head, h, n);
+  if (ledger_proto_bin(o, "head", &h, &n) && n == AIRLOCK_LEDGER_HASH_LEN) memcpy(rep->head, h, n);
   copy_str(o, "session_id", rep->session_id, sizeof rep->session_id);
   copy_str(o, "reason", rep->reason, sizeof rep->reason);
 }
@@ -65,8 +61,7 @@ void ledger_proto_read_report(const msgpack_object *o, airlock_ledger_report *re
 int ledger_proto_u64(const msgpack_object *m, const char *key, uint64_t *v)
 {
   const msgpack_object *o = airlock_msg_field(m, key);
-  if (o == NULL || o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
-    return 0;
+  if (o == NULL || o->type != MSGPACK_OBJECT_POSITIVE_INTEGER) return 0;
   *v = o->via.u64;
   return 1;
 }
@@ -74,8 +69,7 @@ int ledger_proto_u64(const msgpack_object *m, const char *key, uint64_t *v)
 int ledger_proto_i64(const msgpack_object *m, const char *key, int64_t *v)
 {
   const msgpack_object *o = airlock_msg_field(m, key);
-  if (o == NULL)
-    return 0;
+  if (o == NULL) return 0;
   if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
     *v = o->via.i64;
     return 1;
@@ -90,8 +84,7 @@ int ledger_proto_i64(const msgpack_object *m, const char *key, int64_t *v)
 int ledger_proto_str(const msgpack_object *m, const char *key, const char **s, uint32_t *n)
 {
   const msgpack_object *o = airlock_msg_field(m, key);
-  if (o == NULL || o->type != MSGPACK_OBJECT_STR)
-    return 0;
+  if (o == NULL || o->type != MSGPACK_OBJECT_STR) return 0;
   *s = o->via.str.ptr;
   *n = o->via.str.size;
   return 1;
@@ -100,8 +93,7 @@ int ledger_proto_str(const msgpack_object *m, const char *key, const char **s, u
 int ledger_proto_bin(const msgpack_object *m, const char *key, const char **s, uint32_t *n)
 {
   const msgpack_object *o = airlock_msg_field(m, key);
-  if (o == NULL || o->type != MSGPACK_OBJECT_BIN)
-    return 0;
+  if (o == NULL || o->type != MSGPACK_OBJECT_BIN) return 0;
   *s = o->via.bin.ptr;
   *n = o->via.bin.size;
   return 1;

@@ -50,7 +50,7 @@
 #include <msgpack.h>
 #include "ledger.h"
 
-#define LEDGER_PROTO_VERSION 2
+#define LEDGER_PROTO_VERSION   2
 /* The largest frame either side accepts: a record body and its envelope. */
 #define LEDGER_PROTO_FRAME_MAX (AIRLOCK_LEDGER_BODY_MAX + (64u << 10))
 #define LEDGER_PROTO_GRANT_HEX 32
@@ -59,9 +59,9 @@
 enum {
   LEDGER_EXIT_OK = 0,
   LEDGER_EXIT_USAGE = 64,
-  LEDGER_EXIT_PROTOCOL = 65,   /* a client sent a bad frame */
-  LEDGER_EXIT_OPEN = 66,       /* the session could not be opened */
-  LEDGER_EXIT_CONFINE = 70,    /* confinement could not be applied: nothing was read */
+  LEDGER_EXIT_PROTOCOL = 65, /* a client sent a bad frame */
+  LEDGER_EXIT_OPEN = 66,     /* the session could not be opened */
+  LEDGER_EXIT_CONFINE = 70,  /* confinement could not be applied: nothing was read */
 };
 
 /* Packs a report as a map (11 fields). */

@@ -16,7 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-pid_t airlock_ns_holder_start_(int flags, const char *what, char *err, size_t errlen) {
+pid_t airlock_ns_holder_start_(int flags, const char *what, char *err, size_t errlen)
+{
   int ready[2];
   if (pipe2(ready, O_CLOEXEC) < 0) {
     int e = errno;
@@ -26,11 +27,12 @@ pid_t airlock_ns_holder_start_(int flags, const char *what, char *err, size_t er
   pid_t pid = fork();
   if (pid < 0) {
     int e = errno;
-    close(ready[0]); close(ready[1]);
+    close(ready[0]);
+    close(ready[1]);
     snprintf(err, errlen, "%s: fork: %s", what, airlock_strerror(e));
     return -e;
   }
-  if (pid == 0) {   /* holds the namespaces until the parent is done with them */
+  if (pid == 0) { /* holds the namespaces until the parent is done with them */
     int e = unshare(flags) == 0 ? 0 : errno;
     if (write(ready[1], &e, sizeof e) != sizeof e) _exit(1);
     pause();
@@ -39,7 +41,8 @@ pid_t airlock_ns_holder_start_(int flags, const char *what, char *err, size_t er
   close(ready[1]);
   int e = EPIPE;
   ssize_t n;
-  do n = read(ready[0], &e, sizeof e); while (n < 0 && errno == EINTR);
+  do n = read(ready[0], &e, sizeof e);
+  while (n < 0 && errno == EINTR);
   close(ready[0]);
   if (n != sizeof e || e != 0) {
     if (n != sizeof e) e = EPIPE;
@@ -50,7 +53,9 @@ pid_t airlock_ns_holder_start_(int flags, const char *what, char *err, size_t er
   return pid;
 }
 
-void airlock_ns_holder_end_(pid_t pid) {
+void airlock_ns_holder_end_(pid_t pid)
+{
   kill(pid, SIGKILL);
-  while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+  while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+  }
 }

@@ -20,24 +20,28 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define PATH_BUF 4200 /* a path (under 4096) below VIEW_STAGE */
-#define VIEW_STAGE "/tmp"   /* where the view's root is built before pivot_root: a
-                               directory every system has, covered by then */
+#define PATH_BUF   4200 /* a path (under 4096) below VIEW_STAGE */
+/* Where the view's root is built before pivot_root: a directory every system
+** has, covered by then. */
+#define VIEW_STAGE "/tmp"
 
 static const char *const kind_names[AIRLOCK_MOUNT_KIND_COUNT_] = {
-  [AIRLOCK_MOUNT_WORKSPACE] = "workspace", [AIRLOCK_MOUNT_KEEP] = "keep", [AIRLOCK_MOUNT_TMPFS] = "tmpfs",
-  [AIRLOCK_MOUNT_VIEW_RO] = "view_ro", [AIRLOCK_MOUNT_VIEW_RW] = "view_rw", [AIRLOCK_MOUNT_ROOTFS] = "rootfs",
-  [AIRLOCK_MOUNT_PROTECT] = "protect",
+    [AIRLOCK_MOUNT_WORKSPACE] = "workspace", [AIRLOCK_MOUNT_KEEP] = "keep",
+    [AIRLOCK_MOUNT_TMPFS] = "tmpfs",         [AIRLOCK_MOUNT_VIEW_RO] = "view_ro",
+    [AIRLOCK_MOUNT_VIEW_RW] = "view_rw",     [AIRLOCK_MOUNT_ROOTFS] = "rootfs",
+    [AIRLOCK_MOUNT_PROTECT] = "protect",
 };
 
-const char *airlock_mount_kind_name(airlock_mount_kind k) {
+const char *airlock_mount_kind_name(airlock_mount_kind k)
+{
   return (unsigned)k < AIRLOCK_MOUNT_KIND_COUNT_ && kind_names[k] ? kind_names[k] : "unknown";
 }
 
 /* ------------------------------------------------------------ the parent's plan */
 
 /* Writes the message and returns -e. */
-__attribute__((format(printf, 4, 5))) static int refuse(char *err, size_t errlen, int e, const char *fmt, ...) {
+__attribute__((format(printf, 4, 5))) static int refuse(char *err, size_t errlen, int e, const char *fmt, ...)
+{
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(err, errlen, fmt, ap);
@@ -46,18 +50,21 @@ __attribute__((format(printf, 4, 5))) static int refuse(char *err, size_t errlen
 }
 
 /* The same message a failed step of the spawner gives: "spawn: STEP: text (NAME)". */
-static int refuse_step(char *err, size_t errlen, int e, const char *step) {
+static int refuse_step(char *err, size_t errlen, int e, const char *step)
+{
   return refuse(err, errlen, e, "spawn: %s: %s", step, airlock_strerror(e));
 }
 
 /* Whether path is dir or lies beneath it. */
-static int beneath(const char *path, const char *dir) {
+static int beneath(const char *path, const char *dir)
+{
   size_t n = strlen(dir);
   return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == 0 || (n == 1 && dir[0] == '/'));
 }
 
 /* The index of the tmpfs entry that path lies beneath, or -1. */
-static long under_tmpfs(const struct spawn_mount_plan *p, const char *path) {
+static long under_tmpfs(const struct spawn_mount_plan *p, const char *path)
+{
   for (int i = 0; i < p->ntmpfs; i++)
     if (beneath(path, p->tmpfs[i].at)) return i;
   return -1;
@@ -67,7 +74,8 @@ static long under_tmpfs(const struct spawn_mount_plan *p, const char *path) {
 ** what appears there (NULL: at itself; else owned by the entry). Returns 0
 ** when added, 1 when there is nothing to add (missing, or a link whose target
 ** does not fit), -E2BIG when the view is full. */
-static int add_view_path(struct spawn_mount_plan *p, const char *at, char *source, int rw) {
+static int add_view_path(struct spawn_mount_plan *p, const char *at, char *source, int rw)
+{
   const char *what = source ? source : at;
   struct stat st;
   if (lstat(what, &st) < 0) return 1;
@@ -89,7 +97,8 @@ static int add_view_path(struct spawn_mount_plan *p, const char *at, char *sourc
 
 /* Whether /name (a top-level entry) is a directory above one of the paths
 ** the child makes or binds itself. */
-static int above_own(const struct spawn_mount_plan *p, const char *name) {
+static int above_own(const struct spawn_mount_plan *p, const char *name)
+{
   char top[300];
   snprintf(top, sizeof top, "/%s", name);
   for (int k = 0; k < p->ntrees; k++)
@@ -105,13 +114,16 @@ static int above_own(const struct spawn_mount_plan *p, const char *name) {
 ** /NAME), except what the view makes itself (dev, proc, sys, tmp) and any
 ** directory above the workspace, a kept directory, a tmpfs or one of the
 ** view's own paths (those come from the host, so the view's root holds them). */
-static int plan_rootfs(struct spawn_mount_plan *p, char *err, size_t errlen) {
-  static const char *const own[] = { ".", "..", "dev", "proc", "sys", "tmp", NULL };
+static int plan_rootfs(struct spawn_mount_plan *p, char *err, size_t errlen)
+{
+  static const char *const own[] = {".", "..", "dev", "proc", "sys", "tmp", NULL};
   const char *rootfs = p->rootfs;
   size_t rl = strlen(rootfs);
   if (rootfs[0] != '/' || rl >= 3800 || rl < 2)
-    return refuse(err, errlen, EINVAL, "spawn: a root file system must be an absolute directory other than / "
-                  "(got '%s')", rootfs);
+    return refuse(err, errlen, EINVAL,
+                  "spawn: a root file system must be an absolute directory other than / "
+                  "(got '%s')",
+                  rootfs);
   DIR *d = opendir(rootfs);
   if (!d) {
     int e = errno;
@@ -124,13 +136,22 @@ static int plan_rootfs(struct spawn_mount_plan *p, char *err, size_t errlen) {
     for (size_t i = 0; own[i] && !skip; i++) skip = strcmp(de->d_name, own[i]) == 0;
     if (skip) continue;
     char *src = malloc(rl + strlen(de->d_name) + 2), *at = malloc(strlen(de->d_name) + 2);
-    if (!src || !at) { free(src); free(at); rc = refuse(err, errlen, ENOMEM, "rootfs: out of memory"); break; }
+    if (!src || !at) {
+      free(src);
+      free(at);
+      rc = refuse(err, errlen, ENOMEM, "rootfs: out of memory");
+      break;
+    }
     sprintf(src, "%s/%s", rootfs, de->d_name);
     sprintf(at, "/%s", de->d_name);
     int added = add_view_path(p, at, src, 0);
-    if (added != 0) { free(src); free(at); }   /* only an entry in the view owns them */
+    if (added != 0) {
+      free(src);
+      free(at);
+    } /* only an entry in the view owns them */
     if (added == -E2BIG)
-      rc = refuse(err, errlen, E2BIG, "rootfs: %s has more than %d entries at its top", rootfs, SPAWN_MOUNT_VIEW);
+      rc = refuse(err, errlen, E2BIG, "rootfs: %s has more than %d entries at its top", rootfs,
+                  SPAWN_MOUNT_VIEW);
   }
   closedir(d);
   return rc;
@@ -138,38 +159,45 @@ static int plan_rootfs(struct spawn_mount_plan *p, char *err, size_t errlen) {
 
 /* The view's paths, shortest first, as they are now (a missing one is left
 ** out: nothing is there to see). Returns 0, or -errno with a message. */
-static int plan_view(struct spawn_mount_plan *p, const airlock_spawn_opts *o, char *err, size_t errlen) {
+static int plan_view(struct spawn_mount_plan *p, const airlock_spawn_opts *o, char *err, size_t errlen)
+{
   int rc;
-  for (int rw = 0; rw < 2; rw++)   /* the read-only paths first: a writable one of the same path wins */
+  for (int rw = 0; rw < 2; rw++) /* the read-only paths first: a writable one of the same path wins */
     for (size_t i = 0; i < o->nmounts; i++) {
       if (o->mounts[i].kind != (rw ? AIRLOCK_MOUNT_VIEW_RW : AIRLOCK_MOUNT_VIEW_RO)) continue;
       const char *path = o->mounts[i].target;
       if (path[0] != '/' || strlen(path) >= 4000 || (path[1] == 0))
-        return refuse(err, errlen, EINVAL, "spawn: a view path must be an absolute path other than / (got '%s')", path);
-      int skip = 0;   /* the workspace and kept directories come in whole, as trees */
+        return refuse(err, errlen, EINVAL,
+                      "spawn: a view path must be an absolute path other than / (got '%s')", path);
+      int skip = 0; /* the workspace and kept directories come in whole, as trees */
       for (int k = 0; k < p->ntrees && !skip; k++) skip = beneath(path, p->trees[k].at);
       for (int k = 0; k < p->nview && !skip; k++) {
-        if (strcmp(p->view[k].path, path) == 0) { p->view[k].rw |= rw; skip = 1; }
+        if (strcmp(p->view[k].path, path) == 0) {
+          p->view[k].rw |= rw;
+          skip = 1;
+        }
       }
       if (!skip && add_view_path(p, path, NULL, rw) == -E2BIG)
         return refuse(err, errlen, E2BIG, "spawn: a view holds at most %d paths", SPAWN_MOUNT_VIEW);
     }
   if (p->rootfs && (rc = plan_rootfs(p, err, errlen)) < 0) return rc;
-  for (int i = 1; i < p->nview; i++)   /* insertion sort by length: parents first */
+  for (int i = 1; i < p->nview; i++) /* insertion sort by length: parents first */
     for (int j = i; j > 0 && strlen(p->view[j].path) < strlen(p->view[j - 1].path); j--) {
       struct spawn_mount_view t = p->view[j];
       p->view[j] = p->view[j - 1];
       p->view[j - 1] = t;
     }
   if (p->nview == 0) return refuse(err, errlen, ENOENT, "spawn: none of the view's paths exists");
-  if (!(o->namespaces & CLONE_NEWNS)) return refuse(err, errlen, EINVAL, "spawn: a view needs the mount namespace");
+  if (!(o->namespaces & CLONE_NEWNS))
+    return refuse(err, errlen, EINVAL, "spawn: a view needs the mount namespace");
   return 0;
 }
 
 /* One record checked and taken into p (the view's paths are planned after all
 ** are in). Returns 0, or -errno with a message. */
 static int take_record(struct spawn_mount_plan *p, const airlock_spawn_opts *o, size_t i, int *nkeep,
-                       char *err, size_t errlen) {
+                       char *err, size_t errlen)
+{
   const airlock_mount *m = &o->mounts[i];
   if ((unsigned)m->kind >= AIRLOCK_MOUNT_KIND_COUNT_ || !kind_names[m->kind])
     return refuse(err, errlen, EINVAL, "spawn: mount %zu has an unknown kind (%d)", i + 1, (int)m->kind);
@@ -180,66 +208,73 @@ static int take_record(struct spawn_mount_plan *p, const airlock_spawn_opts *o, 
   if (!(o->namespaces & CLONE_NEWNS) && m->kind == AIRLOCK_MOUNT_TMPFS)
     return refuse(err, errlen, EINVAL, "spawn: a private tmpfs (%s) needs the mount namespace", m->target);
   switch (m->kind) {
-  case AIRLOCK_MOUNT_WORKSPACE:
-    if (p->workspace) return refuse(err, errlen, EINVAL, "spawn: a spawn has at most one workspace");
-    if (m->target[0] != '/' || strlen(m->target) >= 4096 || !m->target[1])
-      return refuse(err, errlen, EINVAL, "spawn: a workspace must be an absolute directory other than /, "
-                    "under 4096 bytes");
-    p->workspace = m->target;
-    break;
-  case AIRLOCK_MOUNT_KEEP:
-    if (m->target[0] != '/' || strlen(m->target) >= 4096)
-      return refuse(err, errlen, EINVAL, "spawn: a kept directory must be an absolute path under 4096 bytes");
-    if (++*nkeep > SPAWN_MOUNT_TREES - 1) return refuse_step(err, errlen, E2BIG, "more than four kept directories");
-    break;
-  case AIRLOCK_MOUNT_TMPFS: {
-    if (p->ntmpfs == SPAWN_MOUNT_TMPFS)
-      return refuse(err, errlen, E2BIG, "spawn: at most %d private tmpfs", SPAWN_MOUNT_TMPFS);
-    struct spawn_mount_tmpfs *t = &p->tmpfs[p->ntmpfs++];
-    t->at = m->target;
-    /* What the child's mount needs, made here where stdio may be used. */
-    char size[24];
-    snprintf(size, sizeof size, "%lu", AIRLOCK_TMPFS_SIZE_DEFAULT);
-    if ((size_t)snprintf(t->data, sizeof t->data, "mode=1777,size=%s,nr_inodes=%lu", m->size ? m->size : size,
-                         m->inodes ? m->inodes : AIRLOCK_TMPFS_INODES_DEFAULT) >= sizeof t->data)
-      return refuse_step(err, errlen, EINVAL, "tmpfs size");
-    break;
-  }
-  case AIRLOCK_MOUNT_VIEW_RO:
-  case AIRLOCK_MOUNT_VIEW_RW:
-    p->viewed = 1;
-    break;
-  case AIRLOCK_MOUNT_ROOTFS:
-    if (p->rootfs) return refuse(err, errlen, EINVAL, "spawn: a spawn has at most one root file system");
-    p->rootfs = m->source;
-    p->viewed = 1;
-    break;
-  case AIRLOCK_MOUNT_PROTECT:
-    if (p->nprotect >= AIRLOCK_PROTECT_MAX || m->target[0] != '/' || strlen(m->target) >= 4096)
-      return refuse(err, errlen, EINVAL, "spawn: tool.protect: protected paths must be at most %d absolute paths "
-                    "beneath the workspace (%s)", AIRLOCK_PROTECT_MAX, m->target);
-    p->protect[p->nprotect++] = m->target;
-    break;
-  default:
-    break;
+    case AIRLOCK_MOUNT_WORKSPACE:
+      if (p->workspace) return refuse(err, errlen, EINVAL, "spawn: a spawn has at most one workspace");
+      if (m->target[0] != '/' || strlen(m->target) >= 4096 || !m->target[1])
+        return refuse(err, errlen, EINVAL,
+                      "spawn: a workspace must be an absolute directory other than /, "
+                      "under 4096 bytes");
+      p->workspace = m->target;
+      break;
+    case AIRLOCK_MOUNT_KEEP:
+      if (m->target[0] != '/' || strlen(m->target) >= 4096)
+        return refuse(err, errlen, EINVAL,
+                      "spawn: a kept directory must be an absolute path under 4096 bytes");
+      if (++*nkeep > SPAWN_MOUNT_TREES - 1)
+        return refuse_step(err, errlen, E2BIG, "more than four kept directories");
+      break;
+    case AIRLOCK_MOUNT_TMPFS: {
+      if (p->ntmpfs == SPAWN_MOUNT_TMPFS)
+        return refuse(err, errlen, E2BIG, "spawn: at most %d private tmpfs", SPAWN_MOUNT_TMPFS);
+      struct spawn_mount_tmpfs *t = &p->tmpfs[p->ntmpfs++];
+      t->at = m->target;
+      /* What the child's mount needs, made here where stdio may be used. */
+      char size[24];
+      snprintf(size, sizeof size, "%lu", AIRLOCK_TMPFS_SIZE_DEFAULT);
+      if ((size_t)snprintf(t->data, sizeof t->data, "mode=1777,size=%s,nr_inodes=%lu",
+                           m->size ? m->size : size,
+                           m->inodes ? m->inodes : AIRLOCK_TMPFS_INODES_DEFAULT) >= sizeof t->data)
+        return refuse_step(err, errlen, EINVAL, "tmpfs size");
+      break;
+    }
+    case AIRLOCK_MOUNT_VIEW_RO:
+    case AIRLOCK_MOUNT_VIEW_RW: p->viewed = 1; break;
+    case AIRLOCK_MOUNT_ROOTFS:
+      if (p->rootfs) return refuse(err, errlen, EINVAL, "spawn: a spawn has at most one root file system");
+      p->rootfs = m->source;
+      p->viewed = 1;
+      break;
+    case AIRLOCK_MOUNT_PROTECT:
+      if (p->nprotect >= AIRLOCK_PROTECT_MAX || m->target[0] != '/' || strlen(m->target) >= 4096)
+        return refuse(err, errlen, EINVAL,
+                      "spawn: tool.protect: protected paths must be at most %d absolute paths "
+                      "beneath the workspace (%s)",
+                      AIRLOCK_PROTECT_MAX, m->target);
+      p->protect[p->nprotect++] = m->target;
+      break;
+    default: break;
   }
   return 0;
 }
 
 int spawn_mount_plan(struct spawn_mount_plan *p, const airlock_spawn_opts *o, airlock_spawn_step *code,
-                     char *err, size_t errlen) {
+                     char *err, size_t errlen)
+{
   int rc, nkeep = 0;
   memset(p, 0, sizeof *p);
   *code = AIRLOCK_STEP_MOUNT;
   p->ruleset = p->idmap_fd = -1;
-  if (o->nmounts && !o->mounts) return refuse(err, errlen, EINVAL, "spawn: nmounts is %zu but mounts is NULL", o->nmounts);
+  if (o->nmounts && !o->mounts)
+    return refuse(err, errlen, EINVAL, "spawn: nmounts is %zu but mounts is NULL", o->nmounts);
   /* Too many protected paths is tool.protect's failure, however long the list. */
   size_t nprotect = 0;
   for (size_t i = 0; i < o->nmounts; i++) nprotect += o->mounts[i].kind == AIRLOCK_MOUNT_PROTECT;
   if (nprotect > AIRLOCK_PROTECT_MAX) {
     *code = AIRLOCK_STEP_PROTECT;
-    return refuse(err, errlen, EINVAL, "spawn: tool.protect: protected paths must be at most %d absolute paths "
-                  "beneath the workspace (%zu given)", AIRLOCK_PROTECT_MAX, nprotect);
+    return refuse(err, errlen, EINVAL,
+                  "spawn: tool.protect: protected paths must be at most %d absolute paths "
+                  "beneath the workspace (%zu given)",
+                  AIRLOCK_PROTECT_MAX, nprotect);
   }
   if (o->nmounts > AIRLOCK_MOUNTS_MAX)
     return refuse(err, errlen, E2BIG, "spawn: at most %d mounts (got %zu)", AIRLOCK_MOUNTS_MAX, o->nmounts);
@@ -253,17 +288,19 @@ int spawn_mount_plan(struct spawn_mount_plan *p, const airlock_spawn_opts *o, ai
   for (size_t i = 0; i < p->nprotect; i++)
     if (!p->workspace || strncmp(p->protect[i], p->workspace, wl) != 0 || p->protect[i][wl] != '/') {
       *code = AIRLOCK_STEP_PROTECT;
-      return refuse(err, errlen, EINVAL, "spawn: tool.protect: protected paths must be at most %d absolute paths "
-                    "beneath the workspace (%s)", AIRLOCK_PROTECT_MAX, p->protect[i]);
+      return refuse(err, errlen, EINVAL,
+                    "spawn: tool.protect: protected paths must be at most %d absolute paths "
+                    "beneath the workspace (%s)",
+                    AIRLOCK_PROTECT_MAX, p->protect[i]);
     }
   if (p->workspace && !(o->namespaces & CLONE_NEWNS))
     return refuse_step(err, errlen, EINVAL, "a workspace needs a workdir and the mount namespace");
-  if (p->workspace) p->trees[p->ntrees++] = (struct spawn_mount_tree){ p->workspace, -1, 1 };
+  if (p->workspace) p->trees[p->ntrees++] = (struct spawn_mount_tree){p->workspace, -1, 1};
   /* A kept directory matters below a tmpfs, or in a view (elsewhere it is
   ** visible anyway). */
   for (size_t i = 0; i < o->nmounts; i++) {
     if (o->mounts[i].kind != AIRLOCK_MOUNT_KEEP) continue;
-    p->trees[p->ntrees] = (struct spawn_mount_tree){ o->mounts[i].target, -1, 0 };
+    p->trees[p->ntrees] = (struct spawn_mount_tree){o->mounts[i].target, -1, 0};
     p->ntrees += p->viewed || under_tmpfs(p, o->mounts[i].target) >= 0;
   }
   for (int k = 0; k < p->ntrees; k++) p->trees[k].under = under_tmpfs(p, p->trees[k].at);
@@ -272,27 +309,41 @@ int spawn_mount_plan(struct spawn_mount_plan *p, const airlock_spawn_opts *o, ai
   return 0;
 }
 
-int spawn_mount_any(const struct spawn_mount_plan *p) {
+int spawn_mount_any(const struct spawn_mount_plan *p)
+{
   return p->ntmpfs || p->ntrees || p->nview;
 }
 
-void spawn_mount_plan_free(struct spawn_mount_plan *p) {
+void spawn_mount_plan_free(struct spawn_mount_plan *p)
+{
   for (int i = 0; i < p->nview; i++)
-    if (p->view[i].source) { free(p->view[i].source); free((char *)p->view[i].path); }
+    if (p->view[i].source) {
+      free(p->view[i].source);
+      free((char *)p->view[i].path);
+    }
   p->nview = 0;
 }
 
 /* ------------------------------------------------------------ the child's mounts */
 
-#define FAIL(what) do { *step = (what); return -errno; } while (0)
-#define TRY(call) do { int e_ = (call); if (e_ < 0) return e_; } while (0)
+#define FAIL(what)  \
+  do {              \
+    *step = (what); \
+    return -errno;  \
+  } while (0)
+#define TRY(call)          \
+  do {                     \
+    int e_ = (call);       \
+    if (e_ < 0) return e_; \
+  } while (0)
 #define CHILD __attribute__((no_sanitize("address", "undefined")))
 
 /* mkdir -p of dir below the directory top (which it lies beneath); with own,
 ** the new directories are the run's when the parent is root (they are on its
 ** private /tmp). */
 CHILD static int mkdir_below(const struct spawn_mount_plan *p, const char *top, const char *at, int own,
-                             const char **step) {
+                             const char **step)
+{
   char dir[PATH_BUF];
   size_t dl = strlen(at);
   memcpy(dir, at, dl + 1);
@@ -310,7 +361,8 @@ CHILD static int mkdir_below(const struct spawn_mount_plan *p, const char *top, 
 }
 
 /* pre followed by path, into buf (the parent bounded both). */
-CHILD static const char *under(char buf[PATH_BUF], const char *pre, const char *path) {
+CHILD static const char *under(char buf[PATH_BUF], const char *pre, const char *path)
+{
   size_t pl = strlen(pre), n = strlen(path);
   memcpy(buf, pre, pl);
   memcpy(buf + pl, path, n + 1);
@@ -319,38 +371,47 @@ CHILD static const char *under(char buf[PATH_BUF], const char *pre, const char *
 
 /* Clones the tree at path (before anything hides it) and sets attr on it:
 ** the fd, or -errno and *step. */
-CHILD static int clone_tree(const char *path, struct mount_attr *a, const char *what, const char **step) {
+CHILD static int clone_tree(const char *path, struct mount_attr *a, const char *what, const char **step)
+{
   int fd = (int)syscall(SYS_open_tree, AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
   if (fd < 0) FAIL(what);
-  if (a->attr_set && syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE, a, sizeof *a) < 0) FAIL(what);
+  if (a->attr_set && syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE, a, sizeof *a) < 0)
+    FAIL(what);
   return fd;
 }
 
 /* Grants the directory at path in the Landlock ruleset: read and write, or read. */
 CHILD static int grant(const struct spawn_mount_plan *p, const char *path, int rw, const char *open_step,
-                       const char *rule_step, const char **step) {
+                       const char *rule_step, const char **step)
+{
   int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) FAIL(open_step);
   int e = rw ? airlock_confine_prepared_grant_rw(p->confine, p->ruleset, fd)
              : airlock_confine_prepared_grant_read(p->confine, p->ruleset, fd);
   close(fd);
-  if (e < 0) { errno = -e; FAIL(rule_step); }
+  if (e < 0) {
+    errno = -e;
+    FAIL(rule_step);
+  }
   return 0;
 }
 
 /* The workspace and kept directories cloned, into fds. */
-CHILD static int clone_trees(const struct spawn_mount_plan *p, int fds[SPAWN_MOUNT_TREES], const char **step) {
+CHILD static int clone_trees(const struct spawn_mount_plan *p, int fds[SPAWN_MOUNT_TREES], const char **step)
+{
   for (int i = 0; i < p->ntrees; i++) {
     const struct spawn_mount_tree *t = &p->trees[i];
-    struct mount_attr a = { .attr_set = t->rw ? MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV
-                                              : MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV };
+    struct mount_attr a = {.attr_set = t->rw ? MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV
+                                             : MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
     if (t->rw && p->idmap_fd >= 0) {
       a.attr_set |= MOUNT_ATTR_IDMAP;
       a.userns_fd = (unsigned)p->idmap_fd;
     }
-    fds[i] = clone_tree(t->at, &a, !t->rw ? "clone the kept directory (open_tree, mount_setattr)"
-                                   : p->idmap_fd >= 0 ? "idmap the workspace (mount_setattr MOUNT_ATTR_IDMAP)"
-                                                      : "clone the workspace (open_tree, mount_setattr)", step);
+    fds[i] = clone_tree(t->at, &a,
+                        !t->rw             ? "clone the kept directory (open_tree, mount_setattr)"
+                        : p->idmap_fd >= 0 ? "idmap the workspace (mount_setattr MOUNT_ATTR_IDMAP)"
+                                           : "clone the workspace (open_tree, mount_setattr)",
+                        step);
     if (fds[i] < 0) return fds[i];
   }
   return 0;
@@ -358,24 +419,26 @@ CHILD static int clone_trees(const struct spawn_mount_plan *p, int fds[SPAWN_MOU
 
 /* The view's root: a new tmpfs at VIEW_STAGE holding each of its paths, cloned
 ** first (before the tmpfs hides them). */
-CHILD static int build_view(const struct spawn_mount_plan *p, const char **step) {
+CHILD static int build_view(const struct spawn_mount_plan *p, const char **step)
+{
   int vfds[SPAWN_MOUNT_VIEW];
   char a_buf[PATH_BUF];
   for (int i = 0; i < p->nview; i++) {
     const struct spawn_mount_view *v = &p->view[i];
     /* A root file system's entries are nodev too: an image may hold device nodes. */
-    struct mount_attr a = { .attr_set = MOUNT_ATTR_NOSUID | (v->rw ? 0 : MOUNT_ATTR_RDONLY) |
-                                        (v->source ? MOUNT_ATTR_NODEV : 0) };
-    vfds[i] = v->kind == 'l' ? -1 : clone_tree(v->source ? v->source : v->path, &a,
-                                               "clone a path of the view (open_tree)", step);
+    struct mount_attr a = {.attr_set = MOUNT_ATTR_NOSUID | (v->rw ? 0 : MOUNT_ATTR_RDONLY) |
+                                       (v->source ? MOUNT_ATTR_NODEV : 0)};
+    vfds[i] = v->kind == 'l' ? -1
+                             : clone_tree(v->source ? v->source : v->path, &a,
+                                          "clone a path of the view (open_tree)", step);
     if (v->kind != 'l' && vfds[i] < 0) return vfds[i];
   }
   if (mount("tmpfs", VIEW_STAGE, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m,nr_inodes=4096") < 0)
     FAIL("mount(the view's root tmpfs)");
-  for (int i = 0; i < p->nview; i++) {   /* shortest first: a nested path lands on its parent */
+  for (int i = 0; i < p->nview; i++) { /* shortest first: a nested path lands on its parent */
     const struct spawn_mount_view *v = &p->view[i];
     under(a_buf, VIEW_STAGE, v->path);
-    TRY(mkdir_below(p, VIEW_STAGE, a_buf, 0, step));   /* the path itself too; a file's is replaced below */
+    TRY(mkdir_below(p, VIEW_STAGE, a_buf, 0, step)); /* the path itself too; a file's is replaced below */
     if (v->kind == 'l') {
       if (rmdir(a_buf) < 0 || symlink(v->target, a_buf) < 0) FAIL("symlink(a path of the view)");
       continue;
@@ -397,7 +460,8 @@ CHILD static int build_view(const struct spawn_mount_plan *p, const char **step)
 ** host pid (stat answers even where Landlock forbids reading). Readable, as
 ** bubblewrap's --proc is: it shows the run's own processes alone (ps, a
 ** runtime reading /proc/self); the parent could not name it. */
-CHILD static int mount_proc(const struct spawn_mount_plan *p, const char *pre, const char **step) {
+CHILD static int mount_proc(const struct spawn_mount_plan *p, const char *pre, const char **step)
+{
   char a_buf[PATH_BUF];
   under(a_buf, pre, "/proc");
   if (p->nview) TRY(mkdir_below(p, pre, a_buf, 0, step));
@@ -410,22 +474,25 @@ CHILD static int mount_proc(const struct spawn_mount_plan *p, const char *pre, c
 /* Each tmpfs, with the mount points of the trees beneath it (the run's), each
 ** granted read and write in the Landlock ruleset (the parent could only have
 ** named the directory underneath). */
-CHILD static int mount_tmpfs(const struct spawn_mount_plan *p, const char *pre, const char **step) {
+CHILD static int mount_tmpfs(const struct spawn_mount_plan *p, const char *pre, const char **step)
+{
   char a_buf[PATH_BUF], b_buf[PATH_BUF];
   for (int i = 0; i < p->ntmpfs; i++) {
     under(a_buf, pre, p->tmpfs[i].at);
     if (p->nview) TRY(mkdir_below(p, pre, a_buf, 0, step));
     if (mount("tmpfs", a_buf, "tmpfs", MS_NOSUID | MS_NODEV, p->tmpfs[i].data) < 0) FAIL("mount(tmpfs)");
     for (int k = 0; k < p->ntrees; k++)
-      if (p->trees[k].under == (long)i) TRY(mkdir_below(p, a_buf, under(b_buf, pre, p->trees[k].at), 1, step));
+      if (p->trees[k].under == (long)i)
+        TRY(mkdir_below(p, a_buf, under(b_buf, pre, p->trees[k].at), 1, step));
     if (p->ruleset >= 0) TRY(grant(p, a_buf, 1, "open(tmpfs)", "landlock_add_rule(tmpfs)", step));
   }
   return 0;
 }
 
 /* The cloned trees back at their paths. */
-CHILD static int place_trees(const struct spawn_mount_plan *p, const char *pre, const int fds[SPAWN_MOUNT_TREES],
-                             const char **step) {
+CHILD static int place_trees(const struct spawn_mount_plan *p, const char *pre,
+                             const int fds[SPAWN_MOUNT_TREES], const char **step)
+{
   char a_buf[PATH_BUF];
   for (int i = 0; i < p->ntrees; i++) {
     under(a_buf, pre, p->trees[i].at);
@@ -448,7 +515,8 @@ CHILD static int place_trees(const struct spawn_mount_plan *p, const char *pre, 
 ** or locks; without one, with a workspace, the whole tree is made read-only
 ** instead. Then the tmpfs, the trees, a pid namespace's /proc and the
 ** protected paths. */
-CHILD int spawn_mount_run(const struct spawn_mount_plan *p, const char **step, airlock_spawn_step *code) {
+CHILD int spawn_mount_run(const struct spawn_mount_plan *p, const char **step, airlock_spawn_step *code)
+{
   int fds[SPAWN_MOUNT_TREES];
   char a_buf[PATH_BUF];
   const char *pre = p->nview ? VIEW_STAGE : "";
@@ -462,7 +530,7 @@ CHILD int spawn_mount_run(const struct spawn_mount_plan *p, const char **step, a
     ** or xattrs, and a caller who is not root stays the owner of its own
     ** files; a read-only mount refuses all of them (EROFS). The clones above
     ** are not attached, so the workspace stays writable. */
-    struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID };   /* devices stay: /dev/null */
+    struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID}; /* devices stay: /dev/null */
     if (syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &ro, sizeof ro) < 0)
       FAIL("mount_setattr(/, read-only)");
   }
@@ -479,7 +547,10 @@ CHILD int spawn_mount_run(const struct spawn_mount_plan *p, const char **step, a
     if (wfd < 0) FAIL("tool.protect: open the workspace");
     int e = airlock_protect_mask(p->held, wfd, step);
     close(wfd);
-    if (e < 0) { errno = -e; return e; }
+    if (e < 0) {
+      errno = -e;
+      return e;
+    }
     *code = AIRLOCK_STEP_MOUNT;
   }
   if (p->nview) {
@@ -487,7 +558,7 @@ CHILD int spawn_mount_run(const struct spawn_mount_plan *p, const char **step, a
     ** own tmpfs made read-only (the program makes nothing at the top). */
     if (chdir(VIEW_STAGE) < 0 || syscall(SYS_pivot_root, ".", ".") < 0) FAIL("pivot_root(the view)");
     if (umount2(".", MNT_DETACH) < 0 || chdir("/") < 0) FAIL("umount2(the old root)");
-    struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY };
+    struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY};
     if (syscall(SYS_mount_setattr, AT_FDCWD, "/", 0, &ro, sizeof ro) < 0)
       FAIL("mount_setattr(the view's root, read-only)");
   }

@@ -14,53 +14,53 @@
 #include "airlock.h"
 #include "spawn_protect.h"
 
-#define SPAWN_MOUNT_TREES 5     /* the workspace and up to four kept directories */
-#define SPAWN_MOUNT_VIEW 64     /* paths of a view (its VIEW_* records, a root file system's entries) */
-#define SPAWN_MOUNT_TMPFS 32    /* TMPFS records */
+#define SPAWN_MOUNT_TREES 5  /* the workspace and up to four kept directories */
+#define SPAWN_MOUNT_VIEW  64 /* paths of a view (its VIEW_* records, a root file system's entries) */
+#define SPAWN_MOUNT_TMPFS 32 /* TMPFS records */
 
 /* A directory put back at its path after the mounts; the child clones it
 ** itself (a mount source must be in its own mount namespace). */
 struct spawn_mount_tree {
   const char *at;
-  long under;          /* the tmpfs entry it lies beneath, or -1 */
-  int rw;              /* the workspace; the others are read-only */
+  long under; /* the tmpfs entry it lies beneath, or -1 */
+  int rw;     /* the workspace; the others are read-only */
 };
 
 /* A path of the view, as the parent found it. */
 struct spawn_mount_view {
-  const char *path;    /* where it appears */
-  char *source;        /* with a root file system: what appears there (owned, and path
-                          too), else NULL */
-  char kind;           /* 'd' directory, 'f' other file, 'l' symbolic link */
+  const char *path; /* where it appears */
+  char *source;     /* with a root file system: what appears there (owned, and path
+                       too), else NULL */
+  char kind;        /* 'd' directory, 'f' other file, 'l' symbolic link */
   int rw;
-  char target[256];    /* a link's target */
+  char target[256]; /* a link's target */
 };
 
 struct spawn_mount_tmpfs {
   const char *at;
-  char data[64];       /* its mount options */
+  char data[64]; /* its mount options */
 };
 
 /* What the child mounts, in the order spawn_mount_run takes it. */
 struct spawn_mount_plan {
-  const char *workspace;                 /* the WORKSPACE record's target, or NULL */
-  const char *rootfs;                    /* the ROOTFS record's source, or NULL */
-  int viewed;                            /* a VIEW_* or ROOTFS record: the root is a view */
+  const char *workspace; /* the WORKSPACE record's target, or NULL */
+  const char *rootfs;    /* the ROOTFS record's source, or NULL */
+  int viewed;            /* a VIEW_* or ROOTFS record: the root is a view */
   struct spawn_mount_tree trees[SPAWN_MOUNT_TREES];
   int ntrees;
-  struct spawn_mount_view view[SPAWN_MOUNT_VIEW];   /* shortest path first */
+  struct spawn_mount_view view[SPAWN_MOUNT_VIEW]; /* shortest path first */
   int nview;
   struct spawn_mount_tmpfs tmpfs[SPAWN_MOUNT_TMPFS];
   int ntmpfs;
-  const char *protect[AIRLOCK_PROTECT_MAX + 1];     /* NULL-terminated */
+  const char *protect[AIRLOCK_PROTECT_MAX + 1]; /* NULL-terminated */
   size_t nprotect;
   /* Set by the spawner before the child runs the plan: */
-  int root;                              /* the parent is root: made directories are the run's */
-  int proc;                              /* a /proc of its own (a pid namespace) */
-  int ruleset;                           /* the confinement's Landlock ruleset, or -1 */
+  int root;    /* the parent is root: made directories are the run's */
+  int proc;    /* a /proc of its own (a pid namespace) */
+  int ruleset; /* the confinement's Landlock ruleset, or -1 */
   const airlock_confine_prepared *confine;
-  int idmap_fd;                          /* the workspace's idmapping namespace, or -1 */
-  const struct airlock_protect *held;    /* what airlock_protect_hold held, or NULL */
+  int idmap_fd;                       /* the workspace's idmapping namespace, or -1 */
+  const struct airlock_protect *held; /* what airlock_protect_hold held, or NULL */
 };
 
 /* Checks o's mount list (at most AIRLOCK_MOUNTS_MAX records of known kinds,

@@ -23,27 +23,27 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#define AIRLOCK_PROTECT_MAX 128    /* protected paths a run may have */
-#define AIRLOCK_PROTECT_MAX_HELD 256 /* paths held: protected ones and the parents made for them */
+#define AIRLOCK_PROTECT_MAX       128 /* protected paths a run may have */
+#define AIRLOCK_PROTECT_MAX_HELD  256 /* paths held: protected ones and the parents made for them */
 #define AIRLOCK_PROTECT_MAX_BINDS 256 /* directories bound onto themselves above them */
-#define AIRLOCK_PROTECT_MARK "user.airlock.placeholder"
+#define AIRLOCK_PROTECT_MARK      "user.airlock.placeholder"
 
 struct airlock_protect_path {
-  char *rel;          /* beneath the workspace, no trailing slash (owned) */
+  char *rel; /* beneath the workspace, no trailing slash (owned) */
   dev_t dev;
-  ino_t ino;          /* the inode the child must find there */
-  int fd;             /* O_RDONLY, share-locked for the run, or -1 (not a file or directory) */
-  int dirfd;          /* a placeholder's parent directory (O_PATH), or -1 */
-  int placeholder;    /* 1: made by this run or left by an earlier one (marked, empty) */
+  ino_t ino;       /* the inode the child must find there */
+  int fd;          /* O_RDONLY, share-locked for the run, or -1 (not a file or directory) */
+  int dirfd;       /* a placeholder's parent directory (O_PATH), or -1 */
+  int placeholder; /* 1: made by this run or left by an earlier one (marked, empty) */
   int dir;
-  int masked;         /* 1: made read-only in the child; 0: a parent made for one;
-                         2: a file a path would lie beneath, bound onto itself */
+  int masked; /* 1: made read-only in the child; 0: a parent made for one;
+                 2: a file a path would lie beneath, bound onto itself */
 };
 
 struct airlock_protect {
   int n, nbinds;
   struct airlock_protect_path path[AIRLOCK_PROTECT_MAX_HELD];
-  char *binds[AIRLOCK_PROTECT_MAX_BINDS];  /* shallowest first (owned) */
+  char *binds[AIRLOCK_PROTECT_MAX_BINDS]; /* shallowest first (owned) */
 };
 
 /* Looks at (and makes) every path: paths are absolute beneath workdir, a

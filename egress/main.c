@@ -20,7 +20,8 @@
 **
 ** An err answer is a refusal: the client gets 403 with the reason (a SOCKS5
 ** client: reply 0x02, not allowed by ruleset). HTTP CONNECT and SOCKS5 CONNECT
-** (no authentication; told apart by the first byte, 0x05) make a tunnel; an absolute-URI request (http://host/path) is
+** (no authentication; told apart by the first byte, 0x05) make a tunnel; an absolute-URI request
+*(http://host/path) is
 ** forwarded with the request line in origin form, Proxy-* headers dropped,
 ** the policy's headers added and "Connection: close". Everything the client
 ** sends is bounded before it is stored: a request head over HEAD_MAX is 431,
@@ -47,36 +48,39 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LISTEN_FD 0
+#define LISTEN_FD  0
 #define CHANNEL_FD 3
-#define MAX_CONN 64         /* connections served at once */
-#define MAX_SLOTS 256       /* and answered ones draining (a refusal, 503) */
-#define DRAIN_MS 2000       /* an answered client's last bytes are read this long */
-#define HEAD_MAX 16384      /* a request head (request line and headers) */
-#define BUF_MAX 32768       /* each direction's buffer; holds a rewritten head */
-#define HEAD_MS 10000       /* a head must be complete this soon */
-#define CONNECT_MS 10000    /* an upstream connect must succeed this soon */
-#define MAX_ADDRS 8
-#define REPLY_MAX (64 * 1024)
+#define MAX_CONN   64    /* connections served at once */
+#define MAX_SLOTS  256   /* and answered ones draining (a refusal, 503) */
+#define DRAIN_MS   2000  /* an answered client's last bytes are read this long */
+#define HEAD_MAX   16384 /* a request head (request line and headers) */
+#define BUF_MAX    32768 /* each direction's buffer; holds a rewritten head */
+#define HEAD_MS    10000 /* a head must be complete this soon */
+#define CONNECT_MS 10000 /* an upstream connect must succeed this soon */
+#define MAX_ADDRS  8
+#define REPLY_MAX  (64 * 1024)
 
 /* C_DRAIN: answered (a refusal); what the client still sends is read and
 ** dropped until it closes, so the answer is not lost to a reset. */
 enum { C_FREE, C_HEAD, C_CONNECTING, C_RELAY, C_DRAIN };
 
-struct buf { char *data; size_t len, off; };
+struct buf {
+  char *data;
+  size_t len, off;
+};
 
 struct conn {
   int state;
   uint64_t id;
-  int cfd, ufd;               /* client (the program), upstream */
-  char *head;                 /* HEAD_MAX bytes while reading the head */
+  int cfd, ufd; /* client (the program), upstream */
+  char *head;   /* HEAD_MAX bytes while reading the head */
   size_t hlen;
-  struct buf up, down;        /* client -> upstream, upstream -> client */
+  struct buf up, down; /* client -> upstream, upstream -> client */
   int c_eof, u_eof, c_shut, u_shut;
   uint64_t bytes_up, bytes_down;
-  double t0, due;             /* ms; due: the head or connect timeout */
-  int tunnel, opened;         /* CONNECT; the parent knows of it (close is reported) */
-  int socks, socks_greeted;   /* a SOCKS5 client; its greeting is answered */
+  double t0, due;           /* ms; due: the head or connect timeout */
+  int tunnel, opened;       /* CONNECT; the parent knows of it (close is reported) */
+  int socks, socks_greeted; /* a SOCKS5 client; its greeting is answered */
   char host[256];
   unsigned port;
 };
@@ -85,13 +89,15 @@ static struct conn conns[MAX_SLOTS];
 static uint64_t next_conn = 1, next_call = 1;
 static airlock_frame_reader rd;
 
-static double now_ms(void) {
+static double now_ms(void)
+{
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static void die(const char *fmt, ...) {
+static void die(const char *fmt, ...)
+{
   va_list ap;
   va_start(ap, fmt);
   fputs("airlock-egress: ", stderr);
@@ -116,7 +122,8 @@ struct answer {
 ** the parent nothing can be decided (fail closed). */
 typedef void (*pack_args_fn)(msgpack_packer *pk, void *ctx);
 
-static void call(const char *effect, pack_args_fn pack, void *ctx, struct answer *a) {
+static void call(const char *effect, pack_args_fn pack, void *ctx, struct answer *a)
+{
   msgpack_sbuffer sb;
   msgpack_packer pk;
   msgpack_sbuffer_init(&sb);
@@ -132,13 +139,14 @@ static void call(const char *effect, pack_args_fn pack, void *ctx, struct answer
   for (;;) {
     rc = airlock_frame_read_fd(&rd, CHANNEL_FD);
     if (rc == AIRLOCK_FRAME_READY) break;
-    if (rc == AIRLOCK_FRAME_EOF) exit(0);   /* the run is over */
+    if (rc == AIRLOCK_FRAME_EOF) exit(0); /* the run is over */
     if (rc != AIRLOCK_FRAME_AGAIN) die("the channel to the parent broke (%d)", rc);
   }
   airlock_msg m;
   char why[256];
   msgpack_unpacked_init(&a->u);
-  if (airlock_msg_decode(rd.body, rd.len, &a->u, &m, why, sizeof why) < 0 || m.kind != AIRLOCK_MSG_REPLY || m.id != id)
+  if (airlock_msg_decode(rd.body, rd.len, &a->u, &m, why, sizeof why) < 0 || m.kind != AIRLOCK_MSG_REPLY ||
+      m.id != id)
     die("the parent's answer is not the reply to call %llu: %s", (unsigned long long)id, why);
   airlock_frame_reader_reset(&rd);
   a->ok = NULL;
@@ -151,20 +159,28 @@ static void call(const char *effect, pack_args_fn pack, void *ctx, struct answer
     ** as the broker writes it: the proxy's answer gives the why. */
     int denied = m.code && m.code->type == MSGPACK_OBJECT_STR && m.code->via.str.size == 6 &&
                  memcmp(m.code->via.str.ptr, "denied", 6) == 0;
-    if (denied && n >= 8 && memcmp(src, "denied: ", 8) == 0) { src += 8; n -= 8; }
+    if (denied && n >= 8 && memcmp(src, "denied: ", 8) == 0) {
+      src += 8;
+      n -= 8;
+    }
     if (n > sizeof a->err - 1) n = sizeof a->err - 1;
     if (n) memcpy(a->err, src, n);
     a->err[n] = 0;
-    for (char *p = a->err; *p; p++) if (*p == '\r' || *p == '\n') *p = ' ';
+    for (char *p = a->err; *p; p++)
+      if (*p == '\r' || *p == '\n') *p = ' ';
   } else if (m.value && m.value->type == MSGPACK_OBJECT_MAP) {
     a->ok = m.value;
   }
 }
 
-static void answer_done(struct answer *a) { msgpack_unpacked_destroy(&a->u); }
+static void answer_done(struct answer *a)
+{
+  msgpack_unpacked_destroy(&a->u);
+}
 
 /* The string field key of map o, copied into out (at most n-1 bytes), or 0. */
-static int str_field(const msgpack_object *o, const char *key, char *out, size_t n) {
+static int str_field(const msgpack_object *o, const char *key, char *out, size_t n)
+{
   const msgpack_object *v = o ? airlock_msg_field(o, key) : NULL;
   if (!v || v->type != MSGPACK_OBJECT_STR || v->via.str.size >= n) return 0;
   memcpy(out, v->via.str.ptr, v->via.str.size);
@@ -172,9 +188,13 @@ static int str_field(const msgpack_object *o, const char *key, char *out, size_t
   return 1;
 }
 
-struct open_args { struct conn *c; const char *kind, *method, *error; };
+struct open_args {
+  struct conn *c;
+  const char *kind, *method, *error;
+};
 
-static void pack_open(msgpack_packer *pk, void *ctx) {
+static void pack_open(msgpack_packer *pk, void *ctx)
+{
   struct open_args *o = ctx;
   int n = o->error ? 2 : 5;
   msgpack_pack_map(pk, (size_t)n);
@@ -195,9 +215,15 @@ static void pack_open(msgpack_packer *pk, void *ctx) {
   airlock_pack_cstr(pk, o->method);
 }
 
-struct resolved_args { struct conn *c; char (*addrs)[INET6_ADDRSTRLEN]; int n; const char *error; };
+struct resolved_args {
+  struct conn *c;
+  char (*addrs)[INET6_ADDRSTRLEN];
+  int n;
+  const char *error;
+};
 
-static void pack_resolved(msgpack_packer *pk, void *ctx) {
+static void pack_resolved(msgpack_packer *pk, void *ctx)
+{
   struct resolved_args *r = ctx;
   msgpack_pack_map(pk, 2);
   airlock_pack_cstr(pk, "conn");
@@ -212,9 +238,13 @@ static void pack_resolved(msgpack_packer *pk, void *ctx) {
   for (int i = 0; i < r->n; i++) airlock_pack_cstr(pk, r->addrs[i]);
 }
 
-struct close_args { struct conn *c; const char *error; };
+struct close_args {
+  struct conn *c;
+  const char *error;
+};
 
-static void pack_close(msgpack_packer *pk, void *ctx) {
+static void pack_close(msgpack_packer *pk, void *ctx)
+{
   struct close_args *a = ctx;
   msgpack_pack_map(pk, a->error ? 5 : 4);
   airlock_pack_cstr(pk, "conn");
@@ -233,10 +263,11 @@ static void pack_close(msgpack_packer *pk, void *ctx) {
 
 /* ------------------------------------------------------------ connections */
 
-static void conn_free(struct conn *c, const char *error) {
+static void conn_free(struct conn *c, const char *error)
+{
   if (c->opened) {
     struct answer a;
-    struct close_args ca = { c, error };
+    struct close_args ca = {c, error};
     call("egress.close", pack_close, &ca, &a);
     answer_done(&a);
   }
@@ -253,17 +284,18 @@ static void conn_free(struct conn *c, const char *error) {
 /* SOCKS5 replies (RFC 1928): success, then the failures the proxy gives. */
 enum { S5_OK = 0, S5_FAIL = 1, S5_RULESET = 2, S5_HOST = 4, S5_CMD = 7, S5_ATYP = 8 };
 
-static void socks_reply(struct conn *c, int code) {
-  const unsigned char r[10] = { 5, (unsigned char)code, 0, 1, 0, 0, 0, 0, 0, 0 };
+static void socks_reply(struct conn *c, int code)
+{
+  const unsigned char r[10] = {5, (unsigned char)code, 0, 1, 0, 0, 0, 0, 0, 0};
   ssize_t w = send(c->cfd, r, sizeof r, MSG_NOSIGNAL | MSG_DONTWAIT);
   (void)w;
 }
 
 /* Best effort: a short answer to the client, then the connection is closed. */
-static void respond(struct conn *c, int status, const char *reason, const char *text) {
-  if (c->socks) {   /* a SOCKS5 client gets the code; the reason goes to the parent */
-    if (c->socks_greeted)
-      socks_reply(c, status == 403 ? S5_RULESET : status == 502 ? S5_HOST : S5_FAIL);
+static void respond(struct conn *c, int status, const char *reason, const char *text)
+{
+  if (c->socks) { /* a SOCKS5 client gets the code; the reason goes to the parent */
+    if (c->socks_greeted) socks_reply(c, status == 403 ? S5_RULESET : status == 502 ? S5_HOST : S5_FAIL);
     return;
   }
   char msg[1024];
@@ -272,12 +304,14 @@ static void respond(struct conn *c, int status, const char *reason, const char *
                    "X-Airlock-Refused: %s\r\nContent-Length: %zu\r\n\r\n%s\n",
                    status, reason, status == 403 ? "policy" : "proxy", strlen(text) + 1, text);
   if (n > 0) {
-    ssize_t w = send(c->cfd, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t w =
+        send(c->cfd, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)w;
   }
 }
 
-static void refuse(struct conn *c, int status, const char *reason, const char *text) {
+static void refuse(struct conn *c, int status, const char *reason, const char *text)
+{
   respond(c, status, reason, text);
   int fd = c->cfd;
   c->cfd = -1;
@@ -289,7 +323,8 @@ static void refuse(struct conn *c, int status, const char *reason, const char *t
   c->due = now_ms() + DRAIN_MS;
 }
 
-static void on_drain(struct conn *c) {
+static void on_drain(struct conn *c)
+{
   char sink[4096];
   for (int i = 0; i < 16; i++) {
     ssize_t n = recv(c->cfd, sink, sizeof sink, 0);
@@ -303,7 +338,8 @@ static void on_drain(struct conn *c) {
 /* A host as a request names it: a DNS name (letters, digits, '-', '.'), an
 ** IPv4 literal, or an IPv6 literal in brackets (kept without them).
 ** Lower-cased into c->host. Returns 0, or -1 for anything else. */
-static int set_host(struct conn *c, const char *s, size_t n) {
+static int set_host(struct conn *c, const char *s, size_t n)
+{
   if (n >= 2 && s[0] == '[' && s[n - 1] == ']') {
     s++;
     n -= 2;
@@ -320,7 +356,8 @@ static int set_host(struct conn *c, const char *s, size_t n) {
   return 0;
 }
 
-static int parse_port(const char *s, size_t n, unsigned *out) {
+static int parse_port(const char *s, size_t n, unsigned *out)
+{
   if (n == 0 || n > 5) return -1;
   unsigned v = 0;
   for (size_t i = 0; i < n; i++) {
@@ -333,7 +370,8 @@ static int parse_port(const char *s, size_t n, unsigned *out) {
 }
 
 /* host[:port] (IPv6 in brackets) into c; def: the port when none is given. */
-static int parse_authority(struct conn *c, const char *s, size_t n, unsigned def) {
+static int parse_authority(struct conn *c, const char *s, size_t n, unsigned def)
+{
   const char *colon = NULL;
   if (n && s[0] == '[') {
     const char *close = memchr(s, ']', n);
@@ -347,16 +385,21 @@ static int parse_authority(struct conn *c, const char *s, size_t n, unsigned def
   }
   size_t hn = colon ? (size_t)(colon - s) : n;
   if (set_host(c, s, hn) < 0) return -1;
-  if (!colon) { c->port = def; return def ? 0 : -1; }
+  if (!colon) {
+    c->port = def;
+    return def ? 0 : -1;
+  }
   return parse_port(colon + 1, n - hn - 1, &c->port);
 }
 
-static int ieq_prefix(const char *line, size_t n, const char *name) {
+static int ieq_prefix(const char *line, size_t n, const char *name)
+{
   size_t k = strlen(name);
   return n > k && line[k] == ':' && strncasecmp(line, name, k) == 0;
 }
 
-static int buf_put(struct buf *b, const void *p, size_t n) {
+static int buf_put(struct buf *b, const void *p, size_t n)
+{
   if (n > BUF_MAX - b->len) return -1;
   memcpy(b->data + b->len, p, n);
   b->len += n;
@@ -369,7 +412,9 @@ static void open_upstream(struct conn *c, const char *method, const char *path, 
 /* Reads an HTTP proxy request and opens its upstream.
 ** line: the request line (NUL-terminated, without CRLF); hdrs: the header
 ** lines after it, up to the blank line; rest: bytes after the head. */
-static void decide(struct conn *c, char *line, const char *hdrs, size_t hdrs_len, const char *rest, size_t rest_len) {
+static void decide(struct conn *c, char *line, const char *hdrs, size_t hdrs_len, const char *rest,
+                   size_t rest_len)
+{
   char *sp1 = strchr(line, ' ');
   char *sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
   if (!sp1 || !sp2 || strncmp(sp2 + 1, "HTTP/1.", 7) != 0 || sp1 - line > 16) {
@@ -394,25 +439,30 @@ static void decide(struct conn *c, char *line, const char *hdrs, size_t hdrs_len
     }
     if (slash) path = slash;
   } else {
-    refuse(c, 400, "Bad Request", strncasecmp(target, "https://", 8) == 0
-           ? "airlock egress: https URLs go through CONNECT (set HTTPS_PROXY)"
-           : "airlock egress: this is a proxy: send an absolute http:// URL or CONNECT");
+    refuse(c, 400, "Bad Request",
+           strncasecmp(target, "https://", 8) == 0
+               ? "airlock egress: https URLs go through CONNECT (set HTTPS_PROXY)"
+               : "airlock egress: this is a proxy: send an absolute http:// URL or CONNECT");
     return;
   }
   for (const char *p = method; *p; p++)
-    if (!isupper((unsigned char)*p)) { refuse(c, 400, "Bad Request", "airlock egress: bad method"); return; }
+    if (!isupper((unsigned char)*p)) {
+      refuse(c, 400, "Bad Request", "airlock egress: bad method");
+      return;
+    }
   open_upstream(c, method, path, hdrs, hdrs_len, rest, rest_len);
 }
 
 /* The request is read (host, port, tunnel or not): asks the parent, resolves,
 ** asks again, and starts the upstream connect. */
 static void open_upstream(struct conn *c, const char *method, const char *path, const char *hdrs,
-                          size_t hdrs_len, const char *rest, size_t rest_len) {
-  c->bytes_up = c->hlen;   /* the request as the client sent it */
+                          size_t hdrs_len, const char *rest, size_t rest_len)
+{
+  c->bytes_up = c->hlen; /* the request as the client sent it */
   struct answer a;
-  struct open_args oa = { c, c->tunnel ? "connect" : "http", method, NULL };
+  struct open_args oa = {c, c->tunnel ? "connect" : "http", method, NULL};
   call("egress.open", pack_open, &oa, &a);
-  c->opened = 1;   /* from here the parent hears how it ends */
+  c->opened = 1; /* from here the parent hears how it ends */
   if (a.refused) {
     char text[600];
     snprintf(text, sizeof text, "airlock: refused: %s", a.err);
@@ -431,7 +481,9 @@ static void open_upstream(struct conn *c, const char *method, const char *path, 
   int n = 0;
   for (struct addrinfo *ai = res; g == 0 && ai && n < MAX_ADDRS; ai = ai->ai_next) {
     const void *src = ai->ai_family == AF_INET ? (const void *)&((struct sockaddr_in *)ai->ai_addr)->sin_addr
-                    : ai->ai_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr : NULL;
+                      : ai->ai_family == AF_INET6
+                          ? (const void *)&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr
+                          : NULL;
     if (!src || !inet_ntop(ai->ai_family, src, addrs[n], sizeof addrs[n])) continue;
     int dup = 0;
     for (int k = 0; k < n; k++) dup |= strcmp(addrs[k], addrs[n]) == 0;
@@ -440,7 +492,7 @@ static void open_upstream(struct conn *c, const char *method, const char *path, 
   if (res) freeaddrinfo(res);
   char gerr[300];
   snprintf(gerr, sizeof gerr, "cannot resolve %s: %s", c->host, g ? gai_strerror(g) : "no address");
-  struct resolved_args ra = { c, addrs, n, n ? NULL : gerr };
+  struct resolved_args ra = {c, addrs, n, n ? NULL : gerr};
   call("egress.resolved", pack_resolved, &ra, &a);
   if (a.refused || n == 0) {
     char text[600];
@@ -457,9 +509,13 @@ static void open_upstream(struct conn *c, const char *method, const char *path, 
   }
   c->up.data = malloc(BUF_MAX);
   c->down.data = malloc(BUF_MAX);
-  if (!c->up.data || !c->down.data) { answer_done(&a); refuse(c, 503, "Service Unavailable", "out of memory"); return; }
+  if (!c->up.data || !c->down.data) {
+    answer_done(&a);
+    refuse(c, 503, "Service Unavailable", "out of memory");
+    return;
+  }
   if (c->tunnel && c->socks) {
-    static const unsigned char ok[10] = { 5, S5_OK, 0, 1, 0, 0, 0, 0, 0, 0 };
+    static const unsigned char ok[10] = {5, S5_OK, 0, 1, 0, 0, 0, 0, 0, 0};
     buf_put(&c->down, ok, sizeof ok);
   } else if (c->tunnel) {
     static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
@@ -526,7 +582,8 @@ static void open_upstream(struct conn *c, const char *method, const char *path, 
   c->ufd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (c->ufd < 0 || (connect(c->ufd, (struct sockaddr *)&ss, sl) < 0 && errno != EINPROGRESS)) {
     char text[400];
-    snprintf(text, sizeof text, "airlock egress: cannot connect to %s port %u: %s", addr, c->port, strerror(errno));
+    snprintf(text, sizeof text, "airlock egress: cannot connect to %s port %u: %s", addr, c->port,
+             strerror(errno));
     refuse(c, 502, "Bad Gateway", text);
     return;
   }
@@ -538,7 +595,8 @@ static void open_upstream(struct conn *c, const char *method, const char *path, 
 ** method offered back), then CONNECT to a name or an address, which the
 ** policy decides as an HTTP CONNECT. Every length is checked against what
 ** was read before it is used. */
-static void on_socks(struct conn *c) {
+static void on_socks(struct conn *c)
+{
   const unsigned char *h = (const unsigned char *)c->head;
   c->socks = 1;
   if (!c->socks_greeted) {
@@ -547,16 +605,22 @@ static void on_socks(struct conn *c) {
     if (c->hlen < need) return;
     int noauth = 0;
     for (size_t i = 2; i < need; i++) noauth |= h[i] == 0;
-    const unsigned char rep[2] = { 5, noauth ? 0 : 0xFF };
+    const unsigned char rep[2] = {5, noauth ? 0 : 0xFF};
     ssize_t w = send(c->cfd, rep, sizeof rep, MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)w;
-    if (!noauth) { refuse(c, 400, "Bad Request", "airlock egress: SOCKS5 without the no-authentication method"); return; }
+    if (!noauth) {
+      refuse(c, 400, "Bad Request", "airlock egress: SOCKS5 without the no-authentication method");
+      return;
+    }
     memmove(c->head, c->head + need, c->hlen - need);
     c->hlen -= need;
     c->socks_greeted = 1;
   }
   if (c->hlen < 5) return;
-  if (h[0] != 5 || h[2] != 0) { refuse(c, 400, "Bad Request", "airlock egress: not a SOCKS5 request"); return; }
+  if (h[0] != 5 || h[2] != 0) {
+    refuse(c, 400, "Bad Request", "airlock egress: not a SOCKS5 request");
+    return;
+  }
   if (h[1] != 1) {
     socks_reply(c, S5_CMD);
     refuse(c, 400, "Bad Request", "airlock egress: SOCKS5 commands other than CONNECT are refused");
@@ -597,9 +661,13 @@ static void on_socks(struct conn *c) {
 }
 
 /* Reads more of the head; once it is complete, decides. */
-static void on_head(struct conn *c) {
+static void on_head(struct conn *c)
+{
   ssize_t n = recv(c->cfd, c->head + c->hlen, HEAD_MAX - c->hlen, 0);
-  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) { conn_free(c, NULL); return; }
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+    conn_free(c, NULL);
+    return;
+  }
   if (n < 0) return;
   if (c->socks || (c->hlen == 0 && (unsigned char)c->head[0] == 5)) {
     c->hlen += (size_t)n;
@@ -610,12 +678,13 @@ static void on_head(struct conn *c) {
   c->hlen += (size_t)n;
   char *end = memmem(c->head + from, c->hlen - from, "\r\n\r\n", 4);
   if (!end) {
-    if (c->hlen == HEAD_MAX) {   /* SECURITY: bounded before anything else is allocated */
+    if (c->hlen == HEAD_MAX) { /* SECURITY: bounded before anything else is allocated */
       struct answer a;
-      struct open_args oa = { c, NULL, NULL, "a request head over 16384 bytes" };
+      struct open_args oa = {c, NULL, NULL, "a request head over 16384 bytes"};
       call("egress.open", pack_open, &oa, &a);
       answer_done(&a);
-      refuse(c, 431, "Request Header Fields Too Large", "airlock egress: the request head is over 16384 bytes");
+      refuse(c, 431, "Request Header Fields Too Large",
+             "airlock egress: the request head is over 16384 bytes");
     }
     return;
   }
@@ -630,14 +699,16 @@ static void on_head(struct conn *c) {
   decide(c, c->head, hdrs, (size_t)(end + 2 - hdrs), c->head + head_len, c->hlen - head_len);
 }
 
-static void on_connected(struct conn *c) {
+static void on_connected(struct conn *c)
+{
   int e = 0;
   socklen_t el = sizeof e;
   if (getsockopt(c->ufd, SOL_SOCKET, SO_ERROR, &e, &el) < 0) e = errno;
   if (e == EINPROGRESS || e == EALREADY) return;
   if (e) {
     char text[300];
-    snprintf(text, sizeof text, "airlock egress: cannot connect to %s port %u: %s", c->host, c->port, strerror(e));
+    snprintf(text, sizeof text, "airlock egress: cannot connect to %s port %u: %s", c->host, c->port,
+             strerror(e));
     refuse(c, 502, "Bad Gateway", text);
     return;
   }
@@ -646,17 +717,22 @@ static void on_connected(struct conn *c) {
 }
 
 /* Moves bytes from fd into b; returns -1 on a broken connection. */
-static int pull(int fd, struct buf *b, int *eof, uint64_t *count) {
+static int pull(int fd, struct buf *b, int *eof, uint64_t *count)
+{
   if (*eof || b->len == BUF_MAX) return 0;
   ssize_t n = recv(fd, b->data + b->len, BUF_MAX - b->len, 0);
-  if (n == 0) { *eof = 1; return 0; }
+  if (n == 0) {
+    *eof = 1;
+    return 0;
+  }
   if (n < 0) return errno == EAGAIN || errno == EINTR ? 0 : -1;
   b->len += (size_t)n;
   *count += (uint64_t)n;
   return 0;
 }
 
-static int push(int fd, struct buf *b) {
+static int push(int fd, struct buf *b)
+{
   while (b->off < b->len) {
     ssize_t n = send(fd, b->data + b->off, b->len - b->off, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) return errno == EAGAIN || errno == EINTR ? 0 : -1;
@@ -666,30 +742,46 @@ static int push(int fd, struct buf *b) {
   return 0;
 }
 
-static void relay(struct conn *c, short crev, short urev) {
+static void relay(struct conn *c, short crev, short urev)
+{
   int bad = 0;
   if (crev & (POLLIN | POLLHUP | POLLERR)) bad |= pull(c->cfd, &c->up, &c->c_eof, &c->bytes_up);
   if (urev & (POLLIN | POLLHUP | POLLERR)) bad |= pull(c->ufd, &c->down, &c->u_eof, &c->bytes_down);
   bad |= push(c->ufd, &c->up);
   bad |= push(c->cfd, &c->down);
-  if (bad) { conn_free(c, "a side closed the connection abruptly"); return; }
+  if (bad) {
+    conn_free(c, "a side closed the connection abruptly");
+    return;
+  }
   /* A side that ended gets its half closed once its bytes are through. */
-  if (c->c_eof && !c->u_shut && c->up.len == 0) { shutdown(c->ufd, SHUT_WR); c->u_shut = 1; }
-  if (c->u_eof && !c->c_shut && c->down.len == 0) { shutdown(c->cfd, SHUT_WR); c->c_shut = 1; }
+  if (c->c_eof && !c->u_shut && c->up.len == 0) {
+    shutdown(c->ufd, SHUT_WR);
+    c->u_shut = 1;
+  }
+  if (c->u_eof && !c->c_shut && c->down.len == 0) {
+    shutdown(c->cfd, SHUT_WR);
+    c->c_shut = 1;
+  }
   if (c->u_shut && c->c_shut) conn_free(c, NULL);
 }
 
-static void on_accept(void) {
+static void on_accept(void)
+{
   for (;;) {
     int fd = accept4(LISTEN_FD, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
     struct conn *c = NULL;
     int active = 0;
     for (int i = 0; i < MAX_SLOTS; i++) {
-      if (conns[i].state == C_FREE) { if (!c) c = &conns[i]; }
-      else if (conns[i].state != C_DRAIN) active++;
+      if (conns[i].state == C_FREE) {
+        if (!c) c = &conns[i];
+      } else if (conns[i].state != C_DRAIN)
+        active++;
     }
-    if (!c) { close(fd); continue; }   /* every slot taken: a reset */
+    if (!c) {
+      close(fd);
+      continue;
+    } /* every slot taken: a reset */
     c->cfd = fd;
     c->ufd = -1;
     c->t0 = now_ms();
@@ -703,7 +795,8 @@ static void on_accept(void) {
   }
 }
 
-int main(void) {
+int main(void)
+{
   signal(SIGPIPE, SIG_IGN);
   int fl = fcntl(LISTEN_FD, F_GETFL);
   int type = 0;
@@ -713,41 +806,48 @@ int main(void) {
   if (fcntl(LISTEN_FD, F_SETFL, fl | O_NONBLOCK) < 0) die("fcntl: %s", strerror(errno));
   fl = fcntl(CHANNEL_FD, F_GETFL);
   if (fl < 0) die("fd 3 is not open: airlock-egress is started by airlock exec");
-  if ((fl & O_NONBLOCK) && fcntl(CHANNEL_FD, F_SETFL, fl & ~O_NONBLOCK) < 0) die("fcntl: %s", strerror(errno));
+  if ((fl & O_NONBLOCK) && fcntl(CHANNEL_FD, F_SETFL, fl & ~O_NONBLOCK) < 0)
+    die("fcntl: %s", strerror(errno));
   airlock_frame_reader_init(&rd, REPLY_MAX);
-  for (int i = 0; i < MAX_SLOTS; i++) { conns[i].cfd = conns[i].ufd = -1; }
+  for (int i = 0; i < MAX_SLOTS; i++) {
+    conns[i].cfd = conns[i].ufd = -1;
+  }
 
   static struct pollfd pf[2 + 2 * MAX_SLOTS];
-  static int who[2 + 2 * MAX_SLOTS];   /* index into conns, -1 listener, -2 channel */
+  static int who[2 + 2 * MAX_SLOTS]; /* index into conns, -1 listener, -2 channel */
   for (;;) {
     int n = 0;
-    pf[n] = (struct pollfd){ .fd = LISTEN_FD, .events = POLLIN };
+    pf[n] = (struct pollfd){.fd = LISTEN_FD, .events = POLLIN};
     who[n++] = -1;
-    pf[n] = (struct pollfd){ .fd = CHANNEL_FD, .events = POLLIN };
+    pf[n] = (struct pollfd){.fd = CHANNEL_FD, .events = POLLIN};
     who[n++] = -2;
     double t = now_ms(), next_due = 0;
     for (int i = 0; i < MAX_SLOTS; i++) {
       struct conn *c = &conns[i];
       if (c->state == C_FREE) continue;
       if (c->due && t >= c->due) {
-        if (c->state == C_DRAIN) conn_free(c, NULL);
-        else if (c->state == C_HEAD) refuse(c, 408, "Request Timeout", "airlock egress: the request head did not arrive in 10 s");
-        else refuse(c, 504, "Gateway Timeout", "airlock egress: the upstream did not answer the connect in 10 s");
+        if (c->state == C_DRAIN)
+          conn_free(c, NULL);
+        else if (c->state == C_HEAD)
+          refuse(c, 408, "Request Timeout", "airlock egress: the request head did not arrive in 10 s");
+        else
+          refuse(c, 504, "Gateway Timeout",
+                 "airlock egress: the upstream did not answer the connect in 10 s");
         continue;
       }
       if (c->due && (!next_due || c->due < next_due)) next_due = c->due;
       if (c->state == C_HEAD || c->state == C_DRAIN) {
-        pf[n] = (struct pollfd){ .fd = c->cfd, .events = POLLIN };
+        pf[n] = (struct pollfd){.fd = c->cfd, .events = POLLIN};
         who[n++] = i;
       } else if (c->state == C_CONNECTING) {
-        pf[n] = (struct pollfd){ .fd = c->ufd, .events = POLLOUT };
+        pf[n] = (struct pollfd){.fd = c->ufd, .events = POLLOUT};
         who[n++] = i;
       } else {
         short ce = (short)((!c->c_eof && c->up.len < BUF_MAX ? POLLIN : 0) | (c->down.len ? POLLOUT : 0));
         short ue = (short)((!c->u_eof && c->down.len < BUF_MAX ? POLLIN : 0) | (c->up.len ? POLLOUT : 0));
-        pf[n] = (struct pollfd){ .fd = c->cfd, .events = ce };
+        pf[n] = (struct pollfd){.fd = c->cfd, .events = ce};
         who[n++] = i;
-        pf[n] = (struct pollfd){ .fd = c->ufd, .events = ue };
+        pf[n] = (struct pollfd){.fd = c->ufd, .events = ue};
         who[n++] = i;
       }
     }
@@ -755,14 +855,17 @@ int main(void) {
     int r = poll(pf, (nfds_t)n, timeout);
     if (r < 0 && errno != EINTR) die("poll: %s", strerror(errno));
     if (r <= 0) continue;
-    if (pf[1].revents) exit(0);   /* the parent spoke out of turn or left: the run is over */
+    if (pf[1].revents) exit(0); /* the parent spoke out of turn or left: the run is over */
     for (int k = 2; k < n; k++) {
       int i = who[k];
       struct conn *c = &conns[i];
       if (c->state == C_FREE || (!pf[k].revents && c->state != C_RELAY)) continue;
-      if (c->state == C_HEAD) on_head(c);
-      else if (c->state == C_DRAIN) on_drain(c);
-      else if (c->state == C_CONNECTING) on_connected(c);
+      if (c->state == C_HEAD)
+        on_head(c);
+      else if (c->state == C_DRAIN)
+        on_drain(c);
+      else if (c->state == C_CONNECTING)
+        on_connected(c);
       else if (c->state == C_RELAY && k + 1 < n && who[k + 1] == i) {
         relay(c, pf[k].revents, pf[k + 1].revents);
         k++;

@@ -19,8 +19,7 @@ static int push_input(lua_State *L)
 {
   const msgpack_object *o = lua_touserdata(L, 1);
   char err[128];
-  if (airlock_lua_push(L, o, err, sizeof err) != 0)
-    return luaL_error(L, "%s", err);
+  if (airlock_lua_push(L, o, err, sizeof err) != 0) return luaL_error(L, "%s", err);
   return 1;
 }
 
@@ -28,7 +27,7 @@ static void as_input(const uint8_t *data, size_t size)
 {
   static lua_State *L;
   char err[256];
-  airlock_init in = { .source = "return ...", .source_len = 10, .input = data, .input_len = size };
+  airlock_init in = {.source = "return ...", .source_len = 10, .input = data, .input_len = size};
   msgpack_sbuffer sb;
   msgpack_sbuffer_init(&sb);
   if (airlock_init_frame(&sb, &in, 0, err, sizeof err) == 0) {
@@ -37,14 +36,12 @@ static void as_input(const uint8_t *data, size_t size)
     msgpack_unpacked_init(&u);
     if (airlock_msg_decode(sb.data + 4, sb.size - 4, &u, &m, err, sizeof err) != 0 ||
         airlock_msg_field(m.value, "input") == NULL)
-      abort();   /* accepted, yet the worker would refuse the frame */
-    if (L == NULL && (L = luaL_newstate()) == NULL)
-      abort();
+      abort(); /* accepted, yet the worker would refuse the frame */
+    if (L == NULL && (L = luaL_newstate()) == NULL) abort();
     lua_settop(L, 0);
     lua_pushcfunction(L, push_input);
     lua_pushlightuserdata(L, (void *)airlock_msg_field(m.value, "input"));
-    if (lua_pcall(L, 1, 1, 0) != LUA_OK)
-      abort();   /* accepted, yet the worker could not make it a Lua value */
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK) abort(); /* accepted, yet the worker could not make it a Lua value */
     lua_settop(L, 0);
     lua_gc(L, LUA_GCCOLLECT);
     msgpack_unpacked_destroy(&u);

@@ -20,7 +20,11 @@ static void *capped(void *ud, void *ptr, size_t osize, size_t nsize)
 {
   (void)ud;
   if (ptr == NULL) osize = 0;
-  if (nsize == 0) { used -= osize; free(ptr); return NULL; }
+  if (nsize == 0) {
+    used -= osize;
+    free(ptr);
+    return NULL;
+  }
   if (nsize > osize && used + (nsize - osize) > CAP) return NULL;
   void *p = realloc(ptr, nsize);
   if (p != NULL) used = used - osize + nsize;
@@ -31,8 +35,7 @@ static int round_trip(lua_State *L)
 {
   const msgpack_object *o = lua_touserdata(L, 1);
   char err[256];
-  if (airlock_lua_push(L, o, err, sizeof err) != 0)
-    return 0;
+  if (airlock_lua_push(L, o, err, sizeof err) != 0) return 0;
   msgpack_sbuffer sb;
   msgpack_packer pk;
   msgpack_sbuffer_init(&sb);
@@ -46,8 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
   char err[256];
   /* The prescan first, exactly as every receiver does before msgpack-c. */
-  if (airlock_msg_check(data, size, err, sizeof err) != 0)
-    return 0;
+  if (airlock_msg_check(data, size, err, sizeof err) != 0) return 0;
   msgpack_unpacked u;
   msgpack_unpacked_init(&u);
   size_t off = 0;
@@ -57,7 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (L != NULL) {
       lua_pushcfunction(L, round_trip);
       lua_pushlightuserdata(L, &u.data);
-      lua_pcall(L, 1, 0, 0);   /* out of memory is an answer, not a crash */
+      lua_pcall(L, 1, 0, 0); /* out of memory is an answer, not a crash */
       lua_close(L);
     }
   }

@@ -19,8 +19,7 @@ struct src {
 static ssize_t chunked(void *ctx, void *buf, size_t n)
 {
   struct src *s = ctx;
-  if (s->left == 0)
-    return 0;
+  if (s->left == 0) return 0;
   s->rng ^= s->rng << 13;
   s->rng ^= s->rng >> 17;
   s->rng ^= s->rng << 5;
@@ -35,15 +34,13 @@ static ssize_t chunked(void *ctx, void *buf, size_t n)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-  if (size == 0)
-    return 0;
-  struct src s = { data + 1, size - 1, 0x9e3779b9u ^ data[0] };
+  if (size == 0) return 0;
+  struct src s = {data + 1, size - 1, 0x9e3779b9u ^ data[0]};
   airlock_frame_reader r;
   airlock_frame_reader_init(&r, 1u << 20);
   for (;;) {
     int rc = airlock_frame_reader_pull(&r, chunked, &s);
-    if (rc != AIRLOCK_FRAME_READY)
-      break;   /* EOF, a refused length, or EOF inside a frame: all fine */
+    if (rc != AIRLOCK_FRAME_READY) break; /* EOF, a refused length, or EOF inside a frame: all fine */
     msgpack_unpacked u;
     airlock_msg m;
     char err[256];

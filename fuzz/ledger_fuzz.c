@@ -27,11 +27,9 @@ static void cleanup(void)
 /* One session directory per fuzzing process, removed at exit. */
 static void setup(void)
 {
-  if (dir[0] != 0)
-    return;
+  if (dir[0] != 0) return;
   snprintf(dir, sizeof dir, "/tmp/airlock-ledger-fuzz-XXXXXX");
-  if (mkdtemp(dir) == NULL)
-    abort();
+  if (mkdtemp(dir) == NULL) abort();
   snprintf(journal, sizeof journal, "%s/journal", dir);
   atexit(cleanup);
 }
@@ -57,7 +55,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   }
 
   airlock_ledger *l;
-  airlock_ledger_opts o = { 0 };
+  airlock_ledger_opts o = {0};
   o.durability = AIRLOCK_DURABLE_NONE;
   if (airlock_ledger_open(dir, &o, &l, &rep, err, sizeof err) == 0) {
     uint64_t seq;

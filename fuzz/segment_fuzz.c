@@ -24,14 +24,12 @@ static void cleanup(void)
 
 static void setup(void)
 {
-  if (dir[0] != 0)
-    return;
+  if (dir[0] != 0) return;
   snprintf(dir, sizeof dir, "/tmp/airlock-segment-fuzz-XXXXXX");
-  if (mkdtemp(dir) == NULL)
-    abort();
+  if (mkdtemp(dir) == NULL) abort();
   snprintf(seg, sizeof seg, "%s/segment.000001", dir);
   snprintf(journal, sizeof journal, "%s/journal", dir);
-  int fd = open(journal, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);   /* empty */
+  int fd = open(journal, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600); /* empty */
   if (fd < 0) abort();
   close(fd);
   airlock_ledger_set_codec(ledger_zstd_codec());

@@ -35,32 +35,37 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define STATUS_FD 60
+#define STATUS_FD  60
 #define PROGRAM_FD 61
 
 extern char **environ;
 
-static void report(uint32_t kind, uint32_t value) {
-  uint32_t rec[2] = { kind, value };
+static void report(uint32_t kind, uint32_t value)
+{
+  uint32_t rec[2] = {kind, value};
   ssize_t n;
-  do n = write(STATUS_FD, rec, sizeof rec); while (n < 0 && errno == EINTR);
+  do n = write(STATUS_FD, rec, sizeof rec);
+  while (n < 0 && errno == EINTR);
 }
 
 /* Runs the program in this process; returns only on failure, with errno. */
-static void run_program(const char *path, char **argv) {
+static void run_program(const char *path, char **argv)
+{
   if (path[0] == 0)
     syscall(SYS_execveat, PROGRAM_FD, "", argv, environ, AT_EMPTY_PATH);
   else
     execve(path, argv, environ);
 }
 
-static void say(const char *a, const char *b, const char *c) {
-  const char *parts[] = { "airlock-init: ", a, b, c, "\n" };
+static void say(const char *a, const char *b, const char *c)
+{
+  const char *parts[] = {"airlock-init: ", a, b, c, "\n"};
   for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
     if (write(2, parts[i], strlen(parts[i])) < 0) return;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
   if (argc < 3) {
     say("usage: airlock-init PATH ARGV0 [ARGS...] (started by airlock's spawner only)", "", "");
     return 125;
@@ -111,7 +116,7 @@ int main(int argc, char **argv) {
     int status;
     pid_t p;
     while ((p = waitpid(-1, &status, WNOHANG)) > 0) {
-      if (p != child) continue;   /* an orphan, reaped */
+      if (p != child) continue; /* an orphan, reaped */
       report(1, (uint32_t)status);
       if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
       return WEXITSTATUS(status);

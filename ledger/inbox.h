@@ -13,9 +13,9 @@
 
 typedef struct {
   uint8_t *buf;
-  size_t cap, pos, len;   /* bytes [pos, len) are read and not yet taken */
-  uint32_t max;           /* the largest body accepted */
-  int drained;            /* the last read took less than there was room for */
+  size_t cap, pos, len; /* bytes [pos, len) are read and not yet taken */
+  uint32_t max;         /* the largest body accepted */
+  int drained;          /* the last read took less than there was room for */
 } ledger_inbox;
 
 /* An empty inbox for bodies of at most max bytes; -ENOMEM. */

@@ -20,9 +20,9 @@
 #include "airlock.h"
 #include "journal_int.h"
 
-#define KEEP_MAX (1u << 20)   /* a record buffer larger than this is freed after use */
+#define KEEP_MAX (1u << 20) /* a record buffer larger than this is freed after use */
 
-#define WQ_MAX (1u << 20)   /* records kept unwritten at most (bytes) */
+#define WQ_MAX (1u << 20) /* records kept unwritten at most (bytes) */
 
 static double mono_ms(void)
 {
@@ -54,8 +54,7 @@ int ledger_write_all(int fd, const void *p, size_t n, size_t *done)
   while (n > 0) {
     ssize_t k = write(fd, c, n);
     if (k < 0) {
-      if (errno == EINTR)
-        continue;
+      if (errno == EINTR) continue;
       return -errno;
     }
     c += k;
@@ -68,8 +67,7 @@ int ledger_write_all(int fd, const void *p, size_t n, size_t *done)
 int ledger_fsync_path(const char *path)
 {
   int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0)
-    return -errno;
+  if (fd < 0) return -errno;
   int rc = fsync(fd) < 0 ? -errno : 0;
   close(fd);
   return rc;
@@ -79,17 +77,12 @@ int ledger_fsync_path(const char *path)
 static int fsync_parent(const char *path)
 {
   size_t n = strlen(path);
-  while (n > 1 && path[n - 1] == '/')
-    n--;
-  while (n > 0 && path[n - 1] != '/')
-    n--;
-  while (n > 1 && path[n - 1] == '/')
-    n--;
-  if (n == 0)
-    return ledger_fsync_path(".");
+  while (n > 1 && path[n - 1] == '/') n--;
+  while (n > 0 && path[n - 1] != '/') n--;
+  while (n > 1 && path[n - 1] == '/') n--;
+  if (n == 0) return ledger_fsync_path(".");
   char *parent = strndup(path, n);
-  if (parent == NULL)
-    return -ENOMEM;
+  if (parent == NULL) return -ENOMEM;
   int rc = ledger_fsync_path(parent);
   free(parent);
   return rc;
@@ -106,8 +99,7 @@ static int is_key(const msgpack_object *k, const char *s)
 /* Caller fields: a map with string keys, none of them one of reserved. */
 static int check_fields(airlock_ledger *l, const msgpack_object *fields, const char *const *reserved)
 {
-  if (fields == NULL)
-    return 0;
+  if (fields == NULL) return 0;
   if (fields->type != MSGPACK_OBJECT_MAP)
     return ledger_set_err(l, -EINVAL, "ledger: record fields must be a map");
   if (fields->via.map.size > UINT32_MAX - 8)
@@ -116,7 +108,7 @@ static int check_fields(airlock_ledger *l, const msgpack_object *fields, const c
     const msgpack_object *k = &fields->via.map.ptr[i].key;
     if (k->type != MSGPACK_OBJECT_STR)
       return ledger_set_err(l, -EINVAL, "ledger: record field #%" PRIu32 " has a key that is not a string",
-                     i + 1);
+                            i + 1);
     for (const char *const *r = reserved; *r != NULL; r++)
       if (is_key(k, *r))
         return ledger_set_err(l, -EINVAL, "ledger: field '%s' is the ledger's own and cannot be given", *r);
@@ -124,8 +116,8 @@ static int check_fields(airlock_ledger *l, const msgpack_object *fields, const c
   return 0;
 }
 
-static const char *const reserved_record[] = { "seq", "kind", "run", "t", NULL };
-static const char *const reserved_session[] = { "seq", "kind", "run", "t", "id", "created", NULL };
+static const char *const reserved_record[] = {"seq", "kind", "run", "t", NULL};
+static const char *const reserved_session[] = {"seq", "kind", "run", "t", "id", "created", NULL};
 
 /* Starts a record in l->sb: header placeholder, the map header and the four
 ** fields every body begins with. extra counts the pairs the caller adds. */
@@ -173,31 +165,35 @@ static int broken(airlock_ledger *l, int e, const char *what, uint64_t seq, size
   l->sticky = e;
   char tail[160];
   if (written == 0 && strcmp(what, "write") == 0) {
-    snprintf(tail, sizeof tail, "nothing of it was written: the journal still ends whole at seq %"
-             PRIu64, l->seq);
+    snprintf(tail, sizeof tail, "nothing of it was written: the journal still ends whole at seq %" PRIu64,
+             l->seq);
   } else {
     int cut = ftruncate(l->fd, (off_t)(l->off - l->base)) == 0 ? 0 : -errno;
     if (cut == 0)
       snprintf(tail, sizeof tail, "the journal was cut back to seq %" PRIu64, l->seq);
     else
-      snprintf(tail, sizeof tail, "cutting the partial record off failed too (%s): the next "
-               "open truncates it", airlock_strerror(-cut));
+      snprintf(tail, sizeof tail,
+               "cutting the partial record off failed too (%s): the next "
+               "open truncates it",
+               airlock_strerror(-cut));
   }
   const char *hint = e == -EROFS ? " (the file system holding the ledger is read-only now: the "
                                    "kernel remounts it so after an I/O error; see dmesg, check "
                                    "the disk, then move the ledger or remount it)"
-                   : e == -ENOSPC || e == -EDQUOT ? " (the disk or quota is full: free space, "
-                                                    "then open the ledger again)"
-                   : e == -EIO ? " (an I/O error: see dmesg and check the disk)" : "";
-  return ledger_set_err(l, e, "ledger: %s of seq %" PRIu64 " to %s failed: %s%s; %s; the ledger "
-                 "refuses further appends", what, seq, l->journal, airlock_strerror(-e), hint, tail);
+                     : e == -ENOSPC || e == -EDQUOT ? " (the disk or quota is full: free space, "
+                                                      "then open the ledger again)"
+                     : e == -EIO                    ? " (an I/O error: see dmesg and check the disk)"
+                                                    : "";
+  return ledger_set_err(l, e,
+                        "ledger: %s of seq %" PRIu64 " to %s failed: %s%s; %s; the ledger "
+                        "refuses further appends",
+                        what, seq, l->journal, airlock_strerror(-e), hint, tail);
 }
 
 int ledger_sync_now(airlock_ledger *l)
 {
   int wr = ledger_write_out(l);
-  if (wr < 0)
-    return wr;
+  if (wr < 0) return wr;
   if (l->durable_seq == l->seq) {
     l->pending_since = 0;
     return 0;
@@ -205,9 +201,10 @@ int ledger_sync_now(airlock_ledger *l)
   if (fdatasync(l->fd) < 0) {
     int e = -errno;
     l->sticky = e;
-    return ledger_set_err(l, e, "ledger: fdatasync of %s failed: %s; records after seq %" PRIu64
-                   " may not be on disk; the ledger refuses further appends",
-                   l->journal, airlock_strerror(-e), l->durable_seq);
+    return ledger_set_err(l, e,
+                          "ledger: fdatasync of %s failed: %s; records after seq %" PRIu64
+                          " may not be on disk; the ledger refuses further appends",
+                          l->journal, airlock_strerror(-e), l->durable_seq);
   }
   l->durable_seq = l->seq;
   l->pending_since = 0;
@@ -227,8 +224,10 @@ static int commit(airlock_ledger *l)
   size_t len = l->sb.size - LEDGER_HDR;
   if (len == 0 || len > AIRLOCK_LEDGER_BODY_MAX) {
     release_big_buffer(l);
-    return ledger_set_err(l, -EMSGSIZE, "ledger: record seq %" PRIu64 " is %zu bytes, over the limit "
-                   "of %u", seq, len, AIRLOCK_LEDGER_BODY_MAX);
+    return ledger_set_err(l, -EMSGSIZE,
+                          "ledger: record seq %" PRIu64 " is %zu bytes, over the limit "
+                          "of %u",
+                          seq, len, AIRLOCK_LEDGER_BODY_MAX);
   }
   uint8_t *p = (uint8_t *)l->sb.data;
   p[0] = (uint8_t)(len >> 24);
@@ -243,17 +242,16 @@ static int commit(airlock_ledger *l)
   /* batch: a window that has passed is closed before this record opens the next
   ** (coalesce: by the caller's tick, after it has answered what it accepted) */
   /* the clock only when a window is to be checked or opened */
-  double now = l->durability == AIRLOCK_DURABLE_BATCH &&
-               (!l->coalesce || l->durable_seq == l->seq) ? mono_ms() : 0;
+  double now =
+      l->durability == AIRLOCK_DURABLE_BATCH && (!l->coalesce || l->durable_seq == l->seq) ? mono_ms() : 0;
   if (l->durability == AIRLOCK_DURABLE_BATCH && !l->coalesce && window_passed(l, now)) {
     int rc = ledger_sync_now(l);
-    if (rc < 0)
-      return rc;
+    if (rc < 0) return rc;
   }
 
   size_t written = 0;
   if (l->coalesce) {
-    if (l->wq.size == 0) {   /* the journal's end on disk, should the write fail */
+    if (l->wq.size == 0) { /* the journal's end on disk, should the write fail */
       l->w_seq = l->seq;
       l->w_off = l->off;
       memcpy(l->w_head, l->head, sizeof l->w_head);
@@ -264,8 +262,7 @@ static int commit(airlock_ledger *l)
     }
   } else {
     int rc = ledger_write_all(l->fd, l->sb.data, l->sb.size, &written);
-    if (rc < 0)
-      return broken(l, rc, "write", seq, written);
+    if (rc < 0) return broken(l, rc, "write", seq, written);
     if (l->durability == AIRLOCK_DURABLE_ALWAYS && fdatasync(l->fd) < 0)
       return broken(l, -errno, "fdatasync", seq, written);
   }
@@ -281,8 +278,7 @@ static int commit(airlock_ledger *l)
     l->pending_since = now;
   if (l->coalesce && l->wq.size >= WQ_MAX) {
     int rc = ledger_write_out(l);
-    if (rc < 0)
-      return rc;
+    if (rc < 0) return rc;
   }
   ledger_maybe_seal(l);
   return 0;
@@ -293,8 +289,7 @@ static int commit(airlock_ledger *l)
 ** file is cut there, and the ledger is sticky. */
 int ledger_write_out(airlock_ledger *l)
 {
-  if (l->wq.size == 0)
-    return 0;
+  if (l->wq.size == 0) return 0;
   size_t written;
   int rc = ledger_write_all(l->fd, l->wq.data, l->wq.size, &written);
   msgpack_sbuffer_clear(&l->wq);
@@ -314,8 +309,7 @@ int ledger_write_out(airlock_ledger *l)
 
 int airlock_ledger_write_out(airlock_ledger *l)
 {
-  if (l->sticky)
-    return l->sticky;
+  if (l->sticky) return l->sticky;
   return ledger_write_out(l);
 }
 
@@ -329,14 +323,12 @@ static int check_and_commit(airlock_ledger *l, uint64_t *seq_out)
   if (len <= AIRLOCK_LEDGER_BODY_MAX &&
       airlock_msg_check(l->sb.data + LEDGER_HDR, len, why, sizeof why) < 0) {
     release_big_buffer(l);
-    return ledger_set_err(l, -EINVAL, "ledger: record seq %" PRIu64 " cannot be read back: %s",
-                   l->seq + 1, why);
+    return ledger_set_err(l, -EINVAL, "ledger: record seq %" PRIu64 " cannot be read back: %s", l->seq + 1,
+                          why);
   }
   int rc = commit(l);
-  if (rc < 0)
-    return rc;
-  if (seq_out != NULL)
-    *seq_out = l->seq;
+  if (rc < 0) return rc;
+  if (seq_out != NULL) *seq_out = l->seq;
   return 0;
 }
 
@@ -345,11 +337,10 @@ static int check_and_commit(airlock_ledger *l, uint64_t *seq_out)
 ** is only held to be a short word, and "session" is the ledger's own. */
 static int kind_word(const char *kind)
 {
-  if (kind == NULL || kind[0] < 'a' || kind[0] > 'z' || strcmp(kind, "session") == 0)
-    return 0;
+  if (kind == NULL || kind[0] < 'a' || kind[0] > 'z' || strcmp(kind, "session") == 0) return 0;
   size_t n = 0;
-  for (char c = kind[0]; (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
-                         c == '_' || c == '-'; c = kind[++n])
+  for (char c = kind[0]; (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+       c = kind[++n])
     ;
   return n <= AIRLOCK_LEDGER_KIND_MAX && kind[n] == '\0';
 }
@@ -358,24 +349,23 @@ static int kind_word(const char *kind)
 ** or a kind that is not a record kind. */
 static int may_append(airlock_ledger *l, const char *kind)
 {
-  if (l->sticky)
-    return l->sticky;
+  if (l->sticky) return l->sticky;
   if (!kind_word(kind))
-    return ledger_set_err(l, -EINVAL, "ledger: '%.32s' is not a record kind: a word of 1 to %d "
-                   "lower-case letters, digits, '.', '_' or '-', other than 'session' (the "
-                   "ledger's own)", kind ? kind : "(null)", AIRLOCK_LEDGER_KIND_MAX);
+    return ledger_set_err(l, -EINVAL,
+                          "ledger: '%.32s' is not a record kind: a word of 1 to %d "
+                          "lower-case letters, digits, '.', '_' or '-', other than 'session' (the "
+                          "ledger's own)",
+                          kind ? kind : "(null)", AIRLOCK_LEDGER_KIND_MAX);
   return 0;
 }
 
-int airlock_ledger_append(airlock_ledger *l, const char *kind, uint64_t run,
-                          const msgpack_object *fields, uint64_t *seq_out)
+int airlock_ledger_append(airlock_ledger *l, const char *kind, uint64_t run, const msgpack_object *fields,
+                          uint64_t *seq_out)
 {
   int rc = may_append(l, kind);
-  if (rc < 0)
-    return rc;
+  if (rc < 0) return rc;
   rc = check_fields(l, fields, reserved_record);
-  if (rc < 0)
-    return rc;
+  if (rc < 0) return rc;
   uint32_t extra = fields ? fields->via.map.size : 0;
   if (begin_record(l, kind, run, unix_now(), extra) < 0 || pack_fields(l, fields) < 0) {
     release_big_buffer(l);
@@ -393,8 +383,7 @@ static int skip_object(const uint8_t *b, size_t len, size_t *pos)
   uint64_t owed = 1;
   size_t p = *pos;
   while (owed > 0) {
-    if (p >= len || owed > len - p)
-      return -1;
+    if (p >= len || owed > len - p) return -1;
     owed--;
     uint8_t tag = b[p++];
     uint64_t skip = 0, items = 0;
@@ -409,33 +398,57 @@ static int skip_object(const uint8_t *b, size_t len, size_t *pos)
       skip = tag & 0x1f;
     } else {
       switch (tag) {
-      case 0xc4: case 0xc5: case 0xc6: lb = 1u << (tag - 0xc4); break;               /* bin */
-      case 0xc7: case 0xc8: case 0xc9: lb = 1u << (tag - 0xc7); skip = 1; break;     /* ext */
-      case 0xca: skip = 4; break;
-      case 0xcb: skip = 8; break;
-      case 0xcc: case 0xcd: case 0xce: case 0xcf: skip = 1u << (tag - 0xcc); break;
-      case 0xd0: case 0xd1: case 0xd2: case 0xd3: skip = 1u << (tag - 0xd0); break;
-      case 0xd4: case 0xd5: case 0xd6: case 0xd7: case 0xd8: skip = 1 + (1u << (tag - 0xd4)); break;
-      case 0xd9: case 0xda: case 0xdb: lb = 1u << (tag - 0xd9); break;               /* str */
-      case 0xdc: case 0xdd: lb = 2u << (tag - 0xdc); items = 1; break;               /* array */
-      case 0xde: case 0xdf: lb = 2u << (tag - 0xde); items = 2; break;               /* map */
-      default: return -1;
+        case 0xc4:
+        case 0xc5:
+        case 0xc6: lb = 1u << (tag - 0xc4); break; /* bin */
+        case 0xc7:
+        case 0xc8:
+        case 0xc9:
+          lb = 1u << (tag - 0xc7);
+          skip = 1;
+          break; /* ext */
+        case 0xca: skip = 4; break;
+        case 0xcb: skip = 8; break;
+        case 0xcc:
+        case 0xcd:
+        case 0xce:
+        case 0xcf: skip = 1u << (tag - 0xcc); break;
+        case 0xd0:
+        case 0xd1:
+        case 0xd2:
+        case 0xd3: skip = 1u << (tag - 0xd0); break;
+        case 0xd4:
+        case 0xd5:
+        case 0xd6:
+        case 0xd7:
+        case 0xd8: skip = 1 + (1u << (tag - 0xd4)); break;
+        case 0xd9:
+        case 0xda:
+        case 0xdb: lb = 1u << (tag - 0xd9); break; /* str */
+        case 0xdc:
+        case 0xdd:
+          lb = 2u << (tag - 0xdc);
+          items = 1;
+          break; /* array */
+        case 0xde:
+        case 0xdf:
+          lb = 2u << (tag - 0xde);
+          items = 2;
+          break; /* map */
+        default: return -1;
       }
     }
     if (lb > 0) {
-      if (len - p < lb)
-        return -1;
+      if (len - p < lb) return -1;
       uint64_t n = 0;
-      for (unsigned i = 0; i < lb; i++)
-        n = n << 8 | b[p + i];
+      for (unsigned i = 0; i < lb; i++) n = n << 8 | b[p + i];
       p += lb;
       if (items > 0)
-        items *= n;   /* array: n, map: 2n */
+        items *= n; /* array: n, map: 2n */
       else
         skip += n;
     }
-    if (skip > len - p)
-      return -1;
+    if (skip > len - p) return -1;
     p += (size_t)skip;
     owed += items;
   }
@@ -443,12 +456,11 @@ static int skip_object(const uint8_t *b, size_t len, size_t *pos)
   return 0;
 }
 
-int airlock_ledger_append_packed(airlock_ledger *l, const char *kind, uint64_t run,
-                                 const void *fields, size_t n, uint64_t *seq_out)
+int airlock_ledger_append_packed(airlock_ledger *l, const char *kind, uint64_t run, const void *fields,
+                                 size_t n, uint64_t *seq_out)
 {
   int rc = may_append(l, kind);
-  if (rc < 0)
-    return rc;
+  if (rc < 0) return rc;
   /* SECURITY: the fields are a producer's bytes: the top-level map's keys are
   ** read with every length bounded, and the body they go into is checked
   ** whole (airlock_msg_check) before it is hashed or written. */
@@ -461,8 +473,7 @@ int airlock_ledger_append_packed(airlock_ledger *l, const char *kind, uint64_t r
       pos = 1;
     } else if ((b[0] == 0xde && n >= 3) || (b[0] == 0xdf && n >= 5)) {
       unsigned lb = b[0] == 0xde ? 2 : 4;
-      for (unsigned i = 0; i < lb; i++)
-        count = count << 8 | b[1 + i];
+      for (unsigned i = 0; i < lb; i++) count = count << 8 | b[1 + i];
       pos = 1 + lb;
     } else {
       return ledger_set_err(l, -EPROTO, "ledger: record fields must be a map");
@@ -474,7 +485,7 @@ int airlock_ledger_append_packed(airlock_ledger *l, const char *kind, uint64_t r
   for (uint64_t i = 0; i < count; i++) {
     if (pos >= n)
       return ledger_set_err(l, -EPROTO, "ledger: record fields claim %" PRIu64 " pairs and hold %" PRIu64,
-                     count, i);
+                            count, i);
     uint8_t tag = b[pos];
     uint64_t kn = 0;
     size_t at = pos + 1;
@@ -484,12 +495,11 @@ int airlock_ledger_append_packed(airlock_ledger *l, const char *kind, uint64_t r
       unsigned lb = 1u << (tag - 0xd9);
       if (n - at < lb)
         return ledger_set_err(l, -EPROTO, "ledger: record field #%" PRIu64 " is cut short", i + 1);
-      for (unsigned k = 0; k < lb; k++)
-        kn = kn << 8 | b[at + k];
+      for (unsigned k = 0; k < lb; k++) kn = kn << 8 | b[at + k];
       at += lb;
     } else {
       return ledger_set_err(l, -EINVAL, "ledger: record field #%" PRIu64 " has a key that is not a string",
-                     i + 1);
+                            i + 1);
     }
     if (kn > n - at)
       return ledger_set_err(l, -EPROTO, "ledger: record field #%" PRIu64 " is cut short", i + 1);
@@ -499,10 +509,9 @@ int airlock_ledger_append_packed(airlock_ledger *l, const char *kind, uint64_t r
     pos = at + (size_t)kn;
     if (skip_object(b, n, &pos) < 0)
       return ledger_set_err(l, -EPROTO, "ledger: record field #%" PRIu64 " is not a whole msgpack value",
-                     i + 1);
+                            i + 1);
   }
-  if (pos != n)
-    return ledger_set_err(l, -EPROTO, "ledger: %zu bytes follow the record fields' map", n - pos);
+  if (pos != n) return ledger_set_err(l, -EPROTO, "ledger: %zu bytes follow the record fields' map", n - pos);
   if (begin_record(l, kind, run, unix_now(), (uint32_t)count) < 0 ||
       msgpack_sbuffer_write(&l->sb, (const char *)b + entries, n - entries) != 0) {
     release_big_buffer(l);
@@ -515,8 +524,7 @@ int airlock_ledger_append_packed(airlock_ledger *l, const char *kind, uint64_t r
 static int append_raw(airlock_ledger *l, const void *body, size_t len)
 {
   static const char zero[LEDGER_HDR];
-  if (l->sticky)
-    return l->sticky;
+  if (l->sticky) return l->sticky;
   msgpack_sbuffer_clear(&l->sb);
   if (msgpack_sbuffer_write(&l->sb, zero, sizeof zero) != 0 ||
       msgpack_sbuffer_write(&l->sb, body, len) != 0) {
@@ -531,10 +539,11 @@ static int write_session(airlock_ledger *l, const msgpack_object *fields)
 {
   uint8_t id[AIRLOCK_LEDGER_ID_LEN];
   size_t got = 0;
-  while (got < sizeof id) {   /* the kernel's CSPRNG; small reads never come short once seeded */
+  while (got < sizeof id) { /* the kernel's CSPRNG; small reads never come short once seeded */
     ssize_t n = getrandom(id + got, sizeof id - got, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return ledger_set_err(l, n < 0 ? -errno : -EIO, "ledger: getrandom for the session id failed");
+    if (n <= 0)
+      return ledger_set_err(l, n < 0 ? -errno : -EIO, "ledger: getrandom for the session id failed");
     got += (size_t)n;
   }
   static const char digits[] = "0123456789abcdef";
@@ -555,8 +564,7 @@ static int write_session(airlock_ledger *l, const msgpack_object *fields)
   if (bad || pack_fields(l, fields) < 0)
     return ledger_set_err(l, -ENOMEM, "ledger: out of memory packing the session record");
   int rc = commit(l);
-  if (rc == 0)
-    rc = ledger_sync_now(l);
+  if (rc == 0) rc = ledger_sync_now(l);
   return rc;
 }
 
@@ -573,8 +581,10 @@ static int check_dir(airlock_ledger *l)
     if (e == -ELOOP || e == -ENOTDIR) {
       struct stat lst;
       if (lstat(l->dir, &lst) == 0 && S_ISLNK(lst.st_mode))
-        return ledger_set_err(l, -ELOOP, "ledger: %s is a symbolic link; give the real directory (a link could "
-                       "send the ledger's writes anywhere)", l->dir);
+        return ledger_set_err(l, -ELOOP,
+                              "ledger: %s is a symbolic link; give the real directory (a link could "
+                              "send the ledger's writes anywhere)",
+                              l->dir);
       return ledger_set_err(l, e, "ledger: %s is not a directory", l->dir);
     }
     if (e == -ENOENT)
@@ -584,15 +594,18 @@ static int check_dir(airlock_ledger *l)
   struct stat st;
   int rc = fstat(fd, &st) < 0 ? -errno : 0;
   close(fd);
-  if (rc < 0)
-    return ledger_set_err(l, rc, "ledger: cannot stat %s: %s", l->dir, airlock_strerror(-rc));
+  if (rc < 0) return ledger_set_err(l, rc, "ledger: cannot stat %s: %s", l->dir, airlock_strerror(-rc));
   if (st.st_uid != geteuid())
-    return ledger_set_err(l, -EPERM, "ledger: %s is owned by uid %u, not by this process's uid %u; a session "
-                   "directory must be the writer's own", l->dir, (unsigned)st.st_uid, (unsigned)geteuid());
+    return ledger_set_err(l, -EPERM,
+                          "ledger: %s is owned by uid %u, not by this process's uid %u; a session "
+                          "directory must be the writer's own",
+                          l->dir, (unsigned)st.st_uid, (unsigned)geteuid());
   if (st.st_mode & 022)
-    return ledger_set_err(l, -EPERM, "ledger: %s is writable by %s (mode %03o); a session directory must be "
-                   "writable by its owner alone (chmod go-w %s)", l->dir,
-                   (st.st_mode & 002) ? "others" : "its group", (unsigned)(st.st_mode & 0777), l->dir);
+    return ledger_set_err(l, -EPERM,
+                          "ledger: %s is writable by %s (mode %03o); a session directory must be "
+                          "writable by its owner alone (chmod go-w %s)",
+                          l->dir, (st.st_mode & 002) ? "others" : "its group", (unsigned)(st.st_mode & 0777),
+                          l->dir);
   return 0;
 }
 
@@ -602,11 +615,9 @@ static int check_dir(airlock_ledger *l)
 static int make_parents(const char *dir)
 {
   char *p = strdup(dir);
-  if (p == NULL)
-    return -ENOMEM;
+  if (p == NULL) return -ENOMEM;
   for (char *s = p + 1; *s != '\0'; s++) {
-    if (*s != '/')
-      continue;
+    if (*s != '/') continue;
     *s = '\0';
     if (mkdir(p, 0700) != 0 && errno != EEXIST) {
       int e = -errno;
@@ -622,8 +633,7 @@ static int make_parents(const char *dir)
 static int take_lock(airlock_ledger *l)
 {
   char *path = ledger_join(l->dir, LEDGER_LOCK);
-  if (path == NULL)
-    return ledger_set_err(l, -ENOMEM, "ledger: out of memory");
+  if (path == NULL) return ledger_set_err(l, -ENOMEM, "ledger: out of memory");
   l->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   int e = l->lock_fd < 0 ? -errno : 0;
   free(path);
@@ -632,8 +642,7 @@ static int take_lock(airlock_ledger *l)
   if (e < 0)
     return ledger_set_err(l, e, "ledger: cannot open %s/%s: %s", l->dir, LEDGER_LOCK, airlock_strerror(-e));
   while (flock(l->lock_fd, LOCK_EX | LOCK_NB) < 0) {
-    if (errno == EINTR)
-      continue;
+    if (errno == EINTR) continue;
     e = -errno;
     if (e != -EWOULDBLOCK)
       return ledger_set_err(l, e, "ledger: cannot lock %s/%s: %s", l->dir, LEDGER_LOCK, airlock_strerror(-e));
@@ -641,10 +650,11 @@ static int take_lock(airlock_ledger *l)
     ssize_t n = pread(l->lock_fd, buf, sizeof buf - 1, 0);
     buf[n > 0 ? n : 0] = '\0';
     long pid = strtol(buf, NULL, 10);
-    if (pid > 0)
-      return ledger_set_err(l, e, "ledger: %s is in use by pid %ld", l->dir, pid);
-    return ledger_set_err(l, e, "ledger: %s is in use by another process (it has not written its pid "
-                   "yet)", l->dir);
+    if (pid > 0) return ledger_set_err(l, e, "ledger: %s is in use by pid %ld", l->dir, pid);
+    return ledger_set_err(l, e,
+                          "ledger: %s is in use by another process (it has not written its pid "
+                          "yet)",
+                          l->dir);
   }
   l->locked = 1;
   char buf[32];
@@ -652,18 +662,16 @@ static int take_lock(airlock_ledger *l)
   if (ftruncate(l->lock_fd, 0) < 0 || pwrite(l->lock_fd, buf, (size_t)n, 0) != n) {
     e = -errno;
     return ledger_set_err(l, e, "ledger: cannot write the pid into %s/%s: %s", l->dir, LEDGER_LOCK,
-                   airlock_strerror(-e));
+                          airlock_strerror(-e));
   }
   return 0;
 }
 
 static void free_ledger(airlock_ledger *l)
 {
-  if (l == NULL)
-    return;
+  if (l == NULL) return;
   ledger_seal_drop(l);
-  if (l->fd >= 0)
-    close(l->fd);
+  if (l->fd >= 0) close(l->fd);
   if (l->lock_fd >= 0) {
     if (l->locked && ftruncate(l->lock_fd, 0) < 0) {
       /* the pid stays; the lock itself goes with the descriptor */
@@ -683,8 +691,7 @@ static int recover(airlock_ledger *l, airlock_ledger_report *rep, int create)
 {
   airlock_ledger_reader *r;
   int rc = ledger_reader_open_dir(l->dir, 0, &r, l->err, sizeof l->err);
-  if (rc < 0)
-    return rc;
+  if (rc < 0) return rc;
   airlock_ledger_record rec;
   while ((rc = airlock_ledger_reader_next(r, &rec)) == 1)
     ;
@@ -693,15 +700,16 @@ static int recover(airlock_ledger *l, airlock_ledger_report *rep, int create)
   ledger_reader_layout(r, &l->base, &l->nseg, &stale);
   if (rc == -EBADMSG)
     ledger_set_err(l, rc, "%s; the journal is left as it is and cannot be written",
-            airlock_ledger_reader_error(r));
+                   airlock_ledger_reader_error(r));
   else if (rc < 0)
     ledger_set_err(l, rc, "%s", airlock_ledger_reader_error(r));
   airlock_ledger_reader_close(r);
-  if (rc < 0)
-    return rc;
+  if (rc < 0) return rc;
   if (rep->last_seq == 0 && !create)
-    return ledger_set_err(l, -ENOENT, "ledger: %s holds no records%s (open with create to start a "
-                   "session)", l->journal, rep->torn_bytes ? ", only a torn one" : "");
+    return ledger_set_err(l, -ENOENT,
+                          "ledger: %s holds no records%s (open with create to start a "
+                          "session)",
+                          l->journal, rep->torn_bytes ? ", only a torn one" : "");
   /* an unfinished seal left .tmp files; one cut short after its segment was
   ** in place left a journal that repeats the segment (the reader skipped it) */
   char tmp[4096];
@@ -710,13 +718,14 @@ static int recover(airlock_ledger *l, airlock_ledger_report *rep, int create)
   snprintf(tmp, sizeof tmp, "%s.tmp", l->journal);
   unlink(tmp);
   if (stale && (rc = ledger_drop_repeat(l, stale)) < 0)
-    return ledger_set_err(l, rc, "ledger: replacing %s, which repeats segment.%06u after an interrupted "
-                   "seal, failed: %s", l->journal, l->nseg, airlock_strerror(-rc));
-  if (rep->torn_bytes > 0 &&
-      (ftruncate(l->fd, (off_t)(rep->bytes - l->base)) < 0 || fdatasync(l->fd) < 0)) {
+    return ledger_set_err(l, rc,
+                          "ledger: replacing %s, which repeats segment.%06u after an interrupted "
+                          "seal, failed: %s",
+                          l->journal, l->nseg, airlock_strerror(-rc));
+  if (rep->torn_bytes > 0 && (ftruncate(l->fd, (off_t)(rep->bytes - l->base)) < 0 || fdatasync(l->fd) < 0)) {
     int e = -errno;
     return ledger_set_err(l, e, "ledger: cutting the torn tail of %s at offset %" PRIu64 " failed: %s",
-                   l->journal, rep->bytes - l->base, airlock_strerror(-e));
+                          l->journal, rep->bytes - l->base, airlock_strerror(-e));
   }
   l->seq = rep->last_seq;
   l->off = rep->bytes;
@@ -728,25 +737,20 @@ static int recover(airlock_ledger *l, airlock_ledger_report *rep, int create)
 int airlock_ledger_open(const char *dir, const airlock_ledger_opts *o, airlock_ledger **out,
                         airlock_ledger_report *rep, char *err, size_t errlen)
 {
-  static const airlock_ledger_opts defaults = { 0 };
+  static const airlock_ledger_opts defaults = {0};
   airlock_ledger_report local;
-  if (o == NULL)
-    o = &defaults;
-  if (rep == NULL)
-    rep = &local;
+  if (o == NULL) o = &defaults;
+  if (rep == NULL) rep = &local;
   memset(rep, 0, sizeof *rep);
   *out = NULL;
-  if (dir == NULL || *dir == '\0')
-    return ledger_fail(err, errlen, -EINVAL, "ledger: no directory given");
+  if (dir == NULL || *dir == '\0') return ledger_fail(err, errlen, -EINVAL, "ledger: no directory given");
   if (o->durability < AIRLOCK_DURABLE_NONE || o->durability > AIRLOCK_DURABLE_ALWAYS)
     return ledger_fail(err, errlen, -EINVAL, "ledger: unknown durability %d", o->durability);
   int rc = ledger_crypto_init(err, errlen);
-  if (rc < 0)
-    return rc;
+  if (rc < 0) return rc;
 
   airlock_ledger *l = calloc(1, sizeof *l);
-  if (l == NULL)
-    return ledger_fail(err, errlen, -ENOMEM, "ledger: out of memory");
+  if (l == NULL) return ledger_fail(err, errlen, -ENOMEM, "ledger: out of memory");
   l->fd = l->lock_fd = l->sj.rfd = l->sj.wfd = l->sj.old_fd = -1;
   l->seal_stepped = o->seal_stepped;
   msgpack_sbuffer_init(&l->sb);
@@ -761,14 +765,12 @@ int airlock_ledger_open(const char *dir, const airlock_ledger_opts *o, airlock_l
     rc = ledger_set_err(l, -ENOMEM, "ledger: out of memory");
     goto fail;
   }
-  if ((rc = check_fields(l, o->session_fields, reserved_session)) < 0)
-    goto fail;
+  if ((rc = check_fields(l, o->session_fields, reserved_session)) < 0) goto fail;
 
   int made_dir = 0;
   if (o->create) {
     int mk = mkdir(dir, 0700) == 0 ? 0 : -errno;
-    if (mk == -ENOENT && (mk = make_parents(dir)) == 0)
-      mk = mkdir(dir, 0700) == 0 ? 0 : -errno;
+    if (mk == -ENOENT && (mk = make_parents(dir)) == 0) mk = mkdir(dir, 0700) == 0 ? 0 : -errno;
     errno = -mk;
     if (mk == 0) {
       made_dir = 1;
@@ -777,8 +779,7 @@ int airlock_ledger_open(const char *dir, const airlock_ledger_opts *o, airlock_l
       goto fail;
     }
   }
-  if ((rc = check_dir(l)) < 0 || (rc = take_lock(l)) < 0)
-    goto fail;
+  if ((rc = check_dir(l)) < 0 || (rc = take_lock(l)) < 0) goto fail;
   l->fd = open(l->journal, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
   if (l->fd < 0 && errno == ENOENT && o->create) {
     l->fd = open(l->journal, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_CREAT | O_EXCL, 0600);
@@ -791,16 +792,15 @@ int airlock_ledger_open(const char *dir, const airlock_ledger_opts *o, airlock_l
       ledger_set_err(l, rc, "ledger: cannot open %s: %s", l->journal, airlock_strerror(-rc));
     goto fail;
   }
-  if ((rc = recover(l, rep, o->create)) < 0)
-    goto fail;
+  if ((rc = recover(l, rep, o->create)) < 0) goto fail;
 
   if (l->seq == 0) {
-    if ((rc = write_session(l, o->session_fields)) < 0)
-      goto fail;
+    if ((rc = write_session(l, o->session_fields)) < 0) goto fail;
     l->created = 1;
     /* the names must survive a power cut as well as the record */
     if ((rc = ledger_fsync_path(dir)) < 0 || (made_dir && (rc = fsync_parent(dir)) < 0)) {
-      ledger_set_err(l, rc, "ledger: fsync of the directory of %s failed: %s", l->journal, airlock_strerror(-rc));
+      ledger_set_err(l, rc, "ledger: fsync of the directory of %s failed: %s", l->journal,
+                     airlock_strerror(-rc));
       goto fail;
     }
     rep->records = rep->last_seq = 1;
@@ -824,27 +824,22 @@ fail:
 
 int airlock_ledger_tick(airlock_ledger *l)
 {
-  if (l->sticky)
-    return l->sticky;
-  if (l->durability == AIRLOCK_DURABLE_BATCH && window_passed(l, mono_ms()))
-    return ledger_sync_now(l);
+  if (l->sticky) return l->sticky;
+  if (l->durability == AIRLOCK_DURABLE_BATCH && window_passed(l, mono_ms())) return ledger_sync_now(l);
   return 0;
 }
 
 int airlock_ledger_sync_due_ms(const airlock_ledger *l)
 {
-  if (l->sticky || l->durability != AIRLOCK_DURABLE_BATCH || l->durable_seq == l->seq)
-    return -1;
+  if (l->sticky || l->durability != AIRLOCK_DURABLE_BATCH || l->durable_seq == l->seq) return -1;
   double left = l->pending_since + (double)l->batch_ms - mono_ms();
-  if (left <= 0)
-    return 0;
+  if (left <= 0) return 0;
   return (int)left + 1;
 }
 
 int airlock_ledger_flush(airlock_ledger *l)
 {
-  if (l->sticky)
-    return l->sticky;
+  if (l->sticky) return l->sticky;
   return ledger_sync_now(l);
 }
 
@@ -865,10 +860,8 @@ uint64_t airlock_ledger_size(const airlock_ledger *l)
 
 void airlock_ledger_head(const airlock_ledger *l, uint64_t *seq, uint8_t hash[AIRLOCK_LEDGER_HASH_LEN])
 {
-  if (seq != NULL)
-    *seq = l->seq;
-  if (hash != NULL)
-    memcpy(hash, l->head, LEDGER_HASH);
+  if (seq != NULL) *seq = l->seq;
+  if (hash != NULL) memcpy(hash, l->head, LEDGER_HASH);
 }
 
 const char *airlock_ledger_session_id(const airlock_ledger *l)
@@ -883,13 +876,11 @@ const char *airlock_ledger_error(const airlock_ledger *l)
 
 int airlock_ledger_close(airlock_ledger *l)
 {
-  if (l == NULL)
-    return 0;
+  if (l == NULL) return 0;
   /* Durability none promised no sync, and a host closing many sessions on its
   ** event loop should not pay one each. */
-  int rc = ledger_seal_finish(l);   /* a seal in progress is finished: nobody waits now */
-  if (rc == 0)
-    rc = l->durability == AIRLOCK_DURABLE_NONE ? ledger_write_out(l) : ledger_sync_now(l);
+  int rc = ledger_seal_finish(l); /* a seal in progress is finished: nobody waits now */
+  if (rc == 0) rc = l->durability == AIRLOCK_DURABLE_NONE ? ledger_write_out(l) : ledger_sync_now(l);
   free_ledger(l);
   return rc;
 }
@@ -898,20 +889,18 @@ int airlock_ledger_close(airlock_ledger *l)
 
 static msgpack_object str_object(const char *s, size_t n)
 {
-  msgpack_object o = { .type = MSGPACK_OBJECT_STR };
+  msgpack_object o = {.type = MSGPACK_OBJECT_STR};
   o.via.str.ptr = s;
   o.via.str.size = (uint32_t)n;
   return o;
 }
 
 /* Reads src up to at_seq; fills the chain hash there. */
-static int prefix_head(const char *src, uint64_t at_seq, uint8_t hash[LEDGER_HASH],
-                       char *err, size_t errlen)
+static int prefix_head(const char *src, uint64_t at_seq, uint8_t hash[LEDGER_HASH], char *err, size_t errlen)
 {
   airlock_ledger_reader *r;
   int rc = airlock_ledger_reader_open(src, &r, err, errlen);
-  if (rc < 0)
-    return rc;
+  if (rc < 0) return rc;
   airlock_ledger_record rec;
   while ((rc = airlock_ledger_reader_next(r, &rec)) == 1 && rec.seq < at_seq)
     ;
@@ -921,8 +910,8 @@ static int prefix_head(const char *src, uint64_t at_seq, uint8_t hash[LEDGER_HAS
   } else if (rc == 0) {
     airlock_ledger_report rep;
     airlock_ledger_reader_report(r, &rep);
-    rc = ledger_fail(err, errlen, -ERANGE, "ledger: %s ends at seq %" PRIu64 ", before seq %"
-                     PRIu64, src, rep.last_seq, at_seq);
+    rc = ledger_fail(err, errlen, -ERANGE, "ledger: %s ends at seq %" PRIu64 ", before seq %" PRIu64, src,
+                     rep.last_seq, at_seq);
   } else {
     ledger_fail(err, errlen, rc, "ledger: cannot branch: %s", airlock_ledger_reader_error(r));
   }
@@ -931,13 +920,12 @@ static int prefix_head(const char *src, uint64_t at_seq, uint8_t hash[LEDGER_HAS
 }
 
 /* Copies the prefix: reads src again (verifying as it goes), writes dst. */
-static int copy_prefix(const char *src, uint64_t at_seq, const uint8_t want[LEDGER_HASH],
-                       const char *dst, char *err, size_t errlen)
+static int copy_prefix(const char *src, uint64_t at_seq, const uint8_t want[LEDGER_HASH], const char *dst,
+                       char *err, size_t errlen)
 {
   airlock_ledger_reader *r;
   int rc = airlock_ledger_reader_open(src, &r, err, errlen);
-  if (rc < 0)
-    return rc;
+  if (rc < 0) return rc;
   airlock_ledger_record rec;
   airlock_ledger *l = NULL;
   msgpack_object_kv *kv = NULL;
@@ -960,19 +948,17 @@ static int copy_prefix(const char *src, uint64_t at_seq, const uint8_t want[LEDG
   for (uint32_t i = 0; i < body->via.map.size; i++) {
     const msgpack_object *k = &body->via.map.ptr[i].key;
     int own = is_key(k, "branch");
-    for (const char *const *p = reserved_session; *p != NULL && !own; p++)
-      own = is_key(k, *p);
-    if (!own)
-      kv[n++] = body->via.map.ptr[i];
+    for (const char *const *p = reserved_session; *p != NULL && !own; p++) own = is_key(k, *p);
+    if (!own) kv[n++] = body->via.map.ptr[i];
   }
-  char src_id[sizeof ((airlock_ledger_report *)0)->session_id];
+  char src_id[sizeof((airlock_ledger_report *)0)->session_id];
   airlock_ledger_report rep;
   airlock_ledger_reader_report(r, &rep);
   memcpy(src_id, rep.session_id, sizeof src_id);
   msgpack_object_kv from[3] = {
-    { .key = str_object("from", 4), .val = str_object(src_id, strlen(src_id)) },
-    { .key = str_object("at", 2), .val = { .type = MSGPACK_OBJECT_POSITIVE_INTEGER } },
-    { .key = str_object("head", 4), .val = str_object(head, strlen(head)) },
+      {.key = str_object("from", 4), .val = str_object(src_id, strlen(src_id))},
+      {.key = str_object("at", 2), .val = {.type = MSGPACK_OBJECT_POSITIVE_INTEGER}},
+      {.key = str_object("head", 4), .val = str_object(head, strlen(head))},
   };
   from[1].val.via.u64 = at_seq;
   kv[n].key = str_object("branch", 6);
@@ -980,13 +966,11 @@ static int copy_prefix(const char *src, uint64_t at_seq, const uint8_t want[LEDG
   kv[n].val.via.map.ptr = from;
   kv[n].val.via.map.size = 3;
   n++;
-  msgpack_object fields = { .type = MSGPACK_OBJECT_MAP };
+  msgpack_object fields = {.type = MSGPACK_OBJECT_MAP};
   fields.via.map.ptr = kv;
   fields.via.map.size = n;
-  airlock_ledger_opts o = { .create = 1, .durability = AIRLOCK_DURABLE_NONE,
-                            .session_fields = &fields };
-  if ((rc = airlock_ledger_open(dst, &o, &l, NULL, err, errlen)) < 0)
-    goto out;
+  airlock_ledger_opts o = {.create = 1, .durability = AIRLOCK_DURABLE_NONE, .session_fields = &fields};
+  if ((rc = airlock_ledger_open(dst, &o, &l, NULL, err, errlen)) < 0) goto out;
   if (!l->created) {
     rc = ledger_fail(err, errlen, -EEXIST, "ledger: %s already holds records", dst);
     goto out;
@@ -1004,19 +988,16 @@ static int copy_prefix(const char *src, uint64_t at_seq, const uint8_t want[LEDG
     }
   }
   if (memcmp(rec.hash, want, LEDGER_HASH) != 0) {
-    rc = ledger_fail(err, errlen, -EAGAIN, "ledger: cannot branch: %s changed while it was read",
-                     src);
+    rc = ledger_fail(err, errlen, -EAGAIN, "ledger: cannot branch: %s changed while it was read", src);
     goto out;
   }
-  if ((rc = airlock_ledger_flush(l)) < 0)
-    ledger_fail(err, errlen, rc, "%s", airlock_ledger_error(l));
+  if ((rc = airlock_ledger_flush(l)) < 0) ledger_fail(err, errlen, rc, "%s", airlock_ledger_error(l));
 
 out:
   if (l != NULL && rc < 0 && l->created) {
     /* leave no half-made session behind (the lock is still held) */
     char *j = ledger_join(dst, LEDGER_JOURNAL);
-    if (j != NULL)
-      unlink(j);
+    if (j != NULL) unlink(j);
     free(j);
     char seg[4096];
     for (unsigned i = 1; i <= l->nseg; i++) {
@@ -1032,24 +1013,18 @@ out:
   return rc;
 }
 
-int airlock_ledger_branch(const char *src, uint64_t at_seq, const char *dst,
-                          char *err, size_t errlen)
+int airlock_ledger_branch(const char *src, uint64_t at_seq, const char *dst, char *err, size_t errlen)
 {
-  if (at_seq == 0)
-    return ledger_fail(err, errlen, -ERANGE, "ledger: a branch needs a seq of at least 1");
+  if (at_seq == 0) return ledger_fail(err, errlen, -ERANGE, "ledger: a branch needs a seq of at least 1");
   int rc = ledger_crypto_init(err, errlen);
-  if (rc < 0)
-    return rc;
+  if (rc < 0) return rc;
   char *j = ledger_join(dst, LEDGER_JOURNAL);
-  if (j == NULL)
-    return ledger_fail(err, errlen, -ENOMEM, "ledger: out of memory");
+  if (j == NULL) return ledger_fail(err, errlen, -ENOMEM, "ledger: out of memory");
   struct stat st;
   int exists = stat(j, &st) == 0 && st.st_size > 0;
   free(j);
-  if (exists)
-    return ledger_fail(err, errlen, -EEXIST, "ledger: %s already holds a journal", dst);
+  if (exists) return ledger_fail(err, errlen, -EEXIST, "ledger: %s already holds a journal", dst);
   uint8_t want[LEDGER_HASH];
-  if ((rc = prefix_head(src, at_seq, want, err, errlen)) < 0)
-    return rc;
+  if ((rc = prefix_head(src, at_seq, want, err, errlen)) < 0) return rc;
   return copy_prefix(src, at_seq, want, dst, err, errlen);
 }

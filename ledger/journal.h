@@ -21,8 +21,8 @@
 ** the engine's tests and benchmark do. Without one, the writer seals blocks
 ** as codec none, and the reader refuses a zstd block with a "codec:" reason. */
 typedef struct airlock_ledger_codec {
-  uint8_t id;                 /* AIRLOCK_LEDGER_CODEC_ZSTD */
-  const char *name;           /* "zstd" */
+  uint8_t id;       /* AIRLOCK_LEDGER_CODEC_ZSTD */
+  const char *name; /* "zstd" */
   /* Compresses n plain bytes into dst (cap bytes). Returns the stored size,
   ** or 0 when it failed or would not fit (the block is then stored plain). */
   size_t (*compress)(const void *src, size_t n, void *dst, size_t cap);
@@ -41,29 +41,29 @@ const airlock_ledger_codec *airlock_ledger_get_codec(void);
 typedef struct airlock_ledger airlock_ledger;
 
 typedef struct airlock_ledger_opts {
-  int create;              /* 1: make DIR (mode 0700, and its missing parents) and
-                              start a new session when there is no journal yet,
-                              or it is empty. 0: the journal must exist */
-  int durability;          /* AIRLOCK_DURABLE_*; 0 is none */
-  unsigned batch_ms;       /* batch: group-commit window; 0 means the default (2) */
+  int create;                           /* 1: make DIR (mode 0700, and its missing parents) and
+                                           start a new session when there is no journal yet,
+                                           or it is empty. 0: the journal must exist */
+  int durability;                       /* AIRLOCK_DURABLE_*; 0 is none */
+  unsigned batch_ms;                    /* batch: group-commit window; 0 means the default (2) */
   const msgpack_object *session_fields; /* a new session's extra fields (a map
                               with string keys other than seq, kind, run, t, id,
                               created), e.g. a policy digest; NULL for none.
                               Used only when this open starts the session;
                               read only during the call */
-  uint64_t seal_bytes;     /* seal the journal into a segment once it holds this
-                              many bytes; 0 means AIRLOCK_LEDGER_SEAL_DEFAULT */
-  int coalesce;            /* 1 (not in always): an append keeps its record in
-                              memory until airlock_ledger_write_out (or a sync,
-                              seal, close, or 1 MiB of them) writes them all in
-                              one write(2); a record is in the journal only then.
-                              In batch, an append then never syncs: the caller's
-                              airlock_ledger_tick does, within batch_ms */
-  int seal_stepped;        /* 1: a seal does not run inside the append that
-                              starts it; the caller runs its steps (each a
-                              bounded piece of work) with
-                              airlock_ledger_seal_step when nothing waits, and
-                              close finishes it */
+  uint64_t seal_bytes;                  /* seal the journal into a segment once it holds this
+                                           many bytes; 0 means AIRLOCK_LEDGER_SEAL_DEFAULT */
+  int coalesce;                         /* 1 (not in always): an append keeps its record in
+                                           memory until airlock_ledger_write_out (or a sync,
+                                           seal, close, or 1 MiB of them) writes them all in
+                                           one write(2); a record is in the journal only then.
+                                           In batch, an append then never syncs: the caller's
+                                           airlock_ledger_tick does, within batch_ms */
+  int seal_stepped;                     /* 1: a seal does not run inside the append that
+                                           starts it; the caller runs its steps (each a
+                                           bounded piece of work) with
+                                           airlock_ledger_seal_step when nothing waits, and
+                                           close finishes it */
 } airlock_ledger_opts;
 
 /* ------------------------------------------------------------------ writer */
@@ -106,16 +106,16 @@ int airlock_ledger_open(const char *dir, const airlock_ledger_opts *o, airlock_l
 **      the ledger refuses every later append with the same error (sticky);
 **      airlock_ledger_error says what happened. A caller that sets RLIMIT_FSIZE
 **      should ignore SIGXFSZ so that the limit surfaces here as -EFBIG. */
-int airlock_ledger_append(airlock_ledger *l, const char *kind, uint64_t run,
-                          const msgpack_object *fields, uint64_t *seq_out);
+int airlock_ledger_append(airlock_ledger *l, const char *kind, uint64_t run, const msgpack_object *fields,
+                          uint64_t *seq_out);
 
 /* The same with the fields as a packed msgpack map (fields, n; n == 0: none),
 ** untrusted bytes: its pairs are copied into the body as they are, not
 ** decoded and packed again. Bytes that are not one map with string keys are
 ** -EPROTO; a reserved key, -EINVAL; the body is checked as a reader would
 ** (airlock_msg_check) before it is written. */
-int airlock_ledger_append_packed(airlock_ledger *l, const char *kind, uint64_t run,
-                                 const void *fields, size_t n, uint64_t *seq_out);
+int airlock_ledger_append_packed(airlock_ledger *l, const char *kind, uint64_t run, const void *fields,
+                                 size_t n, uint64_t *seq_out);
 
 /* Coalesce: writes the records appends kept in memory, in one write(2).
 ** Returns 0, or -errno: then none of them is in the journal (seq and head go
@@ -194,8 +194,7 @@ void airlock_ledger_reader_close(airlock_ledger_reader *r);
 ** deleted, reordered, malformed, truncated before the checkpoint, checkpoint
 ** hash differs), or -errno (rep->reason says what failed). rep must not be NULL. */
 int airlock_ledger_verify(const char *dir, const uint64_t *checkpoint_seq,
-                          const uint8_t checkpoint_hash[AIRLOCK_LEDGER_HASH_LEN],
-                          airlock_ledger_report *rep);
+                          const uint8_t checkpoint_hash[AIRLOCK_LEDGER_HASH_LEN], airlock_ledger_report *rep);
 
 /* Starts session dst from src's records 1..at_seq: a new session record (new id,
 ** created now, src's session fields, and branch = {from = src's id, at = at_seq,
@@ -204,7 +203,6 @@ int airlock_ledger_verify(const char *dir, const uint64_t *checkpoint_seq,
 ** lock and must verify up to at_seq. dst is created (mode 0700) and must not
 ** already hold records; the result is synced. Returns 0, or -errno with a
 ** message: -ERANGE (src ends before at_seq, or at_seq is 0), -EEXIST, -EBADMSG. */
-int airlock_ledger_branch(const char *src, uint64_t at_seq, const char *dst,
-                          char *err, size_t errlen);
+int airlock_ledger_branch(const char *src, uint64_t at_seq, const char *dst, char *err, size_t errlen);
 
 #endif

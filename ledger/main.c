@@ -39,23 +39,20 @@
 ** and lock beneath its directory (Landlock decides which paths), memory, time,
 ** polling its one socket. No execve, no socket(), no kill, no ptrace. */
 static const char *const allowed[] = {
-  "read", "write", "readv", "writev", "pread64", "pwrite64", "lseek", "close",
-  "fstat", "newfstatat", "fcntl", "openat", "ftruncate", "fdatasync", "fsync", "flock",
-  "fadvise64", "unlink", "unlinkat", "mkdir", "rename", "renameat", "renameat2", "sendmsg", "recvfrom", "poll", "ppoll",
-  "mmap", "munmap", "mremap", "brk", "madvise", "futex",
-  "clock_gettime", "getrandom", "getpid", "gettid", "geteuid",
-  "rt_sigprocmask", "exit", "exit_group",
+    "read", "write", "readv", "writev", "pread64", "pwrite64", "lseek", "close", "fstat", "newfstatat",
+    "fcntl", "openat", "ftruncate", "fdatasync", "fsync", "flock", "fadvise64", "unlink", "unlinkat", "mkdir",
+    "rename", "renameat", "renameat2", "sendmsg", "recvfrom", "poll", "ppoll", "mmap", "munmap", "mremap",
+    "brk", "madvise", "futex", "clock_gettime", "getrandom", "getpid", "gettid", "geteuid", "rt_sigprocmask",
+    "exit", "exit_group",
 #if defined(__SANITIZE_ADDRESS__)
-  "sigaltstack", "prctl", "prlimit64", "getrlimit", "sched_yield", "readlink", "mprotect",
-  "rt_sigaction",
+    "sigaltstack", "prctl", "prlimit64", "getrlimit", "sched_yield", "readlink", "mprotect", "rt_sigaction",
 #endif
 #ifdef AIRLOCK_CRASH_POINTS
-  /* the test build (airlock-ledgerd-crashpoints) alone: raise(SIGSTOP) at a
-  ** crash point (ledger/journal_int.h); the production allowlist has no tgkill */
-  "tgkill",
+    /* the test build (airlock-ledgerd-crashpoints) alone: raise(SIGSTOP) at a
+    ** crash point (ledger/journal_int.h); the production allowlist has no tgkill */
+    "tgkill",
 #endif
-  NULL
-};
+    NULL};
 
 static msgpack_sbuffer out;
 static msgpack_packer pk;
@@ -117,12 +114,11 @@ static void refuse(int e, const char *message, int fatal);
 
 static void send_acks(void)
 {
-  if (acks.n == 0 || acks.l == NULL)
-    return;
+  if (acks.n == 0 || acks.l == NULL) return;
   /* accepted means in the journal: the records kept in memory are written first */
   int rc = airlock_ledger_write_out(acks.l);
   if (rc < 0) {
-    acks.n = acks.bytes = 0;   /* none of them was accepted */
+    acks.n = acks.bytes = 0; /* none of them was accepted */
     refuse(rc, airlock_ledger_error(acks.l), 0);
     return;
   }
@@ -134,7 +130,7 @@ static void send_acks(void)
   kv_u64("bytes", acks.bytes);
   kv_bin("hash", h, sizeof h);
   kv_u64("durable", airlock_ledger_durable_seq(acks.l));
-  airlock_pack_cstr(&pk, "due");   /* ms until this process commits on its own; -1: none due */
+  airlock_pack_cstr(&pk, "due"); /* ms until this process commits on its own; -1: none due */
   msgpack_pack_int64(&pk, airlock_ledger_sync_due_ms(acks.l));
   acks.n = acks.bytes = 0;
   send_frame();
@@ -145,17 +141,19 @@ static void send_acks(void)
 
 static void refuse(int e, const char *message, int fatal)
 {
-  send_acks();   /* what was accepted before this is answered first, in order */
+  send_acks(); /* what was accepted before this is answered first, in order */
   begin("refuse", 4);
   kv_u64("errno", (uint64_t)(e < 0 ? -e : e));
   kv_str("message", message);
   airlock_pack_cstr(&pk, "fatal");
-  if (fatal) msgpack_pack_true(&pk); else msgpack_pack_false(&pk);
+  if (fatal)
+    msgpack_pack_true(&pk);
+  else
+    msgpack_pack_false(&pk);
   send_frame();
 }
 
-__attribute__((noreturn, format(printf, 3, 4)))
-static void die(int status, int e, const char *fmt, ...)
+__attribute__((noreturn, format(printf, 3, 4))) static void die(int status, int e, const char *fmt, ...)
 {
   char msg[1024];
   va_list ap;
@@ -170,8 +168,7 @@ static void die(int status, int e, const char *fmt, ...)
 
 static int hex_word(const char *s, size_t n)
 {
-  if (strlen(s) != n)
-    return 0;
+  if (strlen(s) != n) return 0;
   return strspn(s, "0123456789abcdef") == n;
 }
 
@@ -180,8 +177,7 @@ static int parse_u64(const char *s, uint64_t *v)
   char *end;
   errno = 0;
   unsigned long long x = strtoull(s, &end, 10);
-  if (errno || end == s || *end || s[0] == '-')
-    return -1;
+  if (errno || end == s || *end || s[0] == '-') return -1;
   *v = x;
   return 0;
 }
@@ -190,11 +186,9 @@ static int parse_u64(const char *s, uint64_t *v)
 static int make_dirs(const char *dir)
 {
   char *p = strdup(dir);
-  if (p == NULL)
-    return -ENOMEM;
+  if (p == NULL) return -ENOMEM;
   for (char *s = p + 1;; s++) {
-    if (*s != '/' && *s != '\0')
-      continue;
+    if (*s != '/' && *s != '\0') continue;
     char c = *s;
     *s = '\0';
     if (mkdir(p, 0700) != 0 && errno != EEXIST) {
@@ -203,8 +197,7 @@ static int make_dirs(const char *dir)
       return e;
     }
     *s = c;
-    if (c == '\0')
-      break;
+    if (c == '\0') break;
   }
   free(p);
   return 0;
@@ -225,20 +218,27 @@ static void confine(const char *rd, const char *rd2, const char *rw)
   if (rd2) conf.read[n++] = rd2;
   if (rw) conf.write[0] = rw;
   airlock_confine_spec s = {
-    .landlock = 1, .fs_read = conf.read, .fs_write = rw ? conf.write : NULL,
-    .seccomp = 1, .syscalls = allowed, .no_new_privs = 1,
+      .landlock = 1,
+      .fs_read = conf.read,
+      .fs_write = rw ? conf.write : NULL,
+      .seccomp = 1,
+      .syscalls = allowed,
+      .no_new_privs = 1,
   };
   if (airlock_confine_apply(&s, conf.layers) < 0) {
-    const airlock_layer *l = conf.layers[0].status == AIRLOCK_LAYER_FAILED ? &conf.layers[0]
-                           : &conf.layers[1];
-    die(LEDGER_EXIT_CONFINE, -EPERM, "confinement: the ledger process could not apply %s (%s); "
-        "it read nothing and recorded nothing", l->name ? l->name : "a layer", l->detail);
+    const airlock_layer *l =
+        conf.layers[0].status == AIRLOCK_LAYER_FAILED ? &conf.layers[0] : &conf.layers[1];
+    die(LEDGER_EXIT_CONFINE, -EPERM,
+        "confinement: the ledger process could not apply %s (%s); "
+        "it read nothing and recorded nothing",
+        l->name ? l->name : "a layer", l->detail);
   }
   for (int i = 0; i < 2; i++)
     if (conf.layers[i].status != AIRLOCK_LAYER_APPLIED)
-      die(LEDGER_EXIT_CONFINE, -EPERM, "confinement: the ledger process requires %s, which was "
-          "%s (%s); it read nothing and recorded nothing", conf.layers[i].name,
-          airlock_layer_status_name(conf.layers[i].status), conf.layers[i].detail);
+      die(LEDGER_EXIT_CONFINE, -EPERM,
+          "confinement: the ledger process requires %s, which was "
+          "%s (%s); it read nothing and recorded nothing",
+          conf.layers[i].name, airlock_layer_status_name(conf.layers[i].status), conf.layers[i].detail);
 }
 
 static void pack_confined(void)
@@ -246,8 +246,7 @@ static void pack_confined(void)
   airlock_pack_cstr(&pk, "confined");
   msgpack_pack_map(&pk, 2);
   for (int i = 0; i < 2; i++)
-    kv_str(conf.layers[i].name ? conf.layers[i].name : "?",
-           airlock_layer_status_name(conf.layers[i].status));
+    kv_str(conf.layers[i].name ? conf.layers[i].name : "?", airlock_layer_status_name(conf.layers[i].status));
 }
 
 /* Everything before the first byte from a client: a socket on fd 3, no other
@@ -256,8 +255,7 @@ static void pack_confined(void)
 static void prepare(void)
 {
   struct stat st;
-  if (fstat(CHAN, &st) < 0 || !S_ISSOCK(st.st_mode))
-    _exit(LEDGER_EXIT_USAGE);
+  if (fstat(CHAN, &st) < 0 || !S_ISSOCK(st.st_mode)) _exit(LEDGER_EXIT_USAGE);
   syscall(SYS_close_range, CHAN + 1, ~0u, 0);
   clearenv();
   signal(SIGPIPE, SIG_IGN);
@@ -265,28 +263,25 @@ static void prepare(void)
   msgpack_sbuffer_init(&out);
   msgpack_packer_init(&pk, &out, msgpack_sbuffer_write);
   char err[256];
-  if (ledger_crypto_init(err, sizeof err) < 0)
-    die(LEDGER_EXIT_CONFINE, -EIO, "%s", err);
+  if (ledger_crypto_init(err, sizeof err) < 0) die(LEDGER_EXIT_CONFINE, -EIO, "%s", err);
   airlock_ledger_set_codec(ledger_zstd_codec());
 }
 
 /* ------------------------------------------------------------------ frames in */
 
 static ledger_inbox in;
-static msgpack_zone msg_zone;   /* the last frame's decoded objects; cleared for the next */
+static msgpack_zone msg_zone; /* the last frame's decoded objects; cleared for the next */
 static msgpack_object msg;
 
 /* Work for the time no client message waits: a step of the seal in progress,
 ** one at a time, as long as the socket stays empty. */
 static void idle_work(void)
 {
-  if (acks.l == NULL)
-    return;
+  if (acks.l == NULL) return;
   while (airlock_ledger_seal_pending(acks.l)) {
-    struct pollfd p = { .fd = CHAN, .events = POLLIN };
-    if (poll(&p, 1, 0) != 0)
-      return;
-    airlock_ledger_seal_step(acks.l);   /* a failure is the ledger's: sticky, or retried later */
+    struct pollfd p = {.fd = CHAN, .events = POLLIN};
+    if (poll(&p, 1, 0) != 0) return;
+    airlock_ledger_seal_step(acks.l); /* a failure is the ledger's: sticky, or retried later */
   }
 }
 
@@ -300,15 +295,14 @@ static int next_body(const uint8_t **body, uint32_t *len, int *timed_out)
   *timed_out = 0;
   for (;;) {
     int rc = ledger_inbox_next(&in, body, len);
-    if (rc == 1)
-      return 1;
+    if (rc == 1) return 1;
     /* SECURITY: a length over the limit is refused before any allocation. */
     if (rc == -EMSGSIZE)
-      die(LEDGER_EXIT_PROTOCOL, rc, "ledger: protocol: the producer sent a frame of %" PRIu32
-          " bytes, over the limit of %u; the ledger process refuses it and ends", *len,
-          LEDGER_PROTO_FRAME_MAX);
-    if (rc < 0)
-      die(LEDGER_EXIT_PROTOCOL, rc, "ledger: protocol: the producer sent a frame of length 0");
+      die(LEDGER_EXIT_PROTOCOL, rc,
+          "ledger: protocol: the producer sent a frame of %" PRIu32
+          " bytes, over the limit of %u; the ledger process refuses it and ends",
+          *len, LEDGER_PROTO_FRAME_MAX);
+    if (rc < 0) die(LEDGER_EXIT_PROTOCOL, rc, "ledger: protocol: the producer sent a frame of length 0");
     /* always: the socket was empty at the last read, and the producer waits
     ** for its answer (each append synced alone): it goes now, without first
     ** asking the socket again */
@@ -317,21 +311,21 @@ static int next_body(const uint8_t **body, uint32_t *len, int *timed_out)
       send_acks();
     }
     ssize_t n = ledger_inbox_fill(&in, CHAN);
-    if (n > 0)
-      continue;
+    if (n > 0) continue;
     if (n == 0) {
       if (ledger_inbox_partial(&in))
-        die(LEDGER_EXIT_PROTOCOL, -EPROTO, "ledger: protocol: the producer closed the connection "
+        die(LEDGER_EXIT_PROTOCOL, -EPROTO,
+            "ledger: protocol: the producer closed the connection "
             "inside a frame");
       return 0;
     }
     if (n != -EAGAIN)
       die(LEDGER_EXIT_PROTOCOL, (int)n, "ledger: protocol: reading a frame failed: %s",
           airlock_strerror((int)-n));
-    send_acks();   /* nothing more to read now: answer what was */
+    send_acks(); /* nothing more to read now: answer what was */
     idle_work();
     int due = acks.l ? airlock_ledger_sync_due_ms(acks.l) : -1;
-    struct pollfd p = { .fd = CHAN, .events = POLLIN };
+    struct pollfd p = {.fd = CHAN, .events = POLLIN};
     if (poll(&p, 1, due) == 0) {
       *timed_out = 1;
       return 0;
@@ -344,10 +338,12 @@ static const msgpack_object *decode(const uint8_t *body, uint32_t len)
 {
   char why[200];
   if (airlock_msg_check(body, len, why, sizeof why) < 0)
-    die(LEDGER_EXIT_PROTOCOL, -EPROTO, "ledger: protocol: the producer sent bytes that are not "
-        "one message (%s)", why);
+    die(LEDGER_EXIT_PROTOCOL, -EPROTO,
+        "ledger: protocol: the producer sent bytes that are not "
+        "one message (%s)",
+        why);
   msgpack_zone_clear(&msg_zone);
-  if (len > (64u << 10)) {   /* a big frame's chunk is not kept for the next ones */
+  if (len > (64u << 10)) { /* a big frame's chunk is not kept for the next ones */
     msgpack_zone_destroy(&msg_zone);
     msgpack_zone_init(&msg_zone, 4096);
   }
@@ -365,8 +361,7 @@ static const msgpack_object *blob_map(const msgpack_object *m, const char *key, 
 {
   const char *p;
   uint32_t n;
-  if (airlock_msg_field(m, key) == NULL)
-    return NULL;
+  if (airlock_msg_field(m, key) == NULL) return NULL;
   if (!ledger_proto_bin(m, key, &p, &n))
     die(LEDGER_EXIT_PROTOCOL, -EPROTO, "ledger: protocol: field '%s' must be a packed map (bin)", key);
   char why[200];
@@ -392,23 +387,29 @@ static int key_is(const msgpack_object *k, const char *w, size_t n)
 
 static void scan(const msgpack_object *m, struct request *r)
 {
-  static const char *const own[] = { "session_id", "grant", "dir", "seq", "id", NULL };
+  static const char *const own[] = {"session_id", "grant", "dir", "seq", "id", NULL};
   memset(r, 0, sizeof *r);
   for (uint32_t i = 0; i < m->via.map.size; i++) {
     const msgpack_object *k = &m->via.map.ptr[i].key, *v = &m->via.map.ptr[i].val;
-    if (k->type != MSGPACK_OBJECT_STR)
-      continue;
-    if (key_is(k, "t", 1)) r->t = v;
-    else if (key_is(k, "kind", 4)) r->kind = v;
-    else if (key_is(k, "run", 3)) r->run = v;
-    else if (key_is(k, "fields", 6)) r->fields = v;
-    else if (key_is(k, "session", 7)) r->session = v;
+    if (k->type != MSGPACK_OBJECT_STR) continue;
+    if (key_is(k, "t", 1))
+      r->t = v;
+    else if (key_is(k, "kind", 4))
+      r->kind = v;
+    else if (key_is(k, "run", 3))
+      r->run = v;
+    else if (key_is(k, "fields", 6))
+      r->fields = v;
+    else if (key_is(k, "session", 7))
+      r->session = v;
     else
       for (const char *const *o = own; *o; o++)
         if (key_is(k, *o, strlen(*o)))
-          die(LEDGER_EXIT_PROTOCOL, -EPERM, "ledger: protocol: the producer named '%s' in its "
+          die(LEDGER_EXIT_PROTOCOL, -EPERM,
+              "ledger: protocol: the producer named '%s' in its "
               "message; the session, its seqs and the grant are the ledger process's own, never a "
-              "producer's; the ledger process ends the connection", *o);
+              "producer's; the ledger process ends the connection",
+              *o);
   }
 }
 
@@ -416,8 +417,7 @@ static void scan(const msgpack_object *m, struct request *r)
 static uint64_t be_uint(const uint8_t *b, unsigned n)
 {
   uint64_t v = 0;
-  for (unsigned j = 0; j < n; j++)
-    v = v << 8 | b[j];
+  for (unsigned j = 0; j < n; j++) v = v << 8 | b[j];
   return v;
 }
 
@@ -434,36 +434,34 @@ struct quick {
 
 static int quick_append(const uint8_t *b, uint32_t len, struct quick *q)
 {
-  if (len < 1 || (b[0] != 0x83 && b[0] != 0x84))
-    return 0;
+  if (len < 1 || (b[0] != 0x83 && b[0] != 0x84)) return 0;
   unsigned pairs = b[0] & 0x0f, seen = 0;
   size_t p = 1;
   q->fields = NULL;
   q->fn = 0;
   for (unsigned i = 0; i < pairs; i++) {
-    if (p >= len || b[p] < 0xa1 || b[p] > 0xa6)
-      return 0;
+    if (p >= len || b[p] < 0xa1 || b[p] > 0xa6) return 0;
     size_t kl = b[p] & 0x1f;
-    if (len - p - 1 < kl + 1)
-      return 0;
+    if (len - p - 1 < kl + 1) return 0;
     const char *k = (const char *)b + p + 1;
     p += 1 + kl;
     uint8_t tag = b[p++];
     uint64_t n = 0;
     unsigned lb = 0;
     if (kl == 1 && k[0] == 't' && !(seen & 1)) {
-      if (tag != 0xa6 || len - p < 6 || memcmp(b + p, "append", 6) != 0)
-        return 0;
+      if (tag != 0xa6 || len - p < 6 || memcmp(b + p, "append", 6) != 0) return 0;
       p += 6;
       seen |= 1;
       continue;
     }
     if (kl == 4 && memcmp(k, "kind", 4) == 0 && !(seen & 2)) {
-      if (tag >= 0xa0 && tag <= 0xbf) n = tag & 0x1f;
-      else if (tag == 0xd9 && p < len) n = b[p++];
-      else return 0;
-      if (len - p < n)
+      if (tag >= 0xa0 && tag <= 0xbf)
+        n = tag & 0x1f;
+      else if (tag == 0xd9 && p < len)
+        n = b[p++];
+      else
         return 0;
+      if (len - p < n) return 0;
       q->kind = (const char *)b + p;
       q->kn = (uint32_t)n;
       p += n;
@@ -471,12 +469,14 @@ static int quick_append(const uint8_t *b, uint32_t len, struct quick *q)
       continue;
     }
     if (kl == 3 && memcmp(k, "run", 3) == 0 && !(seen & 4)) {
-      if (tag <= 0x7f) n = tag;
-      else if (tag >= 0xcc && tag <= 0xcf) lb = 1u << (tag - 0xcc);
-      else return 0;
-      if (len - p < lb)
+      if (tag <= 0x7f)
+        n = tag;
+      else if (tag >= 0xcc && tag <= 0xcf)
+        lb = 1u << (tag - 0xcc);
+      else
         return 0;
-      if (lb > 0)                 /* else a positive fixint: the tag is the value */
+      if (len - p < lb) return 0;
+      if (lb > 0) /* else a positive fixint: the tag is the value */
         n = be_uint(b + p, lb);
       p += lb;
       q->run = n;
@@ -484,15 +484,12 @@ static int quick_append(const uint8_t *b, uint32_t len, struct quick *q)
       continue;
     }
     if (kl == 6 && memcmp(k, "fields", 6) == 0 && !(seen & 8)) {
-      if (tag < 0xc4 || tag > 0xc6)
-        return 0;
+      if (tag < 0xc4 || tag > 0xc6) return 0;
       lb = 1u << (tag - 0xc4);
-      if (len - p < lb)
-        return 0;
+      if (len - p < lb) return 0;
       n = be_uint(b + p, lb);
       p += lb;
-      if (len - p < n)
-        return 0;
+      if (len - p < n) return 0;
       q->fields = (const char *)b + p;
       q->fn = (uint32_t)n;
       p += n;
@@ -538,8 +535,7 @@ static void hello(airlock_ledger *l, const airlock_ledger_report *rep)
 static int serve_write(int argc, char **argv)
 {
   /* write DIR GRANT DURABILITY BATCH_MS CREATE MAX_BYTES SEAL_BYTES */
-  if (argc != 9)
-    _exit(LEDGER_EXIT_USAGE);
+  if (argc != 9) _exit(LEDGER_EXIT_USAGE);
   const char *dir = argv[2];
   int durability = airlock_ledger_durability_from_name(argv[4]);
   uint64_t batch_ms, create, max_bytes, seal_bytes;
@@ -549,11 +545,12 @@ static int serve_write(int argc, char **argv)
     _exit(LEDGER_EXIT_USAGE);
   if (create) {
     int rc = make_dirs(dir);
-    if (rc < 0)
-      die(LEDGER_EXIT_OPEN, rc, "ledger: cannot create %s: %s", dir, airlock_strerror(-rc));
+    if (rc < 0) die(LEDGER_EXIT_OPEN, rc, "ledger: cannot create %s: %s", dir, airlock_strerror(-rc));
   } else if (access(dir, F_OK) != 0) {
-    die(LEDGER_EXIT_OPEN, -ENOENT, "ledger: %s does not exist (open with create to start a "
-        "session)", dir);
+    die(LEDGER_EXIT_OPEN, -ENOENT,
+        "ledger: %s does not exist (open with create to start a "
+        "session)",
+        dir);
   }
   confine(dir, NULL, dir);
 
@@ -561,8 +558,7 @@ static int serve_write(int argc, char **argv)
   int timed_out;
   const uint8_t *body;
   uint32_t blen;
-  if (!next_body(&body, &blen, &timed_out))
-    return LEDGER_EXIT_OK;
+  if (!next_body(&body, &blen, &timed_out)) return LEDGER_EXIT_OK;
   const msgpack_object *m = decode(body, blen);
   struct request req;
   scan(m, &req);
@@ -571,10 +567,12 @@ static int serve_write(int argc, char **argv)
   msgpack_zone zone;
   msgpack_zone_init(&zone, 4096);
   msgpack_object sfields;
-  airlock_ledger_opts o = { .create = (int)create, .durability = durability,
-                            .batch_ms = (unsigned)batch_ms, .seal_bytes = seal_bytes,
-                            .coalesce = 1,     /* written once per batch of requests, before its ack */
-                            .seal_stepped = 1 };   /* compressed in idle time: idle_work */
+  airlock_ledger_opts o = {.create = (int)create,
+                           .durability = durability,
+                           .batch_ms = (unsigned)batch_ms,
+                           .seal_bytes = seal_bytes,
+                           .coalesce = 1,      /* written once per batch of requests, before its ack */
+                           .seal_stepped = 1}; /* compressed in idle time: idle_work */
   o.session_fields = blob_map(m, "session", &zone, &sfields);
   airlock_ledger *l;
   airlock_ledger_report rep;
@@ -599,14 +597,13 @@ static int serve_write(int argc, char **argv)
   for (;;) {
     int got = next_body(&body, &blen, &timed_out);
     if (timed_out) {
-      airlock_ledger_tick(l);   /* a failure is sticky: the next append is refused */
+      airlock_ledger_tick(l); /* a failure is sticky: the next append is refused */
       continue;
     }
-    if (!got)
-      break;
-    if (acks.n == 0)   /* with acks to send, the commit follows them (send_acks) */
+    if (!got) break;
+    if (acks.n == 0) /* with acks to send, the commit follows them (send_acks) */
       airlock_ledger_tick(l);
-    struct quick q = { 0 };
+    struct quick q = {0};
     int quick = quick_append(body, blen, &q);
     if (!quick) {
       m = decode(body, blen);
@@ -617,10 +614,12 @@ static int serve_write(int argc, char **argv)
       if (!quick) {
         if (req.kind == NULL || req.kind->type != MSGPACK_OBJECT_STR || req.run == NULL ||
             req.run->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
-          die(LEDGER_EXIT_PROTOCOL, -EPROTO, "ledger: protocol: append needs kind (a string) and "
+          die(LEDGER_EXIT_PROTOCOL, -EPROTO,
+              "ledger: protocol: append needs kind (a string) and "
               "run (an unsigned integer)");
         if (req.fields != NULL && req.fields->type != MSGPACK_OBJECT_BIN)
-          die(LEDGER_EXIT_PROTOCOL, -EPROTO, "ledger: protocol: field 'fields' must be a packed "
+          die(LEDGER_EXIT_PROTOCOL, -EPROTO,
+              "ledger: protocol: field 'fields' must be a packed "
               "map (bin)");
         q.kind = req.kind->via.str.ptr;
         q.kn = req.kind->via.str.size;
@@ -631,25 +630,27 @@ static int serve_write(int argc, char **argv)
       /* a kind too long for a word is the ledger's own refusal, with its message */
       const char *kind = q.kind;
       uint32_t kn = q.kn;
-      if (kn > AIRLOCK_LEDGER_KIND_MAX)
-        kn = AIRLOCK_LEDGER_KIND_MAX + 1;
+      if (kn > AIRLOCK_LEDGER_KIND_MAX) kn = AIRLOCK_LEDGER_KIND_MAX + 1;
       memcpy(kbuf, kind, kn);
       kbuf[kn] = '\0';
-      if (memchr(kind, '\0', kn) != NULL)
-        kbuf[0] = '\0';
+      if (memchr(kind, '\0', kn) != NULL) kbuf[0] = '\0';
       uint64_t before = airlock_ledger_size(l), seq = 0;
       if (max_bytes > 0 && before >= max_bytes) {
-        snprintf(err, sizeof err, "ledger: the session's journal has reached %" PRIu64 " bytes, "
+        snprintf(err, sizeof err,
+                 "ledger: the session's journal has reached %" PRIu64 " bytes, "
                  "its bound of %" PRIu64 " (the open's max_bytes); nothing more is "
-                 "recorded, so nothing more is performed", before, max_bytes);
+                 "recorded, so nothing more is performed",
+                 before, max_bytes);
         refuse(-EDQUOT, err, 0);
         continue;
       }
       /* the fields' pairs go into the record as they came, checked, not re-encoded */
       rc = airlock_ledger_append_packed(l, kbuf, q.run, q.fields, q.fn, &seq);
       if (rc == -EPROTO)
-        die(LEDGER_EXIT_PROTOCOL, rc, "ledger: protocol: field 'fields' is not one packed map "
-            "(%s)", airlock_ledger_error(l));
+        die(LEDGER_EXIT_PROTOCOL, rc,
+            "ledger: protocol: field 'fields' is not one packed map "
+            "(%s)",
+            airlock_ledger_error(l));
       if (rc < 0) {
         refuse(rc, airlock_ledger_error(l), 0);
         continue;
@@ -657,8 +658,7 @@ static int serve_write(int argc, char **argv)
       acks.n++;
       acks.bytes += airlock_ledger_size(l) - before;
       acks.seq = seq;
-      if (acks.n >= ACK_MAX)
-        send_acks();
+      if (acks.n >= ACK_MAX) send_acks();
     } else if (request_is(&req, "flush")) {
       send_acks();
       rc = airlock_ledger_flush(l);
@@ -675,8 +675,10 @@ static int serve_write(int argc, char **argv)
       const char *t = "?";
       uint32_t tn = 1;
       ledger_proto_str(m, "t", &t, &tn);
-      die(LEDGER_EXIT_PROTOCOL, -EPROTO, "ledger: protocol: unexpected message '%.*s' (append, "
-          "flush or close)", (int)(tn > 32 ? 32 : tn), t);
+      die(LEDGER_EXIT_PROTOCOL, -EPROTO,
+          "ledger: protocol: unexpected message '%.*s' (append, "
+          "flush or close)",
+          (int)(tn > 32 ? 32 : tn), t);
     }
   }
   send_acks();
@@ -709,8 +711,7 @@ static void end_frame(int rc, const airlock_ledger_report *rep, const char *mess
 
 static int serve_read(int argc, char **argv)
 {
-  if (argc != 4)
-    _exit(LEDGER_EXIT_USAGE);
+  if (argc != 4) _exit(LEDGER_EXIT_USAGE);
   const char *dir = argv[2];
   airlock_ledger_report rep;
   memset(&rep, 0, sizeof rep);
@@ -738,7 +739,7 @@ static int serve_read(int argc, char **argv)
     kv_bin("hash", rec.hash, sizeof rec.hash);
     kv_bin("body", rec.raw, rec.raw_len);
     send_frame();
-    if (out.alloc > (1u << 20)) {   /* one big record does not pin its buffer */
+    if (out.alloc > (1u << 20)) { /* one big record does not pin its buffer */
       msgpack_sbuffer_destroy(&out);
       msgpack_sbuffer_init(&out);
     }
@@ -756,11 +757,9 @@ static int parse_seqs(const char *s, uint64_t *seqs, size_t max, size_t *n)
   while (*s) {
     char *end;
     errno = 0;
-    if (*s < '0' || *s > '9' || *n == max)
-      return -1;
+    if (*s < '0' || *s > '9' || *n == max) return -1;
     unsigned long long x = strtoull(s, &end, 10);
-    if (errno || x == 0 || (*n > 0 && x <= seqs[*n - 1]) || (*end != ',' && *end != '\0'))
-      return -1;
+    if (errno || x == 0 || (*n > 0 && x <= seqs[*n - 1]) || (*end != ',' && *end != '\0')) return -1;
     seqs[(*n)++] = x;
     s = *end == ',' ? end + 1 : end;
   }
@@ -775,8 +774,7 @@ static int serve_verify_at(const char *dir, const char *list)
   static uint64_t seqs[AIRLOCK_LEDGER_PROC_AT_MAX], at[AIRLOCK_LEDGER_PROC_AT_MAX];
   static uint8_t hashes[AIRLOCK_LEDGER_PROC_AT_MAX][AIRLOCK_LEDGER_HASH_LEN];
   size_t n, k = 0, found = 0;
-  if (parse_seqs(list, seqs, AIRLOCK_LEDGER_PROC_AT_MAX, &n) < 0)
-    _exit(LEDGER_EXIT_USAGE);
+  if (parse_seqs(list, seqs, AIRLOCK_LEDGER_PROC_AT_MAX, &n) < 0) _exit(LEDGER_EXIT_USAGE);
   airlock_ledger_report rep;
   memset(&rep, 0, sizeof rep);
   confine(dir, NULL, NULL);
@@ -789,8 +787,7 @@ static int serve_verify_at(const char *dir, const char *list)
   }
   airlock_ledger_record rec;
   while ((rc = airlock_ledger_reader_next(r, &rec)) == 1) {
-    while (k < n && seqs[k] < rec.seq)
-      k++;
+    while (k < n && seqs[k] < rec.seq) k++;
     if (k < n && seqs[k] == rec.seq) {
       at[found] = rec.seq;
       memcpy(hashes[found++], rec.hash, AIRLOCK_LEDGER_HASH_LEN);
@@ -819,13 +816,11 @@ static int serve_verify_at(const char *dir, const char *list)
 
 static int serve_verify(int argc, char **argv)
 {
-  if (argc != 4 && argc != 5 && !(argc == 6 && strcmp(argv[4], "--at") == 0))
-    _exit(LEDGER_EXIT_USAGE);
+  if (argc != 4 && argc != 5 && !(argc == 6 && strcmp(argv[4], "--at") == 0)) _exit(LEDGER_EXIT_USAGE);
   const char *dir = argv[2];
   uint64_t cseq = 0;
   uint8_t chash[AIRLOCK_LEDGER_HASH_LEN];
-  if (argc == 5 && airlock_ledger_parse_checkpoint(argv[4], &cseq, chash) < 0)
-    _exit(LEDGER_EXIT_USAGE);
+  if (argc == 5 && airlock_ledger_parse_checkpoint(argv[4], &cseq, chash) < 0) _exit(LEDGER_EXIT_USAGE);
   airlock_ledger_report rep;
   memset(&rep, 0, sizeof rep);
   if (access(dir, F_OK) != 0) {
@@ -837,8 +832,7 @@ static int serve_verify(int argc, char **argv)
     end_frame(-e, &rep, "");
     return LEDGER_EXIT_OPEN;
   }
-  if (argc == 6)
-    return serve_verify_at(dir, argv[5]);
+  if (argc == 6) return serve_verify_at(dir, argv[5]);
   confine(dir, NULL, NULL);
   int rc = airlock_ledger_verify(dir, argc == 5 ? &cseq : NULL, argc == 5 ? chash : NULL, &rep);
   end_frame(rc, &rep, "");
@@ -848,15 +842,13 @@ static int serve_verify(int argc, char **argv)
 static int serve_branch(int argc, char **argv)
 {
   /* branch SRC AT DST GRANT */
-  if (argc != 6)
-    _exit(LEDGER_EXIT_USAGE);
+  if (argc != 6) _exit(LEDGER_EXIT_USAGE);
   const char *src = argv[2], *dst = argv[4];
   uint64_t at;
   airlock_ledger_report rep;
   memset(&rep, 0, sizeof rep);
   char err[1024];
-  if (parse_u64(argv[3], &at) < 0)
-    _exit(LEDGER_EXIT_USAGE);
+  if (parse_u64(argv[3], &at) < 0) _exit(LEDGER_EXIT_USAGE);
   if (access(src, F_OK) != 0) {
     int e = errno;
     char *j = ledger_join(src, "journal");
@@ -890,13 +882,12 @@ static void probe_result(const char *name, int64_t rc)
 
 static int serve_probe(int argc, char **argv)
 {
-  if (argc != 4)
-    _exit(LEDGER_EXIT_USAGE);
+  if (argc != 4) _exit(LEDGER_EXIT_USAGE);
   const char *dir = argv[2];
   char inside[4096];
   snprintf(inside, sizeof inside, "%s/probe-inside", dir);
   confine(dir, NULL, dir);
-  int fd = open(inside, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);   /* the control */
+  int fd = open(inside, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600); /* the control */
   probe_result("write inside", fd < 0 ? -errno : 0);
   if (fd >= 0) close(fd);
   unlink(inside);
@@ -914,7 +905,7 @@ static int serve_probe(int argc, char **argv)
   if (fd >= 0) close(fd);
   probe_result("environment", environ != NULL && environ[0] != NULL ? 1 : 0);
   /* socket() and execve are not in the allowlist: the process dies by SIGSYS */
-  static char *const args[] = { "/bin/true", NULL };
+  static char *const args[] = {"/bin/true", NULL};
   probe_result("execve", 1);
   execve(args[0], args, environ);
   probe_result("execve returned", -errno);
@@ -927,19 +918,15 @@ int main(int argc, char **argv)
   /* The test build alone (ledger/journal_int.h): the phase of a seal to stop
   ** in, read before prepare() clears the environment; a name it does not
   ** know ends it before it serves anyone. */
-  if (ledger_crash_arm(getenv("AIRLOCK_LEDGER_CRASH_AT")) < 0)
-    _exit(LEDGER_EXIT_USAGE);
+  if (ledger_crash_arm(getenv("AIRLOCK_LEDGER_CRASH_AT")) < 0) _exit(LEDGER_EXIT_USAGE);
 #endif
   prepare();
-  if (argc < 4)
-    _exit(LEDGER_EXIT_USAGE);
+  if (argc < 4) _exit(LEDGER_EXIT_USAGE);
   const char *mode = argv[1];
   const char *g = strcmp(mode, "branch") == 0 ? (argc == 6 ? argv[5] : "") : argv[3];
-  if (!hex_word(g, LEDGER_PROTO_GRANT_HEX))
-    _exit(LEDGER_EXIT_USAGE);
+  if (!hex_word(g, LEDGER_PROTO_GRANT_HEX)) _exit(LEDGER_EXIT_USAGE);
   memcpy(grant, g, sizeof grant);
-  if (ledger_inbox_init(&in, LEDGER_PROTO_FRAME_MAX) < 0)
-    _exit(LEDGER_EXIT_USAGE);
+  if (ledger_inbox_init(&in, LEDGER_PROTO_FRAME_MAX) < 0) _exit(LEDGER_EXIT_USAGE);
   msgpack_zone_init(&msg_zone, 4096);
   if (strcmp(mode, "write") == 0) return serve_write(argc, argv);
   if (strcmp(mode, "read") == 0) return serve_read(argc, argv);

@@ -10,8 +10,8 @@
 #include "journal.h"
 #include "ledger_zstd.h"
 
-#define LEVEL 3          /* zstd's default: ~3x on journals at hundreds of MB/s */
-#define WINDOW_LOG 21    /* 2 MiB: a block is never larger, so no frame needs more */
+#define LEVEL      3  /* zstd's default: ~3x on journals at hundreds of MB/s */
+#define WINDOW_LOG 21 /* 2 MiB: a block is never larger, so no frame needs more */
 
 static __thread ZSTD_CCtx *cctx;
 static __thread ZSTD_DCtx *dctx;
@@ -19,8 +19,7 @@ static __thread ZSTD_DCtx *dctx;
 static size_t zstd_compress(const void *src, size_t n, void *dst, size_t cap)
 {
   if (cctx == NULL) {
-    if ((cctx = ZSTD_createCCtx()) == NULL)
-      return 0;
+    if ((cctx = ZSTD_createCCtx()) == NULL) return 0;
     /* the content size in the header (a reader checks it against the block's),
     ** a checksum of the content (a flipped stored byte fails in the decoder) */
     if (ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, LEVEL)) ||
@@ -47,14 +46,16 @@ static int zstd_decompress(const void *src, size_t n, void *dst, size_t cap, cha
     return -1;
   }
   if (size == ZSTD_CONTENTSIZE_UNKNOWN || size != cap) {
-    snprintf(why, whylen, size == ZSTD_CONTENTSIZE_UNKNOWN ? "the frame declares no content size"
-             : "the frame declares %llu bytes", size);
+    snprintf(why, whylen,
+             size == ZSTD_CONTENTSIZE_UNKNOWN ? "the frame declares no content size"
+                                              : "the frame declares %llu bytes",
+             size);
     return -1;
   }
   size_t framed = ZSTD_findFrameCompressedSize(src, n);
   if (ZSTD_isError(framed) || framed != n) {
-    snprintf(why, whylen, ZSTD_isError(framed) ? "the frame is cut short (%s)"
-             : "bytes follow the frame", ZSTD_isError(framed) ? ZSTD_getErrorName(framed) : "");
+    snprintf(why, whylen, ZSTD_isError(framed) ? "the frame is cut short (%s)" : "bytes follow the frame",
+             ZSTD_isError(framed) ? ZSTD_getErrorName(framed) : "");
     return -1;
   }
   if (dctx == NULL) {
@@ -75,10 +76,10 @@ static int zstd_decompress(const void *src, size_t n, void *dst, size_t cap, cha
 }
 
 static const airlock_ledger_codec zstd_codec = {
-  .id = AIRLOCK_LEDGER_CODEC_ZSTD,
-  .name = "zstd",
-  .compress = zstd_compress,
-  .decompress = zstd_decompress,
+    .id = AIRLOCK_LEDGER_CODEC_ZSTD,
+    .name = "zstd",
+    .compress = zstd_compress,
+    .decompress = zstd_decompress,
 };
 
 const airlock_ledger_codec *ledger_zstd_codec(void)

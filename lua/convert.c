@@ -11,7 +11,7 @@
 
 #include "convert.h"
 
-#define KEY_SHOW_MAX 40   /* bytes of an odd string key quoted in a message */
+#define KEY_SHOW_MAX 40 /* bytes of an odd string key quoted in a message */
 
 /* ------------------------------------------------------------ Lua -> msgpack */
 
@@ -28,37 +28,31 @@ typedef struct pack_state {
   const char *root;
   char *err;
   size_t errlen;
-  int depth;                                     /* tables open on the path */
-  const void *open[AIRLOCK_CONVERT_DEPTH_MAX];   /* those tables, for cycles */
-  path_step path[AIRLOCK_CONVERT_DEPTH_MAX];     /* path[i]: key inside open[i] */
+  int depth;                                   /* tables open on the path */
+  const void *open[AIRLOCK_CONVERT_DEPTH_MAX]; /* those tables, for cycles */
+  path_step path[AIRLOCK_CONVERT_DEPTH_MAX];   /* path[i]: key inside open[i] */
 } pack_state;
 
 static int pack_value(pack_state *ps, int idx);
 
 /* Appends to the message without overrunning it; *at may pass errlen, which
 ** only means the message was cut. */
-__attribute__((format(printf, 3, 4)))
-static void put(pack_state *ps, size_t *at, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static void put(pack_state *ps, size_t *at, const char *fmt, ...)
 {
-  if (*at >= ps->errlen)
-    return;
+  if (*at >= ps->errlen) return;
   va_list ap;
   va_start(ap, fmt);
   int n = vsnprintf(ps->err + *at, ps->errlen - *at, fmt, ap);
   va_end(ap);
-  if (n > 0)
-    *at += (size_t)n;
+  if (n > 0) *at += (size_t)n;
 }
 
 static int is_identifier(const char *s, size_t len)
 {
-  if (len == 0 || (s[0] >= '0' && s[0] <= '9'))
-    return 0;
+  if (len == 0 || (s[0] >= '0' && s[0] <= '9')) return 0;
   for (size_t i = 0; i < len; i++) {
     char c = s[i];
-    if (!(c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-          (c >= '0' && c <= '9')))
-      return 0;
+    if (!(c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))) return 0;
   }
   return 1;
 }
@@ -90,40 +84,33 @@ static void put_step(pack_state *ps, size_t *at, const path_step *st)
     return;
   }
   switch (lua_type(L, st->key_idx)) {
-  case LUA_TSTRING: {
-    size_t len;
-    const char *s = lua_tolstring(L, st->key_idx, &len);
-    if (is_identifier(s, len))
-      put(ps, at, ".%s", s);
-    else
-      put_quoted_key(ps, at, s, len);
-    break;
-  }
-  case LUA_TNUMBER:
-    if (lua_isinteger(L, st->key_idx))
-      put(ps, at, "[%lld]", (long long)lua_tointeger(L, st->key_idx));
-    else
-      put(ps, at, "[%.14g]", (double)lua_tonumber(L, st->key_idx));
-    break;
-  case LUA_TBOOLEAN:
-    put(ps, at, lua_toboolean(L, st->key_idx) ? "[true]" : "[false]");
-    break;
-  default:
-    put(ps, at, "[?]");
-    break;
+    case LUA_TSTRING: {
+      size_t len;
+      const char *s = lua_tolstring(L, st->key_idx, &len);
+      if (is_identifier(s, len))
+        put(ps, at, ".%s", s);
+      else
+        put_quoted_key(ps, at, s, len);
+      break;
+    }
+    case LUA_TNUMBER:
+      if (lua_isinteger(L, st->key_idx))
+        put(ps, at, "[%lld]", (long long)lua_tointeger(L, st->key_idx));
+      else
+        put(ps, at, "[%.14g]", (double)lua_tonumber(L, st->key_idx));
+      break;
+    case LUA_TBOOLEAN: put(ps, at, lua_toboolean(L, st->key_idx) ? "[true]" : "[false]"); break;
+    default: put(ps, at, "[?]"); break;
   }
 }
 
 /* Writes "<root><first nsteps of the path>: <reason>" and returns -1. */
-__attribute__((format(printf, 3, 4)))
-static int fail(pack_state *ps, int nsteps, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static int fail(pack_state *ps, int nsteps, const char *fmt, ...)
 {
-  if (ps->err == NULL || ps->errlen == 0)
-    return -1;
+  if (ps->err == NULL || ps->errlen == 0) return -1;
   size_t at = 0;
   put(ps, &at, "%s", ps->root);
-  for (int i = 0; i < nsteps; i++)
-    put_step(ps, &at, &ps->path[i]);
+  for (int i = 0; i < nsteps; i++) put_step(ps, &at, &ps->path[i]);
   put(ps, &at, ": ");
   if (at < ps->errlen) {
     va_list ap;
@@ -146,10 +133,8 @@ static int pack_string(pack_state *ps, int idx)
 {
   size_t len;
   const char *s = lua_tolstring(ps->L, idx, &len);
-  if (len > UINT32_MAX)
-    return fail(ps, ps->depth, "string longer than 4 GiB");
-  if (packed(ps, msgpack_pack_str(ps->pk, len)) != 0)
-    return -1;
+  if (len > UINT32_MAX) return fail(ps, ps->depth, "string longer than 4 GiB");
+  if (packed(ps, msgpack_pack_str(ps->pk, len)) != 0) return -1;
   return packed(ps, msgpack_pack_str_body(ps->pk, s, len));
 }
 
@@ -163,17 +148,14 @@ static int pack_number(pack_state *ps, int idx)
 static int pack_key(pack_state *ps, int idx)
 {
   switch (lua_type(ps->L, idx)) {
-  case LUA_TSTRING:
-    return pack_string(ps, idx);
-  case LUA_TNUMBER:
-    return pack_number(ps, idx);
-  case LUA_TBOOLEAN:
-    return packed(ps, lua_toboolean(ps->L, idx) ? msgpack_pack_true(ps->pk)
-                                                : msgpack_pack_false(ps->pk));
-  default:
-    /* The path stops at the table: the key itself has no printable name. */
-    return fail(ps, ps->depth - 1, "cannot send a %s as a table key",
-                lua_typename(ps->L, lua_type(ps->L, idx)));
+    case LUA_TSTRING: return pack_string(ps, idx);
+    case LUA_TNUMBER: return pack_number(ps, idx);
+    case LUA_TBOOLEAN:
+      return packed(ps, lua_toboolean(ps->L, idx) ? msgpack_pack_true(ps->pk) : msgpack_pack_false(ps->pk));
+    default:
+      /* The path stops at the table: the key itself has no printable name. */
+      return fail(ps, ps->depth - 1, "cannot send a %s as a table key",
+                  lua_typename(ps->L, lua_type(ps->L, idx)));
   }
 }
 
@@ -206,8 +188,7 @@ static size_t count_keys(lua_State *L, int idx, int *is_seq)
 static int pack_array(pack_state *ps, int idx, size_t n)
 {
   lua_State *L = ps->L;
-  if (packed(ps, msgpack_pack_array(ps->pk, n)) != 0)
-    return -1;
+  if (packed(ps, msgpack_pack_array(ps->pk, n)) != 0) return -1;
   path_step *st = &ps->path[ps->depth - 1];
   for (size_t i = 1; i <= n; i++) {
     st->key_idx = 0;
@@ -215,8 +196,7 @@ static int pack_array(pack_state *ps, int idx, size_t n)
     lua_rawgeti(L, idx, (lua_Integer)i);
     int rc = pack_value(ps, lua_gettop(L));
     lua_pop(L, 1);
-    if (rc != 0)
-      return -1;
+    if (rc != 0) return -1;
   }
   return 0;
 }
@@ -224,8 +204,7 @@ static int pack_array(pack_state *ps, int idx, size_t n)
 static int pack_map(pack_state *ps, int idx, size_t n)
 {
   lua_State *L = ps->L;
-  if (packed(ps, msgpack_pack_map(ps->pk, n)) != 0)
-    return -1;
+  if (packed(ps, msgpack_pack_map(ps->pk, n)) != 0) return -1;
   path_step *st = &ps->path[ps->depth - 1];
   lua_pushnil(L);
   while (lua_next(L, idx)) {
@@ -249,15 +228,12 @@ static int pack_table(pack_state *ps, int idx)
     return fail(ps, 0, "nesting deeper than %d", AIRLOCK_CONVERT_DEPTH_MAX);
   const void *self = lua_topointer(L, idx);
   for (int i = 0; i < ps->depth; i++)
-    if (ps->open[i] == self)
-      return fail(ps, ps->depth, "cycle (table contains itself)");
+    if (ps->open[i] == self) return fail(ps, ps->depth, "cycle (table contains itself)");
   /* Each level holds a key and a value while it walks its table. */
-  if (!lua_checkstack(L, 4))
-    return fail(ps, ps->depth, "out of Lua stack space");
+  if (!lua_checkstack(L, 4)) return fail(ps, ps->depth, "out of Lua stack space");
   int is_seq;
   size_t n = count_keys(L, idx, &is_seq);
-  if (n > UINT32_MAX)
-    return fail(ps, ps->depth, "table with more than 2^32 entries");
+  if (n > UINT32_MAX) return fail(ps, ps->depth, "table with more than 2^32 entries");
   ps->open[ps->depth++] = self;
   int rc = is_seq ? pack_array(ps, idx, n) : pack_map(ps, idx, n);
   ps->depth--;
@@ -269,27 +245,20 @@ static int pack_value(pack_state *ps, int idx)
   lua_State *L = ps->L;
   int t = lua_type(L, idx);
   switch (t) {
-  case LUA_TNIL:
-    return packed(ps, msgpack_pack_nil(ps->pk));
-  case LUA_TBOOLEAN:
-    return packed(ps, lua_toboolean(L, idx) ? msgpack_pack_true(ps->pk)
-                                            : msgpack_pack_false(ps->pk));
-  case LUA_TNUMBER:
-    return pack_number(ps, idx);
-  case LUA_TSTRING:
-    return pack_string(ps, idx);
-  case LUA_TTABLE:
-    return pack_table(ps, idx);
-  default:
-    return fail(ps, ps->depth, "cannot send a %s", lua_typename(L, t));
+    case LUA_TNIL: return packed(ps, msgpack_pack_nil(ps->pk));
+    case LUA_TBOOLEAN:
+      return packed(ps, lua_toboolean(L, idx) ? msgpack_pack_true(ps->pk) : msgpack_pack_false(ps->pk));
+    case LUA_TNUMBER: return pack_number(ps, idx);
+    case LUA_TSTRING: return pack_string(ps, idx);
+    case LUA_TTABLE: return pack_table(ps, idx);
+    default: return fail(ps, ps->depth, "cannot send a %s", lua_typename(L, t));
   }
 }
 
 /* Nothing here allocates Lua memory (lua_next, lua_rawgeti and lua_tolstring
 ** on strings do not), and lua_checkstack reports failure instead of raising,
 ** so packing never longjmps out. */
-int airlock_lua_pack(lua_State *L, int idx, msgpack_packer *pk, const char *root,
-                     char *err, size_t errlen)
+int airlock_lua_pack(lua_State *L, int idx, msgpack_packer *pk, const char *root, char *err, size_t errlen)
 {
   pack_state ps;
   ps.L = L;
@@ -316,8 +285,7 @@ typedef struct push_state {
 
 static int push_object(push_state *s, const msgpack_object *o, int depth);
 
-__attribute__((format(printf, 2, 3)))
-static int push_fail(push_state *s, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static int push_fail(push_state *s, const char *fmt, ...)
 {
   if (s->err != NULL && s->errlen > 0) {
     va_list ap;
@@ -346,8 +314,7 @@ static int push_array(push_state *s, const msgpack_object_array *a, int depth)
 static int check_key(push_state *s)
 {
   int t = lua_type(s->L, -1);
-  if (t == LUA_TNIL)
-    return push_fail(s, "map key is nil");
+  if (t == LUA_TNIL) return push_fail(s, "map key is nil");
   if (t == LUA_TNUMBER && !lua_isinteger(s->L, -1) && isnan(lua_tonumber(s->L, -1)))
     return push_fail(s, "map key is NaN");
   return 0;
@@ -377,44 +344,29 @@ static int push_object(push_state *s, const msgpack_object *o, int depth)
   lua_State *L = s->L;
   /* A container leaves its table on the stack while it pushes a key and a
   ** value: three slots per level. */
-  if (!lua_checkstack(L, 3))
-    return push_fail(s, "out of Lua stack space");
+  if (!lua_checkstack(L, 3)) return push_fail(s, "out of Lua stack space");
   switch (o->type) {
-  case MSGPACK_OBJECT_NIL:
-    lua_pushnil(L);
-    return 0;
-  case MSGPACK_OBJECT_BOOLEAN:
-    lua_pushboolean(L, o->via.boolean);
-    return 0;
-  case MSGPACK_OBJECT_POSITIVE_INTEGER:
-    if (o->via.u64 <= (uint64_t)LUA_MAXINTEGER)
-      lua_pushinteger(L, (lua_Integer)o->via.u64);
-    else
-      lua_pushnumber(L, (lua_Number)o->via.u64);
-    return 0;
-  case MSGPACK_OBJECT_NEGATIVE_INTEGER:
-    lua_pushinteger(L, (lua_Integer)o->via.i64);
-    return 0;
-  case MSGPACK_OBJECT_FLOAT32:
-  case MSGPACK_OBJECT_FLOAT64:
-    lua_pushnumber(L, (lua_Number)o->via.f64);
-    return 0;
-  case MSGPACK_OBJECT_STR:
-    lua_pushlstring(L, o->via.str.ptr, o->via.str.size);
-    return 0;
-  case MSGPACK_OBJECT_BIN:
-    lua_pushlstring(L, o->via.bin.ptr, o->via.bin.size);
-    return 0;
-  case MSGPACK_OBJECT_ARRAY:
-  case MSGPACK_OBJECT_MAP:
-    if (depth >= AIRLOCK_CONVERT_DEPTH_MAX)
-      return push_fail(s, "nesting deeper than %d", AIRLOCK_CONVERT_DEPTH_MAX);
-    return o->type == MSGPACK_OBJECT_ARRAY ? push_array(s, &o->via.array, depth + 1)
-                                           : push_map(s, &o->via.map, depth + 1);
-  case MSGPACK_OBJECT_EXT:
-    return push_fail(s, "ext type %d is not supported", (int)o->via.ext.type);
-  default:
-    return push_fail(s, "unknown msgpack type %d", (int)o->type);
+    case MSGPACK_OBJECT_NIL: lua_pushnil(L); return 0;
+    case MSGPACK_OBJECT_BOOLEAN: lua_pushboolean(L, o->via.boolean); return 0;
+    case MSGPACK_OBJECT_POSITIVE_INTEGER:
+      if (o->via.u64 <= (uint64_t)LUA_MAXINTEGER)
+        lua_pushinteger(L, (lua_Integer)o->via.u64);
+      else
+        lua_pushnumber(L, (lua_Number)o->via.u64);
+      return 0;
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER: lua_pushinteger(L, (lua_Integer)o->via.i64); return 0;
+    case MSGPACK_OBJECT_FLOAT32:
+    case MSGPACK_OBJECT_FLOAT64: lua_pushnumber(L, (lua_Number)o->via.f64); return 0;
+    case MSGPACK_OBJECT_STR: lua_pushlstring(L, o->via.str.ptr, o->via.str.size); return 0;
+    case MSGPACK_OBJECT_BIN: lua_pushlstring(L, o->via.bin.ptr, o->via.bin.size); return 0;
+    case MSGPACK_OBJECT_ARRAY:
+    case MSGPACK_OBJECT_MAP:
+      if (depth >= AIRLOCK_CONVERT_DEPTH_MAX)
+        return push_fail(s, "nesting deeper than %d", AIRLOCK_CONVERT_DEPTH_MAX);
+      return o->type == MSGPACK_OBJECT_ARRAY ? push_array(s, &o->via.array, depth + 1)
+                                             : push_map(s, &o->via.map, depth + 1);
+    case MSGPACK_OBJECT_EXT: return push_fail(s, "ext type %d is not supported", (int)o->via.ext.type);
+    default: return push_fail(s, "unknown msgpack type %d", (int)o->type);
   }
 }
 
@@ -424,6 +376,6 @@ static int push_object(push_state *s, const msgpack_object *o, int depth)
 ** lua_pcall (the worker always is), never bare C code with no protection. */
 int airlock_lua_push(lua_State *L, const msgpack_object *o, char *err, size_t errlen)
 {
-  push_state s = { L, err, errlen };
+  push_state s = {L, err, errlen};
   return push_object(&s, o, 0);
 }

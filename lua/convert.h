@@ -8,7 +8,7 @@
 #include <lua.h>
 #include <msgpack.h>
 
-#define AIRLOCK_CONVERT_DEPTH_MAX 31   /* the frame's own map is level 1 of AIRLOCK_MSG_DEPTH_MAX */
+#define AIRLOCK_CONVERT_DEPTH_MAX 31 /* the frame's own map is level 1 of AIRLOCK_MSG_DEPTH_MAX */
 
 /* Packs the value at index idx into pk. nil, booleans, integers, floats,
 ** strings (binary-safe), sequences (keys exactly 1..n, n >= 1) as arrays, other
@@ -18,8 +18,7 @@
 ** Returns 0, or -1 with a message in err naming the path from root, e.g.
 ** "args.items[3]: cannot send a function". Uses at most a few Lua stack slots
 ** per level (checked with lua_checkstack). */
-int airlock_lua_pack(lua_State *L, int idx, msgpack_packer *pk, const char *root,
-                     char *err, size_t errlen);
+int airlock_lua_pack(lua_State *L, int idx, msgpack_packer *pk, const char *root, char *err, size_t errlen);
 
 /* Pushes the Lua value for o: nil, boolean, integer (uint64 above the Lua range
 ** becomes a float), float, str and bin as strings, arrays as sequences, maps as

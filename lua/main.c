@@ -25,11 +25,16 @@ int luaopen_airlock(lua_State *L);
 ** which only the REPL calls, so `airlock run` keeps the default behaviour. */
 static volatile sig_atomic_t interrupted;
 
-static void on_sigint(int sig) { (void)sig; interrupted = 1; }
+static void on_sigint(int sig)
+{
+  (void)sig;
+  interrupted = 1;
+}
 
 /* airlock.core.catch_sigint(): Ctrl-C sets the flag instead of ending the process.
 ** SA_RESTART keeps plain reads going; select and epoll_wait still return EINTR. */
-static int l_catch_sigint(lua_State *L) {
+static int l_catch_sigint(lua_State *L)
+{
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_sigint;
@@ -41,7 +46,8 @@ static int l_catch_sigint(lua_State *L) {
 }
 
 /* airlock.core.interrupted([peek]) -> true once after each Ctrl-C (peek: do not clear) */
-static int l_interrupted(lua_State *L) {
+static int l_interrupted(lua_State *L)
+{
   int was = interrupted != 0;
   if (was && !lua_toboolean(L, 1)) interrupted = 0;
   lua_pushboolean(L, was);
@@ -53,7 +59,8 @@ static int l_interrupted(lua_State *L) {
 static char *rl_got;
 static int rl_finished;
 
-static void on_line(char *line) {
+static void on_line(char *line)
+{
   rl_got = line;
   rl_finished = 1;
   rl_callback_handler_remove();
@@ -61,7 +68,8 @@ static void on_line(char *line) {
 
 /* airlock.core.readline(prompt) -> line, or nil at end of input, or
 ** nil, "interrupted" after Ctrl-C */
-static int l_readline(lua_State *L) {
+static int l_readline(lua_State *L)
+{
   const char *prompt = luaL_optstring(L, 1, "> ");
   rl_got = NULL;
   rl_finished = 0;
@@ -75,11 +83,14 @@ static int l_readline(lua_State *L) {
     FD_SET(fd, &in);
     int n = select(fd + 1, &in, NULL, NULL, NULL);
     if (n < 0) {
-      if (errno != EINTR) { rl_callback_handler_remove(); return luaL_error(L, "select: %s", strerror(errno)); }
+      if (errno != EINTR) {
+        rl_callback_handler_remove();
+        return luaL_error(L, "select: %s", strerror(errno));
+      }
       if (interrupted) {
         FILE *out = rl_outstream ? rl_outstream : stdout;
         interrupted = 0;
-        fputs("^C\n", out);   /* after what was typed, which is dropped */
+        fputs("^C\n", out); /* after what was typed, which is dropped */
         fflush(out);
         rl_free_line_state();
         rl_callback_sigcleanup();
@@ -98,25 +109,32 @@ static int l_readline(lua_State *L) {
   return 1;
 }
 
-static int l_add_history(lua_State *L) {
+static int l_add_history(lua_State *L)
+{
   const char *line = luaL_checkstring(L, 1);
   if (*line) add_history(line);
   return 0;
 }
 
 /* airlock.core.history_load(path) / history_save(path, max): the REPL's history file */
-static int l_history_load(lua_State *L) {
+static int l_history_load(lua_State *L)
+{
   int rc = read_history(luaL_checkstring(L, 1));
   lua_pushboolean(L, rc == 0);
   return 1;
 }
 
-static int l_history_save(lua_State *L) {
+static int l_history_save(lua_State *L)
+{
   const char *path = luaL_checkstring(L, 1);
   int max = (int)luaL_optinteger(L, 2, 1000);
   int rc = write_history(path);
   if (rc == 0 && max > 0) history_truncate_file(path, max);
-  if (rc != 0) { lua_pushnil(L); lua_pushstring(L, strerror(rc)); return 2; }
+  if (rc != 0) {
+    lua_pushnil(L);
+    lua_pushstring(L, strerror(rc));
+    return 2;
+  }
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -128,14 +146,16 @@ static int completer_ref = LUA_NOREF;
 static char **candidates;
 static size_t ncandidates;
 
-static void free_candidates(void) {
+static void free_candidates(void)
+{
   for (size_t i = 0; i < ncandidates; i++) free(candidates[i]);
   free(candidates);
   candidates = NULL;
   ncandidates = 0;
 }
 
-static char *next_candidate(const char *text, int state) {
+static char *next_candidate(const char *text, int state)
+{
   static size_t at;
   (void)text;
   if (state == 0) at = 0;
@@ -143,7 +163,8 @@ static char *next_candidate(const char *text, int state) {
 }
 
 /* Calls the completer in protected mode: an error in it completes nothing. */
-static int call_completer(lua_State *L) {
+static int call_completer(lua_State *L)
+{
   lua_rawgeti(L, LUA_REGISTRYINDEX, completer_ref);
   lua_pushvalue(L, 1);
   lua_pushvalue(L, 2);
@@ -151,8 +172,10 @@ static int call_completer(lua_State *L) {
   return 1;
 }
 
-static char **complete(const char *text, int start, int end) {
-  (void)start; (void)end;
+static char **complete(const char *text, int start, int end)
+{
+  (void)start;
+  (void)end;
   rl_attempted_completion_over = 1;   /* never file names */
   rl_completion_append_character = 0; /* "airlock.pol" -> "airlock.policy", ready for ".load" */
   free_candidates();
@@ -177,7 +200,8 @@ static char **complete(const char *text, int start, int end) {
   return ncandidates ? rl_completion_matches(text, next_candidate) : NULL;
 }
 
-static int l_set_completer(lua_State *L) {
+static int l_set_completer(lua_State *L)
+{
   luaL_checktype(L, 1, LUA_TFUNCTION);
   luaL_unref(L, LUA_REGISTRYINDEX, completer_ref);
   lua_pushvalue(L, 1);
@@ -188,34 +212,46 @@ static int l_set_completer(lua_State *L) {
   return 0;
 }
 
-static int traceback(lua_State *L) {
+static int traceback(lua_State *L)
+{
   const char *msg = lua_tostring(L, 1);
   luaL_traceback(L, L, msg ? msg : luaL_tolstring(L, 1, NULL), 1);
   return 1;
 }
 
-static int pmain(lua_State *L) {
+static int pmain(lua_State *L)
+{
   int argc = (int)lua_tointeger(L, 1);
   char **argv = lua_touserdata(L, 2);
   luaL_openlibs(L);
   luaL_requiref(L, "airlock", luaopen_airlock, 1);
   lua_pop(L, 1);
-  airlock_install_preloads(L, airlock_embedded_cli);   /* the command's own modules */
+  airlock_install_preloads(L, airlock_embedded_cli); /* the command's own modules */
   lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
   lua_getfield(L, -1, "airlock.core");
-  lua_pushcfunction(L, l_catch_sigint); lua_setfield(L, -2, "catch_sigint");
-  lua_pushcfunction(L, l_interrupted); lua_setfield(L, -2, "interrupted");
-  if (isatty(0) && isatty(1)) {   /* readline only for a person at a terminal */
-    rl_catch_signals = 0;         /* Ctrl-C is ours (on_sigint), at the prompt too */
-    lua_pushcfunction(L, l_readline); lua_setfield(L, -2, "readline");
-    lua_pushcfunction(L, l_add_history); lua_setfield(L, -2, "add_history");
-    lua_pushcfunction(L, l_history_load); lua_setfield(L, -2, "history_load");
-    lua_pushcfunction(L, l_history_save); lua_setfield(L, -2, "history_save");
-    lua_pushcfunction(L, l_set_completer); lua_setfield(L, -2, "set_completer");
+  lua_pushcfunction(L, l_catch_sigint);
+  lua_setfield(L, -2, "catch_sigint");
+  lua_pushcfunction(L, l_interrupted);
+  lua_setfield(L, -2, "interrupted");
+  if (isatty(0) && isatty(1)) { /* readline only for a person at a terminal */
+    rl_catch_signals = 0;       /* Ctrl-C is ours (on_sigint), at the prompt too */
+    lua_pushcfunction(L, l_readline);
+    lua_setfield(L, -2, "readline");
+    lua_pushcfunction(L, l_add_history);
+    lua_setfield(L, -2, "add_history");
+    lua_pushcfunction(L, l_history_load);
+    lua_setfield(L, -2, "history_load");
+    lua_pushcfunction(L, l_history_save);
+    lua_setfield(L, -2, "history_save");
+    lua_pushcfunction(L, l_set_completer);
+    lua_setfield(L, -2, "set_completer");
   }
   lua_pop(L, 2);
   lua_createtable(L, argc, 1);
-  for (int i = 0; i < argc; i++) { lua_pushstring(L, argv[i]); lua_rawseti(L, -2, i); }
+  for (int i = 0; i < argc; i++) {
+    lua_pushstring(L, argv[i]);
+    lua_rawseti(L, -2, i);
+  }
   lua_setglobal(L, "arg");
   lua_getglobal(L, "require");
   lua_pushliteral(L, "airlock.cli.main");
@@ -226,10 +262,14 @@ static int pmain(lua_State *L) {
   return 1;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
   lua_State *L = luaL_newstate();
-  if (!L) { fputs("airlock: cannot create a Lua state (out of memory)\n", stderr); return 2; }
-  signal(SIGPIPE, SIG_IGN);   /* a closed pipe is an error return, not a death */
+  if (!L) {
+    fputs("airlock: cannot create a Lua state (out of memory)\n", stderr);
+    return 2;
+  }
+  signal(SIGPIPE, SIG_IGN); /* a closed pipe is an error return, not a death */
   lua_pushcfunction(L, traceback);
   lua_pushcfunction(L, pmain);
   lua_pushinteger(L, argc);

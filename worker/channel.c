@@ -36,7 +36,7 @@ static int capped_write(void *data, const char *buf, size_t len)
 ** that follows it always fit. */
 #define NOTES_BATCH_BYTES (16u << 10)
 #define NOTES_BATCH_COUNT 256u
-#define NOTES_CAPACITY (4 * NOTES_BATCH_BYTES)
+#define NOTES_CAPACITY    (4 * NOTES_BATCH_BYTES)
 
 void worker_channel_open(worker *w)
 {
@@ -45,8 +45,7 @@ void worker_channel_open(worker *w)
     worker_die(WORKER_EXIT_CHANNEL, "fd %d is not open: airlock-worker is started by airlock",
                AIRLOCK_CHANNEL_FD);
   if ((fl & O_NONBLOCK) && fcntl(AIRLOCK_CHANNEL_FD, F_SETFL, fl & ~O_NONBLOCK) < 0)
-    worker_die(WORKER_EXIT_CHANNEL, "cannot make fd %d blocking: %s", AIRLOCK_CHANNEL_FD,
-               strerror(errno));
+    worker_die(WORKER_EXIT_CHANNEL, "cannot make fd %d blocking: %s", AIRLOCK_CHANNEL_FD, strerror(errno));
   msgpack_sbuffer_init(&w->out);
   msgpack_packer_init(&w->pk, w, capped_write);
   airlock_frame_reader_init(&w->in, AIRLOCK_FRAME_MAX_DEFAULT);
@@ -58,24 +57,18 @@ void worker_channel_open(worker *w)
   ** pairs order, its recording saw. */
   msgpack_sbuffer_init(&w->notes);
   w->notes.data = malloc(NOTES_CAPACITY);
-  if (w->notes.data == NULL)
-    worker_die(WORKER_EXIT_INTERNAL, "out of memory for the notes' buffer");
+  if (w->notes.data == NULL) worker_die(WORKER_EXIT_INTERNAL, "out of memory for the notes' buffer");
   w->notes.alloc = NOTES_CAPACITY;
 }
 
 static const char *read_error(int rc)
 {
   switch (rc) {
-  case AIRLOCK_FRAME_EOF:
-    return "the parent closed the channel";
-  case AIRLOCK_FRAME_AGAIN:
-    return "the channel is non-blocking";
-  case -EMSGSIZE:
-    return "frame over the size limit";
-  case -EPROTO:
-    return "empty or truncated frame";
-  default:
-    return strerror(-rc);
+    case AIRLOCK_FRAME_EOF: return "the parent closed the channel";
+    case AIRLOCK_FRAME_AGAIN: return "the channel is non-blocking";
+    case -EMSGSIZE: return "frame over the size limit";
+    case -EPROTO: return "empty or truncated frame";
+    default: return strerror(-rc);
   }
 }
 
@@ -89,7 +82,7 @@ static const char *read_error(int rc)
 ** left to the read that follows, which says what it was. */
 static void wait_readable(void)
 {
-  struct pollfd p = { .fd = AIRLOCK_CHANNEL_FD, .events = POLLIN };
+  struct pollfd p = {.fd = AIRLOCK_CHANNEL_FD, .events = POLLIN};
   while (poll(&p, 1, -1) < 0 && errno == EINTR) {
   }
 }
@@ -102,8 +95,7 @@ void worker_channel_read_first(msgpack_unpacked *u, airlock_msg *msg, airlock_ms
   airlock_frame_reader_init(&r, WORKER_INIT_MAX);
   wait_readable();
   int rc = airlock_frame_read_fd(&r, AIRLOCK_CHANNEL_FD);
-  if (rc != AIRLOCK_FRAME_READY)
-    worker_die(WORKER_EXIT_CHANNEL, "reading %s: %s", what, read_error(rc));
+  if (rc != AIRLOCK_FRAME_READY) worker_die(WORKER_EXIT_CHANNEL, "reading %s: %s", what, read_error(rc));
   /* The parent says nothing more until ready (after init) or the first call
   ** (after start), so this reader (and what it read ahead) can go: anything
   ** past the frame would be a parent's bug. */
@@ -112,8 +104,7 @@ void worker_channel_read_first(msgpack_unpacked *u, airlock_msg *msg, airlock_ms
   /* The codec copies the body into u, so the reader can go at once. */
   rc = airlock_msg_decode(r.body, r.len, u, msg, err, sizeof err);
   airlock_frame_reader_free(&r);
-  if (rc < 0)
-    worker_die(WORKER_EXIT_BADINIT, "%s: %s", what, err);
+  if (rc < 0) worker_die(WORKER_EXIT_BADINIT, "%s: %s", what, err);
   if (msg->kind != want)
     worker_die(WORKER_EXIT_BADINIT, "the frame is '%s', not '%s'", airlock_msg_kind_name(msg->kind), what);
 }
@@ -130,8 +121,8 @@ msgpack_packer *worker_frame_begin(worker *w, airlock_msg_kind kind, uint32_t nf
 ** caller has made sure it fits (notes_fit). */
 static void notes_append(worker *w)
 {
-  uint8_t hdr[4] = { (uint8_t)(w->out.size >> 24), (uint8_t)(w->out.size >> 16),
-                     (uint8_t)(w->out.size >> 8), (uint8_t)w->out.size };
+  uint8_t hdr[4] = {(uint8_t)(w->out.size >> 24), (uint8_t)(w->out.size >> 16), (uint8_t)(w->out.size >> 8),
+                    (uint8_t)w->out.size};
   if (msgpack_sbuffer_write(&w->notes, (const char *)hdr, sizeof hdr) != 0 ||
       msgpack_sbuffer_write(&w->notes, w->out.data, w->out.size) != 0)
     worker_die(WORKER_EXIT_INTERNAL, "out of memory queueing a note");
@@ -141,8 +132,7 @@ static void notes_append(worker *w)
 static void notes_write(worker *w)
 {
   int rc = airlock_frames_write_fd(AIRLOCK_CHANNEL_FD, w->notes.data, w->notes.size);
-  if (rc < 0)
-    worker_die(WORKER_EXIT_CHANNEL, "writing to fd %d: %s", AIRLOCK_CHANNEL_FD, strerror(-rc));
+  if (rc < 0) worker_die(WORKER_EXIT_CHANNEL, "writing to fd %d: %s", AIRLOCK_CHANNEL_FD, strerror(-rc));
   msgpack_sbuffer_clear(&w->notes);
   w->notes_n = 0;
 }
@@ -155,15 +145,13 @@ static int notes_fit(const worker *w)
 
 void worker_notes_flush(worker *w)
 {
-  if (w->notes.size > 0)
-    notes_write(w);
+  if (w->notes.size > 0) notes_write(w);
 }
 
 void worker_frame_send(worker *w)
 {
-  if (w->out_refused)
-    worker_die(WORKER_EXIT_INTERNAL, "an outgoing frame was cut short");
-  if (w->notes.size > 0) {   /* the notes first, in the same write when the frame fits */
+  if (w->out_refused) worker_die(WORKER_EXIT_INTERNAL, "an outgoing frame was cut short");
+  if (w->notes.size > 0) { /* the notes first, in the same write when the frame fits */
     if (notes_fit(w)) {
       notes_append(w);
       notes_write(w);
@@ -172,8 +160,7 @@ void worker_frame_send(worker *w)
     notes_write(w);
   }
   int rc = airlock_frame_write_fd(AIRLOCK_CHANNEL_FD, w->out.data, w->out.size);
-  if (rc < 0)
-    worker_die(WORKER_EXIT_CHANNEL, "writing to fd %d: %s", AIRLOCK_CHANNEL_FD, strerror(-rc));
+  if (rc < 0) worker_die(WORKER_EXIT_CHANNEL, "writing to fd %d: %s", AIRLOCK_CHANNEL_FD, strerror(-rc));
 }
 
 msgpack_packer *worker_note_begin(worker *w, const char *effect, size_t len)
@@ -186,24 +173,20 @@ msgpack_packer *worker_note_begin(worker *w, const char *effect, size_t len)
 
 int worker_note_finish(lua_State *L, worker *w)
 {
-  if (w->out_refused) {   /* without L (a warning), the note is dropped */
-    if (L == NULL)
-      return -1;
+  if (w->out_refused) { /* without L (a warning), the note is dropped */
+    if (L == NULL) return -1;
     return luaL_error(L, "note too large to send (frames are limited to %d MiB)",
                       (int)(AIRLOCK_FRAME_MAX_DEFAULT >> 20));
   }
   w->last_id++;
-  if (!notes_fit(w))
-    worker_notes_flush(w);
-  if (!notes_fit(w)) {   /* larger than the whole buffer: it goes out on its own */
+  if (!notes_fit(w)) worker_notes_flush(w);
+  if (!notes_fit(w)) { /* larger than the whole buffer: it goes out on its own */
     int rc = airlock_frame_write_fd(AIRLOCK_CHANNEL_FD, w->out.data, w->out.size);
-    if (rc < 0)
-      worker_die(WORKER_EXIT_CHANNEL, "writing to fd %d: %s", AIRLOCK_CHANNEL_FD, strerror(-rc));
+    if (rc < 0) worker_die(WORKER_EXIT_CHANNEL, "writing to fd %d: %s", AIRLOCK_CHANNEL_FD, strerror(-rc));
     return 0;
   }
   notes_append(w);
-  if (w->notes.size >= NOTES_BATCH_BYTES || w->notes_n >= NOTES_BATCH_COUNT)
-    notes_write(w);
+  if (w->notes.size >= NOTES_BATCH_BYTES || w->notes_n >= NOTES_BATCH_COUNT) notes_write(w);
   return 0;
 }
 
@@ -223,23 +206,19 @@ static void await_reply(worker *w, uint64_t id, airlock_msg *msg)
 {
   char err[256];
   /* the reply may already be buffered with an earlier frame's bytes */
-  if (airlock_frame_reader_buffered(&w->in) == 0)
-    wait_readable();
+  if (airlock_frame_reader_buffered(&w->in) == 0) wait_readable();
   int rc = airlock_frame_read_fd(&w->in, AIRLOCK_CHANNEL_FD);
   if (rc != AIRLOCK_FRAME_READY)
-    worker_die(WORKER_EXIT_CHANNEL, "waiting for the reply to call %" PRIu64 ": %s", id,
-               read_error(rc));
+    worker_die(WORKER_EXIT_CHANNEL, "waiting for the reply to call %" PRIu64 ": %s", id, read_error(rc));
   rc = airlock_msg_decode(w->in.body, w->in.len, &w->reply, msg, err, sizeof err);
   airlock_frame_reader_reset(&w->in);
-  if (rc < 0)
-    worker_die(WORKER_EXIT_CHANNEL, "waiting for the reply to call %" PRIu64 ": %s", id, err);
+  if (rc < 0) worker_die(WORKER_EXIT_CHANNEL, "waiting for the reply to call %" PRIu64 ": %s", id, err);
   if (msg->kind != AIRLOCK_MSG_REPLY)
     worker_die(WORKER_EXIT_CHANNEL, "waiting for the reply to call %" PRIu64 ", got '%s'", id,
                airlock_msg_kind_name(msg->kind));
   if (msg->id != id)
     worker_die(WORKER_EXIT_CHANNEL,
-               "waiting for the reply to call %" PRIu64 ", got the reply to call %" PRIu64, id,
-               msg->id);
+               "waiting for the reply to call %" PRIu64 ", got the reply to call %" PRIu64, id, msg->id);
   /* The host answered a call it deferred: the guest's turn ends here, and the
   ** next one starts with a whole limits.turn_instructions (see limits.c). */
   if (msg->turn) {
@@ -299,8 +278,7 @@ int worker_call_finish(lua_State *L, worker *w)
     /* The effect's message is the error value itself, with no position
     ** prefix: the guest sees exactly what the policy said. */
     const msgpack_object_str *e = &msg.err->via.str;
-    if (msg.code != NULL && msg.code->via.str.size == 6 &&
-        memcmp(msg.code->via.str.ptr, "denied", 6) == 0)
+    if (msg.code != NULL && msg.code->via.str.size == 6 && memcmp(msg.code->via.str.ptr, "denied", 6) == 0)
       worker_note_denied(L, e->ptr, e->size);
     lua_pushlstring(L, e->ptr, e->size);
     return lua_error(L);
@@ -315,8 +293,7 @@ int worker_call_finish(lua_State *L, worker *w)
 
 int worker_call_finish_quiet(worker *w)
 {
-  if (w->out_refused)
-    return -1;
+  if (w->out_refused) return -1;
   worker_frame_send(w);
   airlock_msg msg;
   await_reply(w, ++w->last_id, &msg);

@@ -27,13 +27,11 @@
 static int listed(const msgpack_object *spec, const char *key, const char *name)
 {
   const msgpack_object *list = airlock_msg_field(spec, key);
-  if (list == NULL || list->type != MSGPACK_OBJECT_ARRAY)
-    return 0;
+  if (list == NULL || list->type != MSGPACK_OBJECT_ARRAY) return 0;
   size_t n = strlen(name);
   for (uint32_t i = 0; i < list->via.array.size; i++) {
     const msgpack_object *o = &list->via.array.ptr[i];
-    if (o->type == MSGPACK_OBJECT_STR && o->via.str.size == n &&
-        memcmp(o->via.str.ptr, name, n) == 0)
+    if (o->type == MSGPACK_OBJECT_STR && o->via.str.size == n && memcmp(o->via.str.ptr, name, n) == 0)
       return 1;
   }
   return 0;
@@ -55,14 +53,14 @@ static int seccomp_layer(airlock_layer *out)
   const msgpack_object *p = airlock_msg_field(seccomp_spec, "seccomp_program");
   if (p != NULL && (p->type == MSGPACK_OBJECT_BIN || p->type == MSGPACK_OBJECT_STR) && getpid() == 1)
     return airlock_confine_seccomp_program(p->type == MSGPACK_OBJECT_BIN ? (const void *)p->via.bin.ptr
-                                                                        : (const void *)p->via.str.ptr,
+                                                                         : (const void *)p->via.str.ptr,
                                            p->via.bin.size, out);
   return airlock_confine_seccomp_worker(out);
 }
 
 /* Runs one layer (or says why not) into *out. */
-static void apply(const msgpack_object *spec, const char *name,
-                  int (*fn)(airlock_layer *), airlock_layer *out)
+static void apply(const msgpack_object *spec, const char *name, int (*fn)(airlock_layer *),
+                  airlock_layer *out)
 {
   memset(out, 0, sizeof *out);
   out->name = name;
@@ -77,7 +75,7 @@ static void apply(const msgpack_object *spec, const char *name,
              "this worker is a sanitizer build: ASan needs system calls the allowlist "
              "refuses; confined runs use the release worker");
   } else {
-    fn(out);   /* fills status and detail either way */
+    fn(out); /* fills status and detail either way */
   }
 }
 
@@ -106,8 +104,7 @@ int worker_confine(const msgpack_object *spec, msgpack_packer *report, char *why
   msgpack_pack_map(report, 3);
   for (size_t i = 0; i < 3; i++) {
     pack_layer(report, &layers[i]);
-    if (layers[i].status != AIRLOCK_LAYER_APPLIED && listed(spec, "require", layers[i].name) &&
-        !missing) {
+    if (layers[i].status != AIRLOCK_LAYER_APPLIED && listed(spec, "require", layers[i].name) && !missing) {
       missing = 1;
       snprintf(why, len, "%s is required but %s: %s", layers[i].name,
                airlock_layer_status_name(layers[i].status), layers[i].detail);

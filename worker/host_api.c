@@ -18,8 +18,7 @@ static int call_effect(lua_State *L, const char *effect, size_t len, int args)
   worker *w = worker_of(L);
   char err[256];
   msgpack_packer *pk = worker_call_begin(w, effect, len);
-  if (airlock_lua_pack(L, args, pk, "args", err, sizeof err) != 0)
-    return luaL_error(L, "%s", err);
+  if (airlock_lua_pack(L, args, pk, "args", err, sizeof err) != 0) return luaL_error(L, "%s", err);
   return worker_call_finish(L, w);
 }
 
@@ -41,8 +40,7 @@ static int is_note(const worker *w, const char *name, size_t len)
   const msgpack_object *n = w->init.notify;
   for (uint32_t i = 0; n != NULL && i < n->via.array.size; i++) {
     const msgpack_object_str *s = &n->via.array.ptr[i].via.str;
-    if (s->size == len && memcmp(s->ptr, name, len) == 0)
-      return 1;
+    if (s->size == len && memcmp(s->ptr, name, len) == 0) return 1;
   }
   return 0;
 }
@@ -69,8 +67,7 @@ static int host_note(lua_State *L)
   const char *effect = lua_tolstring(L, lua_upvalueindex(1), &len);
   lua_settop(L, 2);
   msgpack_packer *pk = worker_note_begin(w, effect, len);
-  if (airlock_lua_pack(L, 2, pk, "args", err, sizeof err) != 0)
-    return luaL_error(L, "%s", err);
+  if (airlock_lua_pack(L, 2, pk, "args", err, sizeof err) != 0) return luaL_error(L, "%s", err);
   return worker_note_finish(L, w);
 }
 
@@ -86,14 +83,12 @@ static int host_input(lua_State *L)
   const msgpack_object *inputs = w->init.resume_inputs;
   if (inputs != NULL && w->inputs_used < inputs->via.array.size) {
     const msgpack_object *v = &inputs->via.array.ptr[w->inputs_used++];
-    if (airlock_lua_push(L, v, err, sizeof err) != 0)
-      return luaL_error(L, "resume input: %s", err);
+    if (airlock_lua_push(L, v, err, sizeof err) != 0) return luaL_error(L, "resume input: %s", err);
     return 1;
   }
   msgpack_packer *pk = worker_frame_begin(w, AIRLOCK_MSG_PAUSE, 2);
   airlock_pack_cstr(pk, "prompt");
-  if (airlock_lua_pack(L, 1, pk, "prompt", err, sizeof err) != 0)
-    return luaL_error(L, "%s", err);
+  if (airlock_lua_pack(L, 1, pk, "prompt", err, sizeof err) != 0) return luaL_error(L, "%s", err);
   worker_frame_send(w);
   worker_end(w);
 }
@@ -118,7 +113,7 @@ static void push_effect_object(lua_State *L, const char *name, size_t len);
 /* __index(t, k) of host (upvalue: "") and of host.X (upvalue: "X"). */
 static int sugar_index(lua_State *L)
 {
-  luaL_checktype(L, 1, LUA_TTABLE);   /* a guest may call it by hand */
+  luaL_checktype(L, 1, LUA_TTABLE); /* a guest may call it by hand */
   if (lua_type(L, 2) != LUA_TSTRING) {
     lua_pushnil(L);
     return 1;
@@ -139,7 +134,7 @@ static int sugar_index(lua_State *L)
   push_effect_object(L, name, len);
   lua_pushvalue(L, 2);
   lua_pushvalue(L, -2);
-  lua_rawset(L, 1);   /* kept: the same object next time */
+  lua_rawset(L, 1); /* kept: the same object next time */
   return 1;
 }
 
@@ -172,7 +167,7 @@ static void send_log(lua_State *L, worker *w, const char *text, size_t len, int 
   msgpack_pack_str_body(pk, text, len);
   msgpack_pack_str_body(pk, TRUNCATED_MARK, mark);
   if (note) {
-    worker_note_finish(L, w);   /* queued: print does not wait */
+    worker_note_finish(L, w); /* queued: print does not wait */
     return;
   }
   if (L == NULL) {
@@ -210,8 +205,7 @@ static int guest_print(lua_State *L)
   luaL_Buffer b;
   luaL_buffinit(L, &b);
   for (int i = 1; i <= n; i++) {
-    if (i > 1)
-      luaL_addchar(&b, '\t');
+    if (i > 1) luaL_addchar(&b, '\t');
     luaL_tolstring(L, i, NULL);
     luaL_addvalue(&b);
   }
@@ -236,26 +230,24 @@ static int guest_print(lua_State *L)
 static void guest_warnf(void *ud, const char *msg, int tocont)
 {
   worker *w = ud;
-  if (!w->warn_cont && msg[0] == '@') {   /* a control message */
+  if (!w->warn_cont && msg[0] == '@') { /* a control message */
     if (strcmp(msg + 1, "off") == 0)
       w->warn_on = 0;
     else if (strcmp(msg + 1, "on") == 0)
       w->warn_on = 1;
     return;
   }
-  if (!w->warn_on)
-    return;
+  if (!w->warn_on) return;
   if (!w->warn_cont) {
     memcpy(w->warn_buf, WARN_PREFIX, sizeof WARN_PREFIX - 1);
     w->warn_len = sizeof WARN_PREFIX - 1;
   }
-  size_t n = strlen(msg), room = sizeof w->warn_buf - 1 - w->warn_len;   /* 1: the newline */
+  size_t n = strlen(msg), room = sizeof w->warn_buf - 1 - w->warn_len; /* 1: the newline */
   n = n < room ? n : room;
   memcpy(w->warn_buf + w->warn_len, msg, n);
   w->warn_len += n;
   w->warn_cont = tocont;
-  if (tocont)
-    return;
+  if (tocont) return;
   w->warn_buf[w->warn_len++] = '\n';
   print_text(NULL, w, w->warn_buf, w->warn_len);
 }

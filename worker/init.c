@@ -12,35 +12,38 @@
 #include <string.h>
 
 #include "worker.h"
-#include "init_fields.h"   /* build/gen, from lua/airlock/launch/fields.lua */
+#include "init_fields.h" /* build/gen, from lua/airlock/launch/fields.lua */
 
 /* Whether o is of field type t (worker_field_type, fields.lua's words). */
 static int has_type(const msgpack_object *o, worker_field_type t)
 {
   switch (t) {
-  case WORKER_FT_STRING: return o->type == MSGPACK_OBJECT_STR;
-  case WORKER_FT_BOOL: return o->type == MSGPACK_OBJECT_BOOLEAN;
-  case WORKER_FT_COUNT:
-  case WORKER_FT_INTEGER:
-    if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
-      return 1;
-    if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
-      return t == WORKER_FT_INTEGER;
-    return (o->type == MSGPACK_OBJECT_FLOAT64 || o->type == MSGPACK_OBJECT_FLOAT32) &&
-           floor(o->via.f64) == o->via.f64 && (t == WORKER_FT_INTEGER || o->via.f64 >= 0);
-  case WORKER_FT_LIST:   /* a Lua parent packs an empty list as an empty map */
-    return o->type == MSGPACK_OBJECT_ARRAY || (o->type == MSGPACK_OBJECT_MAP && o->via.map.size == 0);
-  case WORKER_FT_MAP: return o->type == MSGPACK_OBJECT_MAP;
-  case WORKER_FT_BIN: return o->type == MSGPACK_OBJECT_BIN || o->type == MSGPACK_OBJECT_STR;
-  case WORKER_FT_ANY: return 1;
+    case WORKER_FT_STRING: return o->type == MSGPACK_OBJECT_STR;
+    case WORKER_FT_BOOL: return o->type == MSGPACK_OBJECT_BOOLEAN;
+    case WORKER_FT_COUNT:
+    case WORKER_FT_INTEGER:
+      if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) return 1;
+      if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) return t == WORKER_FT_INTEGER;
+      return (o->type == MSGPACK_OBJECT_FLOAT64 || o->type == MSGPACK_OBJECT_FLOAT32) &&
+             floor(o->via.f64) == o->via.f64 && (t == WORKER_FT_INTEGER || o->via.f64 >= 0);
+    case WORKER_FT_LIST: /* a Lua parent packs an empty list as an empty map */
+      return o->type == MSGPACK_OBJECT_ARRAY || (o->type == MSGPACK_OBJECT_MAP && o->via.map.size == 0);
+    case WORKER_FT_MAP: return o->type == MSGPACK_OBJECT_MAP;
+    case WORKER_FT_BIN: return o->type == MSGPACK_OBJECT_BIN || o->type == MSGPACK_OBJECT_STR;
+    case WORKER_FT_ANY: return 1;
   }
   return 0;
 }
 
 static const char *const TYPE_WORDS[] = {
-  [WORKER_FT_STRING] = "a string", [WORKER_FT_BOOL] = "a boolean", [WORKER_FT_COUNT] = "a whole number >= 0",
-  [WORKER_FT_INTEGER] = "a whole number", [WORKER_FT_LIST] = "a list", [WORKER_FT_MAP] = "a map",
-  [WORKER_FT_BIN] = "bytes", [WORKER_FT_ANY] = "a value",
+    [WORKER_FT_STRING] = "a string",
+    [WORKER_FT_BOOL] = "a boolean",
+    [WORKER_FT_COUNT] = "a whole number >= 0",
+    [WORKER_FT_INTEGER] = "a whole number",
+    [WORKER_FT_LIST] = "a list",
+    [WORKER_FT_MAP] = "a map",
+    [WORKER_FT_BIN] = "bytes",
+    [WORKER_FT_ANY] = "a value",
 };
 
 /* Checks map (the frame what, or its field at where, "confine.") against
@@ -52,15 +55,18 @@ static void check_fields(const msgpack_object *map, const worker_field *fields, 
   for (uint32_t i = 0; i < map->via.map.size; i++) {
     const msgpack_object *k = &map->via.map.ptr[i].key, *v = &map->via.map.ptr[i].val;
     if (k->type != MSGPACK_OBJECT_STR)
-      worker_die(WORKER_EXIT_BADINIT, "%s: %s has a key that is not a string", what, *where ? where : "the frame");
+      worker_die(WORKER_EXIT_BADINIT, "%s: %s has a key that is not a string", what,
+                 *where ? where : "the frame");
     const worker_field *f = fields;
-    while (f->name != NULL && !(strlen(f->name) == k->via.str.size &&
-                                memcmp(f->name, k->via.str.ptr, k->via.str.size) == 0))
+    while (f->name != NULL &&
+           !(strlen(f->name) == k->via.str.size && memcmp(f->name, k->via.str.ptr, k->via.str.size) == 0))
       f++;
     int n = k->via.str.size > 64 ? 64 : (int)k->via.str.size;
     if (f->name == NULL)
-      worker_die(WORKER_EXIT_BADINIT, "%s: %s%.*s is not a field of the %s frame "
-                 "(lua/airlock/launch/fields.lua names them)", what, where, n, k->via.str.ptr, what);
+      worker_die(WORKER_EXIT_BADINIT,
+                 "%s: %s%.*s is not a field of the %s frame "
+                 "(lua/airlock/launch/fields.lua names them)",
+                 what, where, n, k->via.str.ptr, what);
     if (!has_type(v, f->type))
       worker_die(WORKER_EXIT_BADINIT, "%s: %s%s must be %s", what, where, f->name, TYPE_WORDS[f->type]);
     if (f->type == WORKER_FT_MAP && f->fields != NULL) {
@@ -74,8 +80,8 @@ static void check_fields(const msgpack_object *map, const worker_field *fields, 
       worker_die(WORKER_EXIT_BADINIT, "%s: %s%s is missing", what, where, f->name);
 }
 
-static const msgpack_object *field_of(const msgpack_object *map, const char *key,
-                                      msgpack_object_type type, const char *where)
+static const msgpack_object *field_of(const msgpack_object *map, const char *key, msgpack_object_type type,
+                                      const char *where)
 {
   const msgpack_object *o = airlock_msg_field(map, key);
   if (o != NULL && o->type != type)
@@ -88,12 +94,10 @@ static const msgpack_object *field_of(const msgpack_object *map, const char *key
 static uint64_t count_of(const msgpack_object *map, const char *key, const char *where)
 {
   const msgpack_object *o = airlock_msg_field(map, key);
-  if (o == NULL)
-    return 0;
-  if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
-    return o->via.u64;
-  if ((o->type == MSGPACK_OBJECT_FLOAT64 || o->type == MSGPACK_OBJECT_FLOAT32) &&
-      o->via.f64 >= 0 && o->via.f64 < 18446744073709551616.0 && floor(o->via.f64) == o->via.f64)
+  if (o == NULL) return 0;
+  if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) return o->via.u64;
+  if ((o->type == MSGPACK_OBJECT_FLOAT64 || o->type == MSGPACK_OBJECT_FLOAT32) && o->via.f64 >= 0 &&
+      o->via.f64 < 18446744073709551616.0 && floor(o->via.f64) == o->via.f64)
     return (uint64_t)o->via.f64;
   worker_die(WORKER_EXIT_BADINIT, "init: %s%s must be a whole number >= 0", where, key);
 }
@@ -101,11 +105,9 @@ static uint64_t count_of(const msgpack_object *map, const char *key, const char 
 static void parse_guest(worker_init *in, const msgpack_object *init)
 {
   const msgpack_object *guest = field_of(init, "guest", MSGPACK_OBJECT_MAP, "");
-  if (guest == NULL)
-    worker_die(WORKER_EXIT_BADINIT, "init: guest is missing");
+  if (guest == NULL) worker_die(WORKER_EXIT_BADINIT, "init: guest is missing");
   const msgpack_object *src = field_of(guest, "source", MSGPACK_OBJECT_STR, "guest.");
-  if (src == NULL)
-    worker_die(WORKER_EXIT_BADINIT, "init: guest.source is missing");
+  if (src == NULL) worker_die(WORKER_EXIT_BADINIT, "init: guest.source is missing");
   in->source = src->via.str.ptr;
   in->source_len = src->via.str.size;
   const msgpack_object *name = field_of(guest, "name", MSGPACK_OBJECT_STR, "guest.");
@@ -119,7 +121,7 @@ static void parse_seed(worker_init *in, const msgpack_object *init)
   if (seed != NULL && seed->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
     in->seed = seed->via.i64;
   else
-    in->seed = (int64_t)count_of(init, "seed", "");  /* the bits are what count */
+    in->seed = (int64_t)count_of(init, "seed", ""); /* the bits are what count */
 }
 
 static void parse_limits(worker_init *in, const msgpack_object *init)
@@ -148,15 +150,13 @@ static const msgpack_object *name_list(const msgpack_object *init, const char *k
 {
   /* A Lua parent packs an empty list as an empty map: both mean none. */
   const msgpack_object *fx = airlock_msg_field(init, key);
-  if (fx != NULL && fx->type == MSGPACK_OBJECT_MAP && fx->via.map.size == 0)
-    return NULL;
+  if (fx != NULL && fx->type == MSGPACK_OBJECT_MAP && fx->via.map.size == 0) return NULL;
   fx = field_of(init, key, MSGPACK_OBJECT_ARRAY, "");
   for (uint32_t i = 0; fx != NULL && i < fx->via.array.size; i++) {
     const msgpack_object *e = &fx->via.array.ptr[i];
-    if (e->type != MSGPACK_OBJECT_STR || e->via.str.size == 0 ||
-        e->via.str.size > AIRLOCK_EFFECT_NAME_MAX)
-      worker_die(WORKER_EXIT_BADINIT, "init: %s[%u] must be a name of 1 to %d bytes", key,
-                 (unsigned)i + 1, AIRLOCK_EFFECT_NAME_MAX);
+    if (e->type != MSGPACK_OBJECT_STR || e->via.str.size == 0 || e->via.str.size > AIRLOCK_EFFECT_NAME_MAX)
+      worker_die(WORKER_EXIT_BADINIT, "init: %s[%u] must be a name of 1 to %d bytes", key, (unsigned)i + 1,
+                 AIRLOCK_EFFECT_NAME_MAX);
   }
   return fx;
 }
@@ -179,8 +179,7 @@ void worker_init_parse(worker *w, const msgpack_object *init)
   in->prepared = prepare != NULL && prepare->via.boolean;
   if (in->prepared && airlock_msg_field(init, "guest") != NULL)
     worker_die(WORKER_EXIT_BADINIT, "init: a prepared worker's guest comes in its start frame, not in init");
-  if (!in->prepared)
-    parse_guest(in, init);
+  if (!in->prepared) parse_guest(in, init);
   parse_seed(in, init);
   parse_limits(in, init);
   parse_effects(in, init);

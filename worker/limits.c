@@ -18,10 +18,11 @@
 
 #include "worker.h"
 
-#define HOOK_STEP 1000   /* instructions between two hook calls */
-#define CPU_TICK_NS 1000000u   /* the CPU budgets' clock is read once per ms of CPU */
-#define CPU_CHARGE_MAX_NS 12000000u   /* the most one tick can charge: past the timer's
-                                         granularity, a scheduler tick at HZ=100 */
+#define HOOK_STEP         1000     /* instructions between two hook calls */
+#define CPU_TICK_NS       1000000u /* the CPU budgets' clock is read once per ms of CPU */
+/* The most one tick can charge: past the timer's granularity, a scheduler
+** tick at HZ=100. */
+#define CPU_CHARGE_MAX_NS 12000000u
 
 /* Lua's allocator contract: nsize 0 frees; growing may fail (return NULL, and
 ** Lua collects garbage and retries once before raising a memory error); a
@@ -29,7 +30,7 @@
 static void *capped_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
   worker *w = ud;
-  size_t old = ptr != NULL ? osize : 0;   /* without ptr, osize is a type tag */
+  size_t old = ptr != NULL ? osize : 0; /* without ptr, osize is a type tag */
   if (nsize == 0) {
     free(ptr);
     w->mem_used -= old;
@@ -43,8 +44,7 @@ static void *capped_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
   }
   void *p = realloc(ptr, nsize);
   if (p == NULL) {
-    if (nsize <= old)
-      return ptr;
+    if (nsize <= old) return ptr;
     w->mem_refused = MEM_SYSTEM;
     return NULL;
   }
@@ -63,8 +63,7 @@ static time_t state_time;
 
 time_t time(time_t *t)
 {
-  if (t != NULL)
-    *t = state_time;
+  if (t != NULL) *t = state_time;
   return state_time;
 }
 
@@ -75,17 +74,16 @@ lua_State *worker_newstate(worker *w)
   state_time = (time_t)(uint32_t)w->init.seed;
   w->mem_exempt = 1;
   lua_State *L = lua_newstate(capped_alloc, w);
-  if (L != NULL)
-    *(worker **)lua_getextraspace(L) = w;   /* copied into every new thread */
+  if (L != NULL) *(worker **)lua_getextraspace(L) = w; /* copied into every new thread */
   return L;
 }
 
 /* Ends the run from within: returning or raising would let a guest pcall
 ** swallow the error and run on. */
-__attribute__((noreturn))
-static void budget_exhausted(lua_State *L, worker *w, const char *msg, int n, const char *cause)
+__attribute__((noreturn)) static void budget_exhausted(lua_State *L, worker *w, const char *msg, int n,
+                                                       const char *cause)
 {
-  w->mem_exempt++;   /* the run is over; the traceback may need memory */
+  w->mem_exempt++; /* the run is over; the traceback may need memory */
   luaL_traceback(L, L, NULL, 0);
   size_t tlen;
   const char *tb = lua_tolstring(L, -1, &tlen);
@@ -108,7 +106,7 @@ static void budget_exhausted(lua_State *L, worker *w, const char *msg, int n, co
 ** Like the instruction count, it cannot stop one library call that runs long
 ** without returning to Lua (a pattern that backtracks on a long subject,
 ** say): that one is ended by the process's RLIMIT_CPU, the backstop. */
-static worker *cpu_worker;   /* the one worker, for the signal handler */
+static worker *cpu_worker; /* the one worker, for the signal handler */
 
 static uint64_t cpu_now_ns(void)
 {
@@ -132,8 +130,7 @@ static void cpu_account(worker *w)
   uint64_t spent = now - w->cpu_last_ns;
   uint64_t most = (uint64_t)(ticks + 1) * CPU_CHARGE_MAX_NS;
   w->cpu_last_ns = now;
-  if (spent > most)
-    spent = most;
+  if (spent > most) spent = most;
   w->cpu_used_ns += spent;
   w->turn_used_ns += spent;
 }
@@ -141,21 +138,28 @@ static void cpu_account(worker *w)
 /* Ends the run when a CPU budget is used up. */
 static void cpu_check(lua_State *L, worker *w)
 {
-  if (!w->cpu_on)
-    return;
+  if (!w->cpu_on) return;
   w->cpu_due = 0;
   uint64_t run = w->init.cpu_ms, turn = w->init.turn_cpu_ms;
   if ((run == 0 && turn == 0) || !w->init.cpu_enforced)
-    return;   /* the tick was for the notes alone, or this is a replay */
+    return; /* the tick was for the notes alone, or this is a replay */
   cpu_account(w);
   char msg[200];
   if (run != 0 && w->cpu_used_ns >= run * 1000000u)
-    budget_exhausted(L, w, msg, snprintf(msg, sizeof msg, "CPU budget of %" PRIu64 " ms used up "
-                                         "(limits.cpu)", run), "cpu");
+    budget_exhausted(L, w, msg,
+                     snprintf(msg, sizeof msg,
+                              "CPU budget of %" PRIu64 " ms used up "
+                              "(limits.cpu)",
+                              run),
+                     "cpu");
   if (turn != 0 && w->turn_used_ns >= turn * 1000000u)
-    budget_exhausted(L, w, msg, snprintf(msg, sizeof msg, "turn CPU budget of %" PRIu64 " ms used "
-                                         "up (limits.turn_cpu: a turn ends when the host answers a "
-                                         "deferred call)", turn), "cpu");
+    budget_exhausted(L, w, msg,
+                     snprintf(msg, sizeof msg,
+                              "turn CPU budget of %" PRIu64 " ms used "
+                              "up (limits.turn_cpu: a turn ends when the host answers a "
+                              "deferred call)",
+                              turn),
+                     "cpu");
 }
 
 /* The tick's hook: one call on the thread that ran, then gone. */
@@ -163,10 +167,9 @@ static void cpu_hook(lua_State *L, lua_Debug *ar)
 {
   (void)ar;
   worker *w = worker_of(L);
-  lua_sethook(L, NULL, 0, 0);   /* taking a hook off walks nothing */
+  lua_sethook(L, NULL, 0, 0); /* taking a hook off walks nothing */
   w->cpu_armed = 0;
-  if (w->notes.size > 0)
-    worker_notes_flush(w);
+  if (w->notes.size > 0) worker_notes_flush(w);
   cpu_check(L, w);
 }
 
@@ -193,12 +196,10 @@ static void cpu_tick(int sig)
 {
   (void)sig;
   worker *w = cpu_worker;
-  if (w == NULL || !w->cpu_on || w->L == NULL)
-    return;
+  if (w == NULL || !w->cpu_on || w->L == NULL) return;
   w->cpu_signals++;
   /* without a budget, a tick only sends the notes waiting (if any) */
-  if (w->init.cpu_ms == 0 && w->init.turn_cpu_ms == 0 && w->notes.size == 0)
-    return;
+  if (w->init.cpu_ms == 0 && w->init.turn_cpu_ms == 0 && w->notes.size == 0) return;
   int saved = errno;
   w->cpu_due = 1;
   /* armed on another thread than the one running now (a resume began in
@@ -210,8 +211,7 @@ static void cpu_tick(int sig)
       uint64_t t0 = cpu_now_ns();
       w->cpu_armed = 1;
       w->cpu_armed_on = w->running;
-      if (w->running != NULL)
-        lua_sethook(w->running, cpu_hook, LUA_MASKCOUNT, 1);
+      if (w->running != NULL) lua_sethook(w->running, cpu_hook, LUA_MASKCOUNT, 1);
       lua_sethook(w->L, cpu_hook, LUA_MASKCOUNT, 1);
       w->cpu_skip = (unsigned)((cpu_now_ns() - t0) * 10 / CPU_TICK_NS);
     }
@@ -228,7 +228,7 @@ int __real_lua_resume(lua_State *L, lua_State *from, int narg, int *nres);
 int __real_lua_resetthread(lua_State *L);
 int __wrap_lua_resume(lua_State *L, lua_State *from, int narg, int *nres);
 int __wrap_lua_resetthread(lua_State *L);
-static unsigned wrapped_calls;   /* for coroutines_are_tracked */
+static unsigned wrapped_calls; /* for coroutines_are_tracked */
 
 int __wrap_lua_resume(lua_State *L, lua_State *from, int narg, int *nres)
 {
@@ -257,17 +257,15 @@ int __wrap_lua_resetthread(lua_State *L)
 ** (coroutine.resume and coroutine.wrap) and closes one. */
 static int coroutines_are_tracked(void)
 {
-  static worker probe;   /* zeroed: nothing runs but the wrappers' bookkeeping */
+  static worker probe; /* zeroed: nothing runs but the wrappers' bookkeeping */
   lua_State *L = luaL_newstate();
-  if (L == NULL)
-    return 0;
+  if (L == NULL) return 0;
   *(worker **)lua_getextraspace(L) = &probe;
   luaL_requiref(L, LUA_COLIBNAME, luaopen_coroutine, 1);
   lua_pop(L, 1);
-  static const char chunk[] =
-    "local co = coroutine.create(function() coroutine.yield() end)\n"
-    "coroutine.resume(co) coroutine.close(co)\n"
-    "return coroutine.wrap(function() return 1 end)()";
+  static const char chunk[] = "local co = coroutine.create(function() coroutine.yield() end)\n"
+                              "coroutine.resume(co) coroutine.close(co)\n"
+                              "return coroutine.wrap(function() return 1 end)()";
   unsigned before = wrapped_calls;
   int ok = luaL_loadbufferx(L, chunk, sizeof chunk - 1, "=probe", "t") == LUA_OK &&
            lua_pcall(L, 0, 1, 0) == LUA_OK;
@@ -289,10 +287,10 @@ void worker_cpu_timer(worker *w)
   ** whether a worker ticks must not change what its allocator holds, or a
   ** replay's guest could see other addresses than its recording's. */
   int tracked = coroutines_are_tracked();
-  if (!ticks_needed(w))
-    return;
+  if (!ticks_needed(w)) return;
   if (!tracked)
-    worker_die(WORKER_EXIT_INTERNAL, "limits.cpu: this worker's Lua resumes coroutines without "
+    worker_die(WORKER_EXIT_INTERNAL,
+               "limits.cpu: this worker's Lua resumes coroutines without "
                "going through its lua_resume wrapper, so a coroutine could run outside the CPU "
                "budget and keep notes waiting");
   cpu_worker = w;
@@ -306,17 +304,16 @@ void worker_cpu_timer(worker *w)
   ev.sigev_notify = SIGEV_SIGNAL;
   ev.sigev_signo = SIGVTALRM;
   timer_t t;
-  struct itimerspec every = { .it_interval = { 0, CPU_TICK_NS }, .it_value = { 0, CPU_TICK_NS } };
-  if (sigaction(SIGVTALRM, &sa, NULL) != 0 ||
-      timer_create(CLOCK_PROCESS_CPUTIME_ID, &ev, &t) != 0 || timer_settime(t, 0, &every, NULL) != 0)
+  struct itimerspec every = {.it_interval = {0, CPU_TICK_NS}, .it_value = {0, CPU_TICK_NS}};
+  if (sigaction(SIGVTALRM, &sa, NULL) != 0 || timer_create(CLOCK_PROCESS_CPUTIME_ID, &ev, &t) != 0 ||
+      timer_settime(t, 0, &every, NULL) != 0)
     worker_die(WORKER_EXIT_INTERNAL, "limits.cpu: cannot start the CPU timer: %s", strerror(errno));
 }
 
 void worker_cpu_turn(worker *w)
 {
-  if (w->init.turn_cpu_ms == 0 || !w->cpu_on)
-    return;
-  cpu_account(w);   /* what the last turn spent is its own */
+  if (w->init.turn_cpu_ms == 0 || !w->cpu_on) return;
+  cpu_account(w); /* what the last turn spent is its own */
   w->turn_used_ns = 0;
 }
 
@@ -330,30 +327,32 @@ static void count_hook(lua_State *L, lua_Debug *ar)
   worker *w = worker_of(L);
   w->executed += (uint64_t)w->hook_step;
   /* Notes wait at most one hook step (1000 instructions) for their batch. */
-  if (w->notes.size > 0)
-    worker_notes_flush(w);
+  if (w->notes.size > 0) worker_notes_flush(w);
   char msg[160];
   if (w->init.instructions != 0 && w->executed >= w->init.instructions)
-    budget_exhausted(L, w, msg, snprintf(msg, sizeof msg, "instruction budget of %" PRIu64
-                                         " exhausted (limits.instructions)", w->init.instructions),
+    budget_exhausted(L, w, msg,
+                     snprintf(msg, sizeof msg,
+                              "instruction budget of %" PRIu64 " exhausted (limits.instructions)",
+                              w->init.instructions),
                      "instructions");
   uint64_t turn = w->init.turn_instructions;
   if (turn != 0 && w->executed - w->turn_start >= turn)
-    budget_exhausted(L, w, msg, snprintf(msg, sizeof msg, "turn instruction budget of %" PRIu64
-                                         " exhausted (limits.turn_instructions: a turn ends when "
-                                         "the host answers a deferred call)", turn), "instructions");
-  if (w->cpu_due)
-    cpu_check(L, w);
+    budget_exhausted(L, w, msg,
+                     snprintf(msg, sizeof msg,
+                              "turn instruction budget of %" PRIu64
+                              " exhausted (limits.turn_instructions: a turn ends when "
+                              "the host answers a deferred call)",
+                              turn),
+                     "instructions");
+  if (w->cpu_due) cpu_check(L, w);
 }
 
 /* The smaller of the budgets in force, as the hook's step, at most HOOK_STEP. */
 static int hook_step_of(const worker_init *in)
 {
   uint64_t step = HOOK_STEP;
-  if (in->instructions != 0 && in->instructions < step)
-    step = in->instructions;
-  if (in->turn_instructions != 0 && in->turn_instructions < step)
-    step = in->turn_instructions;
+  if (in->instructions != 0 && in->instructions < step) step = in->instructions;
+  if (in->turn_instructions != 0 && in->turn_instructions < step) step = in->turn_instructions;
   return (int)step;
 }
 
@@ -364,8 +363,7 @@ static int hook_step_of(const worker_init *in)
 ** fresh one does. Once; worker_limits_start sets it if this was not called. */
 void worker_limits_hook(worker *w)
 {
-  if (w->hook_step != 0 || (w->init.instructions == 0 && w->init.turn_instructions == 0))
-    return;
+  if (w->hook_step != 0 || (w->init.instructions == 0 && w->init.turn_instructions == 0)) return;
   w->hook_step = hook_step_of(&w->init);
   lua_sethook(w->L, count_hook, LUA_MASKCOUNT, w->hook_step);
 }

@@ -21,11 +21,10 @@ void worker_die(int code, const char *fmt, ...)
   size_t at = strlen(line);
   va_list ap;
   va_start(ap, fmt);
-  size_t room = sizeof line - at - 1;   /* one byte stays free for the newline */
+  size_t room = sizeof line - at - 1; /* one byte stays free for the newline */
   int n = vsnprintf(line + at, room, fmt, ap);
   va_end(ap);
-  if (n > 0)
-    at += (size_t)n < room ? (size_t)n : room - 1;
+  if (n > 0) at += (size_t)n < room ? (size_t)n : room - 1;
   line[at++] = '\n';
   ssize_t ignored = write(STDERR_FILENO, line, at);
   (void)ignored;
@@ -69,8 +68,7 @@ static int convert_input(lua_State *L)
 static void build_state(worker *w)
 {
   lua_State *L = worker_newstate(w);
-  if (L == NULL)
-    worker_die(WORKER_EXIT_INTERNAL, "cannot create a Lua state");
+  if (L == NULL) worker_die(WORKER_EXIT_INTERNAL, "cannot create a Lua state");
   w->L = L;
   lua_atpanic(L, on_panic);
   lua_pushcfunction(L, setup);
@@ -87,8 +85,7 @@ static void push_input(worker *w, const char *frame)
   lua_pushlightuserdata(L, w);
   if (lua_pcall(L, 1, 2, 0) != LUA_OK)
     worker_die(WORKER_EXIT_INTERNAL, "building the guest runtime: %s", lua_tostring(L, -1));
-  if (!lua_isnil(L, -1))
-    worker_die(WORKER_EXIT_BADINIT, "%s: input: %s", frame, lua_tostring(L, -1));
+  if (!lua_isnil(L, -1)) worker_die(WORKER_EXIT_BADINIT, "%s: input: %s", frame, lua_tostring(L, -1));
   lua_pop(L, 1);
 }
 
@@ -118,16 +115,13 @@ static void confine_and_ready(worker *w)
 static void warm_up(void)
 {
   lua_State *L = luaL_newstate();
-  if (L == NULL)
-    return;
-  static const char chunk[] =
-    "local t, s = {}, 0\n"
-    "for i = 1, 64 do t[i] = { i, tostring(i) .. 'k', i * 0.5 } end\n"
-    "for _, v in ipairs(t) do s = s + v[1] + #v[2] + v[3] end\n"
-    "local function f(a, ...) return a, select('#', ...) end\n"
-    "return f(s, 'x', 'y')\n";
-  if (luaL_loadbufferx(L, chunk, sizeof chunk - 1, "=warm-up", "t") == LUA_OK)
-    (void)lua_pcall(L, 0, 1, 0);
+  if (L == NULL) return;
+  static const char chunk[] = "local t, s = {}, 0\n"
+                              "for i = 1, 64 do t[i] = { i, tostring(i) .. 'k', i * 0.5 } end\n"
+                              "for _, v in ipairs(t) do s = s + v[1] + #v[2] + v[3] end\n"
+                              "local function f(a, ...) return a, select('#', ...) end\n"
+                              "return f(s, 'x', 'y')\n";
+  if (luaL_loadbufferx(L, chunk, sizeof chunk - 1, "=warm-up", "t") == LUA_OK) (void)lua_pcall(L, 0, 1, 0);
   lua_close(L);
 }
 
@@ -152,19 +146,18 @@ static void read_first(msgpack_unpacked *u, airlock_msg *msg, airlock_msg_kind k
 int main(void)
 {
   static worker w;
-  static msgpack_unpacked init, start;   /* live as long as the process: w.init points into them */
+  static msgpack_unpacked init, start; /* live as long as the process: w.init points into them */
   airlock_msg msg;
 
   /* The address space limit the spawner set, for "not enough memory" to
   ** name; read now, while getrlimit is still allowed. */
   struct rlimit as;
-  if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
-    w.as_limit = (uint64_t)as.rlim_cur;
+  if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) w.as_limit = (uint64_t)as.rlim_cur;
   worker_channel_open(&w);
   read_first(&init, &msg, AIRLOCK_MSG_INIT, "init");
   worker_init_parse(&w, msg.value);
   build_state(&w);
-  worker_cpu_timer(&w);   /* before confining: timer_create and sigaction are not allowed after */
+  worker_cpu_timer(&w); /* before confining: timer_create and sigaction are not allowed after */
   if (!w.init.prepared) {
     push_input(&w, "init");
     confine_and_ready(&w);
@@ -174,7 +167,7 @@ int main(void)
     ** collection of the runtime: done here, it costs the run nothing. */
     lua_gc(w.L, LUA_GCGEN, 0, 0);
     confine_and_ready(&w);
-    worker_limits_hook(&w);   /* all that does not wait for the run is done before it */
+    worker_limits_hook(&w); /* all that does not wait for the run is done before it */
     read_first(&start, &msg, AIRLOCK_MSG_START, "start");
     worker_start_parse(&w, msg.value);
     push_input(&w, "start");

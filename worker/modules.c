@@ -70,17 +70,16 @@ static int guest_require(lua_State *L)
   size_t len;
   const char *name = luaL_checklstring(L, 1, &len);
   lua_settop(L, 1);
-  lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);   /* 2: loaded */
+  lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE); /* 2: loaded */
   lua_pushvalue(L, 1);
-  if (lua_rawget(L, 2) != LUA_TNIL && lua_toboolean(L, -1))
-    return 1;
+  if (lua_rawget(L, 2) != LUA_TNIL && lua_toboolean(L, -1)) return 1;
   lua_pop(L, 1);
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &LOADING_KEY);        /* 3: loading */
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &LOADING_KEY); /* 3: loading */
   lua_pushvalue(L, 1);
   if (lua_rawget(L, 3) != LUA_TNIL)
     return luaL_error(L, "require '%s': circular require (it is still loading)", name);
   lua_pop(L, 1);
-  guard_loading(L, 3);                                    /* 4: the guard */
+  guard_loading(L, 3); /* 4: the guard */
 
   fetch_source(L, name, len);
   size_t slen;
@@ -99,7 +98,7 @@ static int guest_require(lua_State *L)
     lua_rawset(L, 2);
   }
   lua_pushvalue(L, 1);
-  if (lua_rawget(L, 2) == LUA_TNIL) {   /* the chunk set no value: true */
+  if (lua_rawget(L, 2) == LUA_TNIL) { /* the chunk set no value: true */
     lua_pushvalue(L, 1);
     lua_pushboolean(L, 1);
     lua_rawset(L, 2);

@@ -52,14 +52,13 @@ static int64_t floor_div(int64_t a, int64_t b)
 ** 400-year eras (146097 days) repeat exactly, so one formula covers all. */
 static int64_t days_from_date(int64_t y, int64_t m, int64_t d)
 {
-  if (m <= 2)
-    y--;
+  if (m <= 2) y--;
   int64_t era = floor_div(y, 400);
-  int64_t year_of_era = y - era * 400;                       /* 0..399 */
-  int64_t month_from_march = (m + 9) % 12;                   /* Mar = 0 */
+  int64_t year_of_era = y - era * 400;     /* 0..399 */
+  int64_t month_from_march = (m + 9) % 12; /* Mar = 0 */
   int64_t day_of_year = (153 * month_from_march + 2) / 5 + d - 1;
   int64_t day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-  return era * 146097 + day_of_era - 719468;                 /* 719468: 0000-03-01 */
+  return era * 146097 + day_of_era - 719468; /* 719468: 0000-03-01 */
 }
 
 /* The inverse of days_from_date. */
@@ -67,11 +66,11 @@ static void date_from_days(int64_t days, int64_t *y, int *m, int *d)
 {
   int64_t z = days + 719468;
   int64_t era = floor_div(z, 146097);
-  int64_t day_of_era = z - era * 146097;                     /* 0..146096 */
-  int64_t year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36524 -
-                         day_of_era / 146096) / 365;         /* 0..399 */
+  int64_t day_of_era = z - era * 146097; /* 0..146096 */
+  int64_t year_of_era =
+      (day_of_era - day_of_era / 1460 + day_of_era / 36524 - day_of_era / 146096) / 365; /* 0..399 */
   int64_t day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-  int64_t mp = (5 * day_of_year + 2) / 153;                  /* Mar = 0 */
+  int64_t mp = (5 * day_of_year + 2) / 153; /* Mar = 0 */
   *d = (int)(day_of_year - (153 * mp + 2) / 5 + 1);
   *m = (int)(mp < 10 ? mp + 3 : mp - 9);
   *y = year_of_era + era * 400 + (*m <= 2);
@@ -81,12 +80,11 @@ static void date_from_days(int64_t days, int64_t *y, int *m, int *d)
 static int utc_tm(int64_t t, struct tm *tm)
 {
   int64_t days = floor_div(t, SECS_PER_DAY), secs = t % SECS_PER_DAY, y;
-  if (secs < 0)   /* (not t - days * 86400, which overflows near INT64_MIN) */
+  if (secs < 0) /* (not t - days * 86400, which overflows near INT64_MIN) */
     secs += SECS_PER_DAY;
   int m, d;
   date_from_days(days, &y, &m, &d);
-  if (y - 1900 < INT_MIN || y - 1900 > INT_MAX)
-    return -1;
+  if (y - 1900 < INT_MIN || y - 1900 > INT_MAX) return -1;
   memset(tm, 0, sizeof *tm);
   tm->tm_year = (int)(y - 1900);
   tm->tm_mon = m - 1;
@@ -94,10 +92,10 @@ static int utc_tm(int64_t t, struct tm *tm)
   tm->tm_hour = (int)(secs / 3600);
   tm->tm_min = (int)(secs / 60 % 60);
   tm->tm_sec = (int)(secs % 60);
-  tm->tm_wday = (int)((days % 7 + 11) % 7);                  /* 1970-01-01: Thursday */
+  tm->tm_wday = (int)((days % 7 + 11) % 7); /* 1970-01-01: Thursday */
   tm->tm_yday = (int)(days - days_from_date(y, 1, 1));
   tm->tm_gmtoff = 0;
-  tm->tm_zone = "UTC";   /* set, so strftime's %Z never consults tzset */
+  tm->tm_zone = "UTC"; /* set, so strftime's %Z never consults tzset */
   return 0;
 }
 
@@ -119,7 +117,7 @@ static void set_field(lua_State *L, const char *key, lua_Integer value)
 
 static void set_all_fields(lua_State *L, const struct tm *tm)
 {
-  set_field(L, "year", (lua_Integer)tm->tm_year + 1900);   /* past INT_MAX near the end */
+  set_field(L, "year", (lua_Integer)tm->tm_year + 1900); /* past INT_MAX near the end */
   set_field(L, "month", tm->tm_mon + 1);
   set_field(L, "day", tm->tm_mday);
   set_field(L, "hour", tm->tm_hour);
@@ -142,10 +140,8 @@ static int64_t get_field(lua_State *L, const char *key, int dflt, int delta)
   lua_Integer v = lua_tointegerx(L, -1, &isnum);
   lua_pop(L, 1);
   if (!isnum) {
-    if (type != LUA_TNIL)
-      return luaL_error(L, "field '%s' is not an integer", key);
-    if (dflt < 0)
-      return luaL_error(L, "field '%s' missing in date table", key);
+    if (type != LUA_TNIL) return luaL_error(L, "field '%s' is not an integer", key);
+    if (dflt < 0) return luaL_error(L, "field '%s' missing in date table", key);
     return dflt;
   }
   if (v < (lua_Integer)INT_MIN + delta || v > (lua_Integer)INT_MAX + delta)
@@ -171,8 +167,7 @@ static int time_of_table(lua_State *L)
   int64_t days = days_from_date(year + floor_div(m0, 12), m0 - floor_div(m0, 12) * 12 + 1, 1);
   int64_t t = (days + day - 1) * SECS_PER_DAY + hour * 3600 + min * 60 + sec - (dst ? 3600 : 0);
   struct tm tm;
-  if (utc_tm(t, &tm) != 0)
-    return luaL_error(L, "time result cannot be represented in this installation");
+  if (utc_tm(t, &tm) != 0) return luaL_error(L, "time result cannot be represented in this installation");
   set_all_fields(L, &tm);
   lua_pushinteger(L, (lua_Integer)t);
   return 1;
@@ -180,8 +175,7 @@ static int time_of_table(lua_State *L)
 
 static int os_time(lua_State *L)
 {
-  if (!lua_isnoneornil(L, 1))
-    return time_of_table(L);
+  if (!lua_isnoneornil(L, 1)) return time_of_table(L);
   lua_pushinteger(L, now_seconds(L));
   return 1;
 }
@@ -195,8 +189,7 @@ static int os_clock(lua_State *L)
   msgpack_packer *pk = worker_call_begin(w, "clock.cpu", 9);
   msgpack_pack_nil(pk);
   worker_call_finish(L, w);
-  if (lua_type(L, -1) != LUA_TNUMBER)
-    return luaL_error(L, "clock.cpu: the reply is not a number");
+  if (lua_type(L, -1) != LUA_TNUMBER) return luaL_error(L, "clock.cpu: the reply is not a number");
   lua_pushnumber(L, lua_tonumber(L, -1));
   return 1;
 }
@@ -204,7 +197,7 @@ static int os_clock(lua_State *L)
 static int os_difftime(lua_State *L)
 {
   int64_t a = check_time(L, 1), b = check_time(L, 2);
-  lua_pushnumber(L, (lua_Number)a - (lua_Number)b);   /* as difftime: no overflow */
+  lua_pushnumber(L, (lua_Number)a - (lua_Number)b); /* as difftime: no overflow */
   return 1;
 }
 
@@ -214,12 +207,9 @@ static int os_difftime(lua_State *L)
 ** defines, or 0: handing strftime anything else is undefined behaviour. */
 static size_t conversion_len(const char *spec)
 {
-  if (*spec != '\0' && strchr("aAbBcCdDeFgGhHIjmMnprRStTuUVwWxXyYzZ%", *spec))
-    return 1;
-  if (spec[0] == 'E' && spec[1] != '\0' && strchr("cCxXyY", spec[1]))
-    return 2;
-  if (spec[0] == 'O' && spec[1] != '\0' && strchr("deHImMSuUVwWy", spec[1]))
-    return 2;
+  if (*spec != '\0' && strchr("aAbBcCdDeFgGhHIjmMnprRStTuUVwWxXyYzZ%", *spec)) return 1;
+  if (spec[0] == 'E' && spec[1] != '\0' && strchr("cCxXyY", spec[1])) return 2;
+  if (spec[0] == 'O' && spec[1] != '\0' && strchr("deHImMSuUVwWy", spec[1])) return 2;
   return 0;
 }
 
@@ -236,9 +226,8 @@ static void format_date(lua_State *L, const char *fmt, size_t len, const struct 
       continue;
     }
     size_t n = conversion_len(fmt + 1);
-    if (n == 0)
-      luaL_argerror(L, 1, lua_pushfstring(L, "invalid conversion specifier '%%%s'", fmt + 1));
-    char conv[4] = { '%' };
+    if (n == 0) luaL_argerror(L, 1, lua_pushfstring(L, "invalid conversion specifier '%%%s'", fmt + 1));
+    char conv[4] = {'%'};
     memcpy(conv + 1, fmt + 1, n);
     char out[256];
     size_t len = strftime(out, sizeof out, conv, tm);
@@ -255,8 +244,7 @@ static int os_date(lua_State *L)
   const char *fmt = luaL_optlstring(L, 1, "%c", &len);
   int64_t t = lua_isnoneornil(L, 2) ? now_seconds(L) : check_time(L, 2);
   struct tm tm;
-  if (utc_tm(t, &tm) != 0)
-    return luaL_error(L, "date result cannot be represented in this installation");
+  if (utc_tm(t, &tm) != 0) return luaL_error(L, "date result cannot be represented in this installation");
   if (*fmt == '!') {
     fmt++;
     len--;
@@ -273,8 +261,7 @@ static int os_date(lua_State *L)
 void worker_os_open(lua_State *L)
 {
   static const luaL_Reg fns[] = {
-    { "time", os_time }, { "clock", os_clock }, { "date", os_date },
-    { "difftime", os_difftime }, { NULL, NULL },
+      {"time", os_time}, {"clock", os_clock}, {"date", os_date}, {"difftime", os_difftime}, {NULL, NULL},
   };
   luaL_newlib(L, fns);
   /* In the loaded table too, like the libraries luaL_requiref opened: so

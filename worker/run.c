@@ -33,8 +33,7 @@ void worker_note_denied(lua_State *L, const char *msg, size_t len)
 /* Whether the string at idx is, exactly, a denial the guest let escape. */
 static int was_denied(lua_State *L, int idx)
 {
-  if (lua_type(L, idx) != LUA_TSTRING)
-    return 0;
+  if (lua_type(L, idx) != LUA_TSTRING) return 0;
   int denied = 0;
   if (lua_rawgetp(L, LUA_REGISTRYINDEX, &DENIED_KEY) == LUA_TTABLE) {
     lua_pushvalue(L, idx);
@@ -56,7 +55,7 @@ static void pack_started(worker *w, msgpack_packer *pk)
 static uint64_t worker_clock_ns(void)
 {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);   /* the vDSO: no system call */
+  clock_gettime(CLOCK_MONOTONIC, &ts); /* the vDSO: no system call */
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
@@ -68,8 +67,8 @@ static void pack_text(msgpack_packer *pk, const char *key, const char *s, size_t
 
 /* Texts are cut to WORKER_TEXT_MAX so the frame always fits, whatever the
 ** guest's error message held. */
-static void pack_error(worker *w, const char *message, size_t mlen, const char *traceback,
-                       size_t tlen, const char *cause)
+static void pack_error(worker *w, const char *message, size_t mlen, const char *traceback, size_t tlen,
+                       const char *cause)
 {
   msgpack_packer *pk = worker_frame_begin(w, AIRLOCK_MSG_DONE, 3);
   pack_started(w, pk);
@@ -80,10 +79,10 @@ static void pack_error(worker *w, const char *message, size_t mlen, const char *
   pack_text(pk, "cause", cause, strlen(cause));
 }
 
-void worker_send_error(worker *w, const char *message, size_t mlen, const char *traceback,
-                       size_t tlen, const char *cause)
+void worker_send_error(worker *w, const char *message, size_t mlen, const char *traceback, size_t tlen,
+                       const char *cause)
 {
-  w->cpu_on = 0;   /* the run is over: no more ticks */
+  w->cpu_on = 0; /* the run is over: no more ticks */
   pack_error(w, message, mlen, traceback, tlen, cause);
   worker_frame_send(w);
   worker_end(w);
@@ -100,8 +99,7 @@ void worker_send_error(worker *w, const char *message, size_t mlen, const char *
 ** run's deadline and CPU limit like any other hang. An error in one is a
 ** warning (see host_api.c), as in lua.c. Once the state is closed no guest
 ** code exists, so nothing can make an effect after done. */
-__attribute__((noreturn))
-static void send_done(worker *w)
+__attribute__((noreturn)) static void send_done(worker *w)
 {
   msgpack_sbuffer done = w->out;
   int refused = w->out_refused;
@@ -134,8 +132,7 @@ static void push_message(lua_State *L, worker *w)
     w->mem_exempt--;
     int status = lua_pcall(L, 1, 1, 0);
     w->mem_exempt++;
-    if (status == LUA_OK && lua_type(L, -1) == LUA_TSTRING)
-      return;
+    if (status == LUA_OK && lua_type(L, -1) == LUA_TSTRING) return;
     lua_pop(L, 1);
   }
   lua_pushfstring(L, "(error object is a %s value)", lua_typename(L, t));
@@ -166,9 +163,8 @@ static const char *text_field(lua_State *L, int idx, const char *key, size_t *le
 {
   lua_getfield(L, idx, key);
   const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, len) : NULL;
-  lua_pop(L, 1);   /* the table still holds the string */
-  if (s == NULL)
-    *len = 0;
+  lua_pop(L, 1); /* the table still holds the string */
+  if (s == NULL) *len = 0;
   return s != NULL ? s : "";
 }
 
@@ -194,10 +190,13 @@ static const char *memory_message(const worker *w, char *buf, size_t len)
   size_text(cap, sizeof cap, w->init.memory);
   size_text(as, sizeof as, w->as_limit);
   if (w->mem_refused == MEM_CAP)
-    snprintf(buf, len, "not enough memory: the guest's Lua heap reached its limit of %s "
-             "(limits.memory)", cap);
+    snprintf(buf, len,
+             "not enough memory: the guest's Lua heap reached its limit of %s "
+             "(limits.memory)",
+             cap);
   else if (w->as_limit != 0)
-    snprintf(buf, len, "not enough memory: the worker's address space reached its limit of %s "
+    snprintf(buf, len,
+             "not enough memory: the worker's address space reached its limit of %s "
              "(confine.rlimits.as) before the heap reached %s (limits.memory)",
              as, w->init.memory != 0 ? cap : "its limit");
   else
@@ -207,8 +206,7 @@ static const char *memory_message(const worker *w, char *buf, size_t len)
 
 /* status is lua_pcall's; the error value is on top. A memory error skips the
 ** message handler, so it has a message but no traceback. */
-__attribute__((noreturn))
-static void report_error(worker *w, int status)
+__attribute__((noreturn)) static void report_error(worker *w, int status)
 {
   lua_State *L = w->L;
   w->mem_exempt++;
@@ -219,8 +217,7 @@ static void report_error(worker *w, int status)
     msg = text_field(L, -1, "message", &mlen);
     tb = text_field(L, -1, "traceback", &tlen);
     lua_getfield(L, -1, "denied");
-    if (lua_toboolean(L, -1))
-      cause = "denied";
+    if (lua_toboolean(L, -1)) cause = "denied";
     lua_pop(L, 1);
   } else {
     msg = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &mlen) : NULL;
@@ -239,8 +236,7 @@ static void report_error(worker *w, int status)
 }
 
 /* done {ok = value}: a value that cannot be sent becomes the run's error. */
-__attribute__((noreturn))
-static void report_value(worker *w)
+__attribute__((noreturn)) static void report_value(worker *w)
 {
   char err[256];
   msgpack_packer *pk = worker_frame_begin(w, AIRLOCK_MSG_DONE, 3);
@@ -257,8 +253,7 @@ static void report_value(worker *w)
 static const char *skip_prefix(const char *src, size_t *len)
 {
   const char *p = src, *end = src + *len;
-  if (end - p >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0)
-    p += 3;
+  if (end - p >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) p += 3;
   if (p < end && *p == '#') {
     const char *nl = memchr(p, '\n', (size_t)(end - p));
     p = nl != NULL ? nl : end;
@@ -282,9 +277,9 @@ static int guest_main(lua_State *L)
   lua_gc(L, LUA_GCGEN, 0, 0);
   lua_pushcfunction(L, message_handler);
   char chunkname[256] = "=guest";
-  if (w->init.name_len > 0)   /* Lua shows at most LUA_IDSIZE bytes of it anyway */
-    snprintf(chunkname, sizeof chunkname, "@%.*s",
-             (int)(w->init.name_len < 200 ? w->init.name_len : 200), w->init.name);
+  if (w->init.name_len > 0) /* Lua shows at most LUA_IDSIZE bytes of it anyway */
+    snprintf(chunkname, sizeof chunkname, "@%.*s", (int)(w->init.name_len < 200 ? w->init.name_len : 200),
+             w->init.name);
   size_t len = w->init.source_len;
   const char *src = skip_prefix(w->init.source, &len);
   int status = luaL_loadbufferx(L, src, len, chunkname, "t");
@@ -293,12 +288,11 @@ static int guest_main(lua_State *L)
     ** the chunk's frame sits where lua5.4's does (a vararg chunk's frame is
     ** placed above its arguments), so "stack overflow" comes at the same depth. */
     int nargs = w->init.input != NULL;
-    if (nargs)
-      lua_pushvalue(L, 1);
-    w->started_ns = worker_clock_ns();   /* reported in done: a timing figure only */
+    if (nargs) lua_pushvalue(L, 1);
+    w->started_ns = worker_clock_ns(); /* reported in done: a timing figure only */
     status = lua_pcall(L, nargs, 1, 2);
   }
-  lua_pushinteger(L, status);   /* no allocation: the stack has room for it */
+  lua_pushinteger(L, status); /* no allocation: the stack has room for it */
   return 2;
 }
 
@@ -313,7 +307,6 @@ void worker_run_guest(worker *w, int input_idx)
     status = (int)lua_tointeger(L, -1);
     lua_pop(L, 1);
   }
-  if (status != LUA_OK)
-    report_error(w, status);
+  if (status != LUA_OK) report_error(w, status);
   report_value(w);
 }

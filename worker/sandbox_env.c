@@ -10,13 +10,13 @@
 
 /* No io, os, debug or package: each of them reaches past the interpreter. */
 static const luaL_Reg guest_libs[] = {
-  { LUA_GNAME, luaopen_base },
-  { LUA_STRLIBNAME, luaopen_string },
-  { LUA_TABLIBNAME, luaopen_table },
-  { LUA_MATHLIBNAME, luaopen_math },
-  { LUA_UTF8LIBNAME, luaopen_utf8 },
-  { LUA_COLIBNAME, luaopen_coroutine },
-  { NULL, NULL },
+    {LUA_GNAME, luaopen_base},
+    {LUA_STRLIBNAME, luaopen_string},
+    {LUA_TABLIBNAME, luaopen_table},
+    {LUA_MATHLIBNAME, luaopen_math},
+    {LUA_UTF8LIBNAME, luaopen_utf8},
+    {LUA_COLIBNAME, luaopen_coroutine},
+    {NULL, NULL},
 };
 
 /* ---------------------------------------------------------------- load */
@@ -30,10 +30,10 @@ static const luaL_Reg guest_libs[] = {
 ** And the loading runs under a pcall of its own: a load inside the guest's
 ** chunk would otherwise inherit the worker's message handler, and an error in
 ** a reader function would come back as the worker's error table. */
-#define READER_SLOT 5   /* holds the piece the parser is reading */
+#define READER_SLOT 5 /* holds the piece the parser is reading */
 
 typedef struct {
-  int first;   /* the piece read ahead is still to be handed to the parser */
+  int first; /* the piece read ahead is still to be handed to the parser */
 } reader_state;
 
 /* Calls the reader function at index 1 and keeps its piece in READER_SLOT;
@@ -48,7 +48,7 @@ static const char *call_reader(lua_State *L, size_t *size)
     *size = 0;
     return NULL;
   }
-  if (!lua_isstring(L, -1)) {   /* placed at load's caller (level 0 is load_chunk) */
+  if (!lua_isstring(L, -1)) { /* placed at load's caller (level 0 is load_chunk) */
     luaL_where(L, 2);
     lua_pushliteral(L, "reader function must return a string");
     lua_concat(L, 2);
@@ -63,8 +63,7 @@ static const char *guest_reader(lua_State *L, void *ud, size_t *size)
   reader_state *rs = ud;
   if (rs->first) {
     rs->first = 0;
-    if (lua_type(L, READER_SLOT) == LUA_TSTRING)
-      return lua_tolstring(L, READER_SLOT, size);
+    if (lua_type(L, READER_SLOT) == LUA_TSTRING) return lua_tolstring(L, READER_SLOT, size);
     *size = 0;
     return NULL;
   }
@@ -81,35 +80,32 @@ static int load_chunk(lua_State *L)
   if (lua_type(L, 1) == LUA_TSTRING) {
     size_t len;
     const char *s = lua_tolstring(L, 1, &len);
-    if (len > 0 && s[0] == LUA_SIGNATURE[0])
-      mode = "t";
+    if (len > 0 && s[0] == LUA_SIGNATURE[0]) mode = "t";
     status = luaL_loadbufferx(L, s, len, chunkname, mode);
   } else {
     size_t len;
-    const char *piece = call_reader(L, &len);   /* read ahead: which kind? */
-    if (piece != NULL && len > 0 && piece[0] == LUA_SIGNATURE[0])
-      mode = "t";
+    const char *piece = call_reader(L, &len); /* read ahead: which kind? */
+    if (piece != NULL && len > 0 && piece[0] == LUA_SIGNATURE[0]) mode = "t";
     if (piece == NULL || len == 0) {
       lua_pushnil(L);
       lua_replace(L, READER_SLOT);
     }
-    reader_state rs = { 1 };
+    reader_state rs = {1};
     status = lua_load(L, guest_reader, &rs, chunkname, mode);
   }
-  if (status != LUA_OK)
-    return lua_error(L);
+  if (status != LUA_OK) return lua_error(L);
   return 1;
 }
 
 static int guest_load(lua_State *L)
 {
   int env = !lua_isnone(L, 4) ? 4 : 0;
-  const char *s = lua_tostring(L, 1);   /* a number is a string chunk too */
+  const char *s = lua_tostring(L, 1); /* a number is a string chunk too */
   if (s != NULL) {
     luaL_optstring(L, 2, s);
   } else {
     luaL_optstring(L, 2, "=(load)");
-    luaL_checktype(L, 1, LUA_TFUNCTION);   /* before settop: "got no value" */
+    luaL_checktype(L, 1, LUA_TFUNCTION); /* before settop: "got no value" */
   }
   lua_settop(L, 4);
   if (lua_isnoneornil(L, 2)) {
@@ -128,12 +124,11 @@ static int guest_load(lua_State *L)
   if (lua_pcall(L, 3, 1, 0) != LUA_OK) {
     luaL_pushfail(L);
     lua_insert(L, -2);
-    return 2;   /* nil and the message, as load returns them */
+    return 2; /* nil and the message, as load returns them */
   }
-  if (env != 0) {   /* the first upvalue of a main chunk is its _ENV */
+  if (env != 0) { /* the first upvalue of a main chunk is its _ENV */
     lua_pushvalue(L, env);
-    if (!lua_setupvalue(L, -2, 1))
-      lua_pop(L, 1);
+    if (!lua_setupvalue(L, -2, 1)) lua_pop(L, 1);
   }
   return 1;
 }

@@ -21,39 +21,58 @@
 #include "airlock.h"
 
 static const char ADDER[] = "local sum = host.add(...)\nreturn { sum = sum, twice = sum * 2 }";
-#define GUEST_MAX (1u << 20)   /* bytes of a guest read from a file */
+#define GUEST_MAX (1u << 20) /* bytes of a guest read from a file */
 
 /* What the worker is held to, as the kernel shows it: its namespaces against
 ** ours, its no_new_privs, seccomp, identity and capabilities, and its rlimits. */
-static void inspect(pid_t pid) {
+static void inspect(pid_t pid)
+{
   char path[64], mine[128], theirs[128], line[256];
   for (const airlock_namespace *x = airlock_namespaces; x->name; x++) {
     snprintf(path, sizeof path, "/proc/self/ns/%s", x->proc);
     ssize_t n = readlink(path, mine, sizeof mine);
     snprintf(path, sizeof path, "/proc/%d/ns/%s", (int)pid, x->proc);
     ssize_t m = readlink(path, theirs, sizeof theirs);
-    printf("inspect ns %s %s\n", x->name, m <= 0 ? "unreadable"
-           : n == m && memcmp(mine, theirs, (size_t)n) == 0 ? "shared with the host" : "its own");
+    printf("inspect ns %s %s\n", x->name,
+           m <= 0                                           ? "unreadable"
+           : n == m && memcmp(mine, theirs, (size_t)n) == 0 ? "shared with the host"
+                                                            : "its own");
   }
-  static const char *const keep[] = { "Uid:", "Gid:", "NoNewPrivs:", "Seccomp:", "Cap", "Max cpu time",
-    "Max file size", "Max stack size", "Max core file size", "Max processes", "Max open files",
-    "Max address space", NULL };
+  static const char *const keep[] = {"Uid:",
+                                     "Gid:",
+                                     "NoNewPrivs:",
+                                     "Seccomp:",
+                                     "Cap",
+                                     "Max cpu time",
+                                     "Max file size",
+                                     "Max stack size",
+                                     "Max core file size",
+                                     "Max processes",
+                                     "Max open files",
+                                     "Max address space",
+                                     NULL};
   for (int f = 0; f < 2; f++) {
     snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, f == 0 ? "status" : "limits");
     FILE *in = fopen(path, "r");
     while (in && fgets(line, sizeof line, in))
       for (const char *const *k = keep; *k; k++)
-        if (strncmp(line, *k, strlen(*k)) == 0) { printf("inspect %s %s", f == 0 ? "status" : "limits", line); break; }
+        if (strncmp(line, *k, strlen(*k)) == 0) {
+          printf("inspect %s %s", f == 0 ? "status" : "limits", line);
+          break;
+        }
     if (in) fclose(in);
   }
 }
 
-static int usage(const char *why) {
-  fprintf(stderr, "c-embed: %s\nusage: c-embed [--add A B] [--guest FILE] [--inspect] [--bare] [WORKER]\n", why);
+static int usage(const char *why)
+{
+  fprintf(stderr, "c-embed: %s\nusage: c-embed [--add A B] [--guest FILE] [--inspect] [--bare] [WORKER]\n",
+          why);
   return 2;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
   const char *worker = getenv("AIRLOCK_WORKER"), *guest_file = NULL;
   int do_inspect = 0, bare = 0;
   uint64_t a = 2, b = 3;
@@ -65,26 +84,44 @@ int main(int argc, char **argv) {
       b = strtoull(argv[i + 2], &end, 10);
       if (*end || !*argv[i + 2] || *argv[i + 2] == '-') return usage("--add takes two whole numbers");
       i += 2;
-    } else if (strcmp(argv[i], "--guest") == 0 && i + 1 < argc) guest_file = argv[++i];
-    else if (strcmp(argv[i], "--inspect") == 0) do_inspect = 1;
-    else if (strcmp(argv[i], "--bare") == 0) bare = 1;
-    else if (argv[i][0] == '-') return usage("unknown option");
-    else worker = argv[i];
+    } else if (strcmp(argv[i], "--guest") == 0 && i + 1 < argc)
+      guest_file = argv[++i];
+    else if (strcmp(argv[i], "--inspect") == 0)
+      do_inspect = 1;
+    else if (strcmp(argv[i], "--bare") == 0)
+      bare = 1;
+    else if (argv[i][0] == '-')
+      return usage("unknown option");
+    else
+      worker = argv[i];
   }
   char self[4096];
   ssize_t n = worker ? 0 : readlink("/proc/self/exe", self, sizeof self - 32);
-  if (!worker && n > 0) { self[n] = 0; strcpy(strrchr(self, '/') + 1, "airlock-worker"); worker = self; }
-  if (!worker) { fputs("c-embed: cannot find airlock-worker\n", stderr); return 2; }
+  if (!worker && n > 0) {
+    self[n] = 0;
+    strcpy(strrchr(self, '/') + 1, "airlock-worker");
+    worker = self;
+  }
+  if (!worker) {
+    fputs("c-embed: cannot find airlock-worker\n", stderr);
+    return 2;
+  }
 
   static char source[GUEST_MAX + 1];
   size_t source_len = sizeof ADDER - 1;
   memcpy(source, ADDER, source_len);
   if (guest_file) {
     FILE *f = fopen(guest_file, "rb");
-    if (!f) { perror(guest_file); return 2; }
+    if (!f) {
+      perror(guest_file);
+      return 2;
+    }
     source_len = fread(source, 1, sizeof source, f);
     fclose(f);
-    if (source_len > GUEST_MAX) { fprintf(stderr, "c-embed: %s is over %u bytes\n", guest_file, GUEST_MAX); return 2; }
+    if (source_len > GUEST_MAX) {
+      fprintf(stderr, "c-embed: %s is over %u bytes\n", guest_file, GUEST_MAX);
+      return 2;
+    }
   }
 
   /* The guest's input, any msgpack value: here {a = A, b = B}, its `...`. */
@@ -104,17 +141,18 @@ int main(int argc, char **argv) {
   ** (o). Then the guest, what it may call, its input, and a budget per turn:
   ** each answer below ends a turn, and a turn may take at most 5M VM
   ** instructions and 250 ms of the worker's CPU. */
-  static const char *const effects[] = { "add", NULL };
-  const char *args[] = { worker, NULL };
-  airlock_init in = { 0 };
-  airlock_run_opts o = { 0 };
+  static const char *const effects[] = {"add", NULL};
+  const char *args[] = {worker, NULL};
+  airlock_init in = {0};
+  airlock_run_opts o = {0};
   if (!bare) {
     airlock_untrusted_defaults(&in, &o);
     in.turn_instructions = 5000000;
     in.turn_cpu_ms = 250;
   } else {
     fputs("c-embed: --bare: running WITHOUT the untrusted defaults (no namespaces, rlimits, Landlock, "
-          "seccomp or limits)\n", stderr);
+          "seccomp or limits)\n",
+          stderr);
     o.expect_ready = 1;
   }
   in.guest_name = guest_file ? guest_file : "adder";
@@ -127,7 +165,7 @@ int main(int argc, char **argv) {
   msgpack_sbuffer_init(&sb);
   char err[256];
   int rc = airlock_init_frame(&sb, &in, o.max_frame, err, sizeof err);
-  msgpack_sbuffer_destroy(&input);   /* the frame holds a copy */
+  msgpack_sbuffer_destroy(&input); /* the frame holds a copy */
   if (rc < 0) {
     fprintf(stderr, "c-embed: %s\n", err);
     msgpack_sbuffer_destroy(&sb);
@@ -145,27 +183,29 @@ int main(int argc, char **argv) {
     airlock_broker_free(br);
     return 1;
   }
-  msgpack_sbuffer_destroy(&sb);   /* start queued its own copy */
+  msgpack_sbuffer_destroy(&sb); /* start queued its own copy */
   int code = -1;
   while (code < 0 && airlock_broker_step(br, -1) >= 0) {
     airlock_event ev;
     while (airlock_broker_next(br, &ev)) {
-      if (ev.kind == AIRLOCK_EV_CALL) {   /* the only granted effect: add {a, b} */
-        if (do_inspect) inspect(airlock_run_pid(ev.run));   /* it waits for this answer */
-        airlock_run_turn(ev.run, ev.id);  /* the answer ends the guest's turn */
+      if (ev.kind == AIRLOCK_EV_CALL) {                   /* the only granted effect: add {a, b} */
+        if (do_inspect) inspect(airlock_run_pid(ev.run)); /* it waits for this answer */
+        airlock_run_turn(ev.run, ev.id);                  /* the answer ends the guest's turn */
         const msgpack_object *x = airlock_msg_field(ev.args, "a"), *y = airlock_msg_field(ev.args, "b");
-        if (!x || !y || x->type != MSGPACK_OBJECT_POSITIVE_INTEGER || y->type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        if (!x || !y || x->type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
+            y->type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
           airlock_run_fail(ev.run, ev.id, "add: a and b must be whole numbers", 34, NULL);
           continue;
         }
-        printf("effect %.*s {a = %" PRIu64 ", b = %" PRIu64 "} -> %" PRIu64 "\n", (int)ev.effect_len, ev.effect,
-               x->via.u64, y->via.u64, x->via.u64 + y->via.u64);   /* ev.effect lives until the reply */
+        printf("effect %.*s {a = %" PRIu64 ", b = %" PRIu64 "} -> %" PRIu64 "\n", (int)ev.effect_len,
+               ev.effect, x->via.u64, y->via.u64,
+               x->via.u64 + y->via.u64); /* ev.effect lives until the reply */
         msgpack_sbuffer_init(&sb);
         msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-        msgpack_pack_uint64(&pk, x->via.u64 + y->via.u64);   /* the answer, any msgpack value */
+        msgpack_pack_uint64(&pk, x->via.u64 + y->via.u64); /* the answer, any msgpack value */
         airlock_run_reply(ev.run, ev.id, sb.data, sb.size);
         msgpack_sbuffer_destroy(&sb);
-      } else if (ev.kind == AIRLOCK_EV_DONE) {   /* the run's result */
+      } else if (ev.kind == AIRLOCK_EV_DONE) { /* the run's result */
         const airlock_result *r = airlock_run_result(ev.run);
         const msgpack_object *c = r->confined;
         for (uint32_t i = 0; do_inspect && c && c->type == MSGPACK_OBJECT_MAP && i < c->via.map.size; i++) {
@@ -175,9 +215,12 @@ int main(int argc, char **argv) {
                    (int)kv->val.via.str.size, kv->val.via.str.ptr);
         }
         printf("cause %s, value ", airlock_cause_name(r->cause));
-        if (r->value) msgpack_object_print(stdout, *r->value); else fputs("none", stdout);
-        printf("%s%s\nwall %.2f ms, %llu effect(s)\n", *r->message ? ", " : "", r->message,
-               r->usage.wall_ms, (unsigned long long)r->usage.effects);
+        if (r->value)
+          msgpack_object_print(stdout, *r->value);
+        else
+          fputs("none", stdout);
+        printf("%s%s\nwall %.2f ms, %llu effect(s)\n", *r->message ? ", " : "", r->message, r->usage.wall_ms,
+               (unsigned long long)r->usage.effects);
         code = r->ok ? 0 : 1;
         airlock_run_release(ev.run);
       }

@@ -9,8 +9,8 @@
 #include <stddef.h>
 
 typedef struct airlock_embedded {
-  const char *name;       /* module name, e.g. "airlock.cli" */
-  const char *chunkname;  /* "@lua/airlock/cli.lua" */
+  const char *name;      /* module name, e.g. "airlock.cli" */
+  const char *chunkname; /* "@lua/airlock/cli.lua" */
   const char *source;
   size_t len;
 } airlock_embedded;

@@ -18,8 +18,7 @@
 ** __tostring, ...; NULL for none); __name is name. Registered again, the
 ** metatable gets fresh tables the same way. Leaves the stack as it was
 ** (lclass.c); luaL_setmetatable(L, name) then gives an object the class. */
-void airlock_l_class(lua_State *L, const char *name, const luaL_Reg *methods,
-                     const luaL_Reg *meta);
+void airlock_l_class(lua_State *L, const char *name, const luaL_Reg *methods, const luaL_Reg *meta);
 /* Expected environment failure: pushes nil, "cause: message", errno; returns 3. */
 int airlock_l_fail(lua_State *L, const char *cause, const char *message, int err);
 /* Pushes the names of a C table whose entries lie stride bytes apart, each
@@ -61,13 +60,13 @@ void airlock_l_open_confine(lua_State *L);
 ** a userdata holding the prepared spec (freed by its __gc, or earlier with
 ** airlock_confine_prepared_free) and sets *out to it. Raises a Lua error for a
 ** malformed table; returns 0, or -errno with a message in err. */
-int airlock_l_confine_prepare(lua_State *L, int idx, airlock_confine_prepared **out,
-                              char *err, size_t errlen);
+int airlock_l_confine_prepare(lua_State *L, int idx, airlock_confine_prepared **out, char *err,
+                              size_t errlen);
 
 /* Adds fs_read, fs_stat, fs_list, fs_write, fs_remove and fs_check_path to the
 ** table on top of the stack: files beneath a root, for airlock.handlers (lfs.c). */
 void airlock_l_open_fs(lua_State *L);
-void airlock_l_open_pty(lua_State *L);   /* lpty.c: core.pty_open */
+void airlock_l_open_pty(lua_State *L); /* lpty.c: core.pty_open */
 /* Adds http_request to the table on top of the stack (lhttp.c, libcurl). */
 void airlock_l_open_http(lua_State *L);
 /* Adds deny() and denial() to the table on top of the stack (ldenial.c). */

@@ -19,13 +19,22 @@
 /* reply: the scratch a handler's answer is packed into (cleared, not freed,
 ** between calls: no allocation per answer). */
 /* extra_err: what the function of b:_watch_extra raised, for the next step. */
-typedef struct lbroker { airlock_broker *b; int closed, busy; msgpack_sbuffer reply; char extra_err[512]; } lbroker;
+typedef struct lbroker {
+  airlock_broker *b;
+  int closed, busy;
+  msgpack_sbuffer reply;
+  char extra_err[512];
+} lbroker;
 /* recorded: whether its ctx has admit (a recorded run's calls are admitted
 ** in batches, admit_calls): 0 not looked at yet, 1 yes, -1 no. admitted: the
 ** id of the last call admit_calls looked at. */
 typedef struct lrun {
-  airlock_run *r; lbroker *lb; lua_Integer serial; int finished;
-  int recorded; uint64_t admitted;
+  airlock_run *r;
+  lbroker *lb;
+  lua_Integer serial;
+  int finished;
+  int recorded;
+  uint64_t admitted;
 } lrun;
 
 /* User values. broker: 1 = runs by serial (strong refs while live), 2 = the
@@ -39,7 +48,8 @@ static char defer_key;
 
 /* airlock.core.shared_netns() -> true, or nil, message when this process
 ** cannot make the shared empty net namespace (it needs CAP_SYS_ADMIN). */
-static int l_shared_netns(lua_State *L) {
+static int l_shared_netns(lua_State *L)
+{
   const char *why;
   int fd = airlock_l_shared_netns(&why);
   if (fd < 0) return airlock_l_fail(L, "netns", why, -fd);
@@ -47,13 +57,15 @@ static int l_shared_netns(lua_State *L) {
   return 1;
 }
 
-static lbroker *check_broker(lua_State *L, int i) {
+static lbroker *check_broker(lua_State *L, int i)
+{
   lbroker *lb = luaL_checkudata(L, i, AIRLOCK_BROKER_MT);
   if (lb->closed) luaL_argerror(L, i, "broker is closed");
   return lb;
 }
 
-static lrun *check_run(lua_State *L, int i) {
+static lrun *check_run(lua_State *L, int i)
+{
   lrun *lr = luaL_checkudata(L, i, AIRLOCK_RUN_MT);
   if (lr->lb->closed) luaL_argerror(L, i, "its broker is closed");
   return lr;
@@ -62,7 +74,8 @@ static lrun *check_run(lua_State *L, int i) {
 /* ------------------------------------------------------------ packing */
 
 /* Packs the value at idx as a standalone msgpack object into sb. */
-static int pack_value(lua_State *L, int idx, msgpack_sbuffer *sb, const char *root, char *err, size_t n) {
+static int pack_value(lua_State *L, int idx, msgpack_sbuffer *sb, const char *root, char *err, size_t n)
+{
   msgpack_packer pk;
   msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
   return airlock_lua_pack(L, idx, &pk, root, err, n);
@@ -73,8 +86,9 @@ static int pack_value(lua_State *L, int idx, msgpack_sbuffer *sb, const char *ro
 ** (run:reply), whose failure reaches the guest as the core says it, as
 ** run:fail's does. An answer too large to send fails the call at once
 ** (airlock_run_answer_too_large): -EMSGSIZE, with the message in why. */
-static int reply_value(lua_State *L, lrun *lr, uint64_t id, int idx, const char *effect,
-                       char *why, size_t whylen) {
+static int reply_value(lua_State *L, lrun *lr, uint64_t id, int idx, const char *effect, char *why,
+                       size_t whylen)
+{
   msgpack_sbuffer *sb = &lr->lb->reply;
   char err[256], msg[640];
   msgpack_sbuffer_clear(sb);
@@ -85,11 +99,11 @@ static int reply_value(lua_State *L, lrun *lr, uint64_t id, int idx, const char 
     rc = airlock_run_fail(lr->r, id, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1, NULL);
   } else if (airlock_run_answer_too_large(lr->r, sb->size, err, sizeof err)) {
     snprintf(why, whylen, "%s", err);
-    if (effect) {   /* as a handler's error reads: the guest cannot tell them apart */
+    if (effect) { /* as a handler's error reads: the guest cannot tell them apart */
       n = snprintf(msg, sizeof msg, "handler for '%s' failed: %s", effect, err);
       rc = airlock_run_fail(lr->r, id, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1, NULL);
     } else {
-      rc = airlock_run_reply(lr->r, id, sb->data, sb->size);   /* fails it with err */
+      rc = airlock_run_reply(lr->r, id, sb->data, sb->size); /* fails it with err */
     }
     if (rc == 0 || rc == -EMSGSIZE) rc = -EMSGSIZE;
   } else {
@@ -103,7 +117,8 @@ static int reply_value(lua_State *L, lrun *lr, uint64_t id, int idx, const char 
   return rc;
 }
 
-static int count_bytes(void *data, const char *buf, size_t len) {
+static int count_bytes(void *data, const char *buf, size_t len)
+{
   (void)buf;
   *(size_t *)data += len;
   return 0;
@@ -113,7 +128,8 @@ static int count_bytes(void *data, const char *buf, size_t len) {
 ** sent to this run, as reply_value decides it, without sending anything. A
 ** recorded run asks before it records the answer, so the journal holds the
 ** failure the guest is given rather than a value it never got. */
-static int l_run_answer_fits(lua_State *L) {
+static int l_run_answer_fits(lua_State *L)
+{
   lrun *lr = check_run(L, 1);
   luaL_checkany(L, 2);
   size_t len = 0;
@@ -126,7 +142,7 @@ static int l_run_answer_fits(lua_State *L) {
     lua_pushstring(L, err);
     return 2;
   }
-  lua_pushboolean(L, 1);   /* fits, or cannot be sent at all: reply_value says which */
+  lua_pushboolean(L, 1); /* fits, or cannot be sent at all: reply_value says which */
   return 1;
 }
 
@@ -134,8 +150,12 @@ static int l_run_answer_fits(lua_State *L) {
 
 /* The message handler of a handler's pcall: a denial passes unchanged (the
 ** call's failure is read from its type); any other error gets a traceback. */
-static int traceback(lua_State *L) {
-  if (airlock_l_denial_reason(L, 1)) { lua_settop(L, 1); return 1; }
+static int traceback(lua_State *L)
+{
+  if (airlock_l_denial_reason(L, 1)) {
+    lua_settop(L, 1);
+    return 1;
+  }
   const char *msg = lua_tostring(L, 1);
   if (!msg) msg = luaL_tolstring(L, 1, NULL);
   luaL_traceback(L, L, msg, 1);
@@ -149,13 +169,18 @@ static int traceback(lua_State *L) {
 ** every call. The metatable is made once per grant (RUV_CTX_MT), and again
 ** if the grant was replaced (run:_unpark). It comes from
 ** the broker's grant, never from guest bytes. */
-static void push_ctx(lua_State *L, int runud, const airlock_event *ev, const char *effect) {
+static void push_ctx(lua_State *L, int runud, const airlock_event *ev, const char *effect)
+{
   lrun *lr = lua_touserdata(L, runud);
   lua_createtable(L, 0, 4);
-  lua_pushinteger(L, lr->serial); lua_setfield(L, -2, "run");
-  lua_pushinteger(L, (lua_Integer)ev->id); lua_setfield(L, -2, "seq");
-  lua_pushstring(L, effect); lua_setfield(L, -2, "effect");
-  lua_pushvalue(L, runud); lua_setfield(L, -2, "handle");
+  lua_pushinteger(L, lr->serial);
+  lua_setfield(L, -2, "run");
+  lua_pushinteger(L, (lua_Integer)ev->id);
+  lua_setfield(L, -2, "seq");
+  lua_pushstring(L, effect);
+  lua_setfield(L, -2, "effect");
+  lua_pushvalue(L, runud);
+  lua_setfield(L, -2, "handle");
   int ctx = lua_gettop(L);
   lua_getiuservalue(L, runud, RUV_CTX);
   int grant = lua_gettop(L);
@@ -168,16 +193,20 @@ static void push_ctx(lua_State *L, int runud, const airlock_event *ev, const cha
   if (!current) {
     lua_pop(L, 1);
     lua_createtable(L, 0, 2);
-    lua_pushvalue(L, grant); lua_setfield(L, -2, "__index");
-    lua_pushboolean(L, 0); lua_setfield(L, -2, "__metatable");   /* a handler cannot swap it */
-    lua_pushvalue(L, -1); lua_setiuservalue(L, runud, RUV_CTX_MT);
+    lua_pushvalue(L, grant);
+    lua_setfield(L, -2, "__index");
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable"); /* a handler cannot swap it */
+    lua_pushvalue(L, -1);
+    lua_setiuservalue(L, runud, RUV_CTX_MT);
   }
   lua_setmetatable(L, ctx);
   lua_settop(L, ctx);
 }
 
 /* Runs the handler for one call: deny, answer, defer, or fail. Stack-neutral. */
-static void dispatch(lua_State *L, int runud, const airlock_event *ev) {
+static void dispatch(lua_State *L, int runud, const airlock_event *ev)
+{
   lrun *lr = lua_touserdata(L, runud);
   int top = lua_gettop(L);
   char effect[AIRLOCK_EFFECT_NAME_MAX + 1], err[256];
@@ -204,7 +233,7 @@ static void dispatch(lua_State *L, int runud, const airlock_event *ev) {
     return;
   }
   lua_pushcfunction(L, traceback);
-  lua_insert(L, -2);                                 /* msgh, handler */
+  lua_insert(L, -2); /* msgh, handler */
   int msgh = lua_gettop(L) - 1;
   if (airlock_lua_push(L, ev->args, err, sizeof err) < 0) {
     char msg[640];
@@ -229,17 +258,22 @@ static void dispatch(lua_State *L, int runud, const airlock_event *ev) {
     const char *nl = tb ? memchr(tb, '\n', len) : NULL;
     char msg[600];
     size_t first = nl ? (size_t)(nl - tb) : (tb ? len : 0);
-    int n = denied
-      ? snprintf(msg, sizeof msg, "denied: %.*s", (int)first, tb)
-      : snprintf(msg, sizeof msg, "handler for '%s' failed: %.*s", effect, (int)first,
-                 tb ? tb : "(no message)");
+    int n = denied ? snprintf(msg, sizeof msg, "denied: %.*s", (int)first, tb)
+                   : snprintf(msg, sizeof msg, "handler for '%s' failed: %.*s", effect, (int)first,
+                              tb ? tb : "(no message)");
     if (denied) airlock_run_note_denied(lr->r);
     airlock_run_fail(lr->r, ev->id, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1,
                      denied ? "denied" : NULL);
-    if (denied) { luaL_tolstring(L, -1, NULL); lua_replace(L, -2); }   /* the hook hears text */
+    if (denied) {
+      luaL_tolstring(L, -1, NULL);
+      lua_replace(L, -2);
+    } /* the hook hears text */
     lua_getiuservalue(L, runud, RUV_CTX);
     lua_getfield(L, -1, "on_handler_error");
-    if (lua_isfunction(L, -1)) { lua_pushvalue(L, -3); lua_pcall(L, 1, 0, 0); }
+    if (lua_isfunction(L, -1)) {
+      lua_pushvalue(L, -3);
+      lua_pcall(L, 1, 0, 0);
+    }
   } else if (!(lua_islightuserdata(L, -1) && lua_touserdata(L, -1) == &defer_key)) {
     char why[256];
     reply_value(L, lr, ev->id, lua_gettop(L), effect, why, sizeof why);
@@ -251,7 +285,8 @@ static void dispatch(lua_State *L, int runud, const airlock_event *ev) {
 ** the policy does not declare a notification (ctx.notify) is a breach of the
 ** protocol: the worker sends notes only for those. A handler's error cannot
 ** reach the guest; ctx.on_note_error(message) hears of it. Stack-neutral. */
-static void dispatch_note(lua_State *L, int runud, const airlock_event *ev) {
+static void dispatch_note(lua_State *L, int runud, const airlock_event *ev)
+{
   lrun *lr = lua_touserdata(L, runud);
   int top = lua_gettop(L);
   char effect[AIRLOCK_EFFECT_NAME_MAX + 1], err[256];
@@ -264,8 +299,10 @@ static void dispatch_note(lua_State *L, int runud, const airlock_event *ev) {
   lua_settop(L, ctxt);
   if (!declared) {
     char msg[640];
-    snprintf(msg, sizeof msg, "protocol: note %llu for '%s', which the policy does not declare a "
-             "notification (notify)", (unsigned long long)ev->id, effect);
+    snprintf(msg, sizeof msg,
+             "protocol: note %llu for '%s', which the policy does not declare a "
+             "notification (notify)",
+             (unsigned long long)ev->id, effect);
     airlock_run_abort(lr->r, AIRLOCK_CAUSE_PROTOCOL, msg);
     lua_settop(L, top);
     return;
@@ -274,7 +311,7 @@ static void dispatch_note(lua_State *L, int runud, const airlock_event *ev) {
   lua_pushlstring(L, ev->effect, ev->effect_len);
   lua_rawget(L, -2);
   if (!lua_isfunction(L, -1) && !(lua_istable(L, -1) || lua_isuserdata(L, -1))) {
-    airlock_run_note_denied(lr->r);   /* declared but not granted: dropped, said so */
+    airlock_run_note_denied(lr->r); /* declared but not granted: dropped, said so */
     lua_settop(L, top);
     airlock_run_note_done(lr->r, ev->id);
     return;
@@ -290,9 +327,13 @@ static void dispatch_note(lua_State *L, int runud, const airlock_event *ev) {
     return;
   }
   push_ctx(L, runud, ev, effect);
-  lua_pushboolean(L, 1); lua_setfield(L, -2, "note");
+  lua_pushboolean(L, 1);
+  lua_setfield(L, -2, "note");
   if (lua_pcall(L, 2, 0, msgh) != LUA_OK) {
-    if (airlock_l_denial_reason(L, -1)) { luaL_tolstring(L, -1, NULL); lua_replace(L, -2); }
+    if (airlock_l_denial_reason(L, -1)) {
+      luaL_tolstring(L, -1, NULL);
+      lua_replace(L, -2);
+    }
     if (lua_getfield(L, ctxt, "on_note_error") == LUA_TFUNCTION) {
       lua_pushstring(L, effect);
       lua_pushvalue(L, -3);
@@ -300,15 +341,24 @@ static void dispatch_note(lua_State *L, int runud, const airlock_event *ev) {
     }
   }
   lua_settop(L, top);
-  airlock_run_note_done(lr->r, ev->id);   /* the next frame may follow now */
+  airlock_run_note_done(lr->r, ev->id); /* the next frame may follow now */
 }
 
 /* ------------------------------------------------------------ results */
 
-static void set_num(lua_State *L, const char *k, double v) { lua_pushnumber(L, v); lua_setfield(L, -2, k); }
-static void set_int(lua_State *L, const char *k, lua_Integer v) { lua_pushinteger(L, v); lua_setfield(L, -2, k); }
+static void set_num(lua_State *L, const char *k, double v)
+{
+  lua_pushnumber(L, v);
+  lua_setfield(L, -2, k);
+}
+static void set_int(lua_State *L, const char *k, lua_Integer v)
+{
+  lua_pushinteger(L, v);
+  lua_setfield(L, -2, k);
+}
 
-static void push_result(lua_State *L, lrun *lr, const airlock_result *res) {
+static void push_result(lua_State *L, lrun *lr, const airlock_result *res)
+{
   char err[256];
   const char *cause = airlock_cause_name(res->cause);
   const char *message = res->message;
@@ -317,7 +367,8 @@ static void push_result(lua_State *L, lrun *lr, const airlock_result *res) {
 
   lua_createtable(L, 0, 16);
   if (res->value) {
-    if (airlock_lua_push(L, res->value, err, sizeof err) == 0) lua_setfield(L, -2, "value");
+    if (airlock_lua_push(L, res->value, err, sizeof err) == 0)
+      lua_setfield(L, -2, "value");
     else {
       ok = 0;
       cause = "protocol";
@@ -338,9 +389,12 @@ static void push_result(lua_State *L, lrun *lr, const airlock_result *res) {
   }
   if (res->confined && airlock_lua_push(L, res->confined, err, sizeof err) == 0)
     lua_setfield(L, -2, "confinement");
-  lua_pushboolean(L, ok); lua_setfield(L, -2, "ok");
-  lua_pushstring(L, cause); lua_setfield(L, -2, "cause");
-  lua_pushstring(L, message); lua_setfield(L, -2, "message");
+  lua_pushboolean(L, ok);
+  lua_setfield(L, -2, "ok");
+  lua_pushstring(L, cause);
+  lua_setfield(L, -2, "cause");
+  lua_pushstring(L, message);
+  lua_setfield(L, -2, "message");
   set_int(L, "run", lr->serial);
   if (res->exit_code >= 0) set_int(L, "exit_code", res->exit_code);
   /* A signal only when it ended the run: a worker that sent its last frame
@@ -351,10 +405,14 @@ static void push_result(lua_State *L, lrun *lr, const airlock_result *res) {
     lua_pushfstring(L, "SIG%s", airlock_signal_name(res->term_signal, sig, sizeof sig));
     lua_setfield(L, -2, "signal");
   }
-  lua_pushlstring(L, res->out.data, res->out.len); lua_setfield(L, -2, "stdout");
-  lua_pushlstring(L, res->errout.data, res->errout.len); lua_setfield(L, -2, "stderr");
-  lua_pushboolean(L, res->out.truncated); lua_setfield(L, -2, "stdout_truncated");
-  lua_pushboolean(L, res->errout.truncated); lua_setfield(L, -2, "stderr_truncated");
+  lua_pushlstring(L, res->out.data, res->out.len);
+  lua_setfield(L, -2, "stdout");
+  lua_pushlstring(L, res->errout.data, res->errout.len);
+  lua_setfield(L, -2, "stderr");
+  lua_pushboolean(L, res->out.truncated);
+  lua_setfield(L, -2, "stdout_truncated");
+  lua_pushboolean(L, res->errout.truncated);
+  lua_setfield(L, -2, "stderr_truncated");
   if (res->refused_total) {
     /* refused = { {syscall = "setresuid", errno = "EPERM", count = 2}, ... } */
     lua_createtable(L, (int)res->nrefused, 0);
@@ -380,7 +438,8 @@ static void push_result(lua_State *L, lrun *lr, const airlock_result *res) {
   set_int(L, "notes", (lua_Integer)res->usage.notes);
   set_int(L, "bytes_in", (lua_Integer)res->usage.bytes_in);
   set_int(L, "bytes_out", (lua_Integer)res->usage.bytes_out);
-  if (res->usage.first_instruction_ms > 0) set_num(L, "first_instruction_ms", res->usage.first_instruction_ms);
+  if (res->usage.first_instruction_ms > 0)
+    set_num(L, "first_instruction_ms", res->usage.first_instruction_ms);
   if (res->usage.done_frame_ms > 0) set_num(L, "done_frame_ms", res->usage.done_frame_ms);
   if (res->usage.pids_peak) set_int(L, "pids_peak", (lua_Integer)res->usage.pids_peak);
   if (res->usage.pids_refused) set_int(L, "pids_refused", (lua_Integer)res->usage.pids_refused);
@@ -392,11 +451,12 @@ static void push_result(lua_State *L, lrun *lr, const airlock_result *res) {
 
 /* ------------------------------------------------------------ broker methods */
 
-static int l_broker_new(lua_State *L) {
+static int l_broker_new(lua_State *L)
+{
   lbroker *lb = lua_newuserdatauv(L, sizeof *lb, BUV_COUNT_);
   memset(lb, 0, sizeof *lb);
   msgpack_sbuffer_init(&lb->reply);
-  lb->closed = 1;   /* created closed, then the resource is acquired */
+  lb->closed = 1; /* created closed, then the resource is acquired */
   luaL_setmetatable(L, AIRLOCK_BROKER_MT);
   lua_newtable(L);
   lua_setiuservalue(L, -2, BUV_RUNS);
@@ -408,11 +468,18 @@ static int l_broker_new(lua_State *L) {
 
 /* t.init, a table, packed as the whole init frame into sb (which the caller
 ** has initialised); o points at it. Frees sb before it raises. */
-static void pack_init(lua_State *L, int t, msgpack_sbuffer *sb, airlock_run_opts *o) {
+static void pack_init(lua_State *L, int t, msgpack_sbuffer *sb, airlock_run_opts *o)
+{
   char err[256];
   lua_getfield(L, t, "init");
-  if (lua_isnil(L, -1)) { lua_pop(L, 1); return; }
-  if (!lua_istable(L, -1)) { msgpack_sbuffer_destroy(sb); luaL_error(L, "start: field 'init' must be a table"); }
+  if (lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    return;
+  }
+  if (!lua_istable(L, -1)) {
+    msgpack_sbuffer_destroy(sb);
+    luaL_error(L, "start: field 'init' must be a table");
+  }
   if (airlock_frame_begin(sb) < 0 || pack_value(L, -1, sb, "init", err, sizeof err) < 0) {
     msgpack_sbuffer_destroy(sb);
     luaL_error(L, "start: %s", err);
@@ -432,14 +499,15 @@ static void pack_init(lua_State *L, int t, msgpack_sbuffer *sb, airlock_run_opts
 **           (airlock_spawn_step_name: "cgroup", "protect", "clone", ...)
 ** workspace = true: workdir is the run's workspace (AIRLOCK_MOUNT_WORKSPACE).
 ** program = true: a plain program (no channel, no init, no ready; exit 0 is ok). */
-static int l_broker_start(lua_State *L) {
+static int l_broker_start(lua_State *L)
+{
   lbroker *lb = check_broker(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
   airlock_l_start s;
   msgpack_sbuffer sb;
   char err[256];
 
-  airlock_l_read_start(L, 2, &s);   /* lstart_opts.c */
+  airlock_l_read_start(L, 2, &s); /* lstart_opts.c */
   airlock_run_opts *o = &s.o;
   /* A confinement spec (lconfine.c), prepared here and freed once the spawner
   ** has applied it; its userdata's __gc frees it if an error comes first. */
@@ -455,28 +523,36 @@ static int l_broker_start(lua_State *L) {
   if (!lua_istable(L, handlers)) return luaL_error(L, "start: field 'handlers' must be a table");
   lua_getfield(L, 2, "ctx");
   int ctx = lua_gettop(L);
-  if (lua_isnil(L, ctx)) { lua_newtable(L); lua_replace(L, ctx); }
-  else if (!lua_istable(L, ctx)) return luaL_error(L, "start: field 'ctx' must be a table");
+  if (lua_isnil(L, ctx)) {
+    lua_newtable(L);
+    lua_replace(L, ctx);
+  } else if (!lua_istable(L, ctx))
+    return luaL_error(L, "start: field 'ctx' must be a table");
 
   msgpack_sbuffer_init(&sb);
-  pack_init(L, 2, &sb, o);   /* the last step that may raise: sb is freed by then */
+  pack_init(L, 2, &sb, o); /* the last step that may raise: sb is freed by then */
 
   lrun *lr = lua_newuserdatauv(L, sizeof *lr, RUV_COUNT_);
   memset(lr, 0, sizeof *lr);
   lr->lb = lb;
-  lr->finished = 1;   /* until the run exists */
+  lr->finished = 1; /* until the run exists */
   luaL_setmetatable(L, AIRLOCK_RUN_MT);
   int runud = lua_gettop(L);
-  lua_pushvalue(L, 1); lua_setiuservalue(L, runud, RUV_BROKER);
-  lua_pushvalue(L, handlers); lua_setiuservalue(L, runud, RUV_HANDLERS);
-  lua_pushvalue(L, ctx); lua_setiuservalue(L, runud, RUV_CTX);
+  lua_pushvalue(L, 1);
+  lua_setiuservalue(L, runud, RUV_BROKER);
+  lua_pushvalue(L, handlers);
+  lua_setiuservalue(L, runud, RUV_HANDLERS);
+  lua_pushvalue(L, ctx);
+  lua_setiuservalue(L, runud, RUV_CTX);
 
   /* Past the last Lua error: the fd cannot leak from here on. */
   int in_fd;
   int rc = airlock_l_open_stdin(&s.io, &in_fd, err, sizeof err), stdin_failed = rc < 0;
   o->spawn.stdin_fd = in_fd;
-  if (rc == 0) rc = airlock_broker_start(lb->b, o, &lr->r);
-  else lr->r = NULL;
+  if (rc == 0)
+    rc = airlock_broker_start(lb->b, o, &lr->r);
+  else
+    lr->r = NULL;
   if (in_fd >= 0) close(in_fd);
   msgpack_sbuffer_destroy(&sb);
   if (prep) airlock_confine_prepared_free(prep);
@@ -499,7 +575,8 @@ static int l_broker_start(lua_State *L) {
 /* Whether the call ev of run lr is still to be given to admission: its run
 ** is recorded (or not looked at yet), and admit_calls has not looked at this
 ** call (one a run sent after its notes, in this step, comes in a second round). */
-static int needs_admission(const lrun *lr, const airlock_event *ev) {
+static int needs_admission(const lrun *lr, const airlock_event *ev)
+{
   return lr->recorded >= 0 && !(lr->recorded > 0 && lr->admitted == ev->id);
 }
 
@@ -511,12 +588,13 @@ static int needs_admission(const lrun *lr, const airlock_event *ev) {
 ** are turned into Lua (a denied call's never are); a failure here is left to
 ** the call's own dispatch, which records and answers it as ever. */
 #define ADMIT_MAX 256
-static void admit_calls(lua_State *L, lbroker *lb, int runs) {
+static void admit_calls(lua_State *L, lbroker *lb, int runs)
+{
   airlock_event evs[ADMIT_MAX];
   size_t n = airlock_broker_peek_calls(lb->b, evs, ADMIT_MAX);
   if (n == 0) return;
   int top = lua_gettop(L);
-  lua_pushnil(L);                      /* the flush function, once a recorded run has one */
+  lua_pushnil(L); /* the flush function, once a recorded run has one */
   int fslot = lua_gettop(L);
   char err[256];
   for (size_t i = 0; i < n; i++) {
@@ -528,9 +606,12 @@ static void admit_calls(lua_State *L, lbroker *lb, int runs) {
     if (!needs_admission(lr, ev)) continue;
     lua_getiuservalue(L, runud, RUV_CTX);
     int ctxt = lua_gettop(L);
-    if (lua_getfield(L, ctxt, "admit") != LUA_TFUNCTION) { lr->recorded = -1; continue; }
+    if (lua_getfield(L, ctxt, "admit") != LUA_TFUNCTION) {
+      lr->recorded = -1;
+      continue;
+    }
     lr->recorded = 1;
-    lr->admitted = ev->id;   /* looked at once, granted or not */
+    lr->admitted = ev->id; /* looked at once, granted or not */
     int fn = lua_gettop(L);
     lua_getiuservalue(L, runud, RUV_HANDLERS);
     lua_pushlstring(L, ev->effect, ev->effect_len);
@@ -542,7 +623,7 @@ static void admit_calls(lua_State *L, lbroker *lb, int runs) {
     }
     lua_settop(L, fn);
     lua_pushlstring(L, ev->effect, ev->effect_len);
-    if (airlock_lua_push(L, ev->args, err, sizeof err) < 0) continue;   /* dispatch says so */
+    if (airlock_lua_push(L, ev->args, err, sizeof err) < 0) continue; /* dispatch says so */
     lua_pushinteger(L, (lua_Integer)ev->id);
     lua_pcall(L, 3, 0, 0);
   }
@@ -552,7 +633,8 @@ static void admit_calls(lua_State *L, lbroker *lb, int runs) {
 }
 
 /* b:_step(timeout_ms) -> list of finished results (each also kept by its run) */
-static int l_broker_step(lua_State *L) {
+static int l_broker_step(lua_State *L)
+{
   lbroker *lb = check_broker(L, 1);
   lua_Integer t = luaL_optinteger(L, 2, -1);
   if (lb->busy) return luaL_error(L, "step: called from inside a handler (the broker is not re-entrant)");
@@ -578,14 +660,18 @@ static int l_broker_step(lua_State *L) {
   if (airlock_broker_extra_ready(lb->b) && lua_getiuservalue(L, 1, BUV_EXTRA) == LUA_TFUNCTION) {
     lua_pushcfunction(L, traceback);
     lua_insert(L, -2);
-    if (lua_pcall(L, 0, 0, -2) != LUA_OK)   /* raised by the next step: this one's results are kept */
-      snprintf(lb->extra_err, sizeof lb->extra_err, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "(no message)");
+    if (lua_pcall(L, 0, 0, -2) != LUA_OK) /* raised by the next step: this one's results are kept */
+      snprintf(lb->extra_err, sizeof lb->extra_err, "%s",
+               lua_tostring(L, -1) ? lua_tostring(L, -1) : "(no message)");
   }
   lua_settop(L, runs);
   admit_calls(L, lb, runs);
   while (!lb->closed && airlock_broker_next(lb->b, &ev)) {
     lua_rawgeti(L, runs, (lua_Integer)airlock_run_serial(ev.run));
-    if (lua_isnil(L, -1)) { lua_pop(L, 1); continue; }
+    if (lua_isnil(L, -1)) {
+      lua_pop(L, 1);
+      continue;
+    }
     int runud = lua_gettop(L);
     lrun *lr = lua_touserdata(L, runud);
     if (ev.kind == AIRLOCK_EV_CALL) {
@@ -602,7 +688,7 @@ static int l_broker_step(lua_State *L) {
       lua_setiuservalue(L, runud, RUV_RESULT);
       lua_rawseti(L, out, ++nres);
       lua_pushnil(L);
-      lua_rawseti(L, runs, lr->serial);   /* the broker no longer keeps it alive */
+      lua_rawseti(L, runs, lr->serial); /* the broker no longer keeps it alive */
     }
     lua_settop(L, runs);
   }
@@ -614,7 +700,8 @@ static int l_broker_step(lua_State *L) {
 /* b:_watch_extra(fd, fn) or b:_watch_extra(nil): fd wakes a step when it is
 ** readable, and that step calls fn() before it handles its calls (a host's
 ** I/O engine: the http handler's). One per broker. */
-static int l_broker_watch_extra(lua_State *L) {
+static int l_broker_watch_extra(lua_State *L)
+{
   lbroker *lb = check_broker(L, 1);
   if (lua_isnoneornil(L, 2)) {
     airlock_broker_watch_extra(lb->b, -1);
@@ -635,24 +722,27 @@ static int l_broker_watch_extra(lua_State *L) {
 }
 
 /* b:_next_serial() -> the id the next b:_start's run gets */
-static int l_broker_next_serial(lua_State *L) {
+static int l_broker_next_serial(lua_State *L)
+{
   lbroker *lb = check_broker(L, 1);
   lua_pushinteger(L, (lua_Integer)airlock_broker_next_serial(lb->b));
   return 1;
 }
 
-static int l_broker_live(lua_State *L) {
+static int l_broker_live(lua_State *L)
+{
   lbroker *lb = check_broker(L, 1);
   lua_pushinteger(L, (lua_Integer)airlock_broker_live(lb->b));
   return 1;
 }
 
-static int l_broker_close(lua_State *L) {
+static int l_broker_close(lua_State *L)
+{
   lbroker *lb = luaL_checkudata(L, 1, AIRLOCK_BROKER_MT);
   if (lb->busy) return luaL_error(L, "close: called from inside a handler");
   if (!lb->closed) {
     lb->closed = 1;
-    airlock_broker_free(lb->b);   /* kills and reaps every live run */
+    airlock_broker_free(lb->b); /* kills and reaps every live run */
     lb->b = NULL;
     msgpack_sbuffer_destroy(&lb->reply);
     msgpack_sbuffer_init(&lb->reply);
@@ -660,10 +750,13 @@ static int l_broker_close(lua_State *L) {
   return 0;
 }
 
-static int l_broker_tostring(lua_State *L) {
+static int l_broker_tostring(lua_State *L)
+{
   lbroker *lb = luaL_checkudata(L, 1, AIRLOCK_BROKER_MT);
-  if (lb->closed) lua_pushfstring(L, "airlock.broker (closed)");
-  else lua_pushfstring(L, "airlock.broker (%d live)", (int)airlock_broker_live(lb->b));
+  if (lb->closed)
+    lua_pushfstring(L, "airlock.broker (closed)");
+  else
+    lua_pushfstring(L, "airlock.broker (%d live)", (int)airlock_broker_live(lb->b));
   return 1;
 }
 
@@ -674,11 +767,15 @@ static int l_broker_tostring(lua_State *L) {
 ** one: a run without input is a script without arguments). Packed straight
 ** from the stack (2 the name, 3 the source, 4 the input), as pack_init would
 ** pack the same table. 0, or -1 with the cause in err. */
-static int pack_start(lua_State *L, lua_Integer run, msgpack_sbuffer *sb, char *err, size_t n) {
+static int pack_start(lua_State *L, lua_Integer run, msgpack_sbuffer *sb, char *err, size_t n)
+{
   msgpack_packer pk;
   msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
   int has_input = !lua_isnoneornil(L, 4);
-  if (airlock_frame_begin(sb) < 0) { snprintf(err, n, "out of memory"); return -1; }
+  if (airlock_frame_begin(sb) < 0) {
+    snprintf(err, n, "out of memory");
+    return -1;
+  }
   airlock_pack_head(&pk, AIRLOCK_MSG_START, 4 + (uint32_t)has_input);
   airlock_pack_cstr(&pk, "v");
   msgpack_pack_uint64(&pk, AIRLOCK_PROTOCOL_VERSION);
@@ -694,12 +791,16 @@ static int pack_start(lua_State *L, lua_Integer run, msgpack_sbuffer *sb, char *
     airlock_pack_cstr(&pk, "input");
     if (airlock_lua_pack(L, 4, &pk, "init.input", err, n) < 0) return -1;
   }
-  if (airlock_frame_end(sb, UINT32_MAX) < 0) { snprintf(err, n, "the start frame is too large"); return -1; }
+  if (airlock_frame_end(sb, UINT32_MAX) < 0) {
+    snprintf(err, n, "the start frame is too large");
+    return -1;
+  }
   return 0;
 }
 
 /* Argument i: nil (0), or a whole number from 0 to max. */
-static lua_Integer opt_int_arg(lua_State *L, int i, const char *what, lua_Integer max) {
+static lua_Integer opt_int_arg(lua_State *L, int i, const char *what, lua_Integer max)
+{
   if (lua_isnoneornil(L, i)) return 0;
   int isnum = 0;
   lua_Integer v = lua_tointegerx(L, i, &isnum);
@@ -713,7 +814,8 @@ static lua_Integer opt_int_arg(lua_State *L, int i, const char *what, lua_Intege
 ** (pack_start), the handlers and ctx of its calls, and its limits (nil: the
 ** defaults). Positional, so a start interns no key. An input that cannot be
 ** sent leaves the run parked: nil, "start: ...", "input". */
-static int l_run_unpark(lua_State *L) {
+static int l_run_unpark(lua_State *L)
+{
   lrun *lr = check_run(L, 1);
   luaL_checkany(L, 4);
   luaL_checktype(L, 5, LUA_TTABLE);
@@ -736,13 +838,16 @@ static int l_run_unpark(lua_State *L) {
   o.init = sb.data;
   o.init_len = sb.size;
   int rc = airlock_run_unpark(lr->r, &o);
-  msgpack_sbuffer_destroy(&sb);   /* the broker queued its own copy */
+  msgpack_sbuffer_destroy(&sb); /* the broker queued its own copy */
   if (rc == -EINVAL) return luaL_error(L, "unpark: the run is not parked");
   if (rc < 0) return airlock_l_fail(L, "ended", "the parked worker has died", -rc);
   /* Sent: the calls it makes are read in b:step, after these are in place. */
   lua_pushvalue(L, 5);
   lua_setiuservalue(L, 1, RUV_HANDLERS);
-  if (lua_isnil(L, 6)) lua_newtable(L); else lua_pushvalue(L, 6);
+  if (lua_isnil(L, 6))
+    lua_newtable(L);
+  else
+    lua_pushvalue(L, 6);
   lua_setiuservalue(L, 1, RUV_CTX);
   lua_pushboolean(L, 1);
   return 1;
@@ -750,7 +855,8 @@ static int l_run_unpark(lua_State *L) {
 
 /* run:_t_start() -> when the run started as the broker counts it (spawn, or
 ** unpark for a pooled worker): ms on core.now_ms's clock. */
-static int l_run_t_start(lua_State *L) {
+static int l_run_t_start(lua_State *L)
+{
   lrun *lr = check_run(L, 1);
   lua_pushnumber(L, airlock_run_t_start(lr->r));
   return 1;
@@ -758,7 +864,8 @@ static int l_run_t_start(lua_State *L) {
 
 /* run:_joined() -> whether a parked run's worker said ready and passed the
 ** checks from outside (it may join its pool). */
-static int l_run_joined(lua_State *L) {
+static int l_run_joined(lua_State *L)
+{
   lrun *lr = check_run(L, 1);
   lua_pushboolean(L, airlock_run_joined(lr->r));
   return 1;
@@ -766,32 +873,45 @@ static int l_run_joined(lua_State *L) {
 
 /* run:_await_ready(timeout_ms) -> true, or nil, why, "ended" | "timeout":
 ** waits for a parked run's ready frame and its checks (nothing else is read). */
-static int l_run_await_ready(lua_State *L) {
+static int l_run_await_ready(lua_State *L)
+{
   lrun *lr = check_run(L, 1);
   int ms = (int)luaL_checkinteger(L, 2);
   const char *why = NULL;
   int rc = airlock_run_await_ready(lr->r, ms, &why);
-  if (rc == 1) { lua_pushboolean(L, 1); return 1; }
+  if (rc == 1) {
+    lua_pushboolean(L, 1);
+    return 1;
+  }
   if (rc == -EINVAL) return luaL_error(L, "await_ready: the run is not parked");
   lua_pushnil(L);
-  if (rc == 0) { lua_pushstring(L, why ? why : "the worker ended"); lua_pushliteral(L, "ended"); }
-  else if (rc == -ETIMEDOUT) { lua_pushfstring(L, "the worker did not say ready within %d ms", ms); lua_pushliteral(L, "timeout"); }
-  else { lua_pushstring(L, strerror(-rc)); lua_pushliteral(L, "ended"); }
+  if (rc == 0) {
+    lua_pushstring(L, why ? why : "the worker ended");
+    lua_pushliteral(L, "ended");
+  } else if (rc == -ETIMEDOUT) {
+    lua_pushfstring(L, "the worker did not say ready within %d ms", ms);
+    lua_pushliteral(L, "timeout");
+  } else {
+    lua_pushstring(L, strerror(-rc));
+    lua_pushliteral(L, "ended");
+  }
   return 3;
 }
 
-static int l_run_reply(lua_State *L) {
+static int l_run_reply(lua_State *L)
+{
   lrun *lr = check_run(L, 1);
   lua_Integer id = luaL_checkinteger(L, 2);
   luaL_checkany(L, 3);
   lua_settop(L, 3);
   if (lr->finished) return airlock_l_fail(L, "ended", "the run has ended; the answer was dropped", EPIPE);
   /* A deferred answer ends the guest's turn (limits.turn_instructions). */
-  if (airlock_run_turn(lr->r, (uint64_t)id) == -EINVAL) return luaL_argerror(L, 2, "no such outstanding call");
+  if (airlock_run_turn(lr->r, (uint64_t)id) == -EINVAL)
+    return luaL_argerror(L, 2, "no such outstanding call");
   char why[256];
   int rc = reply_value(L, lr, (uint64_t)id, 3, NULL, why, sizeof why);
   if (rc == -EINVAL) return luaL_argerror(L, 2, "no such outstanding call");
-  if (rc == -EMSGSIZE) {   /* the call failed with why */
+  if (rc == -EMSGSIZE) { /* the call failed with why */
     lua_pushnil(L);
     lua_pushfstring(L, "reply: %s", why);
     return 2;
@@ -801,7 +921,8 @@ static int l_run_reply(lua_State *L) {
   return 1;
 }
 
-static int l_run_fail(lua_State *L) {
+static int l_run_fail(lua_State *L)
+{
   lrun *lr = check_run(L, 1);
   lua_Integer id = luaL_checkinteger(L, 2);
   size_t len;
@@ -809,7 +930,8 @@ static int l_run_fail(lua_State *L) {
   const char *code = luaL_optstring(L, 4, NULL);
   if (code && strcmp(code, "denied") != 0) return luaL_argerror(L, 4, "code must be 'denied' or nil");
   if (lr->finished) return airlock_l_fail(L, "ended", "the run has ended; the answer was dropped", EPIPE);
-  if (airlock_run_turn(lr->r, (uint64_t)id) == -EINVAL) return luaL_argerror(L, 2, "no such outstanding call");
+  if (airlock_run_turn(lr->r, (uint64_t)id) == -EINVAL)
+    return luaL_argerror(L, 2, "no such outstanding call");
   if (code) airlock_run_note_denied(lr->r);
   int rc = airlock_run_fail(lr->r, (uint64_t)id, msg, len, code);
   if (rc == -EINVAL) return luaL_argerror(L, 2, "no such outstanding call");
@@ -821,22 +943,26 @@ static int l_run_fail(lua_State *L) {
 /* run:_turn(seq): the answer to call seq, even one its handler returns, ends
 ** the guest's turn. A replay's server marks so the answers the journal holds
 ** as deferred (run:reply and run:fail mark their own). */
-static int l_run_turn(lua_State *L) {
+static int l_run_turn(lua_State *L)
+{
   lrun *lr = check_run(L, 1);
   lua_Integer id = luaL_checkinteger(L, 2);
   if (lr->finished) return airlock_l_fail(L, "ended", "the run has ended", EPIPE);
-  if (airlock_run_turn(lr->r, (uint64_t)id) == -EINVAL) return luaL_argerror(L, 2, "no such outstanding call");
+  if (airlock_run_turn(lr->r, (uint64_t)id) == -EINVAL)
+    return luaL_argerror(L, 2, "no such outstanding call");
   lua_pushboolean(L, 1);
   return 1;
 }
 
-static int l_run_cancel(lua_State *L) {
+static int l_run_cancel(lua_State *L)
+{
   lrun *lr = check_run(L, 1);
   if (!lr->finished) airlock_run_cancel(lr->r);
   return 0;
 }
 
-static int l_run_abort(lua_State *L) {
+static int l_run_abort(lua_State *L)
+{
   lrun *lr = check_run(L, 1);
   const char *word = luaL_checkstring(L, 2);
   const char *msg = luaL_checkstring(L, 3);
@@ -846,12 +972,26 @@ static int l_run_abort(lua_State *L) {
   return 0;
 }
 
-static int l_run_id(lua_State *L) { lua_pushinteger(L, check_run(L, 1)->serial); return 1; }
+static int l_run_id(lua_State *L)
+{
+  lua_pushinteger(L, check_run(L, 1)->serial);
+  return 1;
+}
 /* run:_broker() -> the broker it runs on */
-static int l_run_broker(lua_State *L) { check_run(L, 1); lua_getiuservalue(L, 1, RUV_BROKER); return 1; }
-static int l_run_live(lua_State *L) { lua_pushboolean(L, !check_run(L, 1)->finished); return 1; }
+static int l_run_broker(lua_State *L)
+{
+  check_run(L, 1);
+  lua_getiuservalue(L, 1, RUV_BROKER);
+  return 1;
+}
+static int l_run_live(lua_State *L)
+{
+  lua_pushboolean(L, !check_run(L, 1)->finished);
+  return 1;
+}
 
-static int l_run_pid(lua_State *L) {
+static int l_run_pid(lua_State *L)
+{
   lrun *lr = check_run(L, 1);
   if (lr->finished) return 0;
   lua_pushinteger(L, airlock_run_pid(lr->r));
@@ -861,12 +1001,14 @@ static int l_run_pid(lua_State *L) {
 /* run:cpu_time() -> the seconds of CPU (user and system) the run's process has
 ** used, read by the kernel from outside the child; nil, message, errno once the
 ** process is gone. */
-static int l_run_cpu_time(lua_State *L) {
+static int l_run_cpu_time(lua_State *L)
+{
   lrun *lr = check_run(L, 1);
   uint64_t ns = 0;
   int rc = lr->finished ? -ESRCH : airlock_run_cpu_ns(lr->r, &ns);
   if (rc < 0)
-    return airlock_l_fail(L, "cpu_time", rc == -ESRCH ? "the run's process has ended" : airlock_strerror(-rc), -rc);
+    return airlock_l_fail(L, "cpu_time", rc == -ESRCH ? "the run's process has ended" : airlock_strerror(-rc),
+                          -rc);
   lua_pushnumber(L, (lua_Number)ns / 1e9);
   return 1;
 }
@@ -874,7 +1016,8 @@ static int l_run_cpu_time(lua_State *L) {
 /* run:_egress_fd() -> the run's egress listener (b:_start{egress_port =}), a
 ** descriptor the run still owns (pass it as another run's stdin_fd, which dups
 ** it), or nil; run:_egress_close() closes the run's copy. */
-static int l_run_egress_fd(lua_State *L) {
+static int l_run_egress_fd(lua_State *L)
+{
   lrun *lr = check_run(L, 1);
   int fd = lr->finished || !lr->r ? -1 : airlock_run_egress_fd(lr->r);
   if (fd < 0) return 0;
@@ -882,7 +1025,8 @@ static int l_run_egress_fd(lua_State *L) {
   return 1;
 }
 
-static int l_run_egress_close(lua_State *L) {
+static int l_run_egress_close(lua_State *L)
+{
   lrun *lr = check_run(L, 1);
   if (!lr->finished && lr->r) airlock_run_egress_close(lr->r);
   return 0;
@@ -891,9 +1035,10 @@ static int l_run_egress_close(lua_State *L) {
 /* run:output(which, from) -> the bytes stdout ("stdout") or stderr ("stderr") has
 ** captured past offset from (0-based), while the run goes on (for streaming);
 ** nil once the run has finished (its result then holds everything). */
-static int l_run_output(lua_State *L) {
+static int l_run_output(lua_State *L)
+{
   lrun *lr = check_run(L, 1);
-  static const char *const names[] = { "stdout", "stderr", NULL };
+  static const char *const names[] = {"stdout", "stderr", NULL};
   int which = luaL_checkoption(L, 2, NULL, names) + 1;
   lua_Integer from = luaL_optinteger(L, 3, 0);
   if (lr->finished || !lr->r) return 0;
@@ -904,55 +1049,79 @@ static int l_run_output(lua_State *L) {
   return 1;
 }
 
-static int l_run_result(lua_State *L) {
+static int l_run_result(lua_State *L)
+{
   check_run(L, 1);
   lua_getiuservalue(L, 1, RUV_RESULT);
   return 1;
 }
 
-static int l_run_gc(lua_State *L) {
+static int l_run_gc(lua_State *L)
+{
   lrun *lr = luaL_checkudata(L, 1, AIRLOCK_RUN_MT);
-  if (lr->r && !lr->lb->closed) airlock_run_release(lr->r);   /* a live run is killed */
+  if (lr->r && !lr->lb->closed) airlock_run_release(lr->r); /* a live run is killed */
   lr->r = NULL;
   lr->finished = 1;
   return 0;
 }
 
-static int l_run_tostring(lua_State *L) {
+static int l_run_tostring(lua_State *L)
+{
   lrun *lr = luaL_checkudata(L, 1, AIRLOCK_RUN_MT);
-  if (!lr->r) { lua_pushliteral(L, "airlock.run (released)"); return 1; }
-  if (!lr->finished) { lua_pushfstring(L, "airlock.run %d (live)", (int)lr->serial); return 1; }
+  if (!lr->r) {
+    lua_pushliteral(L, "airlock.run (released)");
+    return 1;
+  }
+  if (!lr->finished) {
+    lua_pushfstring(L, "airlock.run %d (live)", (int)lr->serial);
+    return 1;
+  }
   lua_getiuservalue(L, 1, RUV_RESULT);
   lua_getfield(L, -1, "cause");
   lua_pushfstring(L, "airlock.run %d (%s)", (int)lr->serial, lua_tostring(L, -1));
   return 1;
 }
 
-static int l_defer(lua_State *L) {
+static int l_defer(lua_State *L)
+{
   lua_pushlightuserdata(L, &defer_key);
   return 1;
 }
 
-void airlock_l_open_broker(lua_State *L) {
-  static const luaL_Reg bm[] = {
-    { "_start", l_broker_start }, { "_step", l_broker_step }, { "live", l_broker_live },
-    { "_next_serial", l_broker_next_serial }, { "_watch_extra", l_broker_watch_extra },
-    { "close", l_broker_close }, { NULL, NULL } };
-  static const luaL_Reg rm[] = {
-    { "reply", l_run_reply }, { "fail", l_run_fail }, { "cancel", l_run_cancel },
-    { "abort", l_run_abort }, { "id", l_run_id }, { "pid", l_run_pid }, { "cpu_time", l_run_cpu_time },
-    { "live", l_run_live }, { "result", l_run_result }, { "output", l_run_output },
-    { "_unpark", l_run_unpark }, { "_egress_fd", l_run_egress_fd }, { "_egress_close", l_run_egress_close },
-    { "_turn", l_run_turn }, { "_broker", l_run_broker }, { "_joined", l_run_joined }, { "_t_start", l_run_t_start }, { "_await_ready", l_run_await_ready },
-    { "_answer_fits", l_run_answer_fits },
-    { NULL, NULL } };
+void airlock_l_open_broker(lua_State *L)
+{
+  static const luaL_Reg bm[] = {{"_start", l_broker_start},
+                                {"_step", l_broker_step},
+                                {"live", l_broker_live},
+                                {"_next_serial", l_broker_next_serial},
+                                {"_watch_extra", l_broker_watch_extra},
+                                {"close", l_broker_close},
+                                {NULL, NULL}};
+  static const luaL_Reg rm[] = {{"reply", l_run_reply},
+                                {"fail", l_run_fail},
+                                {"cancel", l_run_cancel},
+                                {"abort", l_run_abort},
+                                {"id", l_run_id},
+                                {"pid", l_run_pid},
+                                {"cpu_time", l_run_cpu_time},
+                                {"live", l_run_live},
+                                {"result", l_run_result},
+                                {"output", l_run_output},
+                                {"_unpark", l_run_unpark},
+                                {"_egress_fd", l_run_egress_fd},
+                                {"_egress_close", l_run_egress_close},
+                                {"_turn", l_run_turn},
+                                {"_broker", l_run_broker},
+                                {"_joined", l_run_joined},
+                                {"_t_start", l_run_t_start},
+                                {"_await_ready", l_run_await_ready},
+                                {"_answer_fits", l_run_answer_fits},
+                                {NULL, NULL}};
 
   static const luaL_Reg bmeta[] = {
-    { "__gc", l_broker_close }, { "__close", l_broker_close },
-    { "__tostring", l_broker_tostring }, { NULL, NULL } };
+      {"__gc", l_broker_close}, {"__close", l_broker_close}, {"__tostring", l_broker_tostring}, {NULL, NULL}};
   static const luaL_Reg rmeta[] = {
-    { "__gc", l_run_gc }, { "__close", l_run_gc }, { "__tostring", l_run_tostring },
-    { NULL, NULL } };
+      {"__gc", l_run_gc}, {"__close", l_run_gc}, {"__tostring", l_run_tostring}, {NULL, NULL}};
 
   airlock_l_class(L, AIRLOCK_BROKER_MT, bm, bmeta);
   airlock_l_class(L, AIRLOCK_RUN_MT, rm, rmeta);
@@ -966,7 +1135,10 @@ void airlock_l_open_broker(lua_State *L) {
   lua_getfield(L, -1, "__index");
   lua_setfield(L, -3, "run_methods");
   lua_pop(L, 1);
-  lua_pushcfunction(L, l_broker_new); lua_setfield(L, -2, "broker");
-  lua_pushcfunction(L, l_shared_netns); lua_setfield(L, -2, "shared_netns");
-  lua_pushcfunction(L, l_defer); lua_setfield(L, -2, "defer");
+  lua_pushcfunction(L, l_broker_new);
+  lua_setfield(L, -2, "broker");
+  lua_pushcfunction(L, l_shared_netns);
+  lua_setfield(L, -2, "shared_netns");
+  lua_pushcfunction(L, l_defer);
+  lua_setfield(L, -2, "defer");
 }

@@ -38,33 +38,36 @@
 #include <unistd.h>
 
 #define CALL_STATE_MT "airlock.channel_call"
-#define CALL_ID 1u
-#define FRAME_HDR 4u
+#define CALL_ID       1u
+#define FRAME_HDR     4u
 
 /* Everything a call allocates, owned by a userdata so that a Lua error midway
 ** (out of memory while a reply is converted) still frees it, through __gc. */
 typedef struct call_state {
-  msgpack_sbuffer out;      /* the call frame, header included */
-  int out_refused;          /* the frame would pass the size limit */
+  msgpack_sbuffer out; /* the call frame, header included */
+  int out_refused;     /* the frame would pass the size limit */
   airlock_frame_reader in;
   msgpack_unpacked reply;
 } call_state;
 
-static void state_release(call_state *st) {
+static void state_release(call_state *st)
+{
   msgpack_sbuffer_destroy(&st->out);
   msgpack_sbuffer_init(&st->out);
   airlock_frame_reader_free(&st->in);
-  msgpack_unpacked_destroy(&st->reply);   /* idempotent: clears its zone */
+  msgpack_unpacked_destroy(&st->reply); /* idempotent: clears its zone */
 }
 
-static int state_gc(lua_State *L) {
+static int state_gc(lua_State *L)
+{
   state_release(luaL_checkudata(L, 1, CALL_STATE_MT));
   return 0;
 }
 
 /* SECURITY: the call frame is bounded while it is packed, so a huge args
 ** table fails with a message instead of first growing a buffer without end. */
-static int capped_write(void *data, const char *buf, size_t len) {
+static int capped_write(void *data, const char *buf, size_t len)
+{
   call_state *st = data;
   if (st->out_refused || len > FRAME_HDR + AIRLOCK_FRAME_MAX_DEFAULT - st->out.size ||
       msgpack_sbuffer_write(&st->out, buf, len) != 0) {
@@ -75,8 +78,9 @@ static int capped_write(void *data, const char *buf, size_t len) {
 }
 
 /* Formats "message" and returns nil, "cause: message", err. */
-__attribute__((format(printf, 4, 5)))
-static int call_fail(lua_State *L, const char *cause, int err, const char *fmt, ...) {
+__attribute__((format(printf, 4, 5))) static int call_fail(lua_State *L, const char *cause, int err,
+                                                           const char *fmt, ...)
+{
   char msg[512];
   va_list ap;
   va_start(ap, fmt);
@@ -86,19 +90,21 @@ static int call_fail(lua_State *L, const char *cause, int err, const char *fmt, 
 }
 
 /* Waits until fd is ready for events; 0, or -errno. */
-static int wait_fd(int fd, short events) {
-  struct pollfd p = { .fd = fd, .events = events };
+static int wait_fd(int fd, short events)
+{
+  struct pollfd p = {.fd = fd, .events = events};
   for (;;) {
     int n = poll(&p, 1, -1);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return -errno;
     if (p.revents & POLLNVAL) return -EBADF;
-    return 0;   /* readable, writable, or hung up / in error: the next I/O says which */
+    return 0; /* readable, writable, or hung up / in error: the next I/O says which */
   }
 }
 
 /* The frame reader's byte source: read(2), waiting out EAGAIN and EINTR. */
-static ssize_t chan_read(void *ctx, void *buf, size_t n) {
+static ssize_t chan_read(void *ctx, void *buf, size_t n)
+{
   int fd = *(const int *)ctx;
   for (;;) {
     ssize_t k = read(fd, buf, n);
@@ -114,7 +120,8 @@ static ssize_t chan_read(void *ctx, void *buf, size_t n) {
   }
 }
 
-static const char *file_kind(mode_t m) {
+static const char *file_kind(mode_t m)
+{
   if (S_ISREG(m)) return "regular file";
   if (S_ISDIR(m)) return "directory";
   if (S_ISCHR(m)) return "character device";
@@ -125,63 +132,72 @@ static const char *file_kind(mode_t m) {
 }
 
 /* 0 when fd is an open socket, else pushes the failure and returns its count. */
-static int check_channel(lua_State *L, int fd) {
+static int check_channel(lua_State *L, int fd)
+{
   struct stat sb;
   if (fstat(fd, &sb) < 0) {
     int e = errno;
     if (e == EBADF)
-      return call_fail(L, "channel", e, "fd %d is not open: effects are asked of the parent over "
-                       "fd %d, which `airlock exec` passes to the program it runs", fd, fd);
+      return call_fail(L, "channel", e,
+                       "fd %d is not open: effects are asked of the parent over "
+                       "fd %d, which `airlock exec` passes to the program it runs",
+                       fd, fd);
     return call_fail(L, "channel", e, "cannot inspect fd %d: %s", fd, airlock_strerror(e));
   }
   if (!S_ISSOCK(sb.st_mode))
-    return call_fail(L, "channel", ENOTSOCK, "fd %d is a %s, not the airlock channel (a socket): "
+    return call_fail(L, "channel", ENOTSOCK,
+                     "fd %d is a %s, not the airlock channel (a socket): "
                      "effects can only be asked by a program run under `airlock exec`",
                      fd, file_kind(sb.st_mode));
   return 0;
 }
 
 /* Reads the reply frame into st->in; 0, or pushes the failure and returns its count. */
-static int read_reply(lua_State *L, call_state *st, int fd) {
+static int read_reply(lua_State *L, call_state *st, int fd)
+{
   int rc = airlock_frame_reader_pull(&st->in, chan_read, &fd);
   if (rc == AIRLOCK_FRAME_READY) return 0;
   switch (rc) {
-  case AIRLOCK_FRAME_EOF:
-    return call_fail(L, "channel", EPIPE, "the parent closed fd %d without replying "
-                     "(the run may have ended or been cancelled)", fd);
-  case -EMSGSIZE:
-    return call_fail(L, "protocol", EMSGSIZE, "the reply is %" PRIu32 " bytes, over the limit "
-                     "of %" PRIu32 " bytes", st->in.len, st->in.max);
-  case -EPROTO:
-    if (st->in.hdr_have == FRAME_HDR && st->in.len == 0)
-      return call_fail(L, "protocol", EPROTO, "the parent sent an empty frame (length 0)");
-    return call_fail(L, "protocol", EPROTO, "the parent closed fd %d in the middle of the reply "
-                     "(%" PRIu32 " of %" PRIu32 " bytes)", fd,
-                     st->in.hdr_have == FRAME_HDR ? st->in.have + FRAME_HDR : st->in.hdr_have,
-                     st->in.hdr_have == FRAME_HDR ? st->in.len + FRAME_HDR : FRAME_HDR);
-  case -ENOMEM:
-    return call_fail(L, "memory", ENOMEM, "no memory for a reply of %" PRIu32 " bytes", st->in.len);
-  case -ECONNRESET:
-    return call_fail(L, "channel", ECONNRESET, "the parent reset fd %d while the reply was awaited", fd);
-  default:
-    return call_fail(L, "channel", -rc, "reading the reply on fd %d: %s", fd, airlock_strerror(-rc));
+    case AIRLOCK_FRAME_EOF:
+      return call_fail(L, "channel", EPIPE,
+                       "the parent closed fd %d without replying "
+                       "(the run may have ended or been cancelled)",
+                       fd);
+    case -EMSGSIZE:
+      return call_fail(L, "protocol", EMSGSIZE,
+                       "the reply is %" PRIu32 " bytes, over the limit "
+                       "of %" PRIu32 " bytes",
+                       st->in.len, st->in.max);
+    case -EPROTO:
+      if (st->in.hdr_have == FRAME_HDR && st->in.len == 0)
+        return call_fail(L, "protocol", EPROTO, "the parent sent an empty frame (length 0)");
+      return call_fail(L, "protocol", EPROTO,
+                       "the parent closed fd %d in the middle of the reply "
+                       "(%" PRIu32 " of %" PRIu32 " bytes)",
+                       fd, st->in.hdr_have == FRAME_HDR ? st->in.have + FRAME_HDR : st->in.hdr_have,
+                       st->in.hdr_have == FRAME_HDR ? st->in.len + FRAME_HDR : FRAME_HDR);
+    case -ENOMEM:
+      return call_fail(L, "memory", ENOMEM, "no memory for a reply of %" PRIu32 " bytes", st->in.len);
+    case -ECONNRESET:
+      return call_fail(L, "channel", ECONNRESET, "the parent reset fd %d while the reply was awaited", fd);
+    default: return call_fail(L, "channel", -rc, "reading the reply on fd %d: %s", fd, airlock_strerror(-rc));
   }
 }
 
-static int l_channel_call(lua_State *L) {
+static int l_channel_call(lua_State *L)
+{
   lua_settop(L, 4);
   lua_Integer fdi = luaL_optinteger(L, 1, AIRLOCK_CHANNEL_FD);
   size_t elen;
   const char *effect = luaL_checklstring(L, 2, &elen);
   lua_Integer max = luaL_optinteger(L, 4, AIRLOCK_FRAME_MAX_DEFAULT);
   luaL_argcheck(L, fdi >= 0 && fdi <= INT_MAX, 1, "must be a file descriptor");
-  luaL_argcheck(L, max >= 1 && max <= (lua_Integer)AIRLOCK_FRAME_MAX_DEFAULT, 4,
-                "must be from 1 to 16 MiB");
+  luaL_argcheck(L, max >= 1 && max <= (lua_Integer)AIRLOCK_FRAME_MAX_DEFAULT, 4, "must be from 1 to 16 MiB");
   int fd = (int)fdi;
   if (elen == 0) return call_fail(L, "usage", EINVAL, "the effect name is empty");
   if (elen > AIRLOCK_EFFECT_NAME_MAX)
-    return call_fail(L, "usage", EINVAL, "the effect name is %zu bytes, over the limit of %d",
-                     elen, AIRLOCK_EFFECT_NAME_MAX);
+    return call_fail(L, "usage", EINVAL, "the effect name is %zu bytes, over the limit of %d", elen,
+                     AIRLOCK_EFFECT_NAME_MAX);
   int n = check_channel(L, fd);
   if (n) return n;
 
@@ -209,12 +225,13 @@ static int l_channel_call(lua_State *L) {
                      AIRLOCK_FRAME_MAX_DEFAULT >> 20);
   }
   int rc = airlock_frame_write_fd(fd, st->out.data + FRAME_HDR, st->out.size - FRAME_HDR);
-  state_release(st);   /* the frame is sent: its buffer may be large */
+  state_release(st); /* the frame is sent: its buffer may be large */
   if (rc == -EPIPE || rc == -ECONNRESET)
-    return call_fail(L, "channel", -rc, "the parent has closed fd %d (the run may have ended "
-                     "or been cancelled)", fd);
-  if (rc < 0)
-    return call_fail(L, "channel", -rc, "sending the call on fd %d: %s", fd, airlock_strerror(-rc));
+    return call_fail(L, "channel", -rc,
+                     "the parent has closed fd %d (the run may have ended "
+                     "or been cancelled)",
+                     fd);
+  if (rc < 0) return call_fail(L, "channel", -rc, "sending the call on fd %d: %s", fd, airlock_strerror(-rc));
 
   /* The reply: {t = "reply", id = 1, ok = value} or {..., err = message, code = word}. */
   n = read_reply(L, st, fd);
@@ -224,7 +241,7 @@ static int l_channel_call(lua_State *L) {
   }
   airlock_msg msg;
   rc = airlock_msg_decode(st->in.body, st->in.len, &st->reply, &msg, err, sizeof err);
-  airlock_frame_reader_free(&st->in);   /* the codec copied the body */
+  airlock_frame_reader_free(&st->in); /* the codec copied the body */
   if (rc < 0) {
     state_release(st);
     return call_fail(L, "protocol", EPROTO, "the parent's reply is malformed: %s", err);
@@ -237,8 +254,10 @@ static int l_channel_call(lua_State *L) {
   if (msg.id != CALL_ID) {
     uint64_t got = msg.id;
     state_release(st);
-    return call_fail(L, "protocol", EPROTO, "the reply is for call %" PRIu64 ", not for this "
-                     "call (%u)", got, CALL_ID);
+    return call_fail(L, "protocol", EPROTO,
+                     "the reply is for call %" PRIu64 ", not for this "
+                     "call (%u)",
+                     got, CALL_ID);
   }
   if (msg.err != NULL) {
     lua_pushboolean(L, 0);
@@ -259,8 +278,9 @@ static int l_channel_call(lua_State *L) {
   return 2;
 }
 
-void airlock_l_open_call(lua_State *L) {
-  static const luaL_Reg meta[] = { { "__gc", state_gc }, { NULL, NULL } };
+void airlock_l_open_call(lua_State *L)
+{
+  static const luaL_Reg meta[] = {{"__gc", state_gc}, {NULL, NULL}};
   airlock_l_class(L, CALL_STATE_MT, NULL, meta);
   lua_pushcfunction(L, l_channel_call);
   lua_setfield(L, -2, "channel_call");

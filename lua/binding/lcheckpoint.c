@@ -35,14 +35,16 @@
 #define KEY_MIN 32
 #define KEY_MAX 4096
 
-static int fail(lua_State *L, const char *message, int err) {
+static int fail(lua_State *L, const char *message, int err)
+{
   lua_pushnil(L);
   lua_pushstring(L, message);
   lua_pushinteger(L, err);
   return 3;
 }
 
-static void hex_of(const unsigned char *p, size_t n, char *out) {
+static void hex_of(const unsigned char *p, size_t n, char *out)
+{
   static const char digits[] = "0123456789abcdef";
   for (size_t i = 0; i < n; i++) {
     out[2 * i] = digits[p[i] >> 4];
@@ -52,7 +54,8 @@ static void hex_of(const unsigned char *p, size_t n, char *out) {
 }
 
 /* core.sha256(data) -> hex (the policy digest, specs) */
-static int l_sha256(lua_State *L) {
+static int l_sha256(lua_State *L)
+{
   size_t len;
   const char *s = luaL_checklstring(L, 1, &len);
   unsigned char md[EVP_MAX_MD_SIZE];
@@ -66,7 +69,8 @@ static int l_sha256(lua_State *L) {
 }
 
 /* core.hmac_sha256(key, data) -> hex */
-static int l_hmac_sha256(lua_State *L) {
+static int l_hmac_sha256(lua_State *L)
+{
   size_t klen, dlen;
   const char *key = luaL_checklstring(L, 1, &klen);
   const char *data = luaL_checklstring(L, 2, &dlen);
@@ -82,7 +86,8 @@ static int l_hmac_sha256(lua_State *L) {
 }
 
 /* Is real (a resolved path) dir_real or beneath it? */
-static int beneath(const char *real, const char *dir_real) {
+static int beneath(const char *real, const char *dir_real)
+{
   size_t n = strlen(dir_real);
   if (n == 1 && dir_real[0] == '/') return 1;
   return strncmp(real, dir_real, n) == 0 && (real[n] == '\0' || real[n] == '/');
@@ -92,7 +97,8 @@ static int beneath(const char *real, const char *dir_real) {
 ** else -1 with why in msg (what: "the key file", "the checkpoint file"). A
 ** prefix that resolves into dir (DIR/sub/x, whatever sub links to) counts:
 ** whoever writes beneath dir could change what it leads to. */
-static int outside(const char *path, const char *dir, const char *what, char *msg, size_t len) {
+static int outside(const char *path, const char *dir, const char *what, char *msg, size_t len)
+{
   char dir_real[PATH_MAX], real[PATH_MAX], prefix[PATH_MAX];
   if (realpath(dir, dir_real) == NULL) {
     snprintf(msg, len, "ledger: cannot resolve the session directory %s: %s", dir, strerror(errno));
@@ -108,13 +114,15 @@ static int outside(const char *path, const char *dir, const char *what, char *ms
     memcpy(prefix, path, i);
     prefix[i] = '\0';
     if (realpath(prefix, real) == NULL) {
-      if (errno == ENOENT) break;   /* what follows does not exist yet */
+      if (errno == ENOENT) break; /* what follows does not exist yet */
       snprintf(msg, len, "checkpoint: cannot resolve %s: %s", prefix, strerror(errno));
       return -1;
     }
     if (beneath(real, dir_real)) {
-      snprintf(msg, len, "checkpoint: %s %s is inside the session directory %s (as %s): an anchor must "
-               "be outside the ledger's authority; keep it in another directory", what, path, dir, real);
+      snprintf(msg, len,
+               "checkpoint: %s %s is inside the session directory %s (as %s): an anchor must "
+               "be outside the ledger's authority; keep it in another directory",
+               what, path, dir, real);
       return -1;
     }
   }
@@ -122,7 +130,8 @@ static int outside(const char *path, const char *dir, const char *what, char *ms
 }
 
 /* core.checkpoint_outside(path, dir) -> true, or nil, message */
-static int l_outside(lua_State *L) {
+static int l_outside(lua_State *L)
+{
   const char *path = luaL_checkstring(L, 1), *dir = luaL_checkstring(L, 2);
   char msg[PATH_MAX * 2 + 256];
   if (outside(path, dir, "the checkpoint file", msg, sizeof msg) < 0) return fail(L, msg, EINVAL);
@@ -133,7 +142,8 @@ static int l_outside(lua_State *L) {
 /* core.checkpoint_key(path, dir) -> key bytes, or nil, message. The key file
 ** must be a regular file (not a link), owned by the caller, readable by no
 ** group or other, of KEY_MIN..KEY_MAX bytes, and outside dir. */
-static int l_key(lua_State *L) {
+static int l_key(lua_State *L)
+{
   const char *path = luaL_checkstring(L, 1), *dir = luaL_checkstring(L, 2);
   char msg[PATH_MAX * 2 + 256];
   if (outside(path, dir, "the key file", msg, sizeof msg) < 0) return fail(L, msg, EINVAL);
@@ -195,7 +205,8 @@ static int l_key(lua_State *L) {
 
 /* core.checkpoint_append(path, line, dir) -> true, or nil, message: appends
 ** line (and a newline) to path, created 0600 if missing, then fsyncs it. */
-static int l_append(lua_State *L) {
+static int l_append(lua_State *L)
+{
   size_t n;
   const char *path = luaL_checkstring(L, 1), *line = luaL_checklstring(L, 2, &n),
              *dir = luaL_checkstring(L, 3);
@@ -241,7 +252,8 @@ static int l_append(lua_State *L) {
 }
 
 /* core.ledger_proc_verify_at(program, dir, {seq, ...}) -> report, hashes */
-static int l_verify_at(lua_State *L) {
+static int l_verify_at(lua_State *L)
+{
   const char *program = luaL_checkstring(L, 1), *dir = luaL_checkstring(L, 2);
   luaL_checktype(L, 3, LUA_TTABLE);
   lua_Integer n = luaL_len(L, 3);
@@ -249,7 +261,7 @@ static int l_verify_at(lua_State *L) {
     return luaL_error(L, "bad argument #3 to 'ledger_proc_verify_at' (between 1 and %d seqs)",
                       AIRLOCK_LEDGER_PROC_AT_MAX);
   uint64_t *seqs = lua_newuserdatauv(L, (size_t)n * sizeof *seqs, 0);
-  uint8_t (*hashes)[AIRLOCK_LEDGER_HASH_LEN] = lua_newuserdatauv(L, (size_t)n * sizeof *hashes, 0);
+  uint8_t(*hashes)[AIRLOCK_LEDGER_HASH_LEN] = lua_newuserdatauv(L, (size_t)n * sizeof *hashes, 0);
   uint8_t *found = lua_newuserdatauv(L, (size_t)n, 0);
   for (lua_Integer i = 1; i <= n; i++) {
     lua_geti(L, 3, i);
@@ -278,12 +290,20 @@ static int l_verify_at(lua_State *L) {
   return 2;
 }
 
-void airlock_l_open_checkpoint(lua_State *L) {
-  lua_pushcfunction(L, l_sha256); lua_setfield(L, -2, "sha256");
-  lua_pushcfunction(L, l_hmac_sha256); lua_setfield(L, -2, "hmac_sha256");
-  lua_pushcfunction(L, l_outside); lua_setfield(L, -2, "checkpoint_outside");
-  lua_pushcfunction(L, l_key); lua_setfield(L, -2, "checkpoint_key");
-  lua_pushcfunction(L, l_append); lua_setfield(L, -2, "checkpoint_append");
-  lua_pushcfunction(L, l_verify_at); lua_setfield(L, -2, "ledger_proc_verify_at");
-  lua_pushinteger(L, AIRLOCK_LEDGER_PROC_AT_MAX); lua_setfield(L, -2, "ledger_checkpoints_max");
+void airlock_l_open_checkpoint(lua_State *L)
+{
+  lua_pushcfunction(L, l_sha256);
+  lua_setfield(L, -2, "sha256");
+  lua_pushcfunction(L, l_hmac_sha256);
+  lua_setfield(L, -2, "hmac_sha256");
+  lua_pushcfunction(L, l_outside);
+  lua_setfield(L, -2, "checkpoint_outside");
+  lua_pushcfunction(L, l_key);
+  lua_setfield(L, -2, "checkpoint_key");
+  lua_pushcfunction(L, l_append);
+  lua_setfield(L, -2, "checkpoint_append");
+  lua_pushcfunction(L, l_verify_at);
+  lua_setfield(L, -2, "ledger_proc_verify_at");
+  lua_pushinteger(L, AIRLOCK_LEDGER_PROC_AT_MAX);
+  lua_setfield(L, -2, "ledger_checkpoints_max");
 }

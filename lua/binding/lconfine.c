@@ -20,13 +20,13 @@
 
 #define PREPARED_MT "airlock.confine_prepared"
 
-static const char *const TOP_KEYS[] = { "landlock", "seccomp", "no_new_privs", NULL };
-static const char *const LL_KEYS[] = { "read", "write", "exec", "bind", "connect", "scope", NULL };
-static const char *const SC_KEYS[] = { "promises", "syscalls", "mode", "refuse", NULL };
-
+static const char *const TOP_KEYS[] = {"landlock", "seccomp", "no_new_privs", NULL};
+static const char *const LL_KEYS[] = {"read", "write", "exec", "bind", "connect", "scope", NULL};
+static const char *const SC_KEYS[] = {"promises", "syscalls", "mode", "refuse", NULL};
 
 /* Every key of table t must be one of keys. */
-static void check_keys(lua_State *L, int t, const char *const *keys, const char *where) {
+static void check_keys(lua_State *L, int t, const char *const *keys, const char *where)
+{
   const char *k = airlock_l_unknown_key(L, t, keys);
   if (k) {
     airlock_l_push_names(L, keys, sizeof *keys, 0, ", ");
@@ -37,13 +37,19 @@ static void check_keys(lua_State *L, int t, const char *const *keys, const char 
 /* t[field]: a list of strings (or one string), copied into a userdata left on
 ** the stack: a NULL-terminated array of pointers followed by the bytes. NULL
 ** when the field is absent. */
-static const char *const *string_list(lua_State *L, int t, const char *field, const char *where) {
+static const char *const *string_list(lua_State *L, int t, const char *field, const char *where)
+{
   int type = lua_getfield(L, t, field);
   int v = lua_gettop(L);
-  if (type == LUA_TNIL) { lua_pop(L, 1); return NULL; }
+  if (type == LUA_TNIL) {
+    lua_pop(L, 1);
+    return NULL;
+  }
   lua_Integer n = 1;
-  if (type == LUA_TTABLE) n = luaL_len(L, v);
-  else if (type != LUA_TSTRING) luaL_error(L, "confine: %s%s must be a list of strings", where, field);
+  if (type == LUA_TTABLE)
+    n = luaL_len(L, v);
+  else if (type != LUA_TSTRING)
+    luaL_error(L, "confine: %s%s must be a list of strings", where, field);
   if (n < 0 || n > 65536) luaL_error(L, "confine: %s%s holds too many entries", where, field);
   size_t bytes = 0;
   for (lua_Integer i = 1; i <= n; i++) {
@@ -68,14 +74,18 @@ static const char *const *string_list(lua_State *L, int t, const char *field, co
     if (type == LUA_TTABLE) lua_pop(L, 1);
   }
   out[n] = NULL;
-  lua_remove(L, v);   /* the copy stays on the stack, the list does not need to */
+  lua_remove(L, v); /* the copy stays on the stack, the list does not need to */
   return (const char *const *)out;
 }
 
 /* t[field]: a list of TCP ports, into a userdata left on the stack. */
-static const uint16_t *port_list(lua_State *L, int t, const char *field, size_t *n_out) {
+static const uint16_t *port_list(lua_State *L, int t, const char *field, size_t *n_out)
+{
   *n_out = 0;
-  if (lua_getfield(L, t, field) == LUA_TNIL) { lua_pop(L, 1); return NULL; }
+  if (lua_getfield(L, t, field) == LUA_TNIL) {
+    lua_pop(L, 1);
+    return NULL;
+  }
   int v = lua_gettop(L);
   if (!lua_istable(L, v)) luaL_error(L, "confine: landlock.%s must be a list of TCP ports", field);
   lua_Integer n = luaL_len(L, v);
@@ -95,18 +105,22 @@ static const uint16_t *port_list(lua_State *L, int t, const char *field, size_t 
   return out;
 }
 
-static int opt_bool(lua_State *L, int t, const char *field, int def, const char *where) {
+static int opt_bool(lua_State *L, int t, const char *field, int def, const char *where)
+{
   int type = lua_getfield(L, t, field);
   int v = def;
-  if (type == LUA_TBOOLEAN) v = lua_toboolean(L, -1);
-  else if (type != LUA_TNIL) luaL_error(L, "confine: %s%s must be true or false", where, field);
+  if (type == LUA_TBOOLEAN)
+    v = lua_toboolean(L, -1);
+  else if (type != LUA_TNIL)
+    luaL_error(L, "confine: %s%s must be true or false", where, field);
   lua_pop(L, 1);
   return v;
 }
 
 /* Parses the spec table at idx into *s. Everything s points to is left on the
 ** stack above the caller's top: lua_settop back once s is no longer needed. */
-static void parse_spec(lua_State *L, int idx, airlock_confine_spec *s) {
+static void parse_spec(lua_State *L, int idx, airlock_confine_spec *s)
+{
   idx = lua_absindex(L, idx);
   luaL_checktype(L, idx, LUA_TTABLE);
   memset(s, 0, sizeof *s);
@@ -124,7 +138,7 @@ static void parse_spec(lua_State *L, int idx, airlock_confine_spec *s) {
     s->tcp_connect = port_list(L, t, "connect", &s->n_tcp_connect);
     s->no_scope = !opt_bool(L, t, "scope", 1, "landlock.");
   } else if (type == LUA_TBOOLEAN) {
-    s->landlock = lua_toboolean(L, -1);   /* true: no path, no port */
+    s->landlock = lua_toboolean(L, -1); /* true: no path, no port */
   } else if (type != LUA_TNIL) {
     luaL_error(L, "confine: landlock must be a table {read = ..., write = ...} or a boolean");
   }
@@ -136,7 +150,7 @@ static void parse_spec(lua_State *L, int idx, airlock_confine_spec *s) {
     s->seccomp = 1;
     int pt = lua_getfield(L, t, "promises");
     if (pt == LUA_TSTRING) {
-      s->promises = lua_tostring(L, -1);   /* stays on the stack */
+      s->promises = lua_tostring(L, -1); /* stays on the stack */
     } else if (pt == LUA_TTABLE) {
       int lt = lua_gettop(L);
       luaL_Buffer b;
@@ -155,7 +169,8 @@ static void parse_spec(lua_State *L, int idx, airlock_confine_spec *s) {
     s->syscalls = string_list(L, t, "syscalls", "seccomp.");
     if (lua_getfield(L, t, "mode") != LUA_TNIL) {
       const char *m = lua_tostring(L, -1);
-      if (m && strcmp(m, "deny") == 0) s->seccomp_deny = 1;
+      if (m && strcmp(m, "deny") == 0)
+        s->seccomp_deny = 1;
       else if (!m || strcmp(m, "allow") != 0)
         luaL_error(L, "confine: seccomp.mode must be \"allow\" or \"deny\"");
     }
@@ -164,7 +179,8 @@ static void parse_spec(lua_State *L, int idx, airlock_confine_spec *s) {
     if (rt == LUA_TNUMBER) {
       int isint;
       lua_Integer e = lua_tointegerx(L, -1, &isint);
-      if (!isint || e < 1 || e > 4095) luaL_error(L, "confine: seccomp.refuse as a number must be an errno from 1 to 4095");
+      if (!isint || e < 1 || e > 4095)
+        luaL_error(L, "confine: seccomp.refuse as a number must be an errno from 1 to 4095");
       s->refuse_errno = (int)e;
     } else if (rt == LUA_TSTRING) {
       const char *w = lua_tostring(L, -1);
@@ -191,14 +207,16 @@ static void parse_spec(lua_State *L, int idx, airlock_confine_spec *s) {
   s->no_new_privs = opt_bool(L, idx, "no_new_privs", 0, "");
 }
 
-static void push_layer(lua_State *L, const airlock_layer *l) {
+static void push_layer(lua_State *L, const airlock_layer *l)
+{
   lua_pushfstring(L, "%s: %s", airlock_layer_status_name(l->status), l->detail);
   lua_setfield(L, -2, l->name);
 }
 
 /* airlock.core.confine(spec) -> { landlock = "applied: ...", seccomp = "...",
 ** no_new_privs = "applied: set" (when asked) }, or nil, message, errno. */
-static int l_confine(lua_State *L) {
+static int l_confine(lua_State *L)
+{
   int top = lua_gettop(L);
   airlock_confine_spec s;
   parse_spec(L, 1, &s);
@@ -222,14 +240,15 @@ static int l_confine(lua_State *L) {
   return 1;
 }
 
-static int prepared_gc(lua_State *L) {
+static int prepared_gc(lua_State *L)
+{
   airlock_confine_prepared *p = luaL_checkudata(L, 1, PREPARED_MT);
   airlock_confine_prepared_free(p);
   return 0;
 }
 
-int airlock_l_confine_prepare(lua_State *L, int idx, airlock_confine_prepared **out,
-                              char *err, size_t errlen) {
+int airlock_l_confine_prepare(lua_State *L, int idx, airlock_confine_prepared **out, char *err, size_t errlen)
+{
   idx = lua_absindex(L, idx);
   airlock_confine_prepared *p = lua_newuserdatauv(L, sizeof *p, 0);
   memset(p, 0, sizeof *p);
@@ -244,8 +263,9 @@ int airlock_l_confine_prepare(lua_State *L, int idx, airlock_confine_prepared **
   return rc;
 }
 
-void airlock_l_open_confine(lua_State *L) {
-  static const luaL_Reg meta[] = { { "__gc", prepared_gc }, { NULL, NULL } };
+void airlock_l_open_confine(lua_State *L)
+{
+  static const luaL_Reg meta[] = {{"__gc", prepared_gc}, {NULL, NULL}};
   airlock_l_class(L, PREPARED_MT, NULL, meta);
   lua_pushcfunction(L, l_confine);
   lua_setfield(L, -2, "confine");

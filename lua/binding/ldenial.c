@@ -11,7 +11,8 @@
 
 #define DENIAL_MT "airlock.denial"
 
-const char *airlock_l_denial_reason(lua_State *L, int idx) {
+const char *airlock_l_denial_reason(lua_State *L, int idx)
+{
   idx = lua_absindex(L, idx);
   if (lua_type(L, idx) != LUA_TTABLE || !lua_getmetatable(L, idx)) return NULL;
   luaL_getmetatable(L, DENIAL_MT);
@@ -27,7 +28,8 @@ const char *airlock_l_denial_reason(lua_State *L, int idx) {
 }
 
 /* core.deny(reason = "refused by the policy"): raises a denial. */
-static int l_deny(lua_State *L) {
+static int l_deny(lua_State *L)
+{
   const char *reason = luaL_optstring(L, 1, "refused by the policy");
   lua_createtable(L, 0, 1);
   lua_pushstring(L, reason);
@@ -37,24 +39,32 @@ static int l_deny(lua_State *L) {
 }
 
 /* core.denial(v) -> v's reason when v is a denial, else nil. */
-static int l_denial(lua_State *L) {
+static int l_denial(lua_State *L)
+{
   const char *reason = airlock_l_denial_reason(L, 1);
-  if (reason) lua_pushstring(L, reason); else lua_pushnil(L);
+  if (reason)
+    lua_pushstring(L, reason);
+  else
+    lua_pushnil(L);
   return 1;
 }
 
-static int l_denial_tostring(lua_State *L) {
+static int l_denial_tostring(lua_State *L)
+{
   const char *reason = airlock_l_denial_reason(L, 1);
   lua_pushfstring(L, "denied: %s", reason ? reason : "refused by the policy");
   return 1;
 }
 
-void airlock_l_open_denial(lua_State *L) {
+void airlock_l_open_denial(lua_State *L)
+{
   if (luaL_newmetatable(L, DENIAL_MT)) {
     lua_pushcfunction(L, l_denial_tostring);
     lua_setfield(L, -2, "__tostring");
   }
   lua_pop(L, 1);
-  lua_pushcfunction(L, l_deny); lua_setfield(L, -2, "deny");
-  lua_pushcfunction(L, l_denial); lua_setfield(L, -2, "denial");
+  lua_pushcfunction(L, l_deny);
+  lua_setfield(L, -2, "deny");
+  lua_pushcfunction(L, l_denial);
+  lua_setfield(L, -2, "denial");
 }

@@ -13,7 +13,8 @@
 #include <sys/utsname.h>
 
 /* Pushes { ok = boolean, detail = string } and stores it as t[name] (t on top). */
-static void set_entry(lua_State *L, const char *name, int ok, const char *detail) {
+static void set_entry(lua_State *L, const char *name, int ok, const char *detail)
+{
   lua_createtable(L, 0, 2);
   lua_pushboolean(L, ok);
   lua_setfield(L, -2, "ok");
@@ -23,7 +24,8 @@ static void set_entry(lua_State *L, const char *name, int ok, const char *detail
 }
 
 /* An entry for a "works" field: 1, or -errno saying why not. what names the call. */
-static void set_works(lua_State *L, const char *name, int v, const char *what) {
+static void set_works(lua_State *L, const char *name, int v, const char *what)
+{
   char detail[192];
   if (v == 1)
     snprintf(detail, sizeof detail, "%s works", what);
@@ -32,13 +34,16 @@ static void set_works(lua_State *L, const char *name, int v, const char *what) {
   set_entry(L, name, v == 1, detail);
 }
 
-static void set_landlock(lua_State *L, int abi) {
+static void set_landlock(lua_State *L, int abi)
+{
   char detail[192];
   if (abi >= 1)
     snprintf(detail, sizeof detail, "ABI %d", abi);
   else if (abi == -EOPNOTSUPP)
-    snprintf(detail, sizeof detail, "built in but disabled at boot (not in lsm=): "
-             "landlock_create_ruleset: %s", airlock_strerror(EOPNOTSUPP));
+    snprintf(detail, sizeof detail,
+             "built in but disabled at boot (not in lsm=): "
+             "landlock_create_ruleset: %s",
+             airlock_strerror(EOPNOTSUPP));
   else if (abi == -ENOSYS)
     snprintf(detail, sizeof detail, "kernel without Landlock: landlock_create_ruleset: %s",
              airlock_strerror(ENOSYS));
@@ -50,7 +55,8 @@ static void set_landlock(lua_State *L, int abi) {
 }
 
 /* Why cgroup2 is not delegated: the probe only says yes or no. */
-static void set_cgroup2(lua_State *L, int delegated) {
+static void set_cgroup2(lua_State *L, int delegated)
+{
   struct statfs sf;
   const char *detail;
   if (delegated == 1)
@@ -67,12 +73,13 @@ static void set_cgroup2(lua_State *L, int delegated) {
 /* airlock.core.pids_cgroup([controller]) -> the directory runs' cgroups of
 ** controller ("pids" (default), "memory", "cpu", "cpuacct") go in, or nil, why
 ** (what to change). */
-int airlock_l_pids_cgroup(lua_State *L) {
-  static const char *const names[] = { "pids", "memory", "cpu", "cpuacct", NULL };
+int airlock_l_pids_cgroup(lua_State *L)
+{
+  static const char *const names[] = {"pids", "memory", "cpu", "cpuacct", NULL};
   int c = luaL_checkoption(L, 1, "pids", names);
   char where[512], why[512];
   int rc = airlock_cgroup_probe_controller(c, where, sizeof where, why, sizeof why);
-  if (rc < 0) {   /* why already starts "cgroup: " */
+  if (rc < 0) { /* why already starts "cgroup: " */
     lua_pushnil(L);
     lua_pushstring(L, why);
     lua_pushinteger(L, -rc);
@@ -83,7 +90,8 @@ int airlock_l_pids_cgroup(lua_State *L) {
 }
 
 /* airlock.core.probe() -> table (see probe.lua for the fields), or nil, message, errno. */
-int airlock_l_probe(lua_State *L) {
+int airlock_l_probe(lua_State *L)
+{
   airlock_probe_report r;
   int rc = airlock_probe(&r);
   if (rc < 0) return airlock_l_fail(L, "probe", airlock_strerror(-rc), -rc);
@@ -91,13 +99,16 @@ int airlock_l_probe(lua_State *L) {
   /* Without privilege the spawner adds CLONE_NEWUSER to gain the capability the
   ** other namespaces need, and so does the probe after an EPERM. */
   const char *with_user = r.is_root ? "" : "CLONE_NEWUSER|";
-  static const struct { const char *key, *flag; size_t off; } ns[] = {
-    { "net_ns", "CLONE_NEWNET", offsetof(airlock_probe_report, net_ns) },
-    { "pid_ns", "CLONE_NEWPID", offsetof(airlock_probe_report, pid_ns) },
-    { "mount_ns", "CLONE_NEWNS", offsetof(airlock_probe_report, mount_ns) },
-    { "ipc_ns", "CLONE_NEWIPC", offsetof(airlock_probe_report, ipc_ns) },
-    { "uts_ns", "CLONE_NEWUTS", offsetof(airlock_probe_report, uts_ns) },
-    { "cgroup_ns", "CLONE_NEWCGROUP", offsetof(airlock_probe_report, cgroup_ns) },
+  static const struct {
+    const char *key, *flag;
+    size_t off;
+  } ns[] = {
+      {"net_ns", "CLONE_NEWNET", offsetof(airlock_probe_report, net_ns)},
+      {"pid_ns", "CLONE_NEWPID", offsetof(airlock_probe_report, pid_ns)},
+      {"mount_ns", "CLONE_NEWNS", offsetof(airlock_probe_report, mount_ns)},
+      {"ipc_ns", "CLONE_NEWIPC", offsetof(airlock_probe_report, ipc_ns)},
+      {"uts_ns", "CLONE_NEWUTS", offsetof(airlock_probe_report, uts_ns)},
+      {"cgroup_ns", "CLONE_NEWCGROUP", offsetof(airlock_probe_report, cgroup_ns)},
   };
 
   lua_createtable(L, 0, 20);
@@ -107,8 +118,7 @@ int airlock_l_probe(lua_State *L) {
   if (r.seccomp_kill_process == 1)
     set_entry(L, "seccomp_kill_process", 1, "SECCOMP_RET_KILL_PROCESS available");
   else
-    set_works(L, "seccomp_kill_process", r.seccomp_kill_process,
-              "SECCOMP_GET_ACTION_AVAIL(KILL_PROCESS)");
+    set_works(L, "seccomp_kill_process", r.seccomp_kill_process, "SECCOMP_GET_ACTION_AVAIL(KILL_PROCESS)");
   set_works(L, "user_ns", r.user_ns, "unshare(CLONE_NEWUSER)");
   for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
     char what[64];
@@ -118,11 +128,12 @@ int airlock_l_probe(lua_State *L) {
     set_works(L, ns[i].key, v, what);
   }
   set_works(L, "pidfd", r.pidfd, "pidfd_open");
-  set_entry(L, "mdwe", airlock_mdwe_available(), airlock_mdwe_available()
-            ? "PR_SET_MDWE available (memory-deny-write-execute)"
-            : "prctl(PR_GET_MDWE) fails: memory-deny-write-execute needs Linux 6.3+");
+  set_entry(L, "mdwe", airlock_mdwe_available(),
+            airlock_mdwe_available()
+                ? "PR_SET_MDWE available (memory-deny-write-execute)"
+                : "prctl(PR_GET_MDWE) fails: memory-deny-write-execute needs Linux 6.3+");
   set_cgroup2(L, r.cgroup2_delegated);
-  {   /* the pids cgroup airlock exec puts each program in */
+  { /* the pids cgroup airlock exec puts each program in */
     char where[512], why[512], detail[600];
     if (airlock_cgroup_probe(where, sizeof where, why, sizeof why) == 0) {
       snprintf(detail, sizeof detail, "%s (cgroup %s)", where, strstr(where, "/pids/") ? "v1" : "v2");
@@ -131,8 +142,10 @@ int airlock_l_probe(lua_State *L) {
       set_entry(L, "pids_cgroup", 0, why);
     }
     /* the memory and cpu cgroups airlock exec bounds a whole run with */
-    static const struct { const char *key; int c; } more[] = {
-      { "memory_cgroup", AIRLOCK_CGROUP_MEMORY }, { "cpu_cgroup", AIRLOCK_CGROUP_CPU } };
+    static const struct {
+      const char *key;
+      int c;
+    } more[] = {{"memory_cgroup", AIRLOCK_CGROUP_MEMORY}, {"cpu_cgroup", AIRLOCK_CGROUP_CPU}};
     for (size_t i = 0; i < sizeof more / sizeof *more; i++) {
       if (airlock_cgroup_probe_controller(more[i].c, where, sizeof where, why, sizeof why) == 0)
         set_entry(L, more[i].key, 1, where);

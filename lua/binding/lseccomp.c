@@ -10,7 +10,8 @@
 
 #include "confine.h"
 
-int airlock_l_seccomp_worker_program(lua_State *L) {
+int airlock_l_seccomp_worker_program(lua_State *L)
+{
   lua_Integer tgid = luaL_checkinteger(L, 1);
   luaL_argcheck(L, tgid > 0, 1, "a pid (> 0)");
   void *prog;

@@ -18,7 +18,8 @@
 static int shared_netns;
 static char shared_netns_err[256];
 
-int airlock_l_shared_netns(const char **why) {
+int airlock_l_shared_netns(const char **why)
+{
   if (shared_netns == 0) {
     int fd = airlock_netns_new(shared_netns_err, sizeof shared_netns_err);
     shared_netns = fd > 0 ? fd : (fd < 0 ? fd : -EBADF);
@@ -29,13 +30,15 @@ int airlock_l_shared_netns(const char **why) {
 
 /* Reads t[field] as a NULL-terminated array of strings. The list table and the
 ** array stay on the stack, which keeps every string alive until the caller returns. */
-static const char **string_array(lua_State *L, int t, const char *field, int required) {
+static const char **string_array(lua_State *L, int t, const char *field, int required)
+{
   lua_getfield(L, t, field);
   int list = lua_gettop(L);
   if (lua_isnil(L, list) && !required) return NULL;
   if (!lua_istable(L, list)) luaL_error(L, "start: field '%s' must be a list of strings", field);
   lua_Integer n = luaL_len(L, list);
-  if (n < (required ? 1 : 0) || n > 4096) luaL_error(L, "start: field '%s' must hold 1 to 4096 strings", field);
+  if (n < (required ? 1 : 0) || n > 4096)
+    luaL_error(L, "start: field '%s' must hold 1 to 4096 strings", field);
   const char **v = lua_newuserdatauv(L, sizeof(char *) * ((size_t)n + 1), 0);
   for (lua_Integer i = 1; i <= n; i++) {
     if (lua_geti(L, list, i) != LUA_TSTRING) luaL_error(L, "start: %s[%d] must be a string", field, (int)i);
@@ -47,9 +50,13 @@ static const char **string_array(lua_State *L, int t, const char *field, int req
 }
 
 /* t.namespaces = {"user", "pid", "net", ...} -> CLONE_NEW* flags */
-static unsigned long namespace_flags(lua_State *L, int t) {
+static unsigned long namespace_flags(lua_State *L, int t)
+{
   unsigned long flags = 0;
-  if (lua_getfield(L, t, "namespaces") == LUA_TNIL) { lua_pop(L, 1); return 0; }
+  if (lua_getfield(L, t, "namespaces") == LUA_TNIL) {
+    lua_pop(L, 1);
+    return 0;
+  }
   if (!lua_istable(L, -1)) luaL_error(L, "start: field 'namespaces' must be a list of names");
   for (lua_Integer i = 1; lua_geti(L, -1, i) != LUA_TNIL; i++) {
     const char *name = lua_tostring(L, -1);
@@ -68,9 +75,13 @@ static unsigned long namespace_flags(lua_State *L, int t) {
 
 /* t.rlimits = {as=, cpu=, nofile=, nproc=, fsize=, core=, stack=} (whole numbers;
 ** cpu in seconds) -> *rl. Returns 1 when the field is present. */
-static int rlimits_field(lua_State *L, int t, airlock_rlimits *rl) {
+static int rlimits_field(lua_State *L, int t, airlock_rlimits *rl)
+{
   memset(rl, 0, sizeof *rl);
-  if (lua_getfield(L, t, "rlimits") == LUA_TNIL) { lua_pop(L, 1); return 0; }
+  if (lua_getfield(L, t, "rlimits") == LUA_TNIL) {
+    lua_pop(L, 1);
+    return 0;
+  }
   if (!lua_istable(L, -1)) luaL_error(L, "start: field 'rlimits' must be a table");
   int lt = lua_gettop(L);
   lua_pushnil(L);
@@ -101,46 +112,49 @@ typedef enum { OPT_STR, OPT_STRS, OPT_BOOL, OPT_U32, OPT_U64, OPT_SIZE } opt_kin
 typedef struct start_opt {
   const char *name;
   opt_kind kind;
-  size_t off;          /* in airlock_run_opts */
-  lua_Integer max;     /* integers: the largest value accepted */
-  const char *what;    /* strings: what the value must be, for the message */
+  size_t off;       /* in airlock_run_opts */
+  lua_Integer max;  /* integers: the largest value accepted */
+  const char *what; /* strings: what the value must be, for the message */
 } start_opt;
 
-#define RUN_OPT(name, kind, member, max, what) { name, kind, offsetof(airlock_run_opts, member), max, what }
+#define RUN_OPT(name, kind, member, max, what)                \
+  {                                                           \
+    name, kind, offsetof(airlock_run_opts, member), max, what \
+  }
 static const start_opt START_OPTS[] = {
-  RUN_OPT("path", OPT_STR, spawn.path, 0, "the program's path"),
-  RUN_OPT("workdir", OPT_STR, spawn.workdir, 0, "a directory"),
-  RUN_OPT("init_program", OPT_STR, spawn.init, 0, "a path"),
-  RUN_OPT("env", OPT_STRS, spawn.envp, 0, NULL),
-  RUN_OPT("no_new_privs", OPT_BOOL, spawn.no_new_privs, 0, NULL),
-  RUN_OPT("drop_caps", OPT_BOOL, spawn.drop_caps, 0, NULL),
-  RUN_OPT("verify_seccomp", OPT_BOOL, verify_seccomp, 0, NULL),
-  RUN_OPT("program", OPT_BOOL, program, 0, NULL),
-  RUN_OPT("channel", OPT_BOOL, program_channel, 0, NULL),
-  RUN_OPT("deadline_ms", OPT_U64, deadline_ms, (lua_Integer)1 << 40, NULL),
-  RUN_OPT("max_frame", OPT_U32, max_frame, UINT32_MAX, NULL),
-  RUN_OPT("capture_max", OPT_SIZE, capture_max, (lua_Integer)1 << 30, NULL),
-  RUN_OPT("pids_max", OPT_U64, pids_max, (lua_Integer)1 << 22, NULL),
-  RUN_OPT("memory_max", OPT_U64, memory_max, (lua_Integer)1 << 50, NULL),
-  RUN_OPT("cpu_millis", OPT_U32, cpu_millis, 1 << 20, NULL),
-  RUN_OPT("park", OPT_BOOL, parked, 0, NULL),
-  RUN_OPT("no_aslr", OPT_BOOL, spawn.no_aslr, 0, NULL),
-  RUN_OPT("mdwe", OPT_BOOL, spawn.mdwe, 0, NULL),
-  RUN_OPT("egress_port", OPT_U32, spawn.egress_port, 65535, NULL),
+    RUN_OPT("path", OPT_STR, spawn.path, 0, "the program's path"),
+    RUN_OPT("workdir", OPT_STR, spawn.workdir, 0, "a directory"),
+    RUN_OPT("init_program", OPT_STR, spawn.init, 0, "a path"),
+    RUN_OPT("env", OPT_STRS, spawn.envp, 0, NULL),
+    RUN_OPT("no_new_privs", OPT_BOOL, spawn.no_new_privs, 0, NULL),
+    RUN_OPT("drop_caps", OPT_BOOL, spawn.drop_caps, 0, NULL),
+    RUN_OPT("verify_seccomp", OPT_BOOL, verify_seccomp, 0, NULL),
+    RUN_OPT("program", OPT_BOOL, program, 0, NULL),
+    RUN_OPT("channel", OPT_BOOL, program_channel, 0, NULL),
+    RUN_OPT("deadline_ms", OPT_U64, deadline_ms, (lua_Integer)1 << 40, NULL),
+    RUN_OPT("max_frame", OPT_U32, max_frame, UINT32_MAX, NULL),
+    RUN_OPT("capture_max", OPT_SIZE, capture_max, (lua_Integer)1 << 30, NULL),
+    RUN_OPT("pids_max", OPT_U64, pids_max, (lua_Integer)1 << 22, NULL),
+    RUN_OPT("memory_max", OPT_U64, memory_max, (lua_Integer)1 << 50, NULL),
+    RUN_OPT("cpu_millis", OPT_U32, cpu_millis, 1 << 20, NULL),
+    RUN_OPT("park", OPT_BOOL, parked, 0, NULL),
+    RUN_OPT("no_aslr", OPT_BOOL, spawn.no_aslr, 0, NULL),
+    RUN_OPT("mdwe", OPT_BOOL, spawn.mdwe, 0, NULL),
+    RUN_OPT("egress_port", OPT_U32, spawn.egress_port, 65535, NULL),
 };
 #undef RUN_OPT
 #define NSTART_OPTS (sizeof START_OPTS / sizeof *START_OPTS)
 
 /* The options read by name, for the check that t holds nothing else. */
 static const char *const START_NAMED[] = {
-  "argv", "expect_ready", "shared_net", "namespaces", "rlimits", "stdin_fd", "stdout_fd",
-  "stderr_fd", "stdin", "stdin_file", "confine", "handlers", "ctx", "init",
-  "workspace", "rootfs", "keep", "tmpfs", "tmpfs_size", "tmpfs_inodes", "view_ro", "view_rw", "protect", NULL
-};
+    "argv",  "expect_ready", "shared_net", "namespaces",   "rlimits", "stdin_fd", "stdout_fd", "stderr_fd",
+    "stdin", "stdin_file",   "confine",    "handlers",     "ctx",     "init",     "workspace", "rootfs",
+    "keep",  "tmpfs",        "tmpfs_size", "tmpfs_inodes", "view_ro", "view_rw",  "protect",   NULL};
 
 /* Every key of t must be an option: a misspelt one ("drop_cap") would
 ** otherwise be a layer silently not applied. */
-static void check_start_keys(lua_State *L, int t) {
+static void check_start_keys(lua_State *L, int t)
+{
   lua_pushnil(L);
   while (lua_next(L, t)) {
     lua_pop(L, 1);
@@ -152,13 +166,15 @@ static void check_start_keys(lua_State *L, int t) {
   }
 }
 
-static lua_Integer opt_int_field(lua_State *L, int t, const char *k, lua_Integer def, lua_Integer max) {
+static lua_Integer opt_int_field(lua_State *L, int t, const char *k, lua_Integer def, lua_Integer max)
+{
   lua_getfield(L, t, k);
   lua_Integer v = def;
   if (!lua_isnil(L, -1)) {
     int isint;
     v = lua_tointegerx(L, -1, &isint);
-    if (!isint || v < 0 || v > max) luaL_error(L, "start: field '%s' must be an integer from 0 to %I", k, max);
+    if (!isint || v < 0 || v > max)
+      luaL_error(L, "start: field '%s' must be an integer from 0 to %I", k, max);
   }
   lua_pop(L, 1);
   return v;
@@ -166,41 +182,44 @@ static lua_Integer opt_int_field(lua_State *L, int t, const char *k, lua_Integer
 
 /* Reads every row of START_OPTS from t into o. Strings stay on the stack (the
 ** caller's frame keeps them alive until it returns). */
-static void read_start_opts(lua_State *L, int t, airlock_run_opts *o) {
+static void read_start_opts(lua_State *L, int t, airlock_run_opts *o)
+{
   for (size_t i = 0; i < NSTART_OPTS; i++) {
     const start_opt *f = &START_OPTS[i];
     void *dst = (char *)o + f->off;
     switch (f->kind) {
-    case OPT_STRS:
-      *(const char ***)dst = string_array(L, t, f->name, 0);
-      break;
-    case OPT_STR:
-      if (lua_getfield(L, t, f->name) != LUA_TNIL) {
-        if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "start: field '%s' must be %s", f->name, f->what);
-        *(const char **)dst = lua_tostring(L, -1);
+      case OPT_STRS: *(const char ***)dst = string_array(L, t, f->name, 0); break;
+      case OPT_STR:
+        if (lua_getfield(L, t, f->name) != LUA_TNIL) {
+          if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "start: field '%s' must be %s", f->name, f->what);
+          *(const char **)dst = lua_tostring(L, -1);
+        }
+        break;
+      case OPT_BOOL:
+        lua_getfield(L, t, f->name);
+        *(int *)dst = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+        break;
+      default: {
+        lua_Integer v = opt_int_field(L, t, f->name, 0, f->max);
+        if (f->kind == OPT_U32)
+          *(uint32_t *)dst = (uint32_t)v;
+        else if (f->kind == OPT_U64)
+          *(uint64_t *)dst = (uint64_t)v;
+        else
+          *(size_t *)dst = (size_t)v;
       }
-      break;
-    case OPT_BOOL:
-      lua_getfield(L, t, f->name);
-      *(int *)dst = lua_toboolean(L, -1);
-      lua_pop(L, 1);
-      break;
-    default: {
-      lua_Integer v = opt_int_field(L, t, f->name, 0, f->max);
-      if (f->kind == OPT_U32) *(uint32_t *)dst = (uint32_t)v;
-      else if (f->kind == OPT_U64) *(uint64_t *)dst = (uint64_t)v;
-      else *(size_t *)dst = (size_t)v;
-    }
     }
   }
 }
 
 /* One list option of the mount set: each string a record of kind. */
 static size_t add_mounts(lua_State *L, int t, const char *field, airlock_mount_kind kind, airlock_mount *m,
-                         size_t n, size_t room) {
+                         size_t n, size_t room)
+{
   const char **v = string_array(L, t, field, 0);
   for (size_t i = 0; v && v[i]; i++, n++)
-    if (n < room) m[n] = (airlock_mount){ .kind = kind, .target = v[i] };
+    if (n < room) m[n] = (airlock_mount){.kind = kind, .target = v[i]};
   return n;
 }
 
@@ -209,10 +228,15 @@ static size_t add_mounts(lua_State *L, int t, const char *field, airlock_mount_k
 ** and tmpfs_inodes), view_ro, view_rw and protect = {paths} -- as the spawn's
 ** mount list, in that order, held by a userdata on the stack. A list longer
 ** than AIRLOCK_MOUNTS_MAX goes to the spawner whole, which refuses it. */
-static void read_mounts(lua_State *L, int t, airlock_spawn_opts *so) {
-  static const struct { const char *field; airlock_mount_kind kind; } lists[] = {
-    { "keep", AIRLOCK_MOUNT_KEEP }, { "tmpfs", AIRLOCK_MOUNT_TMPFS }, { "view_ro", AIRLOCK_MOUNT_VIEW_RO },
-    { "view_rw", AIRLOCK_MOUNT_VIEW_RW }, { "protect", AIRLOCK_MOUNT_PROTECT },
+static void read_mounts(lua_State *L, int t, airlock_spawn_opts *so)
+{
+  static const struct {
+    const char *field;
+    airlock_mount_kind kind;
+  } lists[] = {
+      {"keep", AIRLOCK_MOUNT_KEEP},       {"tmpfs", AIRLOCK_MOUNT_TMPFS},
+      {"view_ro", AIRLOCK_MOUNT_VIEW_RO}, {"view_rw", AIRLOCK_MOUNT_VIEW_RW},
+      {"protect", AIRLOCK_MOUNT_PROTECT},
   };
   const char *size = NULL, *rootfs = NULL;
   if (lua_getfield(L, t, "tmpfs_size") != LUA_TNIL) {
@@ -246,13 +270,13 @@ static void read_mounts(lua_State *L, int t, airlock_spawn_opts *so) {
   ** at all, the whole file system visible. */
   if (view_given && nview == 0 && !rootfs)
     luaL_error(L, "start: fields 'view_ro' and 'view_rw' name no path: a view of nothing is refused "
-               "(it would leave the whole file system visible); give at least one path, or neither field");
+                  "(it would leave the whole file system visible); give at least one path, or neither field");
   if (n == 0) return;
   airlock_mount *m = lua_newuserdatauv(L, sizeof *m * n, 0);
   memset(m, 0, sizeof *m * n);
   size_t i = 0;
-  if (workspace) m[i++] = (airlock_mount){ .kind = AIRLOCK_MOUNT_WORKSPACE, .target = so->workdir };
-  if (rootfs) m[i++] = (airlock_mount){ .kind = AIRLOCK_MOUNT_ROOTFS, .source = rootfs };
+  if (workspace) m[i++] = (airlock_mount){.kind = AIRLOCK_MOUNT_WORKSPACE, .target = so->workdir};
+  if (rootfs) m[i++] = (airlock_mount){.kind = AIRLOCK_MOUNT_ROOTFS, .source = rootfs};
   for (size_t k = 0; k < sizeof lists / sizeof *lists; k++) {
     size_t from = i;
     i = add_mounts(L, t, lists[k].field, lists[k].kind, m, i, n);
@@ -266,8 +290,9 @@ static void read_mounts(lua_State *L, int t, airlock_spawn_opts *so) {
 }
 
 /* The child's stdio as b:_start's options give it (airlock_l_stdio). */
-static void read_stdio(lua_State *L, int t, airlock_l_stdio *io) {
-  static const char *const passed[] = { "stdin_fd", "stdout_fd", "stderr_fd" };
+static void read_stdio(lua_State *L, int t, airlock_l_stdio *io)
+{
+  static const char *const passed[] = {"stdin_fd", "stdout_fd", "stderr_fd"};
   memset(io, 0, sizeof *io);
   for (int i = 0; i < 3; i++) {
     io->pass_fd[i] = -1;
@@ -280,7 +305,8 @@ static void read_stdio(lua_State *L, int t, airlock_l_stdio *io) {
     }
     lua_pop(L, 1);
   }
-  if (io->pass_fd[1] == 0 || io->pass_fd[2] == 0) luaL_error(L, "start: stdout_fd and stderr_fd must not be 0");
+  if (io->pass_fd[1] == 0 || io->pass_fd[2] == 0)
+    luaL_error(L, "start: stdout_fd and stderr_fd must not be 0");
   if (lua_getfield(L, t, "stdin") != LUA_TNIL) {
     if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "start: field 'stdin' must be a string");
     io->data = lua_tolstring(L, -1, &io->len);
@@ -294,15 +320,22 @@ static void read_stdio(lua_State *L, int t, airlock_l_stdio *io) {
     luaL_error(L, "start: give one of 'stdin', 'stdin_file' and 'stdin_fd'");
 }
 
-int airlock_l_open_stdin(const airlock_l_stdio *io, int *fd_out, char *err, size_t errlen) {
+int airlock_l_open_stdin(const airlock_l_stdio *io, int *fd_out, char *err, size_t errlen)
+{
   int in_fd = -1, rc = 0;
   *fd_out = -1;
   if (io->pass_fd[0] >= 0) {
     in_fd = fcntl(io->pass_fd[0], F_DUPFD_CLOEXEC, 3);
-    if (in_fd < 0) { rc = -errno; snprintf(err, errlen, "stdin_fd %d: %s", io->pass_fd[0], airlock_strerror(errno)); }
+    if (in_fd < 0) {
+      rc = -errno;
+      snprintf(err, errlen, "stdin_fd %d: %s", io->pass_fd[0], airlock_strerror(errno));
+    }
   } else if (io->file) {
     in_fd = open(io->file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (in_fd < 0) { rc = -errno; snprintf(err, errlen, "%s: %s", io->file, airlock_strerror(errno)); }
+    if (in_fd < 0) {
+      rc = -errno;
+      snprintf(err, errlen, "%s: %s", io->file, airlock_strerror(errno));
+    }
   } else if (io->data) {
     in_fd = memfd_create("airlock-stdin", MFD_CLOEXEC);
     size_t off = 0;
@@ -320,12 +353,17 @@ int airlock_l_open_stdin(const airlock_l_stdio *io, int *fd_out, char *err, size
     }
   }
   if (rc < 0) return rc;
-  if (in_fd == 0) { int moved = fcntl(in_fd, F_DUPFD_CLOEXEC, 3); close(in_fd); in_fd = moved; }
+  if (in_fd == 0) {
+    int moved = fcntl(in_fd, F_DUPFD_CLOEXEC, 3);
+    close(in_fd);
+    in_fd = moved;
+  }
   *fd_out = in_fd;
   return 0;
 }
 
-void airlock_l_read_start(lua_State *L, int t, airlock_l_start *s) {
+void airlock_l_read_start(lua_State *L, int t, airlock_l_start *s)
+{
   memset(s, 0, sizeof *s);
   luaL_checkstack(L, 3 * (int)NSTART_OPTS + 48, "start: too many options");
   check_start_keys(L, t);

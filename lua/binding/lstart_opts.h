@@ -11,16 +11,16 @@
 ** e.g. 1 and 2 for a command's passthrough), or stdin from a string (handed
 ** over in a memfd, so no write can block) or a file. */
 typedef struct airlock_l_stdio {
-  int pass_fd[3];             /* -1: not given */
-  const char *data, *file;    /* stdin's bytes, or its file */
+  int pass_fd[3];          /* -1: not given */
+  const char *data, *file; /* stdin's bytes, or its file */
   size_t len;
 } airlock_l_stdio;
 
 /* What b:_start reads from its table before anything is made. */
 typedef struct airlock_l_start {
-  airlock_run_opts o;         /* every field the table gives but init and spawn.confine,
-                                 spawn.stdin_fd (airlock_l_open_stdin) */
-  airlock_rlimits rl;         /* o.spawn.rlimits points here when the table has rlimits */
+  airlock_run_opts o; /* every field the table gives but init and spawn.confine,
+                         spawn.stdin_fd (airlock_l_open_stdin) */
+  airlock_rlimits rl; /* o.spawn.rlimits points here when the table has rlimits */
   airlock_l_stdio io;
 } airlock_l_start;
 

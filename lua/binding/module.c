@@ -2,7 +2,7 @@
 ** module.c -- luaopen_airlock: the C core table, the embedded Lua parts as
 ** package.preload entries, and where to find airlock-worker.
 */
-#define _GNU_SOURCE   /* dladdr */
+#define _GNU_SOURCE /* dladdr */
 #include "lbinding.h"
 #include "embedded.h"
 
@@ -27,7 +27,8 @@
 
 AIRLOCK_EXPORT int luaopen_airlock(lua_State *L);
 
-int airlock_l_fail(lua_State *L, const char *cause, const char *message, int err) {
+int airlock_l_fail(lua_State *L, const char *cause, const char *message, int err)
+{
   char ebuf[32];
   const char *name = err > 0 ? airlock_errno_name(err, ebuf, sizeof ebuf) : NULL;
   lua_pushnil(L);
@@ -40,7 +41,8 @@ int airlock_l_fail(lua_State *L, const char *cause, const char *message, int err
   return 3;
 }
 
-static int load_embedded(lua_State *L) {
+static int load_embedded(lua_State *L)
+{
   const airlock_embedded *e = lua_touserdata(L, lua_upvalueindex(1));
   /* Bytecode made by tools/embed.lua from our own sources at build time. */
   if (luaL_loadbufferx(L, e->source, e->len, e->chunkname, "b") != LUA_OK) return lua_error(L);
@@ -49,7 +51,8 @@ static int load_embedded(lua_State *L) {
   return 1;
 }
 
-void airlock_install_preloads(lua_State *L, const airlock_embedded *files) {
+void airlock_install_preloads(lua_State *L, const airlock_embedded *files)
+{
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
   for (const airlock_embedded *e = files; e->name; e++) {
     lua_pushlightuserdata(L, (void *)e);
@@ -60,7 +63,8 @@ void airlock_install_preloads(lua_State *L, const airlock_embedded *files) {
 }
 
 /* Directory of the file holding this code: the module (.so) or the command. */
-static int self_dir(char *buf, size_t len) {
+static int self_dir(char *buf, size_t len)
+{
   Dl_info info;
   char path[PATH_MAX];
   const char *p = NULL;
@@ -85,13 +89,17 @@ static int self_dir(char *buf, size_t len) {
 ** or PREFIX/lib/<triplet>/lua/5.4/airlock.so; in a luarocks tree, beside the
 ** module (TREE/lib/lua/5.4/, from TREE/bin/airlock too); else the compiled-in
 ** libexec copy. */
-static int l_worker_path(lua_State *L) {
+static int l_worker_path(lua_State *L)
+{
   char dir[PATH_MAX], cand[PATH_MAX + 64];
   if (self_dir(dir, sizeof dir) == 0) {
     static const char *const rel[] = {
-      "/airlock-worker", "/../bin/airlock-worker", "/../libexec/airlock/airlock-worker",
-      "/../../../libexec/airlock/airlock-worker", "/../../../../libexec/airlock/airlock-worker",
-      "/../lib/lua/5.4/airlock-worker" };   /* a luarocks tree: beside the module */
+        "/airlock-worker",
+        "/../bin/airlock-worker",
+        "/../libexec/airlock/airlock-worker",
+        "/../../../libexec/airlock/airlock-worker",
+        "/../../../../libexec/airlock/airlock-worker",
+        "/../lib/lua/5.4/airlock-worker"}; /* a luarocks tree: beside the module */
     for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
       snprintf(cand, sizeof cand, "%s%s", dir, rel[i]);
       if (access(cand, X_OK) == 0) {
@@ -102,12 +110,18 @@ static int l_worker_path(lua_State *L) {
     }
   }
   snprintf(cand, sizeof cand, "%s/airlock-worker", AIRLOCK_LIBEXECDIR);
-  if (access(cand, X_OK) == 0) { lua_pushstring(L, cand); return 1; }
-  return airlock_l_fail(L, "worker", "cannot find airlock-worker beside the module or in "
-                        AIRLOCK_LIBEXECDIR "; set the policy's 'worker' field or AIRLOCK_WORKER", ENOENT);
+  if (access(cand, X_OK) == 0) {
+    lua_pushstring(L, cand);
+    return 1;
+  }
+  return airlock_l_fail(L, "worker",
+                        "cannot find airlock-worker beside the module or in " AIRLOCK_LIBEXECDIR
+                        "; set the policy's 'worker' field or AIRLOCK_WORKER",
+                        ENOENT);
 }
 
-static int l_now_ms(lua_State *L) {
+static int l_now_ms(lua_State *L)
+{
   lua_pushnumber(L, airlock_now_ms());
   return 1;
 }
@@ -116,19 +130,22 @@ static int l_now_ms(lua_State *L) {
 /* core.mdwe_available() -> whether this kernel has PR_SET_MDWE. A function, not
 ** a value read when the module loads: a process confined by airlock.confine may
 ** load the module, and its filter need not allow prctl. */
-static int l_mdwe_available(lua_State *L) {
+static int l_mdwe_available(lua_State *L)
+{
   lua_pushboolean(L, airlock_mdwe_available());
   return 1;
 }
 
-static int l_isatty(lua_State *L) {
+static int l_isatty(lua_State *L)
+{
   lua_Integer fd = luaL_checkinteger(L, 1);
   luaL_argcheck(L, fd >= 0 && fd <= 1 << 20, 1, "not a file descriptor");
   lua_pushboolean(L, isatty((int)fd) == 1);
   return 1;
 }
 
-static int l_causes(lua_State *L) {
+static int l_causes(lua_State *L)
+{
   lua_createtable(L, AIRLOCK_CAUSE_COUNT_, 0);
   for (int c = 0; c < AIRLOCK_CAUSE_COUNT_; c++) {
     lua_pushstring(L, airlock_cause_name((airlock_cause)c));
@@ -137,10 +154,13 @@ static int l_causes(lua_State *L) {
   return 1;
 }
 
-void airlock_l_push_names(lua_State *L, const void *table, size_t stride, size_t off, const char *sep) {
+void airlock_l_push_names(lua_State *L, const void *table, size_t stride, size_t off, const char *sep)
+{
   luaL_Buffer b;
-  if (sep) luaL_buffinit(L, &b);
-  else lua_newtable(L);
+  if (sep)
+    luaL_buffinit(L, &b);
+  else
+    lua_newtable(L);
   lua_Integer i = 0;
   for (const char *e = table;; e += stride) {
     const char *name;
@@ -157,7 +177,8 @@ void airlock_l_push_names(lua_State *L, const void *table, size_t stride, size_t
   if (sep) luaL_pushresult(&b);
 }
 
-const char *airlock_l_unknown_key(lua_State *L, int t, const char *const *keys) {
+const char *airlock_l_unknown_key(lua_State *L, int t, const char *const *keys)
+{
   lua_pushnil(L);
   while (lua_next(L, t)) {
     lua_pop(L, 1);
@@ -172,7 +193,8 @@ const char *airlock_l_unknown_key(lua_State *L, int t, const char *const *keys) 
 /* The names in C's tables, so Lua restates none of them, in order:
 ** core.rlimits ({"as", "cpu", ...}), core.namespaces ({"user", "pid", ...}),
 ** core.promises ({"stdio", "rpath", ...}) and core.refuse_errnos ({"EPERM", ...}). */
-static void l_names(lua_State *L) {
+static void l_names(lua_State *L)
+{
   AIRLOCK_L_NAMES(L, airlock_rlimit_kinds, name, NULL);
   lua_setfield(L, -2, "rlimits");
   AIRLOCK_L_NAMES(L, airlock_namespaces, name, NULL);
@@ -187,16 +209,23 @@ static void l_names(lua_State *L) {
 ** number is restated in Lua: max_frame (limits.max_frame), capture
 ** (limits.capture, tool.limits.capture), output (limits.output), tmp_size
 ** (tool.limits.tmp_size), tmp_inodes (the private /tmp's inodes). */
-static void l_limits(lua_State *L) {
+static void l_limits(lua_State *L)
+{
   lua_createtable(L, 0, 5);
-  lua_pushinteger(L, AIRLOCK_FRAME_MAX_DEFAULT); lua_setfield(L, -2, "max_frame");
-  lua_pushinteger(L, AIRLOCK_CAPTURE_DEFAULT); lua_setfield(L, -2, "capture");
-  lua_pushinteger(L, AIRLOCK_OUTPUT_DEFAULT); lua_setfield(L, -2, "output");
-  lua_pushinteger(L, (lua_Integer)AIRLOCK_TMPFS_SIZE_DEFAULT); lua_setfield(L, -2, "tmp_size");
-  lua_pushinteger(L, (lua_Integer)AIRLOCK_TMPFS_INODES_DEFAULT); lua_setfield(L, -2, "tmp_inodes");
+  lua_pushinteger(L, AIRLOCK_FRAME_MAX_DEFAULT);
+  lua_setfield(L, -2, "max_frame");
+  lua_pushinteger(L, AIRLOCK_CAPTURE_DEFAULT);
+  lua_setfield(L, -2, "capture");
+  lua_pushinteger(L, AIRLOCK_OUTPUT_DEFAULT);
+  lua_setfield(L, -2, "output");
+  lua_pushinteger(L, (lua_Integer)AIRLOCK_TMPFS_SIZE_DEFAULT);
+  lua_setfield(L, -2, "tmp_size");
+  lua_pushinteger(L, (lua_Integer)AIRLOCK_TMPFS_INODES_DEFAULT);
+  lua_setfield(L, -2, "tmp_inodes");
 }
 
-int luaopen_airlock(lua_State *L) {
+int luaopen_airlock(lua_State *L)
+{
   luaL_checkversion(L);
   airlock_install_preloads(L, airlock_embedded_files);
   lua_newtable(L);
@@ -207,19 +236,29 @@ int luaopen_airlock(lua_State *L) {
   airlock_l_open_pty(L);
   airlock_l_open_http(L);
   airlock_l_open_denial(L);
-  lua_pushcfunction(L, l_worker_path); lua_setfield(L, -2, "worker_path");
-  lua_pushcfunction(L, airlock_l_probe); lua_setfield(L, -2, "probe");
-  lua_pushcfunction(L, airlock_l_pids_cgroup); lua_setfield(L, -2, "pids_cgroup");
+  lua_pushcfunction(L, l_worker_path);
+  lua_setfield(L, -2, "worker_path");
+  lua_pushcfunction(L, airlock_l_probe);
+  lua_setfield(L, -2, "probe");
+  lua_pushcfunction(L, airlock_l_pids_cgroup);
+  lua_setfield(L, -2, "pids_cgroup");
   airlock_l_open_confine(L);
-  lua_pushcfunction(L, airlock_l_seccomp_worker_program); lua_setfield(L, -2, "seccomp_worker_program");
-  lua_pushcfunction(L, l_now_ms); lua_setfield(L, -2, "now_ms");
-  lua_pushcfunction(L, l_isatty); lua_setfield(L, -2, "isatty");
-  lua_pushcfunction(L, l_mdwe_available); lua_setfield(L, -2, "mdwe_available");
+  lua_pushcfunction(L, airlock_l_seccomp_worker_program);
+  lua_setfield(L, -2, "seccomp_worker_program");
+  lua_pushcfunction(L, l_now_ms);
+  lua_setfield(L, -2, "now_ms");
+  lua_pushcfunction(L, l_isatty);
+  lua_setfield(L, -2, "isatty");
+  lua_pushcfunction(L, l_mdwe_available);
+  lua_setfield(L, -2, "mdwe_available");
   airlock_l_open_call(L);
-  l_causes(L); lua_setfield(L, -2, "causes");
+  l_causes(L);
+  lua_setfield(L, -2, "causes");
   l_names(L);
-  lua_pushinteger(L, AIRLOCK_PROTOCOL_VERSION); lua_setfield(L, -2, "protocol_version");
-  l_limits(L); lua_setfield(L, -2, "limits");
+  lua_pushinteger(L, AIRLOCK_PROTOCOL_VERSION);
+  lua_setfield(L, -2, "protocol_version");
+  l_limits(L);
+  lua_setfield(L, -2, "limits");
   /* The pure-Lua layer builds the public module on top of the C core. */
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
   lua_pushvalue(L, -2);

@@ -23,8 +23,7 @@
 static inline int ia32_syscalls_work(void)
 {
   pid_t pid = fork();
-  if (pid < 0)
-    return 0;
+  if (pid < 0) return 0;
   if (pid == 0) {
     long ret;
     __asm__ volatile("int $0x80" : "=a"(ret) : "a"(20L) : "memory", "r8", "r9", "r10", "r11");
@@ -49,15 +48,11 @@ static inline int bpf_kills_foreign_arch(const struct sock_filter *f, size_t n)
 #else
   const unsigned native = 0;
 #endif
-  if (native == 0 || n < 3)
-    return 0;
-  if (f[0].code != (BPF_LD | BPF_W | BPF_ABS) || f[0].k != offsetof(struct seccomp_data, arch))
-    return 0;
-  if (f[1].code != (BPF_JMP | BPF_JEQ | BPF_K) || f[1].k != native || f[1].jt != 0)
-    return 0;
+  if (native == 0 || n < 3) return 0;
+  if (f[0].code != (BPF_LD | BPF_W | BPF_ABS) || f[0].k != offsetof(struct seccomp_data, arch)) return 0;
+  if (f[1].code != (BPF_JMP | BPF_JEQ | BPF_K) || f[1].k != native || f[1].jt != 0) return 0;
   size_t miss = 2 + (size_t)f[1].jf;
-  if (miss >= n || BPF_CLASS(f[miss].code) != BPF_RET)
-    return 0;
+  if (miss >= n || BPF_CLASS(f[miss].code) != BPF_RET) return 0;
   unsigned action = f[miss].k & SECCOMP_RET_ACTION_FULL;
   return action == SECCOMP_RET_KILL_PROCESS || action == SECCOMP_RET_KILL_THREAD;
 }

@@ -18,26 +18,23 @@
 
 #include "check.h"
 
-static int report_fd = -1;   /* the child's end of the report pipe */
-static int reached;          /* 'R' bytes from the last child (REACHED) */
+static int report_fd = -1; /* the child's end of the report pipe */
+static int reached;        /* 'R' bytes from the last child (REACHED) */
 
 /* In a child: one 'P' or 'F' byte per check, the failure also on stderr. */
-#define CCHECK(cond)                                                       \
-  do {                                                                     \
-    int ok_ = (cond) ? 1 : 0;                                              \
-    if (!ok_)                                                              \
-      fprintf(stderr, "%s:%d: child CHECK failed: %s (errno %d)\n",        \
-              __FILE__, __LINE__, #cond, errno);                           \
-    if (write(report_fd, ok_ ? "P" : "F", 1) != 1)                         \
-      _exit(98);                                                           \
+#define CCHECK(cond)                                                                                   \
+  do {                                                                                                 \
+    int ok_ = (cond) ? 1 : 0;                                                                          \
+    if (!ok_)                                                                                          \
+      fprintf(stderr, "%s:%d: child CHECK failed: %s (errno %d)\n", __FILE__, __LINE__, #cond, errno); \
+    if (write(report_fd, ok_ ? "P" : "F", 1) != 1) _exit(98);                                          \
   } while (0)
 
 /* In a child, just before the call that must kill it, so a child killed
 ** earlier (by a call the test did not mean to refuse) is caught. */
-#define REACHED()                                                          \
-  do {                                                                     \
-    if (write(report_fd, "R", 1) != 1)                                     \
-      _exit(98);                                                           \
+#define REACHED()                                 \
+  do {                                            \
+    if (write(report_fd, "R", 1) != 1) _exit(98); \
   } while (0)
 
 typedef void (*child_fn)(void *arg);
@@ -51,7 +48,7 @@ static inline int run_child(child_fn fn, void *arg)
     perror("pipe2");
     exit(2);
   }
-  fflush(NULL);   /* a child calling exit() must not flush our buffers twice */
+  fflush(NULL); /* a child calling exit() must not flush our buffers twice */
   pid_t pid = fork();
   if (pid < 0) {
     perror("fork");
@@ -83,8 +80,14 @@ static inline int run_child(child_fn fn, void *arg)
   return st;
 }
 
-static inline int killed_by(int st, int sig) { return WIFSIGNALED(st) && WTERMSIG(st) == sig; }
-static inline int exited_ok(int st) { return WIFEXITED(st) && WEXITSTATUS(st) == 0; }
+static inline int killed_by(int st, int sig)
+{
+  return WIFSIGNALED(st) && WTERMSIG(st) == sig;
+}
+static inline int exited_ok(int st)
+{
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
 
 static inline void describe(const char *what, int st)
 {

@@ -24,7 +24,11 @@
 #define RUNS 1000
 
 static volatile sig_atomic_t ticks;
-static void on_alarm(int sig) { (void)sig; ticks++; }
+static void on_alarm(int sig)
+{
+  (void)sig;
+  ticks++;
+}
 
 static int fd_count(void)
 {
@@ -34,7 +38,7 @@ static int fd_count(void)
   while (d != NULL && (e = readdir(d)) != NULL)
     if (e->d_name[0] != '.') n++;
   if (d != NULL) closedir(d);
-  return n - 1;   /* the DIR's own fd */
+  return n - 1; /* the DIR's own fd */
 }
 
 /* The init frame: a guest that asks for "add" once and returns its answer. */
@@ -46,17 +50,24 @@ static void init_frame(msgpack_sbuffer *sb, uint64_t run)
   airlock_frame_begin(sb);
   msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
   msgpack_pack_map(&pk, 7);
-  airlock_pack_cstr(&pk, "t"); airlock_pack_cstr(&pk, "init");
-  airlock_pack_cstr(&pk, "v"); msgpack_pack_uint32(&pk, AIRLOCK_PROTOCOL_VERSION);
-  airlock_pack_cstr(&pk, "run"); msgpack_pack_uint64(&pk, run);
+  airlock_pack_cstr(&pk, "t");
+  airlock_pack_cstr(&pk, "init");
+  airlock_pack_cstr(&pk, "v");
+  msgpack_pack_uint32(&pk, AIRLOCK_PROTOCOL_VERSION);
+  airlock_pack_cstr(&pk, "run");
+  msgpack_pack_uint64(&pk, run);
   airlock_pack_cstr(&pk, "guest");
   msgpack_pack_map(&pk, 2);
-  airlock_pack_cstr(&pk, "name"); airlock_pack_cstr(&pk, "loop");
-  airlock_pack_cstr(&pk, "source"); airlock_pack_str(&pk, src, sizeof src - 1);
-  airlock_pack_cstr(&pk, "seed"); msgpack_pack_uint32(&pk, 7);
+  airlock_pack_cstr(&pk, "name");
+  airlock_pack_cstr(&pk, "loop");
+  airlock_pack_cstr(&pk, "source");
+  airlock_pack_str(&pk, src, sizeof src - 1);
+  airlock_pack_cstr(&pk, "seed");
+  msgpack_pack_uint32(&pk, 7);
   airlock_pack_cstr(&pk, "limits");
   msgpack_pack_map(&pk, 1);
-  airlock_pack_cstr(&pk, "memory"); msgpack_pack_uint32(&pk, 16u << 20);
+  airlock_pack_cstr(&pk, "memory");
+  msgpack_pack_uint32(&pk, 16u << 20);
   airlock_pack_cstr(&pk, "effects");
   msgpack_pack_array(&pk, 1);
   airlock_pack_cstr(&pk, "add");
@@ -133,7 +144,7 @@ static airlock_cause run_to_end(airlock_broker *b, char *msg, size_t len)
     while (airlock_broker_next(b, &ev)) {
       if (ev.kind == AIRLOCK_EV_CALL) {
         const msgpack_object *a = airlock_msg_field(ev.args, "a"), *bb = airlock_msg_field(ev.args, "b");
-        char answer[9] = { (char)0xcf };   /* uint64, big-endian */
+        char answer[9] = {(char)0xcf}; /* uint64, big-endian */
         uint64_t sum = (a ? a->via.u64 : 0) + (bb ? bb->via.u64 : 0);
         for (int i = 0; i < 8; i++) answer[1 + i] = (char)(sum >> (56 - 8 * i));
         airlock_run_reply(ev.run, ev.id, answer, sizeof answer);
@@ -141,8 +152,8 @@ static airlock_cause run_to_end(airlock_broker *b, char *msg, size_t len)
         const airlock_result *res = airlock_run_result(ev.run);
         airlock_cause c = res->cause;
         snprintf(msg, len, "%s", res->message);
-        if (c == AIRLOCK_CAUSE_OK && !(res->value && res->value->type == MSGPACK_OBJECT_POSITIVE_INTEGER &&
-                                       res->value->via.u64 == 42))
+        if (c == AIRLOCK_CAUSE_OK &&
+            !(res->value && res->value->type == MSGPACK_OBJECT_POSITIVE_INTEGER && res->value->via.u64 == 42))
           snprintf(msg, len, "the value is not 42");
         airlock_run_release(ev.run);
         return c;
@@ -156,9 +167,11 @@ static airlock_cause run_to_end(airlock_broker *b, char *msg, size_t len)
 ** the start frame, and a per-turn budget ends a runaway naming its field. */
 static void test_init_api(const char *worker)
 {
-  const char *const wargv[] = { worker, NULL };
-  static const char *const fx[] = { "add", NULL };
-  static const char input[] = "\x82\xa1" "a\x28\xa1" "b\x02";   /* {a = 40, b = 2} */
+  const char *const wargv[] = {worker, NULL};
+  static const char *const fx[] = {"add", NULL};
+  static const char input[] = "\x82\xa1"
+                              "a\x28\xa1"
+                              "b\x02"; /* {a = 40, b = 2} */
   static const char src[] = "local t = ... return host.call('add', { a = t.a, b = t.b }) + 0";
   char err[256], msg[256];
   airlock_broker *b;
@@ -167,9 +180,14 @@ static void test_init_api(const char *worker)
   msgpack_sbuffer_init(&sb);
   CHECK(airlock_broker_new(&b) == 0);
 
-  airlock_init in = { .source = src, .source_len = sizeof src - 1, .effects = fx, .input = input,
-                      .input_len = sizeof input - 1, .memory = 16u << 20, .seed = 7 };
-  airlock_run_opts o = { .spawn = { .argv = wargv }, .deadline_ms = 10000, .expect_ready = 1 };
+  airlock_init in = {.source = src,
+                     .source_len = sizeof src - 1,
+                     .effects = fx,
+                     .input = input,
+                     .input_len = sizeof input - 1,
+                     .memory = 16u << 20,
+                     .seed = 7};
+  airlock_run_opts o = {.spawn = {.argv = wargv}, .deadline_ms = 10000, .expect_ready = 1};
   CHECK(airlock_init_frame(&sb, &in, 0, err, sizeof err) == 0);
   o.init = sb.data;
   o.init_len = sb.size;
@@ -186,20 +204,21 @@ static void test_init_api(const char *worker)
   const char *why = NULL;
   CHECK_MSG(airlock_run_await_ready(r, 10000, &why) == 1, why ? why : "the parked worker did not join");
   CHECK(airlock_start_frame(&sb, &in, airlock_run_serial(r), 0, err, sizeof err) == 0);
-  airlock_run_opts go = { .init = sb.data, .init_len = sb.size, .deadline_ms = 10000 };
+  airlock_run_opts go = {.init = sb.data, .init_len = sb.size, .deadline_ms = 10000};
   CHECK(airlock_run_unpark(r, &go) == 0);
   CHECK_MSG(run_to_end(b, msg, sizeof msg) == AIRLOCK_CAUSE_OK, msg);
 
   /* a per-turn budget: the runaway ends with cause instructions, the field named */
   static const char spin[] = "while true do end";
-  airlock_init sp = { .source = spin, .source_len = sizeof spin - 1, .turn_instructions = 100000 };
+  airlock_init sp = {.source = spin, .source_len = sizeof spin - 1, .turn_instructions = 100000};
   CHECK(airlock_init_frame(&sb, &sp, 0, err, sizeof err) == 0);
   o.init = sb.data;
   o.init_len = sb.size;
   o.parked = 0;
   CHECK(airlock_broker_start(b, &o, &r) == 0);
   CHECK(run_to_end(b, msg, sizeof msg) == AIRLOCK_CAUSE_INSTRUCTIONS);
-  CHECK_MSG(strstr(msg, "turn instruction budget of 100000 exhausted (limits.turn_instructions") != NULL, msg);
+  CHECK_MSG(strstr(msg, "turn instruction budget of 100000 exhausted (limits.turn_instructions") != NULL,
+            msg);
   msgpack_sbuffer_destroy(&sb);
   airlock_broker_free(b);
 }
@@ -207,22 +226,23 @@ static void test_init_api(const char *worker)
 int main(int argc, char **argv)
 {
   const char *worker = argc > 1 ? argv[1] : "build/bin/airlock-worker";
-  const char *const wargv[] = { worker, NULL };
+  const char *const wargv[] = {worker, NULL};
   if (access(worker, X_OK) != 0) {
-    fprintf(stderr, "test-broker-loop: no worker at %s (run from the repository root after make build)\n", worker);
+    fprintf(stderr, "test-broker-loop: no worker at %s (run from the repository root after make build)\n",
+            worker);
     printf("0 passed, 1 failed\n");
     return 1;
   }
 
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_alarm;   /* no SA_RESTART: every slow call may see EINTR */
+  sa.sa_handler = on_alarm; /* no SA_RESTART: every slow call may see EINTR */
   sigaction(SIGALRM, &sa, NULL);
 
   airlock_broker *b;
   CHECK(airlock_broker_new(&b) == 0);
   int fds_before = fd_count();
-  struct itimerval every = { { 0, 100 }, { 0, 100 } };
+  struct itimerval every = {{0, 100}, {0, 100}};
   setitimer(ITIMER_REAL, &every, NULL);
 
   int good = 0;
@@ -238,7 +258,8 @@ int main(int argc, char **argv)
     o.expect_ready = 1;
     airlock_run *r;
     int rc;
-    do rc = airlock_broker_start(b, &o, &r); while (rc == -EINTR);
+    do rc = airlock_broker_start(b, &o, &r);
+    while (rc == -EINTR);
     msgpack_sbuffer_destroy(&sb);
     if (rc != 0) {
       fprintf(stderr, "start %llu: %s\n", (unsigned long long)i, airlock_broker_error(b));
@@ -247,7 +268,7 @@ int main(int argc, char **argv)
     good += drive(b, r);
   }
 
-  struct itimerval off = { { 0, 0 }, { 0, 0 } };
+  struct itimerval off = {{0, 0}, {0, 0}};
   setitimer(ITIMER_REAL, &off, NULL);
   CHECK_MSG(good == RUNS, "every run under the EINTR storm ended ok with 42");
   CHECK_MSG(ticks > 1000, "the timer really interrupted the parent (over 1,000 SIGALRMs)");

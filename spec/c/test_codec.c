@@ -18,7 +18,6 @@
 #include "airlock.h"
 #include "check.h"
 
-
 /* Deterministic, so a failure reproduces. */
 static uint64_t rng_state = 0x9e3779b97f4a7c15u;
 static uint64_t rnd(void)
@@ -35,27 +34,22 @@ static uint64_t rnd(void)
 struct feed {
   const uint8_t *data;
   size_t avail, pos;
-  size_t chunk;   /* largest single read; 0: whatever the reader asks for */
-  int random;     /* read a random size between 1 and the largest allowed */
-  int eof;        /* at avail: 1 -> end of stream, 0 -> EAGAIN */
-  int eintr;      /* fail every other call with EINTR */
+  size_t chunk; /* largest single read; 0: whatever the reader asks for */
+  int random;   /* read a random size between 1 and the largest allowed */
+  int eof;      /* at avail: 1 -> end of stream, 0 -> EAGAIN */
+  int eintr;    /* fail every other call with EINTR */
   unsigned calls;
 };
 
 static ssize_t feed_read(void *ctx, void *buf, size_t n)
 {
   struct feed *f = ctx;
-  if (f->eintr && f->calls++ % 2 == 0)
-    return -EINTR;
-  if (f->pos == f->avail)
-    return f->eof ? 0 : -EAGAIN;
+  if (f->eintr && f->calls++ % 2 == 0) return -EINTR;
+  if (f->pos == f->avail) return f->eof ? 0 : -EAGAIN;
   size_t k = f->avail - f->pos;
-  if (k > n)
-    k = n;
-  if (f->chunk && k > f->chunk)
-    k = f->chunk;
-  if (f->random)
-    k = 1 + (size_t)(rnd() % k);
+  if (k > n) k = n;
+  if (f->chunk && k > f->chunk) k = f->chunk;
+  if (f->random) k = 1 + (size_t)(rnd() % k);
   memcpy(buf, f->data + f->pos, k);
   f->pos += k;
   return (ssize_t)k;
@@ -63,7 +57,7 @@ static ssize_t feed_read(void *ctx, void *buf, size_t n)
 
 static void put_frame(msgpack_sbuffer *sb, const void *body, uint32_t len)
 {
-  uint8_t h[4] = { (uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8), (uint8_t)len };
+  uint8_t h[4] = {(uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8), (uint8_t)len};
   msgpack_sbuffer_write(sb, (const char *)h, 4);
   msgpack_sbuffer_write(sb, body, len);
 }
@@ -104,27 +98,33 @@ static void test_causes(void)
 
 static void test_chunkings(void)
 {
-  static const uint32_t sizes[] = { 1, 5, 300, 70000, 200000, 3, 65536, 65537 };
+  static const uint32_t sizes[] = {1, 5, 300, 70000, 200000, 3, 65536, 65537};
   const size_t nframes = sizeof sizes / sizeof sizes[0];
   msgpack_sbuffer stream;
   msgpack_sbuffer_init(&stream);
   size_t ends[sizeof sizes / sizeof sizes[0]];
   for (size_t i = 0; i < nframes; i++) {
     uint8_t *body = malloc(sizes[i]);
-    for (size_t j = 0; j < sizes[i]; j++)
-      body[j] = pattern(j, i);
+    for (size_t j = 0; j < sizes[i]; j++) body[j] = pattern(j, i);
     put_frame(&stream, body, sizes[i]);
     ends[i] = stream.size;
     free(body);
   }
 
   /* 1 byte at a time, random sizes, random with EINTR, everything at once */
-  static const struct { size_t chunk; int random, eintr; } modes[] = {
-    { 1, 0, 0 }, { 0, 1, 0 }, { 0, 1, 1 }, { 0, 0, 0 }, { 4096, 0, 1 },
+  static const struct {
+    size_t chunk;
+    int random, eintr;
+  } modes[] = {
+      {1, 0, 0}, {0, 1, 0}, {0, 1, 1}, {0, 0, 0}, {4096, 0, 1},
   };
   for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
-    struct feed f = { .data = (const uint8_t *)stream.data, .avail = stream.size, .eof = 1,
-                      .chunk = modes[m].chunk, .random = modes[m].random, .eintr = modes[m].eintr };
+    struct feed f = {.data = (const uint8_t *)stream.data,
+                     .avail = stream.size,
+                     .eof = 1,
+                     .chunk = modes[m].chunk,
+                     .random = modes[m].random,
+                     .eintr = modes[m].eintr};
     airlock_frame_reader r;
     airlock_frame_reader_init(&r, 0);
     int bad = 0;
@@ -134,8 +134,7 @@ static void test_chunkings(void)
         bad++;
         break;
       }
-      for (size_t j = 0; j < r.len; j++)
-        bad += r.body[j] != pattern(j, i);
+      for (size_t j = 0; j < r.len; j++) bad += r.body[j] != pattern(j, i);
       /* what the reader took from the source is this frame and at most a
       ** read-ahead's worth of the next, which it holds for the next pull */
       bad += f.pos - airlock_frame_reader_buffered(&r) != ends[i];
@@ -151,13 +150,12 @@ static void test_chunkings(void)
 
 static void test_again_and_eof(void)
 {
-  uint8_t s[14] = { 0, 0, 0, 10 };
-  for (int i = 0; i < 10; i++)
-    s[4 + i] = (uint8_t)(i + 1);
+  uint8_t s[14] = {0, 0, 0, 10};
+  for (int i = 0; i < 10; i++) s[4 + i] = (uint8_t)(i + 1);
   airlock_frame_reader r;
   airlock_frame_reader_init(&r, 0);
 
-  struct feed f = { .data = s, .avail = 2 };
+  struct feed f = {.data = s, .avail = 2};
   CHECK(airlock_frame_reader_pull(&r, feed_read, &f) == AIRLOCK_FRAME_AGAIN);
   CHECK(r.hdr_have == 2);
   f.avail = 7;
@@ -174,30 +172,33 @@ static void test_again_and_eof(void)
   CHECK(airlock_frame_reader_pull(&r, feed_read, &f) == AIRLOCK_FRAME_EOF);
   airlock_frame_reader_reset(&r);
 
-  struct feed empty = { .data = s, .avail = 0, .eof = 1 };
+  struct feed empty = {.data = s, .avail = 0, .eof = 1};
   CHECK(airlock_frame_reader_pull(&r, feed_read, &empty) == AIRLOCK_FRAME_EOF);
-  struct feed mid_hdr = { .data = s, .avail = 2, .eof = 1 };
+  struct feed mid_hdr = {.data = s, .avail = 2, .eof = 1};
   CHECK(airlock_frame_reader_pull(&r, feed_read, &mid_hdr) == -EPROTO);
   airlock_frame_reader_reset(&r);
-  struct feed mid_body = { .data = s, .avail = 7, .eof = 1 };
+  struct feed mid_body = {.data = s, .avail = 7, .eof = 1};
   CHECK(airlock_frame_reader_pull(&r, feed_read, &mid_body) == -EPROTO);
   airlock_frame_reader_reset(&r);
 
   airlock_frame_reader_free(&r);
-  airlock_frame_reader_free(&r);   /* idempotent */
+  airlock_frame_reader_free(&r); /* idempotent */
   CHECK(r.body == NULL && r.cap == 0);
 }
 
 /* A source over a fixed buffer that counts its calls and what it was asked. */
-struct counted { const uint8_t *data; size_t len, pos; int calls; size_t asked_max; };
+struct counted {
+  const uint8_t *data;
+  size_t len, pos;
+  int calls;
+  size_t asked_max;
+};
 static ssize_t counted_read(void *ctx, void *buf, size_t n)
 {
   struct counted *c = ctx;
   c->calls++;
-  if (n > c->asked_max)
-    c->asked_max = n;
-  if (c->pos == c->len)
-    return -EAGAIN;
+  if (n > c->asked_max) c->asked_max = n;
+  if (c->pos == c->len) return -EAGAIN;
   size_t k = c->len - c->pos < n ? c->len - c->pos : n;
   memcpy(buf, c->data + c->pos, k);
   c->pos += k;
@@ -208,11 +209,11 @@ static ssize_t counted_read(void *ctx, void *buf, size_t n)
 ** the reader; a large frame is read straight into its body. */
 static void test_read_ahead(void)
 {
-  uint8_t two[28] = { 0, 0, 0, 10 };
+  uint8_t two[28] = {0, 0, 0, 10};
   memset(two + 4, 'a', 10);
   two[14] = 0, two[15] = 0, two[16] = 0, two[17] = 10;
   memset(two + 18, 'b', 10);
-  struct counted c = { .data = two, .len = sizeof two };
+  struct counted c = {.data = two, .len = sizeof two};
   airlock_frame_reader r;
   airlock_frame_reader_init(&r, 0);
   CHECK(airlock_frame_reader_pull(&r, counted_read, &c) == AIRLOCK_FRAME_READY);
@@ -220,7 +221,7 @@ static void test_read_ahead(void)
   CHECK(airlock_frame_reader_buffered(&r) == 14 && !airlock_frame_reader_drained(&r));
   airlock_frame_reader_reset(&r);
   CHECK(airlock_frame_reader_pull(&r, counted_read, &c) == AIRLOCK_FRAME_READY);
-  CHECK(c.calls == 1 && r.len == 10 && r.body[9] == 'b');   /* no second read */
+  CHECK(c.calls == 1 && r.len == 10 && r.body[9] == 'b'); /* no second read */
   /* The one read returned less than asked: the source was empty then. */
   CHECK(airlock_frame_reader_buffered(&r) == 0 && airlock_frame_reader_drained(&r));
   airlock_frame_reader_reset(&r);
@@ -233,7 +234,7 @@ static void test_read_ahead(void)
   uint8_t *s = calloc(1, 4 + big + 14);
   s[0] = 0, s[1] = (uint8_t)(big >> 16), s[2] = (uint8_t)(big >> 8), s[3] = (uint8_t)big;
   s[4 + big + 3] = 10;
-  struct counted cb = { .data = s, .len = 4 + big + 14 };
+  struct counted cb = {.data = s, .len = 4 + big + 14};
   airlock_frame_reader_init(&r, 0);
   CHECK(airlock_frame_reader_pull(&r, counted_read, &cb) == AIRLOCK_FRAME_READY && r.len == big);
   CHECK(cb.pos == 4 + big && airlock_frame_reader_buffered(&r) == 0 && cb.asked_max <= big);
@@ -257,21 +258,21 @@ static void test_lengths(void)
   CHECK(airlock_frame_reader_pull(&r, eio_read, NULL) == -EIO);
   airlock_frame_reader_free(&r);
 
-  uint8_t zero[4] = { 0 };
-  struct feed fz = { .data = zero, .avail = 4 };
+  uint8_t zero[4] = {0};
+  struct feed fz = {.data = zero, .avail = 4};
   airlock_frame_reader_init(&r, 0);
   CHECK(airlock_frame_reader_pull(&r, feed_read, &fz) == -EPROTO);
   CHECK(r.cap == 0);
   airlock_frame_reader_free(&r);
 
   /* max accepted, max + 1 refused before any allocation */
-  uint8_t big[4 + 101] = { 0, 0, 0, 100 };
+  uint8_t big[4 + 101] = {0, 0, 0, 100};
   airlock_frame_reader_init(&r, 100);
-  struct feed fm = { .data = big, .avail = 104 };
+  struct feed fm = {.data = big, .avail = 104};
   CHECK(airlock_frame_reader_pull(&r, feed_read, &fm) == AIRLOCK_FRAME_READY && r.len == 100);
   airlock_frame_reader_reset(&r);
   big[3] = 101;
-  struct feed fm1 = { .data = big, .avail = sizeof big };
+  struct feed fm1 = {.data = big, .avail = sizeof big};
   airlock_frame_reader_free(&r);
   airlock_frame_reader_init(&r, 100);
   CHECK(airlock_frame_reader_pull(&r, feed_read, &fm1) == -EMSGSIZE);
@@ -279,8 +280,8 @@ static void test_lengths(void)
   airlock_frame_reader_free(&r);
 
   /* a 4 GiB claim costs nothing, and the error sticks */
-  uint8_t huge[8] = { 0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4 };
-  struct feed fh = { .data = huge, .avail = sizeof huge };
+  uint8_t huge[8] = {0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4};
+  struct feed fh = {.data = huge, .avail = sizeof huge};
   airlock_frame_reader_init(&r, 0);
   CHECK(airlock_frame_reader_pull(&r, feed_read, &fh) == -EMSGSIZE);
   CHECK(r.cap == 0 && r.body == NULL);
@@ -292,8 +293,8 @@ static void test_lengths(void)
   ** buffer then grows only in step with the bytes that arrive */
   const size_t total = 4 + 200000;
   uint8_t *claim = calloc(1, total);
-  claim[0] = 0x01;   /* 0x01000000 = 16 MiB, exactly the default max */
-  struct feed fc = { .data = claim, .avail = 14 };
+  claim[0] = 0x01; /* 0x01000000 = 16 MiB, exactly the default max */
+  struct feed fc = {.data = claim, .avail = 14};
   airlock_frame_reader_init(&r, 0);
   CHECK(airlock_frame_reader_pull(&r, feed_read, &fc) == AIRLOCK_FRAME_AGAIN);
   CHECK(r.len == (16u << 20) && r.have == 10);
@@ -302,8 +303,8 @@ static void test_lengths(void)
   CHECK(airlock_frame_reader_pull(&r, feed_read, &fc) == AIRLOCK_FRAME_AGAIN);
   CHECK(r.have == 200000 && r.cap >= r.have && r.cap <= 2 * r.have);
   airlock_frame_reader_free(&r);
-  claim[3] = 1;      /* 16 MiB + 1 */
-  struct feed fc1 = { .data = claim, .avail = total };
+  claim[3] = 1; /* 16 MiB + 1 */
+  struct feed fc1 = {.data = claim, .avail = total};
   airlock_frame_reader_init(&r, 0);
   CHECK(airlock_frame_reader_pull(&r, feed_read, &fc1) == -EMSGSIZE && r.cap == 0);
   airlock_frame_reader_free(&r);
@@ -321,18 +322,18 @@ static void test_reset_releases(void)
   put_frame(&s, body, 10);
   free(body);
 
-  struct feed f = { .data = (const uint8_t *)s.data, .avail = s.size };
+  struct feed f = {.data = (const uint8_t *)s.data, .avail = s.size};
   airlock_frame_reader r;
   airlock_frame_reader_init(&r, 0);
   CHECK(airlock_frame_reader_pull(&r, feed_read, &f) == AIRLOCK_FRAME_READY && r.cap == 1000);
   airlock_frame_reader_reset(&r);
-  CHECK(r.cap == 1000 && r.body != NULL);   /* small buffers are kept */
+  CHECK(r.cap == 1000 && r.body != NULL); /* small buffers are kept */
   CHECK(airlock_frame_reader_pull(&r, feed_read, &f) == AIRLOCK_FRAME_READY && r.cap == 1000);
   airlock_frame_reader_reset(&r);
   CHECK(airlock_frame_reader_pull(&r, feed_read, &f) == AIRLOCK_FRAME_READY);
   CHECK(r.len == (2u << 20) && r.cap == (2u << 20));
   airlock_frame_reader_reset(&r);
-  CHECK(r.cap == 0 && r.body == NULL);      /* big buffers are not */
+  CHECK(r.cap == 0 && r.body == NULL); /* big buffers are not */
   CHECK(airlock_frame_reader_pull(&r, feed_read, &f) == AIRLOCK_FRAME_READY && r.len == 10);
   airlock_frame_reader_free(&r);
   msgpack_sbuffer_destroy(&s);
@@ -343,8 +344,7 @@ static void test_reset_releases(void)
 static int write_pattern(int fd, size_t len, size_t seed)
 {
   uint8_t *b = malloc(len);
-  for (size_t i = 0; i < len; i++)
-    b[i] = pattern(i, seed);
+  for (size_t i = 0; i < len; i++) b[i] = pattern(i, seed);
   int rc = airlock_frame_write_fd(fd, b, len);
   free(b);
   return rc;
@@ -356,23 +356,21 @@ static int write_pattern(int fd, size_t len, size_t seed)
 static void write_fd_round(int nonblocking)
 {
   /* 3 MiB is far beyond the socket buffer: short writes must be resumed */
-  static const size_t sizes[] = { 1, 1000, 3u << 20, 7 };
+  static const size_t sizes[] = {1, 1000, 3u << 20, 7};
   const size_t n = sizeof sizes / sizeof sizes[0];
   int sv[2];
   CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
   pid_t pid = fork();
   if (pid == 0) {
     close(sv[0]);
-    if (nonblocking && fcntl(sv[1], F_SETFL, O_NONBLOCK) < 0)
-      _exit(2);
+    if (nonblocking && fcntl(sv[1], F_SETFL, O_NONBLOCK) < 0) _exit(2);
     int bad = 0;
-    for (size_t i = 0; i < n; i++)
-      bad |= write_pattern(sv[1], sizes[i], i) != 0;
+    for (size_t i = 0; i < n; i++) bad |= write_pattern(sv[1], sizes[i], i) != 0;
     _exit(bad);
   }
   close(sv[1]);
   if (nonblocking) {
-    struct timespec pause = { 0, 50 * 1000 * 1000 };
+    struct timespec pause = {0, 50 * 1000 * 1000};
     nanosleep(&pause, NULL);
   }
   airlock_frame_reader r;
@@ -383,8 +381,7 @@ static void write_fd_round(int nonblocking)
       bad++;
       break;
     }
-    for (size_t j = 0; j < r.len; j++)
-      bad += r.body[j] != pattern(j, i);
+    for (size_t j = 0; j < r.len; j++) bad += r.body[j] != pattern(j, i);
     airlock_frame_reader_reset(&r);
   }
   CHECK(bad == 0);
@@ -446,9 +443,20 @@ static void start(uint32_t nfields)
   msgpack_pack_map(&pk, nfields);
 }
 
-static void key(const char *k) { airlock_pack_cstr(&pk, k); }
-static void kv_str(const char *k, const char *v) { key(k); airlock_pack_cstr(&pk, v); }
-static void kv_int(const char *k, int64_t v) { key(k); msgpack_pack_int64(&pk, v); }
+static void key(const char *k)
+{
+  airlock_pack_cstr(&pk, k);
+}
+static void kv_str(const char *k, const char *v)
+{
+  key(k);
+  airlock_pack_cstr(&pk, v);
+}
+static void kv_int(const char *k, int64_t v)
+{
+  key(k);
+  msgpack_pack_int64(&pk, v);
+}
 
 static int decode(void)
 {
@@ -468,8 +476,8 @@ static void expect_reject(const char *needle, int line)
   int rc = decode();
   if (rc != -EPROTO || strstr(err, needle) == NULL) {
     failed++;
-    fprintf(stderr, "%s:%d: expected rejection with \"%s\", got rc=%d \"%s\"\n",
-            __FILE__, line, needle, rc, err);
+    fprintf(stderr, "%s:%d: expected rejection with \"%s\", got rc=%d \"%s\"\n", __FILE__, line, needle, rc,
+            err);
   } else {
     passed++;
   }
@@ -554,7 +562,7 @@ static void test_kinds(void)
   msgpack_pack_false(&pk);
   CHECK(decode() == 0);
   CHECK(m.kind == AIRLOCK_MSG_CALL && m.id == 2 && m.value != NULL);
-  CHECK(m.value->type == MSGPACK_OBJECT_NIL);   /* absent args read as nil */
+  CHECK(m.value->type == MSGPACK_OBJECT_NIL); /* absent args read as nil */
 
   /* A note is a call without an answer: the same fields, the same rules. */
   start(4);
@@ -567,11 +575,11 @@ static void test_kinds(void)
   CHECK(m.kind == AIRLOCK_MSG_NOTE && m.id == 3 && m.effect_len == 4);
   CHECK(m.value != NULL && m.value->type == MSGPACK_OBJECT_POSITIVE_INTEGER && m.value->via.u64 == 9);
   CHECK(strcmp(airlock_msg_kind_name(AIRLOCK_MSG_NOTE), "note") == 0);
-  start(2);   /* no id: refused, as for a call */
+  start(2); /* no id: refused, as for a call */
   kv_str("t", "note");
   kv_str("effect", "move");
   CHECK(decode() < 0);
-  start(3);   /* no effect */
+  start(3); /* no effect */
   kv_str("t", "note");
   kv_int("id", 4);
   key("args");
@@ -638,7 +646,7 @@ static void test_kinds(void)
   CHECK(strcmp(airlock_msg_kind_name((airlock_msg_kind)0), "?") == 0);
   CHECK(strcmp(airlock_msg_kind_name((airlock_msg_kind)99), "?") == 0);
   CHECK(airlock_msg_field(NULL, "t") == NULL);
-  CHECK(airlock_msg_field(m.value, "t") == NULL);   /* not a map */
+  CHECK(airlock_msg_field(m.value, "t") == NULL); /* not a map */
 
   /* done's started: the worker's clock at the guest's first instruction */
   start(3);
@@ -677,10 +685,22 @@ static void call_with_id(void (*pack_id)(void))
   pack_id();
   kv_str("effect", "x");
 }
-static void id_zero(void) { msgpack_pack_uint64(&pk, 0); }
-static void id_negative(void) { msgpack_pack_int64(&pk, -3); }
-static void id_string(void) { airlock_pack_cstr(&pk, "1"); }
-static void id_float(void) { msgpack_pack_double(&pk, 1.0); }
+static void id_zero(void)
+{
+  msgpack_pack_uint64(&pk, 0);
+}
+static void id_negative(void)
+{
+  msgpack_pack_int64(&pk, -3);
+}
+static void id_string(void)
+{
+  airlock_pack_cstr(&pk, "1");
+}
+static void id_float(void)
+{
+  msgpack_pack_double(&pk, 1.0);
+}
 
 static void test_violations(void)
 {
@@ -827,8 +847,7 @@ static void test_violations(void)
 static size_t unhex(const char *hex, uint8_t *out)
 {
   size_t n = 0;
-  for (; hex[0] && hex[1]; hex += 2)
-    out[n++] = (uint8_t)strtoul((char[]){ hex[0], hex[1], 0 }, NULL, 16);
+  for (; hex[0] && hex[1]; hex += 2) out[n++] = (uint8_t)strtoul((char[]){hex[0], hex[1], 0}, NULL, 16);
   return n;
 }
 
@@ -846,18 +865,52 @@ static int msgpack_agrees(const uint8_t *b, size_t n)
 static void test_every_type(void)
 {
   static const char *const valid[] = {
-    "c0", "c2", "c3", "00", "7f", "e0", "ff",
-    "cc01", "cd0102", "ce01020304", "cf0102030405060708",
-    "d0ff", "d1fffe", "d2fffffffe", "d3fffffffffffffffe",
-    "ca3f800000", "cb3ff0000000000000",
-    "a0", "a3616263", "d900", "d903616263", "da0003616263", "db00000003616263",
-    "c400", "c403010203", "c5000101", "c600000001ff",
-    "d40101", "d5010102", "d60101020304", "d7010102030405060708",
-    "d80100112233445566778899aabbccddeeff",
-    "c700ff", "c70201aabb", "c8000201aabb", "c90000000201aabb",
-    "90", "9201c0", "dc0000", "dc000101", "dd0000000101",
-    "80", "8101c0", "de0001a161c0", "df00000001a161c0",
-    "82a161c3a162929190c0",
+      "c0",
+      "c2",
+      "c3",
+      "00",
+      "7f",
+      "e0",
+      "ff",
+      "cc01",
+      "cd0102",
+      "ce01020304",
+      "cf0102030405060708",
+      "d0ff",
+      "d1fffe",
+      "d2fffffffe",
+      "d3fffffffffffffffe",
+      "ca3f800000",
+      "cb3ff0000000000000",
+      "a0",
+      "a3616263",
+      "d900",
+      "d903616263",
+      "da0003616263",
+      "db00000003616263",
+      "c400",
+      "c403010203",
+      "c5000101",
+      "c600000001ff",
+      "d40101",
+      "d5010102",
+      "d60101020304",
+      "d7010102030405060708",
+      "d80100112233445566778899aabbccddeeff",
+      "c700ff",
+      "c70201aabb",
+      "c8000201aabb",
+      "c90000000201aabb",
+      "90",
+      "9201c0",
+      "dc0000",
+      "dc000101",
+      "dd0000000101",
+      "80",
+      "8101c0",
+      "de0001a161c0",
+      "df00000001a161c0",
+      "82a161c3a162929190c0",
   };
   uint8_t b[64];
   int bad_accept = 0, bad_prefix = 0, bad_trailing = 0;
@@ -884,7 +937,7 @@ static void test_every_type(void)
   CHECK(check_bytes(b, n) == -EPROTO && strstr(err, "0xc1") != NULL);
   n = unhex("92c0c1", b);
   CHECK(check_bytes(b, n) == -EPROTO && strstr(err, "0xc1 at byte 2") != NULL);
-  n = unhex("aa616263", b);   /* fixstr of 10 with 3 bytes */
+  n = unhex("aa616263", b); /* fixstr of 10 with 3 bytes */
   CHECK(check_bytes(b, n) == -EPROTO && strstr(err, "str at byte 0 needs 10 bytes") != NULL);
   n = unhex("da00", b);
   CHECK(check_bytes(b, n) == -EPROTO && strstr(err, "str header at byte 0 is truncated") != NULL);
@@ -923,21 +976,19 @@ static void nested(size_t arrays, int empty_innermost)
   msgpack_pack_map(&pk, 2);
   kv_str("t", "pause");
   key("prompt");
-  for (size_t i = 0; i < arrays; i++)
-    msgpack_pack_array(&pk, empty_innermost && i + 1 == arrays ? 0 : 1);
-  if (!empty_innermost)
-    msgpack_pack_nil(&pk);
+  for (size_t i = 0; i < arrays; i++) msgpack_pack_array(&pk, empty_innermost && i + 1 == arrays ? 0 : 1);
+  if (!empty_innermost) msgpack_pack_nil(&pk);
 }
 
 static void test_depth(void)
 {
-  nested(AIRLOCK_MSG_DEPTH_MAX - 1, 0);       /* 32 levels */
+  nested(AIRLOCK_MSG_DEPTH_MAX - 1, 0); /* 32 levels */
   CHECK(decode() == 0 && m.kind == AIRLOCK_MSG_PAUSE);
-  nested(AIRLOCK_MSG_DEPTH_MAX, 0);           /* 33 levels */
+  nested(AIRLOCK_MSG_DEPTH_MAX, 0); /* 33 levels */
   REJECT("nests deeper than 32 levels");
   nested(AIRLOCK_MSG_DEPTH_MAX - 1, 1);
   CHECK(decode() == 0);
-  nested(AIRLOCK_MSG_DEPTH_MAX, 1);           /* an empty container still counts */
+  nested(AIRLOCK_MSG_DEPTH_MAX, 1); /* an empty container still counts */
   REJECT("nests deeper than 32 levels");
 
   uint8_t b[128];
@@ -947,7 +998,7 @@ static void test_depth(void)
   CHECK(msgpack_agrees(b, AIRLOCK_MSG_DEPTH_MAX + 1));
   b[AIRLOCK_MSG_DEPTH_MAX + 1] = 0xc0;
   CHECK(check_bytes(b, AIRLOCK_MSG_DEPTH_MAX + 2) == -EPROTO);
-  memset(b, 0x91, sizeof b);   /* deep nesting that never terminates */
+  memset(b, 0x91, sizeof b); /* deep nesting that never terminates */
   CHECK(check_bytes(b, sizeof b) == -EPROTO);
 }
 
@@ -962,8 +1013,7 @@ static void dense_call(size_t n)
   kv_str("effect", "not.granted");
   key("args");
   msgpack_pack_array(&pk, (uint32_t)n);
-  for (size_t i = 0; i < n; i++)
-    msgpack_pack_fix_int8(&pk, 1);   /* 2 bytes: d0 01 */
+  for (size_t i = 0; i < n; i++) msgpack_pack_fix_int8(&pk, 1); /* 2 bytes: d0 01 */
 }
 
 static void test_decode_cost(void)
@@ -971,10 +1021,8 @@ static void test_decode_cost(void)
   /* 16 MiB of positive fixints would cost 25 times that to decode: refused */
   msgpack_sbuffer_clear(&sb);
   msgpack_pack_array(&pk, 1u << 20);
-  for (size_t i = 0; i < 1u << 20; i++)
-    msgpack_pack_uint8(&pk, 1);   /* one byte each (fixint) */
-  CHECK(check_bytes(sb.data, sb.size) == -EPROTO &&
-        strstr(err, "more than four times the message") != NULL);
+  for (size_t i = 0; i < 1u << 20; i++) msgpack_pack_uint8(&pk, 1); /* one byte each (fixint) */
+  CHECK(check_bytes(sb.data, sb.size) == -EPROTO && strstr(err, "more than four times the message") != NULL);
   /* small frames always pass, however dense (the allowance) */
   dense_call(1000);
   CHECK(decode() == 0 && m.kind == AIRLOCK_MSG_CALL);
@@ -984,8 +1032,7 @@ static void test_decode_cost(void)
   /* at 8 bytes an element (float64, 9 bytes), well within */
   msgpack_sbuffer_clear(&sb);
   msgpack_pack_array(&pk, 1u << 17);
-  for (size_t i = 0; i < 1u << 17; i++)
-    msgpack_pack_double(&pk, 0.5);
+  for (size_t i = 0; i < 1u << 17; i++) msgpack_pack_double(&pk, 0.5);
   CHECK(check_bytes(sb.data, sb.size) == 0);
 }
 
@@ -996,10 +1043,10 @@ static void test_frame_builder(void)
   msgpack_packer fp;
   msgpack_packer_init(&fp, &fb, msgpack_sbuffer_write);
 
-  CHECK(airlock_frame_end(&fb, 0) == -EINVAL);     /* begin never called */
+  CHECK(airlock_frame_end(&fb, 0) == -EINVAL); /* begin never called */
   msgpack_sbuffer_write(&fb, "junk", 4);
   CHECK(airlock_frame_begin(&fb) == 0 && fb.size == 4);
-  CHECK(airlock_frame_end(&fb, 0) == -EMSGSIZE);   /* empty body */
+  CHECK(airlock_frame_end(&fb, 0) == -EMSGSIZE); /* empty body */
   msgpack_pack_map(&fp, 3);
   airlock_pack_cstr(&fp, "t");
   airlock_pack_cstr(&fp, "call");
@@ -1007,12 +1054,12 @@ static void test_frame_builder(void)
   msgpack_pack_uint64(&fp, 7);
   airlock_pack_cstr(&fp, "effect");
   airlock_pack_cstr(&fp, "fs.read");
-  CHECK(airlock_frame_end(&fb, 3) == -EMSGSIZE);   /* over max */
+  CHECK(airlock_frame_end(&fb, 3) == -EMSGSIZE); /* over max */
   CHECK(airlock_frame_end(&fb, 0) == 0);
   const uint8_t *h = (const uint8_t *)fb.data;
   CHECK(((uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3]) == fb.size - 4);
 
-  struct feed f = { .data = h, .avail = fb.size, .eof = 1 };
+  struct feed f = {.data = h, .avail = fb.size, .eof = 1};
   airlock_frame_reader r;
   airlock_frame_reader_init(&r, 0);
   CHECK(airlock_frame_reader_pull(&r, feed_read, &f) == AIRLOCK_FRAME_READY);
@@ -1046,10 +1093,10 @@ static void test_encoders(void)
   msgpack_sbuffer_clear(&fb);
   airlock_pack_reply_err(&fp, 9, "no such file", 12, "denied", 0);
   CHECK(airlock_msg_decode(fb.data, fb.size, &u, &m, err, sizeof err) == 0);
-  CHECK(m.kind == AIRLOCK_MSG_REPLY && m.err != NULL && m.code != NULL &&
-        m.code->via.str.size == 6 && memcmp(m.code->via.str.ptr, "denied", 6) == 0);
+  CHECK(m.kind == AIRLOCK_MSG_REPLY && m.err != NULL && m.code != NULL && m.code->via.str.size == 6 &&
+        memcmp(m.code->via.str.ptr, "denied", 6) == 0);
   msgpack_sbuffer_clear(&fb);
-  airlock_pack_reply_err(&fp, 9, "x", 1, NULL, 0);   /* no code: three fields */
+  airlock_pack_reply_err(&fp, 9, "x", 1, NULL, 0); /* no code: three fields */
   CHECK(airlock_msg_decode(fb.data, fb.size, &u, &m, err, sizeof err) == 0 && m.code == NULL);
   CHECK(m.turn == 0);
 
@@ -1076,9 +1123,13 @@ static void test_encoders(void)
   CHECK(strstr(err, "'turn' must be a boolean") != NULL);
 
   /* A C host's init frame: header included, decodes as init of this version. */
-  static const char *const fx[] = { "add", "log", NULL };
-  airlock_init in = { .source = "return 1", .source_len = 8, .memory = 1 << 20, .effects = fx,
-                      .confine_seccomp = 1, .require_seccomp = 1 };
+  static const char *const fx[] = {"add", "log", NULL};
+  airlock_init in = {.source = "return 1",
+                     .source_len = 8,
+                     .memory = 1 << 20,
+                     .effects = fx,
+                     .confine_seccomp = 1,
+                     .require_seccomp = 1};
   CHECK(airlock_init_frame(&fb, &in, 0, err, sizeof err) == 0);
   const uint8_t *h = (const uint8_t *)fb.data;
   CHECK(((uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3]) == fb.size - 4);
@@ -1097,7 +1148,7 @@ static void test_encoders(void)
         !airlock_msg_field(c, "landlock")->via.boolean && airlock_msg_field(c, "seccomp")->via.boolean);
   const msgpack_object *req = airlock_msg_field(c, "require");
   CHECK(req && req->via.array.size == 1 && req->via.array.ptr[0].via.str.size == 7);
-  CHECK(airlock_init_frame(&fb, &in, 16, err, sizeof err) == -EMSGSIZE);   /* over the limit it is given */
+  CHECK(airlock_init_frame(&fb, &in, 16, err, sizeof err) == -EMSGSIZE); /* over the limit it is given */
   CHECK(strstr(err, "more than its limit of 16 bytes") != NULL);
   msgpack_sbuffer_destroy(&fb);
 }
@@ -1106,7 +1157,8 @@ static void test_encoders(void)
 static int decode_frame(const msgpack_sbuffer *fb)
 {
   const uint8_t *h = (const uint8_t *)fb->data;
-  if (fb->size < 4 || ((uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3]) != fb->size - 4)
+  if (fb->size < 4 ||
+      ((uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3]) != fb->size - 4)
     return -1;
   return airlock_msg_decode(fb->data + 4, fb->size - 4, &u, &m, err, sizeof err);
 }
@@ -1146,15 +1198,29 @@ static void test_init_fields(void)
   msgpack_pack_array(&ip, 2);
   msgpack_pack_int(&ip, 1);
   airlock_pack_cstr(&ip, "x");
-  static const char *const fx[] = { "add", "tick", NULL }, *const notes[] = { "tick", NULL };
-  static const unsigned char prog[16] = { 1, 2, 3 };
-  airlock_init in = { .guest_name = "g", .source = "return ...", .source_len = 10,
-                      .instructions = 7, .memory = 8, .output = 9, .turn_instructions = 10,
-                      .cpu_ms = 11, .turn_cpu_ms = 12, .seed = -5, .effects = fx, .notify = notes,
-                      .input = ib.data, .input_len = ib.size,
-                      .confine_landlock = 1, .confine_seccomp = 1, .confine_mdwe = 1,
-                      .require_landlock = 1, .require_mdwe = 1,
-                      .seccomp_program = prog, .seccomp_program_len = sizeof prog };
+  static const char *const fx[] = {"add", "tick", NULL}, *const notes[] = {"tick", NULL};
+  static const unsigned char prog[16] = {1, 2, 3};
+  airlock_init in = {.guest_name = "g",
+                     .source = "return ...",
+                     .source_len = 10,
+                     .instructions = 7,
+                     .memory = 8,
+                     .output = 9,
+                     .turn_instructions = 10,
+                     .cpu_ms = 11,
+                     .turn_cpu_ms = 12,
+                     .seed = -5,
+                     .effects = fx,
+                     .notify = notes,
+                     .input = ib.data,
+                     .input_len = ib.size,
+                     .confine_landlock = 1,
+                     .confine_seccomp = 1,
+                     .confine_mdwe = 1,
+                     .require_landlock = 1,
+                     .require_mdwe = 1,
+                     .seccomp_program = prog,
+                     .seccomp_program_len = sizeof prog};
   CHECK(airlock_init_frame(&fb, &in, 0, err, sizeof err) == 0);
   CHECK(decode_frame(&fb) == 0 && m.kind == AIRLOCK_MSG_INIT);
   const msgpack_object *lim = airlock_msg_field(m.value, "limits");
@@ -1168,7 +1234,8 @@ static void test_init_fields(void)
   CHECK(input != NULL && input->type == MSGPACK_OBJECT_MAP && uint_field(input, "a") == 2);
   const msgpack_object *list = airlock_msg_field(input, "list");
   CHECK(list != NULL && list->type == MSGPACK_OBJECT_ARRAY && list->via.array.size == 2);
-  CHECK(has_word(airlock_msg_field(m.value, "effects"), "add") && has_word(airlock_msg_field(m.value, "effects"), "tick"));
+  CHECK(has_word(airlock_msg_field(m.value, "effects"), "add") &&
+        has_word(airlock_msg_field(m.value, "effects"), "tick"));
   const msgpack_object *nt = airlock_msg_field(m.value, "notify");
   CHECK(nt != NULL && nt->via.array.size == 1 && has_word(nt, "tick"));
   const msgpack_object *c = airlock_msg_field(m.value, "confine");
@@ -1181,7 +1248,7 @@ static void test_init_fields(void)
   CHECK(airlock_msg_field(m.value, "prepare") == NULL);
 
   /* zeroed: nothing but the guest, no limit, no input, seed or notify */
-  airlock_init bare = { .source = "return 1", .source_len = 8 };
+  airlock_init bare = {.source = "return 1", .source_len = 8};
   CHECK(airlock_init_frame(&fb, &bare, 0, err, sizeof err) == 0 && decode_frame(&fb) == 0);
   CHECK(airlock_msg_field(m.value, "limits")->via.map.size == 0);
   CHECK(airlock_msg_field(m.value, "input") == NULL && airlock_msg_field(m.value, "seed") == NULL);
@@ -1204,41 +1271,48 @@ static void test_init_fields(void)
   in.prepare = 0;
 
   /* inputs refused, each with a message saying what is wrong */
-  static const struct { const char *bytes; size_t len; const char *why; } bad[] = {
-    { "\xc1", 1, "is not a msgpack type" },
-    { "\x92\x01", 2, "claims 2 elements but only 1 bytes remain" },
-    { "\x92\x92\x01\x02", 4, "message ends at byte 4 but an element is missing" },
-    { "\x01\x02", 2, "1 trailing byte after the message" },
-    { "\xd4\x01\x00", 3, "a Lua value cannot be an ext type" },
-    { "\x91\xc7\x01\x05\x00", 5, "a Lua value cannot be an ext type" },
-    { "\x81\xc0\x01", 3, "map key at byte 1 is nil" },
-    { "\x81\xcb\x7f\xf8\x00\x00\x00\x00\x00\x00\x01", 11, "map key at byte 1 is NaN" },
-    { "\x81\xca\x7f\xc0\x00\x00\x01", 7, "map key at byte 1 is NaN" },
-    { "\xdd\xff\xff\xff\xff", 5, "claims 4294967295 elements" },
+  static const struct {
+    const char *bytes;
+    size_t len;
+    const char *why;
+  } bad[] = {
+      {"\xc1", 1, "is not a msgpack type"},
+      {"\x92\x01", 2, "claims 2 elements but only 1 bytes remain"},
+      {"\x92\x92\x01\x02", 4, "message ends at byte 4 but an element is missing"},
+      {"\x01\x02", 2, "1 trailing byte after the message"},
+      {"\xd4\x01\x00", 3, "a Lua value cannot be an ext type"},
+      {"\x91\xc7\x01\x05\x00", 5, "a Lua value cannot be an ext type"},
+      {"\x81\xc0\x01", 3, "map key at byte 1 is nil"},
+      {"\x81\xcb\x7f\xf8\x00\x00\x00\x00\x00\x00\x01", 11, "map key at byte 1 is NaN"},
+      {"\x81\xca\x7f\xc0\x00\x00\x01", 7, "map key at byte 1 is NaN"},
+      {"\xdd\xff\xff\xff\xff", 5, "claims 4294967295 elements"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    airlock_init b = { .source = "return 1", .source_len = 8, .input = bad[i].bytes, .input_len = bad[i].len };
+    airlock_init b = {.source = "return 1", .source_len = 8, .input = bad[i].bytes, .input_len = bad[i].len};
     err[0] = '\0';
     CHECK_MSG(airlock_init_frame(&fb, &b, 0, err, sizeof err) == -EPROTO, bad[i].why);
     CHECK_MSG(strncmp(err, "init: input: ", 13) == 0 && strstr(err, bad[i].why) != NULL, err);
     CHECK(airlock_start_frame(&fb, &b, 1, 0, err, sizeof err) == -EPROTO);
   }
   /* a NaN or nil is fine as a value, not as a key */
-  airlock_init okv = { .source = "return 1", .source_len = 8, .input = "\x82\x01\xc0\x02\xcb\x7f\xf8\0\0\0\0\0\x01",
-                       .input_len = 13 };
+  airlock_init okv = {.source = "return 1",
+                      .source_len = 8,
+                      .input = "\x82\x01\xc0\x02\xcb\x7f\xf8\0\0\0\0\0\x01",
+                      .input_len = 13};
   CHECK(airlock_init_frame(&fb, &okv, 0, err, sizeof err) == 0);
   /* nesting: 31 levels inside the frame's own map are the most the worker takes */
   char deep[40];
   memset(deep, 0x91, sizeof deep);
   okv.input = deep;
   deep[31] = (char)0xc0;
-  okv.input_len = 32;   /* 31 arrays around a nil */
+  okv.input_len = 32; /* 31 arrays around a nil */
   CHECK(airlock_init_frame(&fb, &okv, 0, err, sizeof err) == 0);
   deep[31] = (char)0x91;
   deep[32] = (char)0xc0;
-  okv.input_len = 33;   /* 32 arrays: 33 levels with the frame's map */
+  okv.input_len = 33; /* 32 arrays: 33 levels with the frame's map */
   CHECK(airlock_init_frame(&fb, &okv, 0, err, sizeof err) == -EPROTO);
-  CHECK(strstr(err, "init: the worker would refuse the frame: ") == err && strstr(err, "nests deeper") != NULL);
+  CHECK(strstr(err, "init: the worker would refuse the frame: ") == err &&
+        strstr(err, "nests deeper") != NULL);
   /* sizes: checked before anything is copied, against the frame's limit */
   okv.input_len = 64;
   CHECK(airlock_init_frame(&fb, &okv, 32, err, sizeof err) == -EMSGSIZE);
@@ -1247,14 +1321,14 @@ static void test_init_fields(void)
   CHECK(airlock_init_frame(&fb, &okv, 0, err, sizeof err) == -EINVAL);
   CHECK(strstr(err, "NULL") != NULL);
   /* names the worker would refuse */
-  static const char *const empty_name[] = { "ok", "", NULL };
-  airlock_init nm = { .source = "return 1", .source_len = 8, .notify = empty_name };
+  static const char *const empty_name[] = {"ok", "", NULL};
+  airlock_init nm = {.source = "return 1", .source_len = 8, .notify = empty_name};
   CHECK(airlock_init_frame(&fb, &nm, 0, err, sizeof err) == -EINVAL);
   CHECK(strstr(err, "notify[2] is 0 bytes") != NULL);
   char longname[AIRLOCK_EFFECT_NAME_MAX + 2];
   memset(longname, 'x', sizeof longname - 1);
   longname[sizeof longname - 1] = '\0';
-  const char *const long_list[] = { longname, NULL };
+  const char *const long_list[] = {longname, NULL};
   nm.notify = NULL;
   nm.effects = long_list;
   CHECK(airlock_init_frame(&fb, &nm, 0, err, sizeof err) == -EINVAL && strstr(err, "effects[1]") != NULL);
@@ -1267,15 +1341,13 @@ static void test_init_fields(void)
 static void test_fuzz(void)
 {
   /* random bytes, biased toward small headers so that some of them parse */
-  static const uint8_t common[] = { 0x00, 0x01, 0x7f, 0x80, 0x81, 0x82, 0x90, 0x91, 0x92,
-                                    0xa0, 0xa1, 0xa2, 0xc0, 0xc1, 0xc3, 0xdc, 0xdd, 0xde,
-                                    0xdf, 0xd9, 0xc7, 0xd4, 0xff };
+  static const uint8_t common[] = {0x00, 0x01, 0x7f, 0x80, 0x81, 0x82, 0x90, 0x91, 0x92, 0xa0, 0xa1, 0xa2,
+                                   0xc0, 0xc1, 0xc3, 0xdc, 0xdd, 0xde, 0xdf, 0xd9, 0xc7, 0xd4, 0xff};
   uint8_t b[64];
   int disagree = 0, accepted = 0;
   for (int i = 0; i < 100000; i++) {
     size_t n = (size_t)(rnd() % (sizeof b + 1));
-    for (size_t k = 0; k < n; k++)
-      b[k] = rnd() % 2 ? common[rnd() % sizeof common] : (uint8_t)rnd();
+    for (size_t k = 0; k < n; k++) b[k] = rnd() % 2 ? common[rnd() % sizeof common] : (uint8_t)rnd();
     if (check_bytes(b, n) == 0) {
       accepted++;
       disagree += !msgpack_agrees(b, n);
@@ -1304,12 +1376,10 @@ static void test_fuzz(void)
   for (int i = 0; i < 100000; i++) {
     memcpy(mut, base, blen);
     size_t n = blen - (size_t)(rnd() % 4 == 0 ? rnd() % blen : 0);
-    for (int k = 1 + (int)(rnd() % 4); k > 0; k--)
-      mut[rnd() % blen] = (uint8_t)rnd();
+    for (int k = 1 + (int)(rnd() % 4); k > 0; k--) mut[rnd() % blen] = (uint8_t)rnd();
     int rc = airlock_msg_decode(mut, n, &u, &m, err, sizeof err);
     if (rc == 0 && m.kind == AIRLOCK_MSG_CALL)
-      nonsense += m.id == 0 || m.effect_len == 0 || m.effect_len > AIRLOCK_EFFECT_NAME_MAX ||
-                  m.value == NULL;
+      nonsense += m.id == 0 || m.effect_len == 0 || m.effect_len > AIRLOCK_EFFECT_NAME_MAX || m.value == NULL;
     else if (rc == 0)
       nonsense += m.kind < AIRLOCK_MSG_INIT || m.kind > AIRLOCK_MSG_LAST;
     else

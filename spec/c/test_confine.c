@@ -43,18 +43,18 @@
 #endif
 
 /* Where the confined run must fail with errno e, the control run must succeed. */
-#define CCHECK_GATED(confined, succeeded, e)                               \
-  do {                                                                     \
-    if (confined)                                                          \
-      CCHECK(!(succeeded) && errno == (e));                                \
-    else                                                                   \
-      CCHECK(succeeded);                                                   \
+#define CCHECK_GATED(confined, succeeded, e) \
+  do {                                       \
+    if (confined)                            \
+      CCHECK(!(succeeded) && errno == (e));  \
+    else                                     \
+      CCHECK(succeeded);                     \
   } while (0)
 
 /* ------------------------------------------------------------------ landlock */
 
 struct ll_targets {
-  int apply;          /* 0: control run, the same attempts must succeed */
+  int apply; /* 0: control run, the same attempts must succeed */
   int abi;
   uint16_t tcp_port;
   struct sockaddr_un un;
@@ -76,8 +76,7 @@ static void child_landlock(void *arg)
   errno = 0;
   int fd = open("/etc/passwd", O_RDONLY);
   CCHECK_GATED(t->apply, fd >= 0, EACCES);
-  if (fd >= 0)
-    close(fd);
+  if (fd >= 0) close(fd);
 
   char path[64];
   snprintf(path, sizeof path, "/tmp/airlock_confine_%d", (int)getpid());
@@ -93,13 +92,12 @@ static void child_landlock(void *arg)
   errno = 0;
   fd = open("/", O_RDONLY | O_DIRECTORY);
   CCHECK_GATED(t->apply, fd >= 0, EACCES);
-  if (fd >= 0)
-    close(fd);
+  if (fd >= 0) close(fd);
 
   int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  CCHECK(s >= 0);   /* Landlock restricts connect/bind, not socket creation */
-  struct sockaddr_in in = { .sin_family = AF_INET, .sin_port = htons(t->tcp_port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+  CCHECK(s >= 0); /* Landlock restricts connect/bind, not socket creation */
+  struct sockaddr_in in = {
+      .sin_family = AF_INET, .sin_port = htons(t->tcp_port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   errno = 0;
   int rc = connect(s, (struct sockaddr *)&in, sizeof in);
   CCHECK_GATED(t->apply && t->abi >= 4, rc == 0, EACCES);
@@ -107,8 +105,8 @@ static void child_landlock(void *arg)
 
   /* bind to a TCP port is handled too. */
   s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_in any = { .sin_family = AF_INET, .sin_port = htons(0),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+  struct sockaddr_in any = {
+      .sin_family = AF_INET, .sin_port = htons(0), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   errno = 0;
   rc = bind(s, (struct sockaddr *)&any, sizeof any);
   CCHECK_GATED(t->apply && t->abi >= 4, rc == 0, EACCES);
@@ -117,7 +115,7 @@ static void child_landlock(void *arg)
   errno = 0;
   rc = kill(getppid(), 0);
   CCHECK_GATED(t->apply && t->abi >= 6, rc == 0, EPERM);
-  CCHECK(kill(getpid(), 0) == 0);   /* inside the domain: allowed */
+  CCHECK(kill(getpid(), 0) == 0); /* inside the domain: allowed */
 
   s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   errno = 0;
@@ -146,15 +144,12 @@ static void test_landlock(void)
   }
   /* Rights a kernel's ABI lacks are checked as not enforced (the child's gated
   ** checks), and the case that needed them is counted as skipped. */
-  if (abi < 4)
-    SKIP("Landlock ABI < 4 on this kernel: TCP connect and bind rules cannot be tried");
-  if (abi < 6)
-    SKIP("Landlock ABI < 6 on this kernel: signal and abstract-socket scopes cannot be tried");
+  if (abi < 4) SKIP("Landlock ABI < 4 on this kernel: TCP connect and bind rules cannot be tried");
+  if (abi < 6) SKIP("Landlock ABI < 6 on this kernel: signal and abstract-socket scopes cannot be tried");
 
-  struct ll_targets t = { .abi = abi };
+  struct ll_targets t = {.abi = abi};
   int lt = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_in in = { .sin_family = AF_INET, .sin_port = 0,
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+  struct sockaddr_in in = {.sin_family = AF_INET, .sin_port = 0, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   socklen_t il = sizeof in;
   CHECK(bind(lt, (struct sockaddr *)&in, sizeof in) == 0);
   CHECK(listen(lt, 8) == 0);
@@ -174,8 +169,7 @@ static void test_landlock(void)
   t.apply = 1;
   st = run_child(child_landlock, &t);
   CHECK(exited_ok(st));
-  if (!exited_ok(st))
-    describe("landlock child", st);
+  if (!exited_ok(st)) describe("landlock child", st);
   close(lt);
   close(lu);
 }
@@ -189,13 +183,11 @@ static int use_program;
 
 static int confine_worker(airlock_layer *l)
 {
-  if (!use_program)
-    return airlock_confine_seccomp_worker(l);
+  if (!use_program) return airlock_confine_seccomp_worker(l);
   void *prog;
   size_t len;
   char err[256];
-  if (airlock_seccomp_worker_program((long)getpid(), &prog, &len, err, sizeof err) != 0)
-    return -1;
+  if (airlock_seccomp_worker_program((long)getpid(), &prog, &len, err, sizeof err) != 0) return -1;
   int rc = airlock_confine_seccomp_program(prog, len, l);
   free(prog);
   return rc;
@@ -203,29 +195,53 @@ static int confine_worker(airlock_layer *l)
 
 static void must_confine(void)
 {
-  if (confine_worker(NULL) != 0)
-    _exit(99);
+  if (confine_worker(NULL) != 0) _exit(99);
 }
 
-static void atk_socket(void) { socket(AF_INET, SOCK_STREAM, 0); }
-static void atk_socketpair(void) { int sv[2]; socketpair(AF_UNIX, SOCK_STREAM, 0, sv); }
-static void atk_fork(void) { fork(); }
-static void atk_vfork(void) { syscall(SYS_vfork); }
-static void atk_clone(void) { syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0); }
+static void atk_socket(void)
+{
+  socket(AF_INET, SOCK_STREAM, 0);
+}
+static void atk_socketpair(void)
+{
+  int sv[2];
+  socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+}
+static void atk_fork(void)
+{
+  fork();
+}
+static void atk_vfork(void)
+{
+  syscall(SYS_vfork);
+}
+static void atk_clone(void)
+{
+  syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+}
 static void atk_clone3(void)
 {
-  uint64_t args[11] = { 0 };   /* struct clone_args, 88 bytes */
-  args[4] = SIGCHLD;           /* exit_signal */
+  uint64_t args[11] = {0}; /* struct clone_args, 88 bytes */
+  args[4] = SIGCHLD;       /* exit_signal */
   syscall(SYS_clone3, args, sizeof args);
 }
 static void atk_execve(void)
 {
-  char *argv[] = { "/bin/true", NULL };
+  char *argv[] = {"/bin/true", NULL};
   execve("/bin/true", argv, NULL);
 }
-static void atk_open(void) { syscall(SYS_open, "/etc/passwd", O_RDONLY); }
-static void atk_openat(void) { syscall(SYS_openat, AT_FDCWD, "/etc/passwd", O_RDONLY); }
-static void atk_ptrace(void) { ptrace(PTRACE_TRACEME, 0, NULL, NULL); }
+static void atk_open(void)
+{
+  syscall(SYS_open, "/etc/passwd", O_RDONLY);
+}
+static void atk_openat(void)
+{
+  syscall(SYS_openat, AT_FDCWD, "/etc/passwd", O_RDONLY);
+}
+static void atk_ptrace(void)
+{
+  ptrace(PTRACE_TRACEME, 0, NULL, NULL);
+}
 static void atk_mmap_exec(void)
 {
   mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -234,16 +250,24 @@ static void atk_mmap_exec_only(void)
 {
   mmap(NULL, 4096, PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 }
-static void atk_mmap_file(void) { mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, 0, 0); }
+static void atk_mmap_file(void)
+{
+  mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, 0, 0);
+}
 static void atk_mprotect_exec(void)
 {
   void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED)
-    _exit(97);
+  if (p == MAP_FAILED) _exit(97);
   mprotect(p, 4096, PROT_READ | PROT_EXEC);
 }
-static void atk_x32_getpid(void) { syscall(0x40000000 | 39); }
-static void atk_x32_write(void) { syscall(0x40000000 | 1, 2, "x32!\n", 5); }
+static void atk_x32_getpid(void)
+{
+  syscall(0x40000000 | 39);
+}
+static void atk_x32_write(void)
+{
+  syscall(0x40000000 | 1, 2, "x32!\n", 5);
+}
 #if defined(__x86_64__)
 static void atk_int80_getpid(void)
 {
@@ -265,21 +289,67 @@ static void atk_int80_write(void)
 #endif
 /* getppid is not allowed either: the parent's pid is taken before confining. */
 static pid_t parent_pid;
-static void atk_kill_parent(void) { kill(parent_pid, SIGKILL); }
-static void atk_tgkill_parent(void) { syscall(SYS_tgkill, parent_pid, parent_pid, SIGABRT); }
-static void atk_getppid(void) { getppid(); }
-static void atk_tgkill_self_other_sig(void) { syscall(SYS_tgkill, getpid(), gettid(), SIGUSR1); }
-static void atk_prctl(void) { prctl(PR_SET_DUMPABLE, 1, 0, 0, 0); }
-static void atk_personality(void) { personality(READ_IMPLIES_EXEC); }
-static void atk_close(void) { close(0); }
-static void atk_dup(void) { dup(2); }
-static void atk_io_uring(void) { syscall(SYS_io_uring_setup, 8, calloc(1, 120)); }
-static void atk_seccomp_again(void) { syscall(SYS_seccomp, 1 /* SET_MODE_FILTER */, 0, NULL); }
-static void atk_madvise(void) { madvise(NULL, 0, MADV_DONTNEED); }
-static void atk_futex(void) { int w = 0; syscall(SYS_futex, &w, 1 /* WAKE */, 1, NULL, NULL, 0); }
-static void atk_setuid(void) { syscall(SYS_setuid, 0); }
-static void atk_unshare(void) { unshare(CLONE_NEWUSER); }
-static void atk_kill_self_sigkill(void) { kill(getpid(), SIGKILL); }
+static void atk_kill_parent(void)
+{
+  kill(parent_pid, SIGKILL);
+}
+static void atk_tgkill_parent(void)
+{
+  syscall(SYS_tgkill, parent_pid, parent_pid, SIGABRT);
+}
+static void atk_getppid(void)
+{
+  getppid();
+}
+static void atk_tgkill_self_other_sig(void)
+{
+  syscall(SYS_tgkill, getpid(), gettid(), SIGUSR1);
+}
+static void atk_prctl(void)
+{
+  prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+}
+static void atk_personality(void)
+{
+  personality(READ_IMPLIES_EXEC);
+}
+static void atk_close(void)
+{
+  close(0);
+}
+static void atk_dup(void)
+{
+  dup(2);
+}
+static void atk_io_uring(void)
+{
+  syscall(SYS_io_uring_setup, 8, calloc(1, 120));
+}
+static void atk_seccomp_again(void)
+{
+  syscall(SYS_seccomp, 1 /* SET_MODE_FILTER */, 0, NULL);
+}
+static void atk_madvise(void)
+{
+  madvise(NULL, 0, MADV_DONTNEED);
+}
+static void atk_futex(void)
+{
+  int w = 0;
+  syscall(SYS_futex, &w, 1 /* WAKE */, 1, NULL, NULL, 0);
+}
+static void atk_setuid(void)
+{
+  syscall(SYS_setuid, 0);
+}
+static void atk_unshare(void)
+{
+  unshare(CLONE_NEWUSER);
+}
+static void atk_kill_self_sigkill(void)
+{
+  kill(getpid(), SIGKILL);
+}
 
 struct attack {
   const char *name;
@@ -302,47 +372,47 @@ static void child_attack(void *arg)
   const struct attack *a = arg;
   must_confine();
   a->fn();
-  _exit(0);   /* survived: the parent sees exit 0 instead of SIGSYS */
+  _exit(0); /* survived: the parent sees exit 0 instead of SIGSYS */
 }
 
 static void test_seccomp_attacks(void)
 {
   static const struct attack attacks[] = {
-    { "socket(AF_INET)", atk_socket },
-    { "socketpair", atk_socketpair },
-    { "fork", atk_fork },
-    { "vfork", atk_vfork },
-    { "clone", atk_clone },
-    { "clone3", atk_clone3 },
-    { "execve", atk_execve },
-    { "open", atk_open },
-    { "openat", atk_openat },
-    { "ptrace", atk_ptrace },
-    { "mmap rwx", atk_mmap_exec },
-    { "mmap exec", atk_mmap_exec_only },
-    { "mmap of a file", atk_mmap_file },
-    { "mprotect exec", atk_mprotect_exec },
-    { "x32 getpid", atk_x32_getpid },
-    { "x32 write", atk_x32_write },
+    {"socket(AF_INET)", atk_socket},
+    {"socketpair", atk_socketpair},
+    {"fork", atk_fork},
+    {"vfork", atk_vfork},
+    {"clone", atk_clone},
+    {"clone3", atk_clone3},
+    {"execve", atk_execve},
+    {"open", atk_open},
+    {"openat", atk_openat},
+    {"ptrace", atk_ptrace},
+    {"mmap rwx", atk_mmap_exec},
+    {"mmap exec", atk_mmap_exec_only},
+    {"mmap of a file", atk_mmap_file},
+    {"mprotect exec", atk_mprotect_exec},
+    {"x32 getpid", atk_x32_getpid},
+    {"x32 write", atk_x32_write},
 #if defined(__x86_64__)
-    { "int 0x80 getpid", atk_int80_getpid },
-    { "int 0x80 write", atk_int80_write },
+    {"int 0x80 getpid", atk_int80_getpid},
+    {"int 0x80 write", atk_int80_write},
 #endif
-    { "kill(parent)", atk_kill_parent },
-    { "tgkill(parent, SIGABRT)", atk_tgkill_parent },
-    { "getppid", atk_getppid },
-    { "tgkill(self, SIGUSR1)", atk_tgkill_self_other_sig },
-    { "prctl", atk_prctl },
-    { "personality", atk_personality },
-    { "close", atk_close },
-    { "dup", atk_dup },
-    { "io_uring_setup", atk_io_uring },
-    { "seccomp", atk_seccomp_again },
-    { "madvise", atk_madvise },
-    { "futex", atk_futex },
-    { "setuid", atk_setuid },
-    { "unshare", atk_unshare },
-    { "kill(self, SIGKILL)", atk_kill_self_sigkill },
+    {"kill(parent)", atk_kill_parent},
+    {"tgkill(parent, SIGABRT)", atk_tgkill_parent},
+    {"getppid", atk_getppid},
+    {"tgkill(self, SIGUSR1)", atk_tgkill_self_other_sig},
+    {"prctl", atk_prctl},
+    {"personality", atk_personality},
+    {"close", atk_close},
+    {"dup", atk_dup},
+    {"io_uring_setup", atk_io_uring},
+    {"seccomp", atk_seccomp_again},
+    {"madvise", atk_madvise},
+    {"futex", atk_futex},
+    {"setuid", atk_setuid},
+    {"unshare", atk_unshare},
+    {"kill(self, SIGKILL)", atk_kill_self_sigkill},
   };
 #if defined(__x86_64__)
   int ia32 = ia32_syscalls_work();
@@ -359,8 +429,7 @@ static void test_seccomp_attacks(void)
       int st = run_child(child_attack, (void *)&attacks[i]);
       int ok = killed_by(st, SIGSYS);
       CHECK(ok);
-      if (!ok)
-        describe(attacks[i].name, st);
+      if (!ok) describe(attacks[i].name, st);
     }
   }
   use_program = 0;
@@ -402,7 +471,7 @@ static void child_wrong_pid(void *arg)
 static void test_seccomp_program(void)
 {
   airlock_layer l;
-  char one[8] = { 0 };
+  char one[8] = {0};
   CHECK(airlock_confine_seccomp_program(one, 7, &l) == -EINVAL);
   CHECK(l.status == AIRLOCK_LAYER_FAILED);
   CHECK(airlock_confine_seccomp_program(NULL, 0, &l) == -EINVAL);
@@ -418,7 +487,7 @@ static void test_seccomp_program(void)
     CHECK(pipe2(p, O_CLOEXEC) == 0);
     int st = run_child(child_named, &p[1]);
     close(p[1]);
-    char buf[256] = { 0 };
+    char buf[256] = {0};
     ssize_t n = read(p[0], buf, sizeof buf - 1);
     close(p[0]);
     CHECK(killed_by(st, SIGSYS));
@@ -435,9 +504,9 @@ static void test_seccomp_program(void)
 /* What the worker does after confining: allocate, grow, free, talk on fd 3,
 ** write stderr, read clocks, exit. Everything must keep working. */
 struct positive {
-  int sv[2];         /* socketpair standing in for the channel */
-  int err_w;         /* stderr is redirected here */
-  int how_exit;      /* 0 _exit, 1 exit (atexit + stdio), 2 return from main-like path */
+  int sv[2];    /* socketpair standing in for the channel */
+  int err_w;    /* stderr is redirected here */
+  int how_exit; /* 0 _exit, 1 exit (atexit + stdio), 2 return from main-like path */
 };
 
 static void child_positive(void *arg)
@@ -464,17 +533,14 @@ static void child_positive(void *arg)
     cap *= 2;
     char *nb = realloc(buf, cap);
     CCHECK(nb != NULL);
-    if (nb == NULL)
-      break;
+    if (nb == NULL) break;
     buf = nb;
     memset(buf, i, cap);
   }
   free(buf);
   void *blocks[4096];
-  for (int i = 0; i < 4096; i++)
-    blocks[i] = malloc(64 + (size_t)i % 500);
-  for (int i = 0; i < 4096; i++)
-    free(blocks[i]);
+  for (int i = 0; i < 4096; i++) blocks[i] = malloc(64 + (size_t)i % 500);
+  for (int i = 0; i < 4096; i++) free(blocks[i]);
 
   static const char line[] = "positive: stderr works\n";
   CCHECK(write(2, line, sizeof line - 1) == (ssize_t)(sizeof line - 1));
@@ -491,8 +557,7 @@ static void child_positive(void *arg)
   CCHECK(clock() != (clock_t)-1);
   CCHECK(time(NULL) > 0);
 
-  if (p->how_exit == 1)
-    exit(0);
+  if (p->how_exit == 1) exit(0);
   _exit(0);
 }
 
@@ -523,9 +588,9 @@ static void child_read_implies_exec(void *arg)
   unsigned char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   CCHECK(p != MAP_FAILED);
 #if defined(__x86_64__)
-  p[0] = 0xc3;   /* ret */
+  p[0] = 0xc3; /* ret */
   void (*fn)(void) = (void (*)(void))(void *)p;
-  fn();          /* must fault: the page is not executable */
+  fn(); /* must fault: the page is not executable */
   _exit(0);
 #else
   _exit(139);
@@ -551,13 +616,11 @@ static void test_seccomp_positive(void)
     p.how_exit = how;
     int st = run_child(child_positive, &p);
     CHECK(exited_ok(st));
-    if (!exited_ok(st))
-      describe("positive workload", st);
+    if (!exited_ok(st)) describe("positive workload", st);
     close(ep[1]);
     char out[512] = "";
     ssize_t n = read(ep[0], out, sizeof out - 1);
-    if (n > 0)
-      out[n] = '\0';
+    if (n > 0) out[n] = '\0';
     CHECK(strstr(out, "positive: stderr works\n") != NULL);
     CHECK(strstr(out, "positive: fprintf 42\n") != NULL);
     close(ep[0]);
@@ -570,19 +633,16 @@ static void test_seccomp_positive(void)
   CHECK(pipe2(ep, O_CLOEXEC) == 0);
   int st = run_child(child_abort, &ep[1]);
   CHECK(killed_by(st, SIGABRT));
-  if (!killed_by(st, SIGABRT))
-    describe("abort", st);
-  if (!UNDER_ASAN) {   /* ASan reports a double free its own way */
+  if (!killed_by(st, SIGABRT)) describe("abort", st);
+  if (!UNDER_ASAN) { /* ASan reports a double free its own way */
     st = run_child(child_double_free, &ep[1]);
     CHECK(killed_by(st, SIGABRT));
-    if (!killed_by(st, SIGABRT))
-      describe("double free", st);
+    if (!killed_by(st, SIGABRT)) describe("double free", st);
     close(ep[1]);
     char out[512] = "";
     ssize_t n = read(ep[0], out, sizeof out - 1);
-    if (n > 0)
-      out[n] = '\0';
-    CHECK(strstr(out, "double free") != NULL);   /* the writev message got out */
+    if (n > 0) out[n] = '\0';
+    CHECK(strstr(out, "double free") != NULL); /* the writev message got out */
   } else {
     SKIP("glibc's double-free abort cannot be tried under ASan (it reports double frees itself); "
          "the release build tries it");
@@ -592,8 +652,7 @@ static void test_seccomp_positive(void)
 
   st = run_child(child_read_implies_exec, NULL);
   CHECK(killed_by(st, SIGSEGV));
-  if (!killed_by(st, SIGSEGV))
-    describe("READ_IMPLIES_EXEC heap", st);
+  if (!killed_by(st, SIGSEGV)) describe("READ_IMPLIES_EXEC heap", st);
 }
 
 /* The worker's order: Landlock first (its syscalls are not on the allowlist),
@@ -607,8 +666,7 @@ static void child_both(void *arg)
   CCHECK(airlock_confine_landlock_deny_all(&b) == 0);
   CCHECK(airlock_confine_seccomp_worker(&c) == 0);
   CCHECK(b.status == AIRLOCK_LAYER_APPLIED && c.status == AIRLOCK_LAYER_APPLIED);
-  fprintf(stderr, "  %s: %s\n  %s: %s\n  %s: %s\n", a.name, a.detail, b.name, b.detail,
-          c.name, c.detail);
+  fprintf(stderr, "  %s: %s\n  %s: %s\n  %s: %s\n", a.name, a.detail, b.name, b.detail, c.name, c.detail);
   char *m = malloc(1 << 20);
   CCHECK(m != NULL);
   free(m);
@@ -633,8 +691,7 @@ static void test_layers(void)
 {
   int st = run_child(child_both, NULL);
   CHECK(killed_by(st, SIGSYS));
-  if (!killed_by(st, SIGSYS))
-    describe("landlock + seccomp", st);
+  if (!killed_by(st, SIGSYS)) describe("landlock + seccomp", st);
   st = run_child(child_nnp, NULL);
   CHECK(exited_ok(st));
 
@@ -649,22 +706,19 @@ static void test_layers(void)
 static void child_nproc(void *arg)
 {
   int as_nobody = *(int *)arg;
-  airlock_rlimits rl = { .nproc = 1, .set_mask = AIRLOCK_RL_NPROC };
+  airlock_rlimits rl = {.nproc = 1, .set_mask = AIRLOCK_RL_NPROC};
   CCHECK(airlock_apply_rlimits(&rl) == 0);
-  if (as_nobody)
-    CCHECK(setresgid(65534, 65534, 65534) == 0 && setresuid(65534, 65534, 65534) == 0);
+  if (as_nobody) CCHECK(setresgid(65534, 65534, 65534) == 0 && setresuid(65534, 65534, 65534) == 0);
   errno = 0;
   pid_t pid = fork();
-  if (pid == 0)
-    _exit(0);
+  if (pid == 0) _exit(0);
   if (as_nobody) {
     CCHECK(pid < 0 && errno == EAGAIN);
   } else {
     /* Kernel quirk: the initial user's root is exempt from RLIMIT_NPROC. */
     CCHECK(pid > 0);
   }
-  if (pid > 0)
-    waitpid(pid, NULL, 0);
+  if (pid > 0) waitpid(pid, NULL, 0);
 }
 
 static void child_fsize(void *arg)
@@ -672,29 +726,27 @@ static void child_fsize(void *arg)
   int ignore = *(int *)arg;
   int fd = open("/tmp", O_TMPFILE | O_RDWR, 0600);
   CCHECK(fd >= 0);
-  airlock_rlimits rl = { .fsize = 1000, .set_mask = AIRLOCK_RL_FSIZE };
+  airlock_rlimits rl = {.fsize = 1000, .set_mask = AIRLOCK_RL_FSIZE};
   CCHECK(airlock_apply_rlimits(&rl) == 0);
-  if (ignore)
-    signal(SIGXFSZ, SIG_IGN);
+  if (ignore) signal(SIGXFSZ, SIG_IGN);
   static char buf[4096];
   ssize_t n = write(fd, buf, sizeof buf);
-  CCHECK(n == 1000);   /* short write up to the limit */
+  CCHECK(n == 1000); /* short write up to the limit */
   errno = 0;
-  n = write(fd, buf, sizeof buf);   /* SIGXFSZ, or EFBIG when ignored */
+  n = write(fd, buf, sizeof buf); /* SIGXFSZ, or EFBIG when ignored */
   CCHECK(n < 0 && errno == EFBIG);
 }
 
 static void child_nofile(void *arg)
 {
   (void)arg;
-  airlock_rlimits rl = { .nofile = 8, .set_mask = AIRLOCK_RL_NOFILE };
+  airlock_rlimits rl = {.nofile = 8, .set_mask = AIRLOCK_RL_NOFILE};
   CCHECK(airlock_apply_rlimits(&rl) == 0);
   int last = -1;
   errno = 0;
   for (int i = 0; i < 16; i++) {
     int fd = dup(2);
-    if (fd < 0)
-      break;
+    if (fd < 0) break;
     last = fd;
   }
   CCHECK(errno == EMFILE && last == 7);
@@ -703,9 +755,9 @@ static void child_nofile(void *arg)
 static void child_as(void *arg)
 {
   (void)arg;
-  airlock_rlimits rl = { .as = 256u << 20, .set_mask = AIRLOCK_RL_AS };
+  airlock_rlimits rl = {.as = 256u << 20, .set_mask = AIRLOCK_RL_AS};
   CCHECK(airlock_apply_rlimits(&rl) == 0);
-  void *volatile p = malloc(512u << 20);   /* volatile: clang elides unused mallocs */
+  void *volatile p = malloc(512u << 20); /* volatile: clang elides unused mallocs */
   CCHECK(p == NULL);
   p = malloc(16u << 20);
   CCHECK(p != NULL);
@@ -715,32 +767,34 @@ static void child_as(void *arg)
 static void child_misc(void *arg)
 {
   (void)arg;
-  airlock_rlimits rl = { .core = 0, .stack = 8u << 20, .cpu = UINT64_MAX,
-                         .set_mask = AIRLOCK_RL_CORE | AIRLOCK_RL_STACK | AIRLOCK_RL_CPU };
+  airlock_rlimits rl = {.core = 0,
+                        .stack = 8u << 20,
+                        .cpu = UINT64_MAX,
+                        .set_mask = AIRLOCK_RL_CORE | AIRLOCK_RL_STACK | AIRLOCK_RL_CPU};
   CCHECK(airlock_apply_rlimits(&rl) == 0);
   struct rlimit r;
   CCHECK(getrlimit(RLIMIT_CORE, &r) == 0 && r.rlim_cur == 0 && r.rlim_max == 0);
   CCHECK(getrlimit(RLIMIT_STACK, &r) == 0 && r.rlim_cur == (8u << 20) && r.rlim_max == (8u << 20));
   CCHECK(getrlimit(RLIMIT_CPU, &r) == 0 && r.rlim_cur == RLIM_INFINITY && r.rlim_max == RLIM_INFINITY);
-  rl = (airlock_rlimits){ .cpu = 30, .set_mask = AIRLOCK_RL_CPU };
+  rl = (airlock_rlimits){.cpu = 30, .set_mask = AIRLOCK_RL_CPU};
   CCHECK(airlock_apply_rlimits(&rl) == 0);
   CCHECK(getrlimit(RLIMIT_CPU, &r) == 0 && r.rlim_cur == 30 && r.rlim_max == 31);
   /* soft = hard: the guest cannot raise it again, even as root it only lowers. */
-  rl = (airlock_rlimits){ .core = 0, .set_mask = AIRLOCK_RL_CORE };
+  rl = (airlock_rlimits){.core = 0, .set_mask = AIRLOCK_RL_CORE};
   CCHECK(airlock_apply_rlimits(&rl) == 0);
   CCHECK(airlock_apply_rlimits(NULL) == -EINVAL);
   rl.set_mask = 0x80;
   CCHECK(airlock_apply_rlimits(&rl) == -EINVAL);
   /* Drop root's CAP_SYS_RESOURCE: raising a hard limit must then fail. */
   CCHECK(setresuid(65534, 65534, 65534) == 0);
-  rl = (airlock_rlimits){ .core = 1 << 20, .set_mask = AIRLOCK_RL_CORE };
+  rl = (airlock_rlimits){.core = 1 << 20, .set_mask = AIRLOCK_RL_CORE};
   CCHECK(airlock_apply_rlimits(&rl) == -EPERM);
 }
 
 static void child_cpu(void *arg)
 {
   (void)arg;
-  airlock_rlimits rl = { .cpu = 1, .set_mask = AIRLOCK_RL_CPU };
+  airlock_rlimits rl = {.cpu = 1, .set_mask = AIRLOCK_RL_CPU};
   CCHECK(airlock_apply_rlimits(&rl) == 0);
   for (volatile unsigned long i = 0;; i++) {
   }
@@ -764,7 +818,7 @@ static void test_rlimits(void)
   CHECK(killed_by(st, SIGXFSZ));
   st = run_child(child_nofile, NULL);
   CHECK(exited_ok(st));
-  if (!UNDER_ASAN) {   /* ASan reserves terabytes of shadow: RLIMIT_AS breaks it */
+  if (!UNDER_ASAN) { /* ASan reserves terabytes of shadow: RLIMIT_AS breaks it */
     st = run_child(child_as, NULL);
     CHECK(exited_ok(st));
   } else {
@@ -789,9 +843,9 @@ static void test_probe(void)
           "  probe: landlock_abi=%d seccomp=%d kill_process=%d user_ns=%d net_ns=%d pid_ns=%d "
           "mount_ns=%d ipc_ns=%d uts_ns=%d cgroup_ns=%d pidfd=%d cgroup2_delegated=%d "
           "unprivileged_userns_clone=%d apparmor_restrict_userns=%d is_root=%d\n",
-          r.landlock_abi, r.seccomp, r.seccomp_kill_process, r.user_ns, r.net_ns, r.pid_ns,
-          r.mount_ns, r.ipc_ns, r.uts_ns, r.cgroup_ns, r.pidfd, r.cgroup2_delegated,
-          r.unprivileged_userns_clone, r.apparmor_restrict_userns, r.is_root);
+          r.landlock_abi, r.seccomp, r.seccomp_kill_process, r.user_ns, r.net_ns, r.pid_ns, r.mount_ns,
+          r.ipc_ns, r.uts_ns, r.cgroup_ns, r.pidfd, r.cgroup2_delegated, r.unprivileged_userns_clone,
+          r.apparmor_restrict_userns, r.is_root);
   CHECK(r.landlock_abi >= 1);
   CHECK(r.landlock_abi == airlock_landlock_abi());
   CHECK(r.seccomp == 1);
@@ -814,7 +868,7 @@ static void test_probe(void)
 int main(void)
 {
   /* A SIGSYS'd child dumping core would litter and slow the run. */
-  struct rlimit nocore = { 0, 0 };
+  struct rlimit nocore = {0, 0};
   setrlimit(RLIMIT_CORE, &nocore);
   parent_pid = getpid();
 

@@ -33,11 +33,10 @@
 #include "child.h"
 #include "arch_guard.h"
 
-#define CHECK_ST(cond, what, st)  \
-  do {                            \
-    CHECK_MSG(cond, what);        \
-    if (!(cond))                  \
-      describe(what, st);         \
+#define CHECK_ST(cond, what, st)     \
+  do {                               \
+    CHECK_MSG(cond, what);           \
+    if (!(cond)) describe(what, st); \
   } while (0)
 /* The child died by SIGSYS at the call meant to kill it, not before. */
 #define CHECK_KILLED_AT(what, st) CHECK_ST(killed_by(st, SIGSYS) && reached == 1, what, st)
@@ -48,16 +47,14 @@ static int prepare_ok(const airlock_confine_spec *s, airlock_confine_prepared *p
   char err[256];
   int rc = airlock_confine_prepare(s, p, err, sizeof err);
   CHECK_MSG(rc == 0, err);
-  if (rc != 0)
-    fprintf(stderr, "  prepare: %s\n", err);
+  if (rc != 0) fprintf(stderr, "  prepare: %s\n", err);
   return rc;
 }
 
 static int read_ok(const char *path)
 {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return 0;
+  if (fd < 0) return 0;
   char c;
   ssize_t n = read(fd, &c, 1);
   close(fd);
@@ -70,8 +67,7 @@ static int contains_word(const char *list, const char *word)
 {
   size_t n = strlen(word);
   for (const char *p = list; (p = strstr(p, word)) != NULL; p += n)
-    if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0' || p[n] == '('))
-      return 1;
+    if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0' || p[n] == '(')) return 1;
   return 0;
 }
 
@@ -80,58 +76,63 @@ static void test_promises(void)
   const char *stdio = airlock_promise_syscalls("stdio");
   CHECK(stdio != NULL);
   CHECK(stdio && contains_word(stdio, "read") && contains_word(stdio, "mmap") &&
-        contains_word(stdio, "exit_group") == 0);   /* exit_group is in the always set */
+        contains_word(stdio, "exit_group") == 0); /* exit_group is in the always set */
   CHECK(contains_word(airlock_promise_always.syscalls, "exit_group"));
   CHECK(airlock_promise_syscalls("rpath") && contains_word(airlock_promise_syscalls("rpath"), "openat"));
   CHECK(airlock_promise_syscalls("exec") && contains_word(airlock_promise_syscalls("exec"), "execve"));
-  CHECK(airlock_promise_syscalls("inet") && strstr(airlock_promise_syscalls("inet"), "socket(AF_INET|AF_INET6)"));
+  CHECK(airlock_promise_syscalls("inet") &&
+        strstr(airlock_promise_syscalls("inet"), "socket(AF_INET|AF_INET6)"));
   CHECK(airlock_promise_syscalls("proc") && strstr(airlock_promise_syscalls("proc"), "clone(no-namespaces)"));
   CHECK(airlock_promise_syscalls("rpth") == NULL);
   CHECK(airlock_promise_syscalls(NULL) == NULL);
 
   /* The calls every build must know by name (a table typo would silently
   ** drop a rule: names this architecture lacks are skipped). */
-  static const char *const must[] = { "read", "write", "openat", "socket", "connect", "execve",
-    "clone", "clone3", "ptrace", "mount", "unshare", "setns", "bpf", "io_uring_setup",
-    "keyctl", "perf_event_open", "userfaultfd", "open_by_handle_at", "personality", NULL };
-  for (size_t i = 0; must[i]; i++)
-    CHECK_MSG(seccomp_syscall_resolve_name(must[i]) >= 0, must[i]);
+  static const char *const must[] = {"read",        "write",
+                                     "openat",      "socket",
+                                     "connect",     "execve",
+                                     "clone",       "clone3",
+                                     "ptrace",      "mount",
+                                     "unshare",     "setns",
+                                     "bpf",         "io_uring_setup",
+                                     "keyctl",      "perf_event_open",
+                                     "userfaultfd", "open_by_handle_at",
+                                     "personality", NULL};
+  for (size_t i = 0; must[i]; i++) CHECK_MSG(seccomp_syscall_resolve_name(must[i]) >= 0, must[i]);
 
   /* Every word prepares alone (the table's grammar parses), all of them
   ** together, and the denylist. */
   airlock_confine_prepared p;
   char all[256] = "";
   for (const airlock_promise *w = airlock_promises; w->word; w++) {
-    airlock_confine_spec s = { .seccomp = 1, .promises = w->word };
+    airlock_confine_spec s = {.seccomp = 1, .promises = w->word};
     if (prepare_ok(&s, &p) == 0) {
       CHECK(p.prog.filter != NULL && p.prog.len > 0);
-      CHECK(p.notify_prog.filter != NULL);   /* kill mode: the spawner's variant */
-      CHECK(p.allows_exec == (strcmp(w->word, "exec") == 0 ? 3 : 0));   /* execve and execveat */
+      CHECK(p.notify_prog.filter != NULL);                            /* kill mode: the spawner's variant */
+      CHECK(p.allows_exec == (strcmp(w->word, "exec") == 0 ? 3 : 0)); /* execve and execveat */
     }
     airlock_confine_prepared_free(&p);
     strcat(all, w->word);
     strcat(all, " ");
   }
-  airlock_confine_spec s = { .seccomp = 1, .promises = all };
-  if (prepare_ok(&s, &p) == 0)
-    CHECK(strncmp(p.seccomp.detail, "allowlist: promises", 19) == 0);
+  airlock_confine_spec s = {.seccomp = 1, .promises = all};
+  if (prepare_ok(&s, &p) == 0) CHECK(strncmp(p.seccomp.detail, "allowlist: promises", 19) == 0);
   airlock_confine_prepared_free(&p);
-  airlock_confine_prepared_free(&p);   /* idempotent */
+  airlock_confine_prepared_free(&p); /* idempotent */
   CHECK(p.ruleset_fd == -1 && p.prog.filter == NULL);
 
-  airlock_confine_spec d = { .seccomp = 1, .seccomp_deny = 1 };
+  airlock_confine_spec d = {.seccomp = 1, .seccomp_deny = 1};
   if (prepare_ok(&d, &p) == 0) {
     CHECK(p.allows_exec == 3);
     CHECK(strncmp(p.seccomp.detail, "denylist", 8) == 0);
   }
   airlock_confine_prepared_free(&p);
-  const char *noexec[] = { "execve", NULL };
+  const char *noexec[] = {"execve", NULL};
   d.syscalls = noexec;
-  if (prepare_ok(&d, &p) == 0)
-    CHECK(p.allows_exec == 2);   /* execveat is still allowed, execve not */
+  if (prepare_ok(&d, &p) == 0) CHECK(p.allows_exec == 2); /* execveat is still allowed, execve not */
   airlock_confine_prepared_free(&p);
   /* errno mode has no notify variant: nothing to name, nothing is killed. */
-  airlock_confine_spec e = { .seccomp = 1, .promises = "stdio", .refuse_errno = EPERM };
+  airlock_confine_spec e = {.seccomp = 1, .promises = "stdio", .refuse_errno = EPERM};
   if (prepare_ok(&e, &p) == 0)
     CHECK(p.notify_prog.filter == NULL && strstr(p.seccomp.detail, "fail with EPERM"));
   airlock_confine_prepared_free(&p);
@@ -142,25 +143,25 @@ static void test_errors(void)
   airlock_confine_prepared p;
   char err[256];
 
-  airlock_confine_spec s = { .seccomp = 1, .promises = "stdio rpth" };
+  airlock_confine_spec s = {.seccomp = 1, .promises = "stdio rpth"};
   CHECK(airlock_confine_prepare(&s, &p, err, sizeof err) == -EINVAL);
   CHECK_MSG(strstr(err, "unknown promise 'rpth'") != NULL, err);
   CHECK_MSG(strstr(err, "valid: stdio rpath wpath cpath fattr inet unix dns proc exec id tty") != NULL, err);
   CHECK(p.prog.filter == NULL && p.ruleset_fd == -1);
   CHECK(p.seccomp.status == AIRLOCK_LAYER_FAILED);
 
-  const char *bad[] = { "getpid", "no_such_call", NULL };
-  airlock_confine_spec r = { .seccomp = 1, .promises = "stdio", .syscalls = bad };
+  const char *bad[] = {"getpid", "no_such_call", NULL};
+  airlock_confine_spec r = {.seccomp = 1, .promises = "stdio", .syscalls = bad};
   CHECK(airlock_confine_prepare(&r, &p, err, sizeof err) == -EINVAL);
   CHECK_MSG(strstr(err, "unknown system call 'no_such_call'") != NULL, err);
 
-  airlock_confine_spec q = { .seccomp = 1, .promises = "stdio", .refuse_errno = 5000 };
+  airlock_confine_spec q = {.seccomp = 1, .promises = "stdio", .refuse_errno = 5000};
   CHECK(airlock_confine_prepare(&q, &p, err, sizeof err) == -EINVAL);
   CHECK_MSG(strstr(err, "refuse_errno 5000") != NULL, err);
 
   if (airlock_landlock_abi() >= 1) {
-    const char *paths[] = { "/usr", "/nonexistent/airlock", NULL };
-    airlock_confine_spec l = { .landlock = 1, .fs_read = paths };
+    const char *paths[] = {"/usr", "/nonexistent/airlock", NULL};
+    airlock_confine_spec l = {.landlock = 1, .fs_read = paths};
     CHECK(airlock_confine_prepare(&l, &p, err, sizeof err) == -ENOENT);
     CHECK_MSG(strstr(err, "landlock: /nonexistent/airlock: No such file or directory") != NULL, err);
     CHECK(p.landlock.status == AIRLOCK_LAYER_FAILED && p.ruleset_fd == -1);
@@ -170,7 +171,7 @@ static void test_errors(void)
 
 /* ------------------------------------------------------------------ allowlist */
 
-static airlock_confine_prepared shared;   /* prepared in the parent, applied in a child */
+static airlock_confine_prepared shared; /* prepared in the parent, applied in a child */
 
 static void child_allow_kill(void *arg)
 {
@@ -184,10 +185,10 @@ static void child_allow_kill(void *arg)
   CCHECK(syscall(SYS_clone3, NULL, 0) == -1 && errno == ENOSYS);
   errno = 0;
   CCHECK(syscall(SYS_openat2, AT_FDCWD, "/etc/hostname", NULL, 0) == -1 && errno == ENOSYS);
-  errno = 0;   /* getpwuid()'s nscd probe: refused softly under rpath */
+  errno = 0; /* getpwuid()'s nscd probe: refused softly under rpath */
   CCHECK(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0) == -1 && errno == EACCES);
   REACHED();
-  socket(AF_INET, SOCK_STREAM, 0);   /* not promised: death by SIGSYS */
+  socket(AF_INET, SOCK_STREAM, 0); /* not promised: death by SIGSYS */
   _exit(3);
 }
 
@@ -195,18 +196,17 @@ static void child_allow_errno(void *arg)
 {
   (void)arg;
   CCHECK(airlock_confine_apply_prepared(&shared) == 0);
-  errno = 0;   /* prctl beyond PR_SET_NAME/PR_GET_NAME is not stdio */
+  errno = 0; /* prctl beyond PR_SET_NAME/PR_GET_NAME is not stdio */
   CCHECK(prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == -1 && errno == EPERM);
   char status[4096];
   int sfd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
   ssize_t sn = sfd >= 0 ? read(sfd, status, sizeof status - 1) : -1;
-  if (sfd >= 0)
-    close(sfd);
+  if (sfd >= 0) close(sfd);
   status[sn > 0 ? sn : 0] = 0;
   CCHECK(strstr(status, "\nNoNewPrivs:\t1\n") && strstr(status, "\nSeccomp:\t2\n"));
   errno = 0;
   CCHECK(socket(AF_INET, SOCK_STREAM, 0) == -1 && errno == EPERM);
-  errno = 0;   /* rpath's soft refusal of glibc's nscd probe */
+  errno = 0; /* rpath's soft refusal of glibc's nscd probe */
   CCHECK(socket(AF_UNIX, SOCK_STREAM, 0) == -1 && errno == EACCES);
   errno = 0;
   CCHECK(socket(AF_NETLINK, SOCK_RAW, 0) == -1 && errno == EPERM);
@@ -221,10 +221,10 @@ static void child_allow_errno(void *arg)
   errno = 0;
   CCHECK(mkdir("/tmp/airlock-spec-never", 0700) == -1 && errno == EPERM);
   errno = 0;
-  CCHECK(fork() == -1 && errno == EPERM);   /* no proc */
+  CCHECK(fork() == -1 && errno == EPERM); /* no proc */
   /* isatty() stays possible, TIOCSTI never. */
   errno = 0;
-  CCHECK(ioctl(report_fd, TCGETS, &(char[64]){ 0 }) == -1 && errno == ENOTTY);
+  CCHECK(ioctl(report_fd, TCGETS, &(char[64]){0}) == -1 && errno == ENOTTY);
   errno = 0;
   CCHECK(ioctl(0, TIOCSTI, "x") == -1 && errno == EPERM);
   CCHECK(getpid() > 0);
@@ -243,7 +243,7 @@ static void child_dns(void *arg)
   CCHECK(s >= 0);
   close(s);
   REACHED();
-  bind(-1, NULL, 0);   /* bind is not part of dns: death */
+  bind(-1, NULL, 0); /* bind is not part of dns: death */
   _exit(3);
 }
 
@@ -251,9 +251,8 @@ static void child_proc(void *arg)
 {
   (void)arg;
   CCHECK(airlock_confine_apply_prepared(&shared) == 0);
-  pid_t pid = fork();   /* glibc: clone without namespace flags */
-  if (pid == 0)
-    _exit(7);
+  pid_t pid = fork(); /* glibc: clone without namespace flags */
+  if (pid == 0) _exit(7);
   int st = 0;
   CCHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 7);
   errno = 0;
@@ -268,8 +267,7 @@ static void child_proc(void *arg)
 ** x32 getpid, and on x86_64 the i386 getpid through int $0x80 (when arg). */
 static void child_x32(void *arg)
 {
-  if (airlock_confine_apply_prepared(&shared) != 0)
-    _exit(4);
+  if (airlock_confine_apply_prepared(&shared) != 0) _exit(4);
   REACHED();
 #if defined(__x86_64__)
   if (arg != NULL) {
@@ -305,7 +303,7 @@ static void int32_case(const char *mode, const airlock_confine_prepared *p)
 
 static void test_allowlist(void)
 {
-  airlock_confine_spec s = { .seccomp = 1, .promises = "stdio rpath" };
+  airlock_confine_spec s = {.seccomp = 1, .promises = "stdio rpath"};
   if (prepare_ok(&s, &shared) == 0) {
     int st = run_child(child_allow_kill, NULL);
     CHECK_KILLED_AT("stdio rpath: socket() ends the child by SIGSYS", st);
@@ -324,14 +322,14 @@ static void test_allowlist(void)
   }
   airlock_confine_prepared_free(&shared);
 
-  airlock_confine_spec dns = { .seccomp = 1, .promises = "stdio dns" };
+  airlock_confine_spec dns = {.seccomp = 1, .promises = "stdio dns"};
   if (prepare_ok(&dns, &shared) == 0) {
     int st = run_child(child_dns, NULL);
     CHECK_KILLED_AT("dns: soft probes, then bind kills", st);
   }
   airlock_confine_prepared_free(&shared);
 
-  airlock_confine_spec proc = { .seccomp = 1, .promises = "stdio proc", .refuse_errno = EPERM };
+  airlock_confine_spec proc = {.seccomp = 1, .promises = "stdio proc", .refuse_errno = EPERM};
   if (prepare_ok(&proc, &shared) == 0) {
     int st = run_child(child_proc, NULL);
     CHECK_ST(exited_ok(st), "proc: fork yes, namespaces no", st);
@@ -368,15 +366,14 @@ static void child_deny_errno(void *arg)
   errno = 0;
   CCHECK(ioctl(0, TIOCSTI, "x") == -1 && errno == EPERM);
   errno = 0;
-  CCHECK(getcwd((char[64]){ 0 }, 64) == NULL && errno == EPERM);   /* listed by the spec */
+  CCHECK(getcwd((char[64]){0}, 64) == NULL && errno == EPERM); /* listed by the spec */
   /* Ordinary calls pass: files, sockets, fork. */
   CCHECK(read_ok("/etc/hostname"));
   int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   CCHECK(s >= 0);
   close(s);
   pid_t pid = fork();
-  if (pid == 0)
-    _exit(0);
+  if (pid == 0) _exit(0);
   int st = 1;
   CCHECK(pid > 0 && waitpid(pid, &st, 0) == pid && exited_ok(st));
 }
@@ -393,9 +390,8 @@ static void child_deny_kill(void *arg)
 
 static void test_denylist(void)
 {
-  const char *more[] = { "getcwd", NULL };
-  airlock_confine_spec s = { .seccomp = 1, .seccomp_deny = 1, .syscalls = more,
-                             .refuse_errno = EPERM };
+  const char *more[] = {"getcwd", NULL};
+  airlock_confine_spec s = {.seccomp = 1, .seccomp_deny = 1, .syscalls = more, .refuse_errno = EPERM};
   if (prepare_ok(&s, &shared) == 0) {
     int st = run_child(child_deny_errno, NULL);
     CHECK_ST(exited_ok(st), "denylist EPERM: the dangerous set fails, the rest works", st);
@@ -405,7 +401,7 @@ static void test_denylist(void)
   }
   airlock_confine_prepared_free(&shared);
 
-  airlock_confine_spec k = { .seccomp = 1, .seccomp_deny = 1 };
+  airlock_confine_spec k = {.seccomp = 1, .seccomp_deny = 1};
   if (prepare_ok(&k, &shared) == 0) {
     int st = run_child(child_deny_kill, NULL);
     CHECK_KILLED_AT("denylist kill: unshare ends the child by SIGSYS", st);
@@ -423,21 +419,18 @@ static int handover_sock;
 static void child_handover(void *arg)
 {
   (void)arg;
-  if (dup3(handover_sock, AIRLOCK_CONFINE_NOTIFY_FD, O_CLOEXEC) < 0)
-    _exit(5);
+  if (dup3(handover_sock, AIRLOCK_CONFINE_NOTIFY_FD, O_CLOEXEC) < 0) _exit(5);
   const char *step = NULL;
   int rc = airlock_confine_apply_prepared_fds(&shared, -1, AIRLOCK_CONFINE_NOTIFY_FD, &step);
-  if (rc != 0)
-    _exit(6);
+  if (rc != 0) _exit(6);
   syscall(SYS_getpid);
-  _exit(3);   /* never: the call waits for the parent */
+  _exit(3); /* never: the call waits for the parent */
 }
 
 static void test_handover(void)
 {
-  airlock_confine_spec s = { .seccomp = 1, .promises = "rpath" };
-  if (prepare_ok(&s, &shared) != 0)
-    return;
+  airlock_confine_spec s = {.seccomp = 1, .promises = "rpath"};
+  if (prepare_ok(&s, &shared) != 0) return;
   CHECK(shared.notify_prog.filter != NULL);
   int sp[2];
   CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) == 0);
@@ -449,16 +442,18 @@ static void test_handover(void)
     child_handover(NULL);
   }
   close(sp[1]);
-  union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } cm;
+  union {
+    struct cmsghdr h;
+    char buf[CMSG_SPACE(sizeof(int))];
+  } cm;
   char byte = 0;
-  struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-  struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
-                       .msg_controllen = sizeof cm.buf };
+  struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+  struct msghdr mh = {
+      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf};
   int listener = -1;
   if (recvmsg(sp[0], &mh, MSG_CMSG_CLOEXEC) == 1) {
     struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-    if (c && c->cmsg_type == SCM_RIGHTS)
-      memcpy(&listener, CMSG_DATA(c), sizeof listener);
+    if (c && c->cmsg_type == SCM_RIGHTS) memcpy(&listener, CMSG_DATA(c), sizeof listener);
   }
   CHECK_MSG(listener >= 0, "the child handed its seccomp listener over");
   if (listener >= 0) {
@@ -482,12 +477,10 @@ static void test_handover(void)
 static void child_no_listener(void *arg)
 {
   (void)arg;
-  if (dup3(handover_sock, AIRLOCK_CONFINE_NOTIFY_FD, O_CLOEXEC) < 0)
-    _exit(5);
+  if (dup3(handover_sock, AIRLOCK_CONFINE_NOTIFY_FD, O_CLOEXEC) < 0) _exit(5);
   for (int fd = 3; fd < AIRLOCK_CONFINE_NOTIFY_FD; fd++)
-    if (fd != report_fd)
-      close(fd);
-  struct rlimit rl = { 3, 3 };   /* 0..2 are open: no free number below the limit */
+    if (fd != report_fd) close(fd);
+  struct rlimit rl = {3, 3}; /* 0..2 are open: no free number below the limit */
   CCHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
   const char *step = NULL;
   CCHECK(airlock_confine_apply_prepared_fds(&shared, -1, AIRLOCK_CONFINE_NOTIFY_FD, &step) == 0);
@@ -499,16 +492,15 @@ static void child_no_listener(void *arg)
 
 static void test_no_listener(void)
 {
-  airlock_confine_spec s = { .seccomp = 1, .promises = "stdio rpath" };
-  if (prepare_ok(&s, &shared) != 0)
-    return;
+  airlock_confine_spec s = {.seccomp = 1, .promises = "stdio rpath"};
+  if (prepare_ok(&s, &shared) != 0) return;
   int sp[2];
   CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) == 0);
   handover_sock = sp[1];
   int st = run_child(child_no_listener, NULL);
   CHECK_KILLED_AT("no listener possible: the plain filter kills", st);
   char byte;
-  CHECK(recv(sp[0], &byte, 1, MSG_DONTWAIT) == -1 && errno == EAGAIN);   /* nothing handed over */
+  CHECK(recv(sp[0], &byte, 1, MSG_DONTWAIT) == -1 && errno == EAGAIN); /* nothing handed over */
   close(sp[0]);
   close(sp[1]);
   airlock_confine_prepared_free(&shared);
@@ -517,7 +509,7 @@ static void test_no_listener(void)
 /* ------------------------------------------------------------------ landlock */
 
 struct ll_case {
-  char dir[64];        /* the writable temp dir */
+  char dir[64]; /* the writable temp dir */
   int abi;
   uint16_t open_port;  /* a listening port the child may connect to */
   uint16_t other_port; /* one it may not */
@@ -531,8 +523,7 @@ static void child_landlock(void *arg)
   CCHECK(read_ok("/usr/bin/sh") || read_ok("/usr/bin/true"));
   int d = open("/usr", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   CCHECK(d >= 0);
-  if (d >= 0)
-    close(d);
+  if (d >= 0) close(d);
   errno = 0;
   CCHECK(open("/etc/passwd", O_RDONLY) == -1 && errno == EACCES);
   CCHECK(read_ok("/etc/hostname"));
@@ -542,8 +533,7 @@ static void child_landlock(void *arg)
   snprintf(path2, sizeof path2, "%s/renamed", c->dir);
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   CCHECK(fd >= 0 && write(fd, "hi", 2) == 2);
-  if (fd >= 0)
-    close(fd);
+  if (fd >= 0) close(fd);
   CCHECK(rename(path, path2) == 0);
   errno = 0;
   CCHECK(open(path2, O_RDONLY) == -1 && errno == EACCES);
@@ -555,7 +545,7 @@ static void child_landlock(void *arg)
   /* exec needs the execute right: /usr is read-only here. */
   pid_t pid = fork();
   if (pid == 0) {
-    char *argv[] = { "true", NULL };
+    char *argv[] = {"true", NULL};
     execve("/usr/bin/true", argv, NULL);
     _exit(errno == EACCES ? 0 : 1);
   }
@@ -564,7 +554,7 @@ static void child_landlock(void *arg)
   CCHECK(exited_ok(st));
   /* TCP: connect only to the allowed port; bind nowhere. */
   if (c->abi >= 4) {
-    struct sockaddr_in in = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    struct sockaddr_in in = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     in.sin_port = htons(c->open_port);
     CCHECK(connect(s, (struct sockaddr *)&in, sizeof in) == 0);
@@ -580,7 +570,7 @@ static void child_landlock(void *arg)
     CCHECK(bind(s, (struct sockaddr *)&in, sizeof in) == -1 && errno == EACCES);
     close(s);
   }
-  if (c->abi >= 6) {   /* scoped: no signal out of the domain */
+  if (c->abi >= 6) { /* scoped: no signal out of the domain */
     errno = 0;
     CCHECK(kill(getppid(), 0) == -1 && errno == EPERM);
   }
@@ -592,7 +582,7 @@ static void child_landlock_exec(void *arg)
   CCHECK(airlock_confine_apply_prepared(&shared) == 0);
   pid_t pid = fork();
   if (pid == 0) {
-    char *argv[] = { "true", NULL };
+    char *argv[] = {"true", NULL};
     execve("/usr/bin/true", argv, NULL);
     _exit(100 + errno);
   }
@@ -610,27 +600,25 @@ static void test_landlock(void)
     SKIP("this kernel has no Landlock: the prepared Landlock rulesets cannot be tried");
     return;
   }
-  if (abi < 4)
-    SKIP("Landlock ABI < 4 on this kernel: prepared TCP rules cannot be tried");
-  if (abi < 6)
-    SKIP("Landlock ABI < 6 on this kernel: prepared scopes cannot be tried");
-  struct ll_case c = { .abi = abi };
+  if (abi < 4) SKIP("Landlock ABI < 4 on this kernel: prepared TCP rules cannot be tried");
+  if (abi < 6) SKIP("Landlock ABI < 6 on this kernel: prepared scopes cannot be tried");
+  struct ll_case c = {.abi = abi};
   snprintf(c.dir, sizeof c.dir, "/tmp/airlock-spec-XXXXXX");
   CHECK(mkdtemp(c.dir) != NULL);
 
   int lt = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_in in = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+  struct sockaddr_in in = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   socklen_t il = sizeof in;
   CHECK(bind(lt, (struct sockaddr *)&in, sizeof in) == 0 && listen(lt, 8) == 0 &&
         getsockname(lt, (struct sockaddr *)&in, &il) == 0);
   c.open_port = ntohs(in.sin_port);
   c.other_port = (uint16_t)(c.open_port == 65535 ? 1024 : c.open_port + 1);
 
-  const char *read[] = { "/usr", "/etc/hostname", NULL };
-  const char *write_[] = { c.dir, NULL };
-  uint16_t conn[] = { c.open_port };
-  airlock_confine_spec s = { .landlock = 1, .fs_read = read, .fs_write = write_,
-                             .tcp_connect = conn, .n_tcp_connect = 1 };
+  const char *read[] = {"/usr", "/etc/hostname", NULL};
+  const char *write_[] = {c.dir, NULL};
+  uint16_t conn[] = {c.open_port};
+  airlock_confine_spec s = {
+      .landlock = 1, .fs_read = read, .fs_write = write_, .tcp_connect = conn, .n_tcp_connect = 1};
   if (prepare_ok(&s, &shared) == 0) {
     CHECK(shared.ruleset_fd >= 0);
     CHECK_MSG(strstr(shared.landlock.detail, "paths: 2 read, 1 write, 0 exec") != NULL,
@@ -641,8 +629,8 @@ static void test_landlock(void)
   airlock_confine_prepared_free(&shared);
 
   /* exec = execute + read: /usr/bin/true runs (its loader under /usr/lib* too). */
-  const char *exec[] = { "/usr", "/lib", "/lib64", NULL };
-  airlock_confine_spec e = { .landlock = 1, .fs_exec = exec };
+  const char *exec[] = {"/usr", "/lib", "/lib64", NULL};
+  airlock_confine_spec e = {.landlock = 1, .fs_exec = exec};
   if (prepare_ok(&e, &shared) == 0) {
     int st = run_child(child_landlock_exec, NULL);
     CHECK_ST(exited_ok(st), "landlock exec child", st);
@@ -656,9 +644,8 @@ static void test_landlock(void)
 static void child_apply(void *arg)
 {
   (void)arg;
-  const char *read[] = { "/usr", "/etc/hostname", NULL };
-  airlock_confine_spec s = { .landlock = 1, .fs_read = read, .seccomp = 1,
-                             .promises = "stdio rpath" };
+  const char *read[] = {"/usr", "/etc/hostname", NULL};
+  airlock_confine_spec s = {.landlock = 1, .fs_read = read, .seccomp = 1, .promises = "stdio rpath"};
   airlock_layer out[2];
   int rc = airlock_confine_apply(&s, out);
   CCHECK(rc == 0);
@@ -669,19 +656,19 @@ static void child_apply(void *arg)
   errno = 0;
   CCHECK(open("/etc/passwd", O_RDONLY) == -1 && errno == EACCES);
   REACHED();
-  syscall(SYS_mkdir, "/tmp/x", 0700);   /* not promised: death */
+  syscall(SYS_mkdir, "/tmp/x", 0700); /* not promised: death */
   _exit(3);
 }
 
 static void child_apply_fails(void *arg)
 {
   (void)arg;
-  const char *read[] = { "/nonexistent/airlock", NULL };
-  airlock_confine_spec s = { .landlock = 1, .fs_read = read, .seccomp = 1, .promises = "stdio" };
+  const char *read[] = {"/nonexistent/airlock", NULL};
+  airlock_confine_spec s = {.landlock = 1, .fs_read = read, .seccomp = 1, .promises = "stdio"};
   airlock_layer out[2];
   CCHECK(airlock_confine_apply(&s, out) == -ENOENT);
   CCHECK(out[0].status == AIRLOCK_LAYER_FAILED && strstr(out[0].detail, "/nonexistent/airlock"));
-  CCHECK(prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 0);   /* nothing applied */
+  CCHECK(prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 0); /* nothing applied */
   CCHECK(read_ok("/etc/passwd"));
 }
 
@@ -699,7 +686,7 @@ static void test_apply(void)
 
 int main(void)
 {
-  struct rlimit nocore = { 0, 0 };
+  struct rlimit nocore = {0, 0};
   setrlimit(RLIMIT_CORE, &nocore);
   test_promises();
   test_errors();

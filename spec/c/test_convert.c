@@ -13,7 +13,6 @@
 #include "convert.h"
 #include "check.h"
 
-
 /* Deep equality that also tells integers from floats. */
 static const char *EQUAL_LUA =
     "local function eq(a, b)\n"
@@ -39,8 +38,7 @@ static void eval(lua_State *L, const char *code)
 }
 
 /* Packs the value at the top, returning the packer's result; sb holds bytes. */
-static int pack_top(lua_State *L, msgpack_sbuffer *sb, const char *root, char *err,
-                    size_t errlen)
+static int pack_top(lua_State *L, msgpack_sbuffer *sb, const char *root, char *err, size_t errlen)
 {
   msgpack_packer pk;
   msgpack_sbuffer_clear(sb);
@@ -91,8 +89,7 @@ static void pack_fails(lua_State *L, const char *code, const char *root, const c
   eval(L, code);
   int rc = pack_top(L, &sb, root, err, sizeof err);
   CHECK_MSG(rc == -1, code);
-  if (strcmp(err, want) != 0)
-    fprintf(stderr, "  got  '%s'\n  want '%s'\n", err, want);
+  if (strcmp(err, want) != 0) fprintf(stderr, "  got  '%s'\n  want '%s'\n", err, want);
   CHECK_MSG(strcmp(err, want) == 0, want);
   CHECK_MSG(lua_gettop(L) == top + 1, "stack balanced after a pack error");
   lua_settop(L, top);
@@ -124,15 +121,15 @@ static void test_round_trips(lua_State *L)
   round_trip(L, "return {1, 2, n = 2}", MSGPACK_OBJECT_MAP);
   round_trip(L, "return {}", MSGPACK_OBJECT_MAP);
   round_trip(L, "local s = {1}; return {s, s, {s}}", MSGPACK_OBJECT_ARRAY);
-  round_trip(L, "return setmetatable({1}, {__index = function() error('raw!') end,"
-                " __pairs = function() error('raw!') end})",
+  round_trip(L,
+             "return setmetatable({1}, {__index = function() error('raw!') end,"
+             " __pairs = function() error('raw!') end})",
              MSGPACK_OBJECT_ARRAY);
 }
 
 static void test_pack_errors(lua_State *L)
 {
-  pack_fails(L, "return {items = {1, 2, print}}", "args",
-             "args.items[3]: cannot send a function");
+  pack_fails(L, "return {items = {1, 2, print}}", "args", "args.items[3]: cannot send a function");
   pack_fails(L, "return print", "value", "value: cannot send a function");
   pack_fails(L, "return {['odd key'] = {coroutine.create(print)}}", "args",
              "args[\"odd key\"][1]: cannot send a thread");
@@ -193,10 +190,10 @@ static void test_relative_index(lua_State *L)
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
   char err[64] = "";
   eval(L, "return {7}");
-  lua_pushcfunction(L, luaopen_base);   /* unsendable, and above the value */
+  lua_pushcfunction(L, luaopen_base); /* unsendable, and above the value */
   int rc = airlock_lua_pack(L, -2, &pk, "value", err, sizeof err);
   CHECK_MSG(rc == 0 && sb.size == 2 && (uint8_t)sb.data[0] == 0x91 && sb.data[1] == 7,
-        "packs the value at a relative index");
+            "packs the value at a relative index");
   lua_pop(L, 2);
   msgpack_sbuffer_destroy(&sb);
 }
@@ -205,8 +202,7 @@ static int refuse_after(void *data, const char *buf, size_t len)
 {
   (void)buf;
   size_t *room = data;
-  if (len > *room)
-    return -1;
+  if (len > *room) return -1;
   *room -= len;
   return 0;
 }
@@ -233,8 +229,7 @@ static void push_fails(lua_State *L, const msgpack_object *o, const char *want)
   int top = lua_gettop(L);
   int rc = airlock_lua_push(L, o, err, sizeof err);
   CHECK_MSG(rc == -1, want);
-  if (strcmp(err, want) != 0)
-    fprintf(stderr, "  got  '%s'\n  want '%s'\n", err, want);
+  if (strcmp(err, want) != 0) fprintf(stderr, "  got  '%s'\n  want '%s'\n", err, want);
   CHECK_MSG(strcmp(err, want) == 0, want);
   CHECK_MSG(lua_gettop(L) == top, "stack balanced after a push error");
 }
@@ -244,8 +239,7 @@ static const msgpack_object *unpack(msgpack_sbuffer *sb, msgpack_unpacked *u)
 {
   size_t off = 0;
   msgpack_unpacked_init(u);
-  if (msgpack_unpack_next(u, sb->data, sb->size, &off) != MSGPACK_UNPACK_SUCCESS)
-    return NULL;
+  if (msgpack_unpack_next(u, sb->data, sb->size, &off) != MSGPACK_UNPACK_SUCCESS) return NULL;
   return &u->data;
 }
 
@@ -264,8 +258,7 @@ static void test_push_scalars(lua_State *L)
   CHECK_MSG(o != NULL && airlock_lua_push(L, o, err, sizeof err) == 0, "bin pushes");
   size_t len = 0;
   const char *s = lua_tolstring(L, -1, &len);
-  CHECK_MSG(lua_type(L, -1) == LUA_TSTRING && len == 3 && memcmp(s, "a\0b", 3) == 0,
-        "bin becomes a string");
+  CHECK_MSG(lua_type(L, -1) == LUA_TSTRING && len == 3 && memcmp(s, "a\0b", 3) == 0, "bin becomes a string");
   lua_pop(L, 1);
   msgpack_unpacked_destroy(&u);
 
@@ -274,7 +267,7 @@ static void test_push_scalars(lua_State *L)
   o = unpack(&sb, &u);
   CHECK_MSG(o != NULL && airlock_lua_push(L, o, err, sizeof err) == 0, "uint64 max pushes");
   CHECK_MSG(!lua_isinteger(L, -1) && lua_tonumber(L, -1) == 18446744073709551616.0,
-        "uint64 max becomes a float");
+            "uint64 max becomes a float");
   lua_pop(L, 1);
   msgpack_unpacked_destroy(&u);
 
@@ -282,8 +275,7 @@ static void test_push_scalars(lua_State *L)
   msgpack_pack_uint64(&pk, (uint64_t)INT64_MAX);
   o = unpack(&sb, &u);
   CHECK_MSG(o != NULL && airlock_lua_push(L, o, err, sizeof err) == 0, "int64 max pushes");
-  CHECK_MSG(lua_isinteger(L, -1) && lua_tointeger(L, -1) == LUA_MAXINTEGER,
-        "int64 max stays an integer");
+  CHECK_MSG(lua_isinteger(L, -1) && lua_tointeger(L, -1) == LUA_MAXINTEGER, "int64 max stays an integer");
   lua_pop(L, 1);
   msgpack_unpacked_destroy(&u);
 
@@ -365,8 +357,7 @@ static void test_push_depth(lua_State *L)
   const msgpack_object *o = nested_arrays(objs, AIRLOCK_CONVERT_DEPTH_MAX);
   CHECK_MSG(airlock_lua_push(L, o, err, sizeof err) == 0, "the deepest nesting allowed pushes");
   int inner = 1;
-  for (int i = 0; i < AIRLOCK_CONVERT_DEPTH_MAX && inner; i++)
-    inner = lua_rawgeti(L, -1, 1) != LUA_TNIL;
+  for (int i = 0; i < AIRLOCK_CONVERT_DEPTH_MAX && inner; i++) inner = lua_rawgeti(L, -1, 1) != LUA_TNIL;
   CHECK_MSG(inner && lua_tointeger(L, -1) == 7, "the deepest value is intact");
   lua_pop(L, AIRLOCK_CONVERT_DEPTH_MAX + 1);
 

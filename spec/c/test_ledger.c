@@ -1,6 +1,7 @@
 /*
 ** test_ledger.c -- tests for the journal engine (ledger/journal*.c,
-** ledger/segment.c): round trips in each durability mode, every kind of damage named with its seq, torn tails, the writer lock,
+** ledger/segment.c): round trips in each durability mode, every kind of damage named with its seq, torn
+*tails, the writer lock,
 ** SIGKILL at random points, a full file-size limit, branching, and (the long
 ** test) verifying a large journal in bounded memory.
 ** AIRLOCK_LEDGER_BIG_MB sets the long test's journal size (0 skips it).
@@ -28,8 +29,8 @@
 #include "check.h"
 #include <zstd.h>
 
-#define BIG_MB_DEFAULT 1024
-#define LEDGER_TEST_BLK 28   /* segment header (16) and the first block header (12) */
+#define BIG_MB_DEFAULT  1024
+#define LEDGER_TEST_BLK 28 /* segment header (16) and the first block header (12) */
 
 /* out = SHA-256(a || b), computed here independently of the ledger's own code
 ** path, to forge records a producer with the chain could forge. */
@@ -37,14 +38,13 @@ static void sha256_cat(const void *a, size_t alen, const void *b, size_t blen, u
 {
   EVP_MD_CTX *ctx = EVP_MD_CTX_new();
   unsigned n = 0;
-  if (ctx == NULL || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1 ||
-      EVP_DigestUpdate(ctx, a, alen) != 1 || EVP_DigestUpdate(ctx, b, blen) != 1 ||
-      EVP_DigestFinal_ex(ctx, out, &n) != 1 || n != 32)
+  if (ctx == NULL || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1 || EVP_DigestUpdate(ctx, a, alen) != 1 ||
+      EVP_DigestUpdate(ctx, b, blen) != 1 || EVP_DigestFinal_ex(ctx, out, &n) != 1 || n != 32)
     abort();
   EVP_MD_CTX_free(ctx);
 }
 
-static char root[64];          /* this run's temporary directory */
+static char root[64]; /* this run's temporary directory */
 static char errbuf[512];
 
 /* Deterministic, so a failure reproduces. */
@@ -68,7 +68,9 @@ static double now_s(void)
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *f)
 {
-  (void)st; (void)flag; (void)f;
+  (void)st;
+  (void)flag;
+  (void)f;
   return remove(path);
 }
 
@@ -90,8 +92,7 @@ static uint8_t *slurp(const char *dir, size_t *len)
   char path[256];
   snprintf(path, sizeof path, "%s/journal", dir);
   FILE *f = fopen(path, "rb");
-  if (f == NULL)
-    return NULL;
+  if (f == NULL) return NULL;
   fseek(f, 0, SEEK_END);
   long n = ftell(f);
   fseek(f, 0, SEEK_SET);
@@ -114,8 +115,7 @@ static void spit(const char *dir, const uint8_t *p, size_t len)
   snprintf(path, sizeof path, "%s/journal", dir);
   FILE *f = fopen(path, "wb");
   if (f != NULL) {
-    if (len > 0 && fwrite(p, 1, len, f) != len)
-      fprintf(stderr, "short write to %s\n", path);
+    if (len > 0 && fwrite(p, 1, len, f) != len) fprintf(stderr, "short write to %s\n", path);
     fclose(f);
   }
 }
@@ -134,8 +134,7 @@ static size_t record_offsets(const uint8_t *p, size_t len, size_t *offs, size_t 
   size_t n = 0, at = 0;
   while (at + 4 <= len && n < max) {
     uint32_t l = (uint32_t)p[at] << 24 | (uint32_t)p[at + 1] << 16 | (uint32_t)p[at + 2] << 8 | p[at + 3];
-    if (at + 4 + l + 32 > len)
-      break;
+    if (at + 4 + l + 32 > len) break;
     offs[n++] = at;
     at += 4 + l + 32;
   }
@@ -149,8 +148,7 @@ static msgpack_sbuffer fsb;
 
 /* {effect = effect, args = {path = <argbytes bytes>}, n = n}; the object lives
 ** until the next call. */
-static const msgpack_object *call_fields(msgpack_unpacked *u, const char *effect, size_t argbytes,
-                                         uint64_t n)
+static const msgpack_object *call_fields(msgpack_unpacked *u, const char *effect, size_t argbytes, uint64_t n)
 {
   static char *pad;
   static size_t padlen;
@@ -158,8 +156,7 @@ static const msgpack_object *call_fields(msgpack_unpacked *u, const char *effect
     free(pad);
     pad = malloc(argbytes);
     padlen = argbytes;
-    for (size_t i = 0; i < argbytes; i++)
-      pad[i] = (char)('a' + i % 26);
+    for (size_t i = 0; i < argbytes; i++) pad[i] = (char)('a' + i % 26);
   }
   msgpack_packer pk;
   msgpack_sbuffer_clear(&fsb);
@@ -204,8 +201,7 @@ static off_t session_size(const char *dir)
   struct stat st;
   for (unsigned i = 1;; i++) {
     snprintf(path, sizeof path, "%s/segment.%06u", dir, i);
-    if (stat(path, &st) != 0)
-      return total;
+    if (stat(path, &st) != 0) return total;
     total += st.st_size;
   }
 }
@@ -217,12 +213,11 @@ static unsigned segment_count(const char *dir)
   unsigned i = 0;
   for (;; i++) {
     snprintf(path, sizeof path, "%s/segment.%06u", dir, i + 1);
-    if (stat(path, &st) != 0)
-      return i;
+    if (stat(path, &st) != 0) return i;
   }
 }
 
-static const char *const cycle[] = { "init", "call", "reply", "call", "reply", "pause", "resume", "done" };
+static const char *const cycle[] = {"init", "call", "reply", "call", "reply", "pause", "resume", "done"};
 
 /* A session at dir with count records in all (the session included). */
 static int make_journal(const char *dir, int durability, uint64_t count, size_t argbytes)
@@ -230,14 +225,13 @@ static int make_journal(const char *dir, int durability, uint64_t count, size_t 
   msgpack_unpacked u;
   msgpack_unpacked_init(&u);
   airlock_ledger *l;
-  airlock_ledger_opts o = { .create = 1, .durability = durability,
-                            .session_fields = one_field(&u, "policy", "sha256:abc") };
+  airlock_ledger_opts o = {
+      .create = 1, .durability = durability, .session_fields = one_field(&u, "policy", "sha256:abc")};
   rm_tree(dir);
   int rc = airlock_ledger_open(dir, &o, &l, NULL, errbuf, sizeof errbuf);
   for (uint64_t i = 2; rc == 0 && i <= count; i++)
     rc = airlock_ledger_append(l, cycle[i % 8], 1 + i / 8, call_fields(&u, "fs.read", argbytes, i), NULL);
-  if (rc == 0)
-    rc = airlock_ledger_close(l);
+  if (rc == 0) rc = airlock_ledger_close(l);
   msgpack_unpacked_destroy(&u);
   return rc;
 }
@@ -252,8 +246,10 @@ static void test_round_trip(int mode)
   rm_tree(dir);
   airlock_ledger *l;
   airlock_ledger_report rep;
-  airlock_ledger_opts o = { .create = 1, .durability = mode, .batch_ms = 20,
-                            .session_fields = one_field(&u, "policy", "sha256:abc") };
+  airlock_ledger_opts o = {.create = 1,
+                           .durability = mode,
+                           .batch_ms = 20,
+                           .session_fields = one_field(&u, "policy", "sha256:abc")};
   CHECK(airlock_ledger_open(dir, &o, &l, &rep, errbuf, sizeof errbuf) == 0);
   CHECK(rep.records == 1 && rep.last_seq == 1 && rep.torn_bytes == 0);
   char id[33];
@@ -265,8 +261,7 @@ static void test_round_trip(int mode)
   for (uint64_t i = 2; i <= 40; i++) {
     CHECK(airlock_ledger_append(l, cycle[i % 8], i / 8, call_fields(&u, "fs.read", 100, i), &seq) == 0);
     CHECK(seq == i);
-    if (mode == AIRLOCK_DURABLE_ALWAYS)
-      CHECK(airlock_ledger_durable_seq(l) == seq);
+    if (mode == AIRLOCK_DURABLE_ALWAYS) CHECK(airlock_ledger_durable_seq(l) == seq);
   }
   if (mode == AIRLOCK_DURABLE_NONE) {
     CHECK(airlock_ledger_durable_seq(l) == 1);
@@ -304,8 +299,8 @@ static void test_round_trip(int mode)
   CHECK(airlock_ledger_close(l) == 0);
 
   /* reopen without create: the chain and seq continue */
-  CHECK(airlock_ledger_open(dir, &(airlock_ledger_opts){ .durability = mode }, &l, &rep,
-                            errbuf, sizeof errbuf) == 0);
+  CHECK(airlock_ledger_open(dir, &(airlock_ledger_opts){.durability = mode}, &l, &rep, errbuf,
+                            sizeof errbuf) == 0);
   CHECK(rep.last_seq == head_seq && rep.records == head_seq && rep.torn_bytes == 0);
   CHECK(memcmp(rep.head, head, 32) == 0);
   CHECK(strcmp(airlock_ledger_session_id(l), id) == 0);
@@ -362,13 +357,12 @@ static void test_api_errors(void)
   CHECK(l == NULL && strstr(errbuf, "create") != NULL);
   mkdir(dir, 0700);
   CHECK(airlock_ledger_open(dir, NULL, &l, NULL, errbuf, sizeof errbuf) == -ENOENT);
-  airlock_ledger_opts bad = { .create = 1, .session_fields = one_field(&u, "id", "mine") };
+  airlock_ledger_opts bad = {.create = 1, .session_fields = one_field(&u, "id", "mine")};
   CHECK(airlock_ledger_open(dir, &bad, &l, NULL, errbuf, sizeof errbuf) == -EINVAL);
   CHECK(strstr(errbuf, "'id'") != NULL);
-  CHECK(airlock_ledger_open(dir, &(airlock_ledger_opts){ .create = 1, .durability = 7 }, &l, NULL,
-                            errbuf, sizeof errbuf) == -EINVAL);
-  CHECK(airlock_ledger_open(dir, &(airlock_ledger_opts){ .create = 1 }, &l, NULL, errbuf,
-                            sizeof errbuf) == 0);
+  CHECK(airlock_ledger_open(dir, &(airlock_ledger_opts){.create = 1, .durability = 7}, &l, NULL, errbuf,
+                            sizeof errbuf) == -EINVAL);
+  CHECK(airlock_ledger_open(dir, &(airlock_ledger_opts){.create = 1}, &l, NULL, errbuf, sizeof errbuf) == 0);
   uint64_t seq = 0;
   CHECK(airlock_ledger_append(l, "session", 1, NULL, &seq) == -EINVAL);
   CHECK(airlock_ledger_append(l, "Bogus", 1, NULL, &seq) == -EINVAL);
@@ -379,11 +373,11 @@ static void test_api_errors(void)
   CHECK(airlock_ledger_append(l, "call", 1, one_field(&u, "seq", "x"), &seq) == -EINVAL);
   CHECK(strstr(airlock_ledger_error(l), "'seq'") != NULL);
   CHECK(airlock_ledger_append(l, "call", 1, one_field(&u, "t", "x"), &seq) == -EINVAL);
-  msgpack_object notmap = { .type = MSGPACK_OBJECT_POSITIVE_INTEGER };
+  msgpack_object notmap = {.type = MSGPACK_OBJECT_POSITIVE_INTEGER};
   CHECK(airlock_ledger_append(l, "call", 1, &notmap, &seq) == -EINVAL);
   /* a body over 16 MiB is refused, and the ledger stays usable */
-  CHECK(airlock_ledger_append(l, "call", 1, call_fields(&u, "big", AIRLOCK_LEDGER_BODY_MAX, 1),
-                              &seq) == -EMSGSIZE);
+  CHECK(airlock_ledger_append(l, "call", 1, call_fields(&u, "big", AIRLOCK_LEDGER_BODY_MAX, 1), &seq) ==
+        -EMSGSIZE);
   CHECK(strstr(airlock_ledger_error(l), "limit") != NULL);
   /* nesting a reader would refuse is refused before it is written */
   {
@@ -396,10 +390,10 @@ static void test_api_errors(void)
       nodes[i].via.array.ptr = &nodes[i + 1];
     }
     nodes[DEPTH].type = MSGPACK_OBJECT_NIL;
-    msgpack_object_kv kv = { .key = { .type = MSGPACK_OBJECT_STR }, .val = nodes[0] };
+    msgpack_object_kv kv = {.key = {.type = MSGPACK_OBJECT_STR}, .val = nodes[0]};
     kv.key.via.str.ptr = "deep";
     kv.key.via.str.size = 4;
-    msgpack_object deep = { .type = MSGPACK_OBJECT_MAP };
+    msgpack_object deep = {.type = MSGPACK_OBJECT_MAP};
     deep.via.map.ptr = &kv;
     deep.via.map.size = 1;
     CHECK(airlock_ledger_append(l, "call", 1, &deep, &seq) == -EINVAL);
@@ -424,8 +418,7 @@ static void test_api_errors(void)
 static void test_checkpoint_strings(void)
 {
   uint8_t h[32], back[32];
-  for (int i = 0; i < 32; i++)
-    h[i] = (uint8_t)(i * 37 + 5);
+  for (int i = 0; i < 32; i++) h[i] = (uint8_t)(i * 37 + 5);
   char hex[65], cp[96];
   airlock_ledger_hex(h, hex);
   CHECK(strlen(hex) == 64 && strncmp(hex, "052a4f", 6) == 0);
@@ -433,14 +426,22 @@ static void test_checkpoint_strings(void)
   uint64_t seq = 0;
   CHECK(airlock_ledger_parse_checkpoint(cp, &seq, back) == 0 && seq == 42 && memcmp(h, back, 32) == 0);
   for (char *p = cp; *p; p++)
-    if (*p >= 'a' && *p <= 'f')
-      *p = (char)(*p - 32);
+    if (*p >= 'a' && *p <= 'f') *p = (char)(*p - 32);
   CHECK(airlock_ledger_parse_checkpoint(cp, &seq, back) == 0 && memcmp(h, back, 32) == 0);
-  const char *bad[] = { "", "42", "42:", ":abc", "0:" "052a4f", "x:00", "-1:00",
-                        "99999999999999999999:0000000000000000000000000000000000000000000000000000000000000000",
-                        "1:000000000000000000000000000000000000000000000000000000000000000g",
-                        "1:00000000000000000000000000000000000000000000000000000000000000",
-                        "1:0000000000000000000000000000000000000000000000000000000000000000 ", NULL };
+  const char *bad[] = {
+      "",
+      "42",
+      "42:",
+      ":abc",
+      "0:"
+      "052a4f",
+      "x:00",
+      "-1:00",
+      "99999999999999999999:0000000000000000000000000000000000000000000000000000000000000000",
+      "1:000000000000000000000000000000000000000000000000000000000000000g",
+      "1:00000000000000000000000000000000000000000000000000000000000000",
+      "1:0000000000000000000000000000000000000000000000000000000000000000 ",
+      NULL};
   for (int i = 0; bad[i]; i++)
     CHECK_MSG(airlock_ledger_parse_checkpoint(bad[i], &seq, back) == -EINVAL, bad[i]);
 }
@@ -455,17 +456,16 @@ static void test_prefix_check(void)
   uint8_t *m = malloc(len + 1);
   memcpy(m, fsb.data, len);
   int prefixes = 1;
-  for (size_t cut = 0; cut < len; cut++)
-    prefixes &= airlock_msg_check_prefix(m, cut, NULL, 0) == 1;
+  for (size_t cut = 0; cut < len; cut++) prefixes &= airlock_msg_check_prefix(m, cut, NULL, 0) == 1;
   CHECK(prefixes);
   CHECK(airlock_msg_check_prefix(m, len, NULL, 0) == 0);
   m[len] = 0x01;
   CHECK(airlock_msg_check_prefix(m, len + 1, errbuf, sizeof errbuf) == -EPROTO);
   CHECK(strstr(errbuf, "trailing") != NULL);
-  const uint8_t bad_tag[] = { 0x82, 0xa1, 'a', 0xc1 };
+  const uint8_t bad_tag[] = {0x82, 0xa1, 'a', 0xc1};
   CHECK(airlock_msg_check_prefix(bad_tag, sizeof bad_tag, NULL, 0) == -EPROTO);
   /* a count larger than the bytes so far is no lie in a prefix */
-  const uint8_t big_map[] = { 0xdf, 0x00, 0x01, 0x00, 0x00, 0xa1, 'k' };
+  const uint8_t big_map[] = {0xdf, 0x00, 0x01, 0x00, 0x00, 0xa1, 'k'};
   CHECK(airlock_msg_check_prefix(big_map, sizeof big_map, NULL, 0) == 1);
   CHECK(airlock_msg_check(big_map, sizeof big_map, NULL, 0) == -EPROTO);
   free(m);
@@ -475,26 +475,24 @@ static void test_prefix_check(void)
 /* ------------------------------------------------------------------ damage */
 
 /* Verifies dir; expects -EBADMSG at seq with word in the reason. */
-static void expect_bad(const char *dir, const uint64_t *cp_seq, const uint8_t *cp_hash,
-                       uint64_t seq, const char *word, const char *what)
+static void expect_bad(const char *dir, const uint64_t *cp_seq, const uint8_t *cp_hash, uint64_t seq,
+                       const char *word, const char *what)
 {
   airlock_ledger_report rep;
   int rc = airlock_ledger_verify(dir, cp_seq, cp_hash, &rep);
   char msg[512];
-  snprintf(msg, sizeof msg, "%s: want -EBADMSG at seq %" PRIu64 " naming '%s'; got %d at seq %"
-           PRIu64 ": %s", what, seq, word, rc, rep.first_bad_seq, rep.reason);
-  CHECK_MSG(rc == -EBADMSG && rep.first_bad_seq == seq && strncmp(rep.reason, word, strlen(word)) == 0,
-            msg);
+  snprintf(msg, sizeof msg, "%s: want -EBADMSG at seq %" PRIu64 " naming '%s'; got %d at seq %" PRIu64 ": %s",
+           what, seq, word, rc, rep.first_bad_seq, rep.reason);
+  CHECK_MSG(rc == -EBADMSG && rep.first_bad_seq == seq && strncmp(rep.reason, word, strlen(word)) == 0, msg);
 }
 
 /* A journal image with bytes [a, b) replaced by with[0..n). */
-static uint8_t *respliced(const uint8_t *p, size_t len, size_t a, size_t b, const uint8_t *with,
-                          size_t n, size_t *out)
+static uint8_t *respliced(const uint8_t *p, size_t len, size_t a, size_t b, const uint8_t *with, size_t n,
+                          size_t *out)
 {
   uint8_t *q = malloc(len - (b - a) + n);
   memcpy(q, p, a);
-  if (n > 0)
-    memcpy(q + a, with, n);
+  if (n > 0) memcpy(q + a, with, n);
   memcpy(q + a + n, p + b, len - b);
   *out = len - (b - a) + n;
   return q;
@@ -510,7 +508,7 @@ static void test_damage(void)
   uint8_t *img = slurp(src, &len), *oimg = slurp(other, &olen), *q;
   CHECK(record_offsets(img, len, offs, N + 1) == N && offs[N] == len);
   CHECK(record_offsets(oimg, olen, ooffs, N + 1) == N);
-#define REC(k) offs[(k) - 1], offs[(k)]          /* [start, end) of record k */
+#define REC(k) offs[(k)-1], offs[(k)] /* [start, end) of record k */
   airlock_ledger_report rep;
   CHECK(airlock_ledger_verify(src, NULL, NULL, &rep) == 0 && rep.last_seq == N);
   uint8_t cp15[32], cp20[32];
@@ -519,10 +517,8 @@ static void test_damage(void)
     airlock_ledger_record rec;
     CHECK(airlock_ledger_reader_open(src, &r, errbuf, sizeof errbuf) == 0);
     while (airlock_ledger_reader_next(r, &rec) == 1) {
-      if (rec.seq == 15)
-        memcpy(cp15, rec.hash, 32);
-      if (rec.seq == N)
-        memcpy(cp20, rec.hash, 32);
+      if (rec.seq == 15) memcpy(cp15, rec.hash, 32);
+      if (rec.seq == N) memcpy(cp20, rec.hash, 32);
     }
     airlock_ledger_reader_close(r);
   }
@@ -534,7 +530,7 @@ static void test_damage(void)
   for (uint64_t k = 1; k <= N; k++) {
     for (size_t at = offs[k - 1]; at < offs[k]; at++) {
       if (k > 2 && k < N - 1 && (at - offs[k - 1]) % 3 != 0)
-        continue;  /* every byte of the first and last two records, a third of the others */
+        continue; /* every byte of the first and last two records, a third of the others */
       img[at] ^= (uint8_t)(1u << (at % 8));
       spit(dir, img, len);
       img[at] ^= (uint8_t)(1u << (at % 8));
@@ -543,8 +539,8 @@ static void test_damage(void)
       if (rc == -EBADMSG && rep.first_bad_seq == k) {
         found++;
       } else {
-        fprintf(stderr, "flip at offset %zu (seq %" PRIu64 "): rc %d seq %" PRIu64 ": %s\n", at, k,
-                rc, rep.first_bad_seq, rep.reason);
+        fprintf(stderr, "flip at offset %zu (seq %" PRIu64 "): rc %d seq %" PRIu64 ": %s\n", at, k, rc,
+                rep.first_bad_seq, rep.reason);
       }
     }
   }
@@ -640,8 +636,7 @@ static void test_damage(void)
     airlock_ledger_record rec;
     CHECK(airlock_ledger_reader_open(dir, &r, errbuf, sizeof errbuf) == 0);
     int rc, got = 0;
-    while ((rc = airlock_ledger_reader_next(r, &rec)) == 1)
-      got++;
+    while ((rc = airlock_ledger_reader_next(r, &rec)) == 1) got++;
     CHECK(rc == -EBADMSG && got == 11);
     CHECK(airlock_ledger_reader_next(r, &rec) == -EBADMSG);
     CHECK(strstr(airlock_ledger_reader_error(r), "deleted") != NULL);
@@ -666,11 +661,11 @@ static void test_damage(void)
   expect_bad(src, &s25, cp15, N + 1, "truncated", "checkpoint past the end");
   spit(dir, img, offs[10]);
   expect_bad(dir, &s15, cp15, 11, "truncated", "cut at a record boundary before the checkpoint");
-  CHECK(airlock_ledger_verify(dir, NULL, NULL, &rep) == 0);   /* the limit: no checkpoint, no alarm */
+  CHECK(airlock_ledger_verify(dir, NULL, NULL, &rep) == 0); /* the limit: no checkpoint, no alarm */
   spit(dir, img, offs[12] + 30);
   expect_bad(dir, &s15, cp15, 13, "truncated", "cut mid-record before the checkpoint");
   spit(dir, img, offs[15]);
-  CHECK(airlock_ledger_verify(dir, &s15, cp15, &rep) == 0);   /* cut after it: not detectable */
+  CHECK(airlock_ledger_verify(dir, &s15, cp15, &rep) == 0); /* cut after it: not detectable */
 
   /* a full rewrite with fresh hashes passes on its own, never against a checkpoint */
   CHECK(airlock_ledger_verify(other, NULL, NULL, &rep) == 0);
@@ -680,7 +675,7 @@ static void test_damage(void)
   {
     uint8_t *copy = malloc(len);
     memcpy(copy, img, len);
-    uint32_t claim = (uint32_t)(len - offs[4]);   /* record 5 claims past the end */
+    uint32_t claim = (uint32_t)(len - offs[4]); /* record 5 claims past the end */
     copy[offs[4]] = (uint8_t)(claim >> 24);
     copy[offs[4] + 1] = (uint8_t)(claim >> 16);
     copy[offs[4] + 2] = (uint8_t)(claim >> 8);
@@ -729,7 +724,7 @@ static void test_damage(void)
     memcpy(h + 4, sb.data, sb.size);
     sha256_cat(img + len - 32, 32, h + 4, sb.size, h + 4 + sb.size);
     spit(dir, copy, len + 4 + sb.size + 32);
-    static const char *const what[] = { "a second session record", "no field t", "negative run" };
+    static const char *const what[] = {"a second session record", "no field t", "negative run"};
     expect_bad(dir, NULL, NULL, N + 1, "malformed", what[variant]);
     free(copy);
     msgpack_sbuffer_destroy(&sb);
@@ -750,8 +745,7 @@ static void test_torn(void)
   uint8_t *img = slurp(src, &len);
   CHECK(record_offsets(img, len, offs, N + 1) == N);
   size_t last = offs[N - 1], rlen = len - last, body = rlen - 36;
-  size_t cuts[] = { 1, 2, 3, 4, 5, 10, body / 2, body + 3, body + 4, body + 5, body + 20,
-                    body + 35 };
+  size_t cuts[] = {1, 2, 3, 4, 5, 10, body / 2, body + 3, body + 4, body + 5, body + 20, body + 35};
   for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
     size_t keep = cuts[i];
     char what[96];
@@ -760,7 +754,8 @@ static void test_torn(void)
     airlock_ledger_report rep;
     int rc = airlock_ledger_verify(dir, NULL, NULL, &rep);
     CHECK_MSG(rc == 0 && rep.torn_bytes == keep && rep.last_seq == N - 1 &&
-              strncmp(rep.reason, "torn", 4) == 0, what);
+                  strncmp(rep.reason, "torn", 4) == 0,
+              what);
     airlock_ledger *l;
     rc = airlock_ledger_open(dir, NULL, &l, &rep, errbuf, sizeof errbuf);
     CHECK_MSG(rc == 0 && rep.torn_bytes == keep && rep.last_seq == N - 1, what);
@@ -770,8 +765,8 @@ static void test_torn(void)
       CHECK(airlock_ledger_append(l, "done", 1, NULL, &seq) == 0 && seq == N);
       CHECK(airlock_ledger_close(l) == 0);
     }
-    CHECK_MSG(airlock_ledger_verify(dir, NULL, NULL, &rep) == 0 && rep.torn_bytes == 0 &&
-              rep.last_seq == N, what);
+    CHECK_MSG(airlock_ledger_verify(dir, NULL, NULL, &rep) == 0 && rep.torn_bytes == 0 && rep.last_seq == N,
+              what);
   }
   /* a tail of zeros, as a file system may leave after a power cut */
   {
@@ -779,8 +774,7 @@ static void test_torn(void)
     memcpy(copy, img, len);
     spit(dir, copy, len + 700);
     airlock_ledger_report rep;
-    CHECK(airlock_ledger_verify(dir, NULL, NULL, &rep) == 0 && rep.torn_bytes == 700 &&
-          rep.last_seq == N);
+    CHECK(airlock_ledger_verify(dir, NULL, NULL, &rep) == 0 && rep.torn_bytes == 700 && rep.last_seq == N);
     airlock_ledger *l;
     CHECK(airlock_ledger_open(dir, NULL, &l, &rep, errbuf, sizeof errbuf) == 0 && rep.torn_bytes == 700);
     airlock_ledger_close(l);
@@ -797,8 +791,8 @@ static void test_torn(void)
     airlock_ledger *l;
     airlock_ledger_report rep;
     CHECK(airlock_ledger_open(dir, NULL, &l, &rep, errbuf, sizeof errbuf) == -ENOENT);
-    CHECK(airlock_ledger_open(dir, &(airlock_ledger_opts){ .create = 1 }, &l, &rep, errbuf,
-                              sizeof errbuf) == 0);
+    CHECK(airlock_ledger_open(dir, &(airlock_ledger_opts){.create = 1}, &l, &rep, errbuf, sizeof errbuf) ==
+          0);
     CHECK(rep.torn_bytes == offs[1] / 2 && rep.last_seq == 1);
     airlock_ledger_close(l);
     CHECK(airlock_ledger_verify(dir, NULL, NULL, &rep) == 0 && rep.last_seq == 1);
@@ -813,8 +807,7 @@ static void test_lock(void)
   const char *dir = dir_at(0, "lock");
   rm_tree(dir);
   airlock_ledger *l, *l2;
-  CHECK(airlock_ledger_open(dir, &(airlock_ledger_opts){ .create = 1 }, &l, NULL, errbuf,
-                            sizeof errbuf) == 0);
+  CHECK(airlock_ledger_open(dir, &(airlock_ledger_opts){.create = 1}, &l, NULL, errbuf, sizeof errbuf) == 0);
   char want[256];
   snprintf(want, sizeof want, "ledger: %s is in use by pid %ld", dir, (long)getpid());
   /* another open file in this process */
@@ -827,8 +820,7 @@ static void test_lock(void)
   if (pid == 0) {
     char e[256] = "";
     int rc = airlock_ledger_open(dir, NULL, &l2, NULL, e, sizeof e);
-    if (write(p[1], e, strlen(e) + 1) < 0)
-      _exit(3);
+    if (write(p[1], e, strlen(e) + 1) < 0) _exit(3);
     _exit(rc == -EWOULDBLOCK ? 0 : 1);
   }
   close(p[1]);
@@ -857,17 +849,16 @@ static void test_crash(int rounds)
   int verified = 0, kept = 0, reopened = 0, torn = 0;
   double t0 = now_s();
   for (int round = 0; round < rounds; round++) {
-    if (round % 50 == 0) {   /* a new session now and then keeps the rescans short */
+    if (round % 50 == 0) { /* a new session now and then keeps the rescans short */
       rm_tree(dir);
-      CHECK(airlock_ledger_open(dir, &(airlock_ledger_opts){ .create = 1 }, &l, NULL, errbuf,
-                                sizeof errbuf) == 0);
+      CHECK(airlock_ledger_open(dir, &(airlock_ledger_opts){.create = 1}, &l, NULL, errbuf, sizeof errbuf) ==
+            0);
       airlock_ledger_close(l);
       sessions++;
       max_acked = 1;
     }
     int p[2];
-    if (pipe(p) != 0)
-      break;
+    if (pipe(p) != 0) break;
     pid_t pid = fork();
     if (pid == 0) {
       close(p[0]);
@@ -875,25 +866,23 @@ static void test_crash(int rounds)
       msgpack_unpacked_init(&u);
       airlock_ledger *w;
       char e[256];
-      if (airlock_ledger_open(dir, &(airlock_ledger_opts){ .durability = AIRLOCK_DURABLE_ALWAYS },
-                              &w, NULL, e, sizeof e) < 0) {
+      if (airlock_ledger_open(dir, &(airlock_ledger_opts){.durability = AIRLOCK_DURABLE_ALWAYS}, &w, NULL, e,
+                              sizeof e) < 0) {
         fprintf(stderr, "crash writer: %s\n", e);
         _exit(1);
       }
       uint64_t ready = 0;
-      if (write(p[1], &ready, sizeof ready) != sizeof ready)
-        _exit(1);
+      if (write(p[1], &ready, sizeof ready) != sizeof ready) _exit(1);
       for (uint64_t i = 0;; i++) {
         /* now and then a record of many pages, so a kill can land inside its write */
         size_t arg = i % 4 == 3 ? 32768 + (size_t)(i * 7919 % 65536) : 100;
         uint64_t seq;
-        if (airlock_ledger_append(w, "call", (uint64_t)round, call_fields(&u, "fs.write", arg, i),
-                                  &seq) < 0) {
+        if (airlock_ledger_append(w, "call", (uint64_t)round, call_fields(&u, "fs.write", arg, i), &seq) <
+            0) {
           fprintf(stderr, "crash writer: %s\n", airlock_ledger_error(w));
           _exit(1);
         }
-        if (write(p[1], &seq, sizeof seq) != sizeof seq)
-          _exit(1);
+        if (write(p[1], &seq, sizeof seq) != sizeof seq) _exit(1);
       }
     }
     close(p[1]);
@@ -908,8 +897,7 @@ static void test_crash(int rounds)
     waitpid(pid, &st, 0);
     while (read(p[0], &seq, sizeof seq) == sizeof seq) {
       acks += seq > 0;
-      if (seq > max_acked)
-        max_acked = seq;
+      if (seq > max_acked) max_acked = seq;
     }
     close(p[0]);
     if (!WIFSIGNALED(st))
@@ -924,8 +912,8 @@ static void test_crash(int rounds)
     if (rep.last_seq >= max_acked)
       kept++;
     else
-      fprintf(stderr, "crash round %d: acked seq %" PRIu64 " but the journal ends at %" PRIu64 "\n",
-              round, max_acked, rep.last_seq);
+      fprintf(stderr, "crash round %d: acked seq %" PRIu64 " but the journal ends at %" PRIu64 "\n", round,
+              max_acked, rep.last_seq);
     torn += rep.torn_bytes > 0;
     uint64_t torn_bytes = rep.torn_bytes;
     if (airlock_ledger_open(dir, NULL, &l, &rep, errbuf, sizeof errbuf) == 0 &&
@@ -941,8 +929,8 @@ static void test_crash(int rounds)
   CHECK(reopened == rounds);
   airlock_ledger_report rep;
   CHECK(airlock_ledger_verify(dir, NULL, NULL, &rep) == 0 && rep.torn_bytes == 0);
-  printf("crash: %d kills in %.1f s over %" PRIu64 " sessions, %" PRIu64 " acks, %d torn tails cut\n",
-         rounds, now_s() - t0, sessions, acks, torn);
+  printf("crash: %d kills in %.1f s over %" PRIu64 " sessions, %" PRIu64 " acks, %d torn tails cut\n", rounds,
+         now_s() - t0, sessions, acks, torn);
 }
 
 /* ------------------------------------------------------------------ full disk */
@@ -965,14 +953,19 @@ static void test_full(int mode, int coalesce)
     msgpack_unpacked_init(&u);
     airlock_ledger *l;
     char e[256];
-    struct { int rc, again, sticky; uint64_t last, head; off_t size, good; char msg[400]; } out;
+    struct {
+      int rc, again, sticky;
+      uint64_t last, head;
+      off_t size, good;
+      char msg[400];
+    } out;
     memset(&out, 0, sizeof out);
-    if (airlock_ledger_open(dir, &(airlock_ledger_opts){ .create = 1, .durability = mode,
-                                                        .coalesce = coalesce }, &l, NULL, e, sizeof e) < 0)
+    if (airlock_ledger_open(dir,
+                            &(airlock_ledger_opts){.create = 1, .durability = mode, .coalesce = coalesce}, &l,
+                            NULL, e, sizeof e) < 0)
       _exit(1);
     /* room for some records; the limit falls inside one */
-    struct rlimit rl = { .rlim_cur = (rlim_t)journal_size(dir) + 10000,
-                         .rlim_max = RLIM_INFINITY };
+    struct rlimit rl = {.rlim_cur = (rlim_t)journal_size(dir) + 10000, .rlim_max = RLIM_INFINITY};
     setrlimit(RLIMIT_FSIZE, &rl);
     uint64_t seq = 0;
     out.good = journal_size(dir);
@@ -980,13 +973,11 @@ static void test_full(int mode, int coalesce)
       out.rc = airlock_ledger_append(l, "call", 1, call_fields(&u, "fs.write", 777, (uint64_t)i), &seq);
       if (out.rc == 0 && coalesce && i % 7 != 6) {
         if (journal_size(dir) != out.good)
-          _exit(3);   /* kept in memory: nothing of it may be in the journal yet */
+          _exit(3); /* kept in memory: nothing of it may be in the journal yet */
         continue;
       }
-      if (out.rc == 0 && coalesce)
-        out.rc = airlock_ledger_write_out(l);
-      if (out.rc < 0)
-        break;
+      if (out.rc == 0 && coalesce) out.rc = airlock_ledger_write_out(l);
+      if (out.rc < 0) break;
       out.last = seq;
       out.good = journal_size(dir);
     }
@@ -996,12 +987,16 @@ static void test_full(int mode, int coalesce)
     out.sticky = airlock_ledger_flush(l);
     out.size = journal_size(dir);
     airlock_ledger_close(l);
-    if (write(p[1], &out, sizeof out) != sizeof out)
-      _exit(2);
+    if (write(p[1], &out, sizeof out) != sizeof out) _exit(2);
     _exit(0);
   }
   close(p[1]);
-  struct { int rc, again, sticky; uint64_t last, head; off_t size, good; char msg[400]; } got;
+  struct {
+    int rc, again, sticky;
+    uint64_t last, head;
+    off_t size, good;
+    char msg[400];
+  } got;
   memset(&got, 0, sizeof got);
   ssize_t n = read(p[0], &got, sizeof got);
   close(p[0]);
@@ -1012,8 +1007,7 @@ static void test_full(int mode, int coalesce)
   CHECK_MSG(strstr(got.msg, "File too large") != NULL && strstr(got.msg, "refuses") != NULL, got.msg);
   CHECK(got.last > 5 && got.size == got.good && got.head == got.last);
   airlock_ledger_report rep;
-  CHECK(airlock_ledger_verify(dir, NULL, NULL, &rep) == 0 && rep.torn_bytes == 0 &&
-        rep.last_seq == got.last);
+  CHECK(airlock_ledger_verify(dir, NULL, NULL, &rep) == 0 && rep.torn_bytes == 0 && rep.last_seq == got.last);
   /* without the limit the session goes on */
   airlock_ledger *l;
   CHECK(airlock_ledger_open(dir, NULL, &l, &rep, errbuf, sizeof errbuf) == 0 && rep.torn_bytes == 0);
@@ -1055,9 +1049,8 @@ static void test_branch(void)
       continue;
     }
     same &= ra.raw_len == rb.raw_len && memcmp(ra.raw, rb.raw, ra.raw_len) == 0;
-    same &= memcmp(ra.hash, rb.hash, 32) != 0;   /* a new chain */
-    if (ra.seq == AT)
-      memcpy(at_hash, ra.hash, 32);
+    same &= memcmp(ra.hash, rb.hash, 32) != 0; /* a new chain */
+    if (ra.seq == AT) memcpy(at_hash, ra.hash, 32);
   }
   CHECK(same && n == AT);
   CHECK(airlock_ledger_reader_next(b, &rb) == 0);
@@ -1099,7 +1092,7 @@ static void test_branch(void)
   char path[256];
   snprintf(path, sizeof path, "%s/journal", bad);
   CHECK(stat(path, &st) != 0);
-  CHECK_MSG(airlock_ledger_branch(damaged, 5, bad, errbuf, sizeof errbuf) == 0, errbuf);  /* before it: fine */
+  CHECK_MSG(airlock_ledger_branch(damaged, 5, bad, errbuf, sizeof errbuf) == 0, errbuf); /* before it: fine */
   free(img);
 }
 
@@ -1111,8 +1104,7 @@ static void copy_file(const char *from, const char *to)
   char buf[65536];
   size_t n;
   while (a != NULL && b != NULL && (n = fread(buf, 1, sizeof buf, a)) > 0)
-    if (fwrite(buf, 1, n, b) != n)
-      break;
+    if (fwrite(buf, 1, n, b) != n) break;
   if (a) fclose(a);
   if (b) fclose(b);
 }
@@ -1139,18 +1131,15 @@ static void poke(const char *dir, const char *name, off_t off, const void *p, si
   char path[256];
   snprintf(path, sizeof path, "%s/%s", dir, name);
   int fd = open(path, O_WRONLY | O_CLOEXEC);
-  if (fd < 0 || pwrite(fd, p, n, off) != (ssize_t)n)
-    fprintf(stderr, "poke %s failed\n", path);
-  if (fd >= 0)
-    close(fd);
+  if (fd < 0 || pwrite(fd, p, n, off) != (ssize_t)n) fprintf(stderr, "poke %s failed\n", path);
+  if (fd >= 0) close(fd);
 }
 
 static void cut(const char *dir, const char *name, off_t len)
 {
   char path[256];
   snprintf(path, sizeof path, "%s/%s", dir, name);
-  if (truncate(path, len) != 0)
-    fprintf(stderr, "truncate %s failed\n", path);
+  if (truncate(path, len) != 0) fprintf(stderr, "truncate %s failed\n", path);
 }
 
 /* Verifies dir; the reason must start with word and hold each of the words. */
@@ -1161,7 +1150,8 @@ static void expect_damage(const char *dir, const char *what, const char *word, c
   char msg[512];
   snprintf(msg, sizeof msg, "%s: rc %d, reason: %s", what, rc, rep.reason);
   CHECK_MSG(rc == -EBADMSG && strncmp(rep.reason, word, strlen(word)) == 0 &&
-            rep.reason[strlen(word)] == ':' && (also == NULL || strstr(rep.reason, also) != NULL), msg);
+                rep.reason[strlen(word)] == ':' && (also == NULL || strstr(rep.reason, also) != NULL),
+            msg);
   airlock_ledger *l;
   CHECK_MSG(airlock_ledger_open(dir, NULL, &l, &rep, errbuf, sizeof errbuf) == -EBADMSG, what);
 }
@@ -1190,7 +1180,7 @@ static void test_segments(void)
   CHECK(airlock_ledger_open(sealed, NULL, &l, NULL, errbuf, sizeof errbuf) == 0);
   CHECK_MSG(airlock_ledger_seal(l) == 0, airlock_ledger_error(l));
   CHECK(airlock_ledger_segments(l) == 1 && journal_size(sealed) == 0);
-  CHECK(airlock_ledger_seal(l) == 0 && airlock_ledger_segments(l) == 1);   /* nothing to seal */
+  CHECK(airlock_ledger_seal(l) == 0 && airlock_ledger_segments(l) == 1); /* nothing to seal */
   airlock_ledger_close(l);
   CHECK(airlock_ledger_verify(sealed, NULL, NULL, &srep) == 0);
   CHECK(srep.last_seq == prep.last_seq && srep.bytes == prep.bytes &&
@@ -1219,7 +1209,7 @@ static void test_segments(void)
     CHECK(airlock_ledger_append(l, "call", 9, call_fields(&u, "fs.read", 50, (uint64_t)i), NULL) == 0);
   airlock_ledger_close(l);
   off_t jl = journal_size(sealed);
-  uint8_t partial[7] = { 0, 0, 1, 0, 0x85, 0xa3, 's' };
+  uint8_t partial[7] = {0, 0, 1, 0, 0x85, 0xa3, 's'};
   poke(sealed, "journal", jl, partial, sizeof partial);
   CHECK(airlock_ledger_open(sealed, NULL, &l, &rep, errbuf, sizeof errbuf) == 0 && rep.torn_bytes == 7);
   airlock_ledger_close(l);
@@ -1229,11 +1219,11 @@ static void test_segments(void)
   /* a writer seals on its own at seal_bytes */
   const char *autos = dir_at(3, "seg-auto");
   rm_tree(autos);
-  CHECK(airlock_ledger_open(autos, &(airlock_ledger_opts){ .create = 1, .seal_bytes = 256 << 10 },
-                            &l, NULL, errbuf, sizeof errbuf) == 0);
+  CHECK(airlock_ledger_open(autos, &(airlock_ledger_opts){.create = 1, .seal_bytes = 256 << 10}, &l, NULL,
+                            errbuf, sizeof errbuf) == 0);
   for (int i = 0; i < 4000; i++)
-    CHECK(airlock_ledger_append(l, cycle[i % 8], 1, call_fields(&u, "fs.read", 300 + (size_t)i % 900,
-                                (uint64_t)i), NULL) == 0);
+    CHECK(airlock_ledger_append(l, cycle[i % 8], 1,
+                                call_fields(&u, "fs.read", 300 + (size_t)i % 900, (uint64_t)i), NULL) == 0);
   unsigned made = airlock_ledger_segments(l);
   airlock_ledger_close(l);
   CHECK_MSG(made >= 4 && segment_count(autos) == made, "segments sealed at 256 KiB");
@@ -1245,7 +1235,7 @@ static void test_segments(void)
     char a[256], b[256];
     snprintf(a, sizeof a, "%s/journal", plain);
     snprintf(b, sizeof b, "%s/journal", bad);
-    copy_file(a, b);   /* segment.000001 and the journal it was sealed from */
+    copy_file(a, b); /* segment.000001 and the journal it was sealed from */
   }
   CHECK(airlock_ledger_verify(bad, NULL, NULL, &rep) == 0 && rep.last_seq == 3000 &&
         memcmp(rep.head, prep.head, sizeof rep.head) == 0);
@@ -1267,24 +1257,24 @@ static void test_segments(void)
         be32_at(h + 20) == AIRLOCK_LEDGER_BLOCK_PLAIN);
   uint32_t stored = be32_at(h + 24);
   copy_session(sealed, bad);
-  CHECK(airlock_ledger_verify(bad, NULL, NULL, &rep) == 0);   /* the control */
+  CHECK(airlock_ledger_verify(bad, NULL, NULL, &rep) == 0); /* the control */
 
   uint8_t seven = 7;
   poke(bad, "segment.000001", 16, &seven, 1);
   expect_damage(bad, "unknown codec", "codec", "segment.000001, at offset 16: the block names codec 7");
 
   copy_session(sealed, bad);
-  uint8_t huge[4] = { 0xff, 0xff, 0xff, 0xff };
+  uint8_t huge[4] = {0xff, 0xff, 0xff, 0xff};
   poke(bad, "segment.000001", 24, huge, 4);
   expect_damage(bad, "a 4 GiB stored length", "altered", "4294967295 stored bytes");
 
   copy_session(sealed, bad);
-  uint8_t big[4] = { 0, 0x30, 0, 0 };   /* 3 MiB of plain bytes */
+  uint8_t big[4] = {0, 0x30, 0, 0}; /* 3 MiB of plain bytes */
   poke(bad, "segment.000001", 20, big, 4);
   expect_damage(bad, "a plain length over the block limit", "altered", "3145728 plain bytes");
 
   copy_session(sealed, bad);
-  uint8_t small[4] = { 0, 0x0f, 0xff, 0xff };   /* one byte short of what the frame holds */
+  uint8_t small[4] = {0, 0x0f, 0xff, 0xff}; /* one byte short of what the frame holds */
   poke(bad, "segment.000001", 20, small, 4);
   expect_damage(bad, "a frame larger than its block", "altered", "declares");
 
@@ -1293,7 +1283,7 @@ static void test_segments(void)
   expect_damage(bad, "a block cut short", "truncated", "segment.000001, at offset 16");
 
   copy_session(sealed, bad);
-  cut(bad, "segment.000001", 28 + stored);   /* whole blocks, fewer than the header says */
+  cut(bad, "segment.000001", 28 + stored); /* whole blocks, fewer than the header says */
   expect_damage(bad, "a segment cut at a block", "truncated", "plain bytes its header declares");
 
   copy_session(sealed, bad);
@@ -1325,10 +1315,16 @@ static void test_segments(void)
     static uint8_t src[4096], frame[8192];
     memset(src, 'x', sizeof src);
     size_t z = ZSTD_compress(frame, sizeof frame, src, sizeof src, 3);
-    uint8_t blk[12] = { AIRLOCK_LEDGER_CODEC_ZSTD, 0, 0, 0 };
+    uint8_t blk[12] = {AIRLOCK_LEDGER_CODEC_ZSTD, 0, 0, 0};
     uint32_t declared = 100;
-    blk[4] = 0; blk[5] = 0; blk[6] = 0; blk[7] = (uint8_t)declared;
-    blk[8] = (uint8_t)(z >> 24); blk[9] = (uint8_t)(z >> 16); blk[10] = (uint8_t)(z >> 8); blk[11] = (uint8_t)z;
+    blk[4] = 0;
+    blk[5] = 0;
+    blk[6] = 0;
+    blk[7] = (uint8_t)declared;
+    blk[8] = (uint8_t)(z >> 24);
+    blk[9] = (uint8_t)(z >> 16);
+    blk[10] = (uint8_t)(z >> 8);
+    blk[11] = (uint8_t)z;
     CHECK(!ZSTD_isError(z));
     poke(bad, "segment.000001", 16, blk, sizeof blk);
     poke(bad, "segment.000001", 28, frame, z);
@@ -1356,8 +1352,7 @@ static void test_segments(void)
   /* the block decoder itself: a frame is decoded into exactly its block */
   {
     static uint8_t src[8192], frame[16384], out[8192];
-    for (size_t i = 0; i < sizeof src; i++)
-      src[i] = (uint8_t)(i * 7 % 13);
+    for (size_t i = 0; i < sizeof src; i++) src[i] = (uint8_t)(i * 7 % 13);
     const airlock_ledger_codec *c = ledger_zstd_codec();
     size_t z = c->compress(src, sizeof src, frame, sizeof frame);
     char why[160];
@@ -1382,17 +1377,16 @@ static void test_big(unsigned mb)
   rm_tree(dir);
   double t0 = now_s();
   pid_t pid = fork();
-  if (pid == 0) {   /* the writer, in a child so its memory does not count */
+  if (pid == 0) { /* the writer, in a child so its memory does not count */
     msgpack_unpacked u;
     msgpack_unpacked_init(&u);
     airlock_ledger *l;
     char e[256];
-    if (airlock_ledger_open(dir, &(airlock_ledger_opts){ .create = 1 }, &l, NULL, e, sizeof e) < 0)
-      _exit(1);
+    if (airlock_ledger_open(dir, &(airlock_ledger_opts){.create = 1}, &l, NULL, e, sizeof e) < 0) _exit(1);
     uint64_t target = (uint64_t)mb << 20, i = 0;
-    while (airlock_ledger_size(l) < target) {   /* plain bytes: segments and journal */
-      if (airlock_ledger_append(l, cycle[i % 8], i / 8, call_fields(&u, "fs.read", 100 + i % 1800, i),
-                                NULL) < 0)
+    while (airlock_ledger_size(l) < target) { /* plain bytes: segments and journal */
+      if (airlock_ledger_append(l, cycle[i % 8], i / 8, call_fields(&u, "fs.read", 100 + i % 1800, i), NULL) <
+          0)
         _exit(2);
       i++;
     }
@@ -1407,7 +1401,11 @@ static void test_big(unsigned mb)
   pid = fork();
   if (pid == 0) {
     struct rusage ru;
-    struct { int rc; long before, after; airlock_ledger_report rep; } out;
+    struct {
+      int rc;
+      long before, after;
+      airlock_ledger_report rep;
+    } out;
     getrusage(RUSAGE_SELF, &ru);
     out.before = ru.ru_maxrss;
     out.rc = airlock_ledger_verify(dir, NULL, NULL, &out.rep);
@@ -1416,7 +1414,11 @@ static void test_big(unsigned mb)
     _exit(write(p[1], &out, sizeof out) == sizeof out ? 0 : 1);
   }
   close(p[1]);
-  struct { int rc; long before, after; airlock_ledger_report rep; } got;
+  struct {
+    int rc;
+    long before, after;
+    airlock_ledger_report rep;
+  } got;
   memset(&got, 0, sizeof got);
   ssize_t n = read(p[0], &got, sizeof got);
   close(p[0]);
@@ -1426,8 +1428,8 @@ static void test_big(unsigned mb)
   unsigned nseg = segment_count(dir);
   CHECK(n == sizeof got && got.rc == 0 && size >= ((uint64_t)mb << 20) && got.rep.torn_bytes == 0);
   CHECK_MSG(mb < 16 || nseg >= mb / 8 - 1, "a big session is sealed into segments");
-  printf("long test: %u sealed segments (zstd); %.0f MiB of records stored in %.0f MiB (%.2fx)\n",
-         nseg, (double)size / (1 << 20), (double)stored / (1 << 20), (double)size / (double)stored);
+  printf("long test: %u sealed segments (zstd); %.0f MiB of records stored in %.0f MiB (%.2fx)\n", nseg,
+         (double)size / (1 << 20), (double)stored / (1 << 20), (double)size / (double)stored);
   long growth = got.after - got.before;
 #if defined(__SANITIZE_ADDRESS__)
   /* ASan keeps freed blocks in a quarantine of up to 256 MB, and OpenSSL's
@@ -1440,8 +1442,8 @@ static void test_big(unsigned mb)
 #endif
   printf("long test: %" PRIu64 " records, %.0f MiB written in %.1f s; verified in %.1f s "
          "(%.0f MB/s); peak RSS %ld KiB -> %ld KiB (+%ld KiB)\n",
-         got.rep.records, (double)size / (1 << 20), t1 - t0, t2 - t1,
-         (double)size / 1e6 / (t2 - t1), got.before, got.after, growth);
+         got.rep.records, (double)size / (1 << 20), t1 - t0, t2 - t1, (double)size / 1e6 / (t2 - t1),
+         got.before, got.after, growth);
   rm_tree(dir);
 }
 
@@ -1453,7 +1455,7 @@ int main(void)
     return 1;
   }
   msgpack_sbuffer_init(&fsb);
-  airlock_ledger_set_codec(ledger_zstd_codec());   /* as airlock-ledgerd does */
+  airlock_ledger_set_codec(ledger_zstd_codec()); /* as airlock-ledgerd does */
 
   test_round_trip(AIRLOCK_DURABLE_NONE);
   test_round_trip(AIRLOCK_DURABLE_BATCH);
@@ -1473,8 +1475,7 @@ int main(void)
   test_segments();
   const char *big = getenv("AIRLOCK_LEDGER_BIG_MB");
   unsigned mb = big != NULL ? (unsigned)strtoul(big, NULL, 10) : BIG_MB_DEFAULT;
-  if (mb > 0)
-    test_big(mb);
+  if (mb > 0) test_big(mb);
 
   rm_tree(root);
   msgpack_sbuffer_destroy(&fsb);
