@@ -162,8 +162,11 @@ end)
 describe("airlock repl", function()
   it("completes globals, fields and methods with Tab, on a terminal", function()
     local log = os.tmpname()
-    H.sh("printf 'airlock.pol\\t.lo\\t\\nb = airlock.broker()\\nb:cl\\t()\\n' | script -qec '" .. AIRLOCK ..
-      " repl' " .. log .. " >/dev/null")
+    -- The last key is Ctrl-D on an empty line, which ends the REPL as at a
+    -- terminal: script(1) does not pass the pipe's end on to its terminal, so
+    -- without it the session could wait for input forever. timeout: a guard.
+    H.sh("printf 'airlock.pol\\t.lo\\t\\nb = airlock.broker()\\nb:cl\\t()\\n\\004' | timeout -k 5 " ..
+      H.GUARD_S .. " script -qec '" .. AIRLOCK .. " repl' " .. log .. " >/dev/null")
     local out = H.read(log):gsub("\27%[[%d?;]*%a", ""):gsub("\r", "")
     os.remove(log)
     assert.matches("airlock> airlock%.policy%.load\n", out)
