@@ -87,7 +87,8 @@ describe("airlock run on a terminal", function()
   -- script(1) gives the command a pseudo-terminal, as a person's shell would.
   local function on_tty(cmd)
     local log = os.tmpname()
-    local out = sh("script -qec " .. string.format("%q", cmd) .. " " .. log .. " >/dev/null; cat " .. log)
+    local out = sh("timeout -k 5 " .. H.GUARD_S .. " script -qec " .. string.format("%q", cmd) .. " " .. log ..
+      " >/dev/null; cat " .. log)
     os.remove(log)
     return out
   end

@@ -513,7 +513,8 @@ describe("airlock.exec under the stock tool policy", function()
       "except OSError as e:\n  print('dev tty', e.errno)\n")
     local log = os.tmpname()
     local function on_tty(cmd, input)
-      H.sh((input and ("printf '" .. input .. "' | ") or "") .. "script -qec '" .. cmd .. "' " .. log .. " >/dev/null")
+      H.sh((input and ("printf '" .. input .. "' | ") or "") .. "timeout -k 5 " .. H.GUARD_S .. " script -qec '" ..
+        cmd .. "' " .. log .. " >/dev/null")
       return H.read(log)
     end
     -- (script answers its own stdin's end by typing the terminal's EOF
