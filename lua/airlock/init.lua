@@ -34,7 +34,7 @@ M.resume = journal.resume
 M.branch = journal.branch
 
 --- airlock.handlers: ready-made effect handlers (workspace, kv, clock, random,
---- log, modules, http, deny); see lua/airlock/handlers.lua. Loaded on first
+--- log, modules, http, deny); see lua/airlock/handlers/ (one file per family). Loaded on first
 --- use (an optional dependency: most hosts never touch it).
 M.handlers = setmetatable({}, { __index = function(t, k)
   local mod = require "airlock.handlers"   -- optional: loaded on first use
