@@ -53,16 +53,16 @@ deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-build/gen/embedded.c: tools/embed.lua $(LUA_LIB)
+build/gen/embedded.c: tools/embed.lua tools/write_if_changed.lua $(LUA_LIB)
 	@mkdir -p build/gen
 	lua5.4 tools/embed.lua $@ airlock_embedded_files $(LUA_LIB)
 
 # The worker's table of init and start frame fields, from their one statement.
-build/gen/init_fields.h: tools/init_fields.lua lua/airlock/launch/fields.lua
+build/gen/init_fields.h: tools/init_fields.lua tools/write_if_changed.lua lua/airlock/launch/fields.lua
 	@mkdir -p build/gen
 	lua5.4 tools/init_fields.lua lua/airlock/launch/fields.lua $@
 
-build/gen/embedded_cli.c: tools/embed.lua $(LUA_CLI)
+build/gen/embedded_cli.c: tools/embed.lua tools/write_if_changed.lua $(LUA_CLI)
 	@mkdir -p build/gen
 	lua5.4 tools/embed.lua $@ airlock_embedded_cli $(LUA_CLI)
 

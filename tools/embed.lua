@@ -48,12 +48,4 @@ for _, path in ipairs(files) do
 end
 buf[#buf + 1] = "{ NULL, NULL, NULL, 0 }\n};\n"
 local text = table.concat(buf, "\n")
-
-local f = io.open(out, "rb")
-local old = f and f:read("a")
-if f then f:close() end
-if old ~= text then
-  f = assert(io.open(out, "wb"))
-  f:write(text)
-  f:close()
-end
+dofile("tools/write_if_changed.lua")(out, text)

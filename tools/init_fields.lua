@@ -50,12 +50,4 @@ for _, frame in ipairs(names) do emit(frames[frame], "worker_" .. frame .. "_fie
 buf[#buf + 1] = ""
 buf[#buf + 1] = "#endif"
 local text = table.concat(buf, "\n") .. "\n"
-
-local f = io.open(out, "rb")
-local old = f and f:read("a")
-if f then f:close() end
-if old ~= text then
-  f = assert(io.open(out, "wb"))
-  f:write(text)
-  f:close()
-end
+dofile("tools/write_if_changed.lua")(out, text)
