@@ -559,7 +559,10 @@ static int l_broker_start(lua_State *L)
   if (stdin_failed) return airlock_l_fail(L, "stdin", err, -rc);
   if (rc < 0) {
     lr->r = NULL;
-    int n = airlock_l_fail(L, "spawn", airlock_broker_error(lb->b), -rc);
+    /* The spawner's messages name their step already ("spawn: ..."): said once. */
+    const char *msg = airlock_broker_error(lb->b);
+    if (strncmp(msg, "spawn: ", 7) == 0) msg += 7;
+    int n = airlock_l_fail(L, "spawn", msg, -rc);
     lua_pushstring(L, airlock_spawn_step_name(airlock_broker_error_step(lb->b)));
     return n + 1;
   }

@@ -83,7 +83,7 @@ describe("the spawner", function()
     -- A mount the options cannot have: a private tmpfs without a mount namespace.
     run, err, errno, step = b:_start { argv = { "/bin/true" }, handlers = {}, program = true, tmpfs = { "/tmp" } }
     assert.is_nil(run)
-    assert.equal("spawn: spawn: a private tmpfs (/tmp) needs the mount namespace (EINVAL)", err)
+    assert.equal("spawn: a private tmpfs (/tmp) needs the mount namespace (EINVAL)", err)
     assert.equal("mount", step)
     -- A protected path outside the workspace is tool.protect's failure.
     run, err, errno, step = b:_start { argv = { "/bin/true" }, handlers = {}, program = true, workdir = "/tmp",
