@@ -264,20 +264,17 @@ function M.matches(pat, host, port, every_port)
   return host == p.host
 end
 
---- first(list, host, port) -> index, pattern of the first that matches, or nil.
-function M.first(list, host, port)
+--- first(list, host, port[, every_port]) -> index, pattern of the first that
+--- matches (M.matches), or nil.
+function M.first(list, host, port, every_port)
   for i, s in ipairs(list or {}) do
-    if M.matches(s, host, port) then return i, s end
+    if M.matches(s, host, port, every_port) then return i, s end
   end
 end
 
 --- denied(deny list, host, port) -> index, pattern of the first deny pattern
 --- naming host at port (one without a port names every port), or nil.
-function M.denied(list, host, port)
-  for i, s in ipairs(list or {}) do
-    if M.matches(s, host, port, true) then return i, s end
-  end
-end
+function M.denied(list, host, port) return M.first(list, host, port, true) end
 
 --- ports(list) -> the sorted ports a list of patterns may reach (the
 --- default ports for one without a port).
