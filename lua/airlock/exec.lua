@@ -4,8 +4,9 @@
 --
 -- What a program gets, from the policy (stock: policies/tool.lua):
 --   namespaces, rlimits, no_new_privs, Landlock and seccomp (tool.confine);
---   a capability drop (always); one writable workspace (its working directory
---   and HOME); a private /tmp (tool.tmp = "private": a tmpfs in its own mount
+--   a capability drop (always); one writable workspace (its working
+--   directory); HOME (tool.home: the caller's, read-only, showing its git and
+--   shell configuration alone, or the workspace); a private /tmp (tool.tmp = "private": a tmpfs in its own mount
 --   namespace) or none; a pids cgroup (tool.limits.pids); an environment that
 --   starts empty: tool.env, then the caller's env, then tool.secrets.
 local core = require "airlock.core"
@@ -25,7 +26,7 @@ local M = {}
 
 local EXEC_KEYS = { argv = true, policy = true, workspace = true, stdin = true, stdin_file = true,
                     stdin_inherit = true, output = true, terminal = true, rootfs = true, env = true,
-                    timeout = true, capture = true,
+                    timeout = true, capture = true, home = true,
                     stream = true, ledger = true, durability = true }
 
 local function fail(msg, level) error("exec: " .. msg, (level or 1) + 1) end
@@ -212,6 +213,7 @@ local function workspace_of(job)
   local auth = policy.authority(pol, "tool", { workspace = workspace })
   local tool = pol.tool
   auth.tmp = tool.tmp or "none"
+  auth.home = tool.home or policy.default("tool.home")
   auth.secrets = {}
   for var, name in pairs(tool.secrets or {}) do auth.secrets[var] = name end
   job.auth, job.tool, job.workspace = auth, tool, workspace
@@ -310,6 +312,16 @@ local function installation(job)
     if p ~= workspace then job.policy_exec[#job.policy_exec + 1] = p end
   end
   job.grants = {}   -- what exec grants the program beyond its policy, read by the planner
+  -- HOME: the caller's, showing its git and shell configuration read-only, or the workspace.
+  if not (job.opts.env and job.opts.env.HOME) then
+    local caller = job.opts.home
+    if caller ~= nil and type(caller) ~= "string" then fail("'home' must be a directory path", 4) end
+    -- (with a root file system of its own, the caller's files are not in its tree)
+    local home, grants = program.home(job.rootfs and "workspace" or job.auth.home, caller or os.getenv("HOME"),
+      workspace, job.auth.tmp == "private")
+    env.HOME = home
+    for _, g in ipairs(grants) do job.grants[#job.grants + 1] = g end
+  end
   if cmd then
     env.PATH = job.path .. ":" .. cmd_dir
     env.AIRLOCK = cmd
@@ -346,7 +358,7 @@ local function locate(job)
   for _, g in ipairs(job.grants) do
     if g.rights:find("x", 1, true) then exec_roots[#exec_roots + 1] = core.fs_realpath(g.path) or g.path end
   end
-  local found, ferr, fstatus = program.locate(job.argv[1], {
+  local found, passed, fstatus = program.locate(job.argv[1], {
     path = job.path, cwd = job.workspace, root = job.rootfs,
     runnable = function(real)
       if not confine.landlock then return true end
@@ -357,8 +369,15 @@ local function locate(job)
         real:match("^(.*)/[^/]*$") or real)
     end,
   })
-  if not found then return nil, "exec: " .. ferr, "exec", fstatus end
+  if not found then return nil, "exec: " .. passed, "exec", fstatus end
   job.found = found
+  if passed then
+    local dir = (passed.real or passed.path):match("^(.*)/[^/]*$")
+    job.path_passed = string.format("'%s' at %s %s; ran %s instead%s", job.argv[1], passed.path,
+      passed.real and "is outside what the policy lets programs run" or ("is " .. passed.why), found,
+      passed.real and string.format(" (tool = { grant = { exec = { \"%s\" } } } would grant its directory)", dir)
+      or "")
+  end
   job.full = table.move(job.argv, 1, #job.argv, 1, {})   -- as given: argv[1] stays as typed
   return true
 end
@@ -537,6 +556,7 @@ function M.exec(opts, broker)
   if pty then pty:wait(500) end
   res.argv = job.full
   res.program = job.found
+  res.path_passed = job.path_passed   -- a copy earlier on PATH it could not run, or nil
   res.workspace = job.workspace
   return res
 end

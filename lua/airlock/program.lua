@@ -25,7 +25,9 @@ end
 --- would have to grant it; opts.root: a root file system the program runs
 --- in (paths resolve inside it; real paths are the host's). A PATH entry the program cannot run from is passed
 --- over (inside, it does not exist); if the name is found only there, the
---- message names it and the field that would grant it.
+--- message names it and the field that would grant it. When it is found
+--- further down PATH, the second result is the copy passed over: {path,
+--- real (when outside what the policy lets run), why}.
 function M.locate(name, opts)
   local function check(p)
     local real, st
@@ -59,7 +61,12 @@ function M.locate(name, opts)
     if dir:sub(1, 1) ~= "/" then dir = opts.cwd .. "/" .. dir end
     local p = dir .. "/" .. name
     local real, why, status, out = check(p)
-    if real then return p end
+    if real then
+      -- Found further down PATH than a copy the program cannot run: said,
+      -- since what runs is not what the caller's shell would run.
+      local passed = outside and { path = outside[1], real = outside[2], why = outside[3] }
+      return p, passed
+    end
     if out and not outside then outside = { p, out, why } end
     if status == 126 and not out and not outside then outside = { p, nil, why } end
   end
@@ -70,6 +77,39 @@ function M.locate(name, opts)
     return nil, string.format("'%s' at %s is %s", name, outside[1], outside[3]), 126
   end
   return nil, string.format("'%s' not found in PATH (%s)", name, path), 127
+end
+
+-- The caller's own configuration a program sees, read-only, in its HOME
+-- (tool.home = "caller"): git's and the shells'. Nothing else of the
+-- caller's home is there: not its keys, tokens, history or caches.
+M.HOME_FILES = { ".gitconfig", ".config/git/config", ".config/git/ignore", ".config/git/attributes",
+                 ".profile", ".bashrc", ".bash_profile", ".inputrc", ".zshrc" }
+
+--- home(mode, caller_home, workspace, private_tmp) -> the program's HOME and
+--- what it grants ({path, rights, why} each). With mode "caller": the
+--- caller's home when it holds any of M.HOME_FILES, each granted read-only
+--- (a link's target too: the view remakes the link), and nothing else of it;
+--- else (a home under a private /tmp is hidden by it too), and with mode
+--- "workspace", the workspace.
+function M.home(mode, caller_home, workspace, private_tmp)
+  if mode ~= "caller" or type(caller_home) ~= "string" or caller_home:sub(1, 1) ~= "/" then return workspace, {} end
+  local home = core.fs_realpath(caller_home)
+  if not home or home == "/" or M.beneath(home, workspace) or (private_tmp and M.beneath(home, "/tmp")) then
+    return workspace, {}
+  end
+  local grants, why = {}, "the caller's git and shell configuration in HOME (tool.home = \"caller\")"
+  for _, name in ipairs(M.HOME_FILES) do
+    local p = home .. "/" .. name
+    local real = core.fs_realpath(p)
+    local dir, base = (real or ""):match("^(.*)/([^/]+)$")
+    local ok, st = pcall(core.fs_stat, dir ~= "" and dir or "/", base or ".")
+    if real and ok and st and st.type == "file" then
+      grants[#grants + 1] = { path = p, rights = "r", why = why }
+      if real ~= p then grants[#grants + 1] = { path = real, rights = "r", why = why .. ", a link's target" } end
+    end
+  end
+  if #grants == 0 then return workspace, {} end
+  return home, grants
 end
 
 --- is_root() -> whether this process runs as (effective) root.

@@ -37,7 +37,7 @@ local function literal(s) return (s:gsub("%p", "%%%0")) end
 
 -- What `bwrap` needs to give the view airlock's stock tool policy gives.
 -- / here has bin, lib, lib64 and sbin as symbolic links into /usr.
-local function bwrap_prefix(ws)
+local function bwrap_prefix(ws, home)
   local a = { BWRAP, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
     "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc" }
   for _, top in ipairs { "bin", "lib", "lib64", "sbin" } do
@@ -50,16 +50,22 @@ local function bwrap_prefix(ws)
   end
   for _, x in ipairs {
     "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--bind", ws, ws, "--chdir", ws,
-    "--clearenv", "--setenv", "HOME", ws, "--setenv", "PWD", ws, "--setenv", "TMPDIR", "/tmp",
+    "--clearenv", "--setenv", "HOME", home and home.dir or ws, "--setenv", "PWD", ws, "--setenv", "TMPDIR", "/tmp",
     "--setenv", "PATH", PATH, "--setenv", "LANG", "C.UTF-8",
     -- airlock's identity for a root caller's program, and for anyone else's inside
-    "--uid", "65534", "--gid", "65534", "--" } do a[#a + 1] = x end
+    "--uid", "65534", "--gid", "65534" } do a[#a + 1] = x end
+  -- The caller's configuration files, read-only, as airlock shows them in HOME.
+  for _, name in ipairs(home and home.files or {}) do
+    for _, x in ipairs { "--ro-bind", home.dir .. "/" .. name, home.dir .. "/" .. name } do a[#a + 1] = x end
+  end
+  a[#a + 1] = "--"
   return words(a)
 end
 
 -- (airlock passes its own stdin through as bwrap does; --stdin - says so)
-local function airlock_prefix(ws, stdin_flag)
-  return words { AIRLOCK, "exec", "--workspace", ws } .. (stdin_flag and " --stdin -" or "") .. " --"
+local function airlock_prefix(ws, stdin_flag, home)
+  return (home and ("HOME=" .. q(home.dir) .. " ") or "") .. words { AIRLOCK, "exec", "--workspace", ws } ..
+    (stdin_flag and " --stdin -" or "") .. " --"
 end
 
 -- A fresh workspace holding the case's files (name -> content; a name ending
@@ -255,6 +261,14 @@ local CASES = {
     files = { ["a"] = "same\nold\nend\n", ["b"] = "same\nnew\nend\n" },
     script = "diff a b",
     expect = { out = "2c2\n< old\n---\n> new\n", err = "", rc = 1 } },
+  { name = "git commit as the caller: HOME shows the caller's .gitconfig (and .bashrc), read-only",
+    needs = { "git" },
+    home = { [".gitconfig"] = "[user]\n\tname = Home Person\n\temail = home@example.com\n",
+             [".bashrc"] = "echo from-bashrc\n" },
+    script = "case \"$HOME\" in /var/tmp/airlock-compat-home-*) echo caller-home;; esac; git -c init.defaultBranch=main init -q && echo a > f && git add f && " ..
+      "git commit -q -m first && git log --format='%an <%ae> %s'; bash -i -c true 2>/dev/null",
+    expect = { out = "caller-home\nHome Person <home@example.com> first\n" ..
+      "from-bashrc\n", rc = 0 } },
   { name = "git init, add, commit, log in the workspace", needs = { "git" },
     files = { ["README"] = "hello git\n" },
     script = "export GIT_AUTHOR_DATE=2020-01-01T00:00:00Z GIT_COMMITTER_DATE=2020-01-01T00:00:00Z; " ..
@@ -468,15 +482,26 @@ function()
       end
       local argv = c.argv or sh(c.script)
       local wa, wb = workspace(c.files), workspace(c.files)
-      local a = run(airlock_prefix(wa, c.stdin_flag), wa, argv, c, scratch, i .. "a")
+      -- The caller's home, when the case has one: outside /tmp (both give the program a private /tmp).
+      local home
+      if c.home then
+        home = { dir = "/var/tmp/airlock-compat-home-" .. H.pid() .. "-" .. i, files = {} }
+        for name, text in pairs(c.home) do
+          assert(os.execute("mkdir -p " .. q((home.dir .. "/" .. name):match("^(.*)/"))))
+          H.write(home.dir .. "/" .. name, text)
+          home.files[#home.files + 1] = name
+        end
+        assert(os.execute("chmod -R a+rX " .. q(home.dir)))
+      end
+      local a = run(airlock_prefix(wa, c.stdin_flag, home), wa, argv, c, scratch, i .. "a")
       -- a rebuild under way replaces the binary mid-run: try once more
       if (a.rc == 126 or a.rc == 127) and a.err:find(AIRLOCK, 1, true) then
         os.execute("rm -rf " .. q(wa))
         wa = workspace(c.files)
-        a = run(airlock_prefix(wa, c.stdin_flag), wa, argv, c, scratch, i .. "a")
+        a = run(airlock_prefix(wa, c.stdin_flag, home), wa, argv, c, scratch, i .. "a")
       end
-      local b = run(bwrap_prefix(wb), wb, c.bwrap_argv or argv, c, scratch, i .. "b")
-      os.execute("rm -rf " .. q(wa) .. " " .. q(wb))
+      local b = run(bwrap_prefix(wb, home), wb, c.bwrap_argv or argv, c, scratch, i .. "b")
+      os.execute("rm -rf " .. q(wa) .. " " .. q(wb) .. (home and (" " .. q(home.dir)) or ""))
       a.err = without_refusals(a.err)
       local say = string.format("\nairlock: rc=%s\n--stdout\n%s--stderr\n%s\nbwrap: rc=%s\n--stdout\n%s--stderr\n%s",
         tostring(a.rc), a.out, a.err, tostring(b.rc), b.out, b.err)

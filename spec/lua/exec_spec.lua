@@ -59,8 +59,11 @@ describe("airlock.exec under the stock tool policy", function()
     res = sh "echo beside > ../outside.txt && cat ../outside.txt"
     assert.are.equal("beside\n", res.stdout)
     assert.is_nil(io.open(H.root .. "/outside.txt"))
-    -- HOME is the workspace, and the host's own environment is not passed on.
-    local env = exec({ "env" }, { env = { EXTRA = "given" } })
+    -- HOME is the workspace when the caller's home holds no git or shell
+    -- configuration, and the host's own environment is not passed on.
+    local bare = H.root .. "/bare-home"
+    assert(os.execute("mkdir -p " .. bare))
+    local env = exec({ "env" }, { env = { EXTRA = "given" }, home = bare })
     assert.matches("\nHOME=" .. H.ws:gsub("%p", "%%%0") .. "\n", "\n" .. env.stdout)
     assert.matches("\nEXTRA=given\n", "\n" .. env.stdout)
     assert.matches("\nPATH=/usr/local/bin:/usr/bin:/bin:", "\n" .. env.stdout)
@@ -401,6 +404,67 @@ describe("airlock.exec under the stock tool policy", function()
     assert.are.equal("from python", res.log)
   end)
 
+  it("says when a copy earlier on PATH is passed over (a shim outside the view) and which runs instead", function()
+    local shims = H.root .. "/shims"
+    assert(os.execute("mkdir -p " .. shims))
+    H.write(shims .. "/cat", "#!/bin/sh\necho shim\n")
+    assert(os.execute("chmod +x " .. shims .. "/cat"))
+    -- Control: unconfined, the shim is the one a shell finds first.
+    assert.are.equal("shim\n", (H.sh("PATH=" .. shims .. ":/usr/bin:/bin cat /dev/null")))
+    local res = exec({ "cat", "/etc/hostname" }, { env = { PATH = shims .. ":/usr/bin:/bin" } })
+    assert.are.equal(H.slurp("/etc/hostname"), res.stdout)
+    assert.are.equal("/usr/bin/cat", res.program)
+    assert.matches("^'cat' at " .. (shims .. "/cat"):gsub("%p", "%%%0") .. " is outside what the policy lets " ..
+      "programs run; ran /usr/bin/cat instead %(tool = { grant = { exec = { \"" .. shims:gsub("%p", "%%%0") ..
+      "\" } } } would grant its directory%)$", res.path_passed)
+    -- Nothing passed over: nothing said.
+    assert.is_nil(exec({ "cat", "/etc/hostname" }, { env = { PATH = "/usr/bin:/bin" } }).path_passed)
+    -- The command says it on one stderr line.
+    local out = H.sh("PATH=" .. shims .. ":/usr/bin:/bin " .. H.bin ..
+      "/airlock exec --no-tty --workspace " .. H.ws .. " -- cat /dev/null")
+    assert.matches("^airlock exec: 'cat' at [^\n]* ran /usr/bin/cat instead [^\n]*\n$", out)
+  end)
+
+  describe("HOME", function()
+    -- A caller's home outside /tmp (a private /tmp would hide it), holding
+    -- git's configuration and a file of its own that must stay hidden.
+    local home = "/var/tmp/airlock-spec-home-" .. H.pid()
+    setup(function()
+      assert(os.execute("mkdir -p " .. home .. "/.ssh"))
+      H.write(home .. "/.gitconfig", "[user]\n\tname = Spec Person\n\temail = spec@example.invalid\n")
+      H.write(home .. "/.ssh/id_spec", "not a real key\n")
+      assert(os.execute("chmod -R a+rX " .. home))
+    end)
+    teardown(function() os.execute("rm -rf " .. home) end)
+
+    local script = "echo \"$HOME\"; git init -q repo && cd repo && echo a > f && git add f && " ..
+      "git commit -qm one && git log --format='%an <%ae>'; cat \"$HOME/.ssh/id_spec\" >/dev/null 2>&1 || " ..
+      "echo key-hidden; git config --global x.y z 2>/dev/null || echo global-refused"
+
+    it("is the caller's, read-only, holding its git configuration alone: git commit works", function()
+      -- Control: unconfined, the caller's files are in plain view: git commits
+      -- as the caller and the key is readable.
+      local ctl = H.sh("cd " .. H.tmpdir() .. " && HOME=" .. home .. " sh -c 'echo \"$HOME\"; git init -q repo && " ..
+        "cd repo && echo a > f && git add f && git commit -qm one && git log --format=\"%an <%ae>\" && " ..
+        "cat \"$HOME/.ssh/id_spec\"'")
+      assert.are.equal(home .. "\nSpec Person <spec@example.invalid>\nnot a real key\n", ctl)
+      local ws = H.tmpdir()
+      local res = sh(script, { workspace = ws, home = home })
+      assert.are.equal(home .. "\nSpec Person <spec@example.invalid>\nkey-hidden\nglobal-refused\n", res.stdout,
+        res.stderr)
+      assert.is_nil(io.open(ws .. "/repo/.gitconfig"))   -- --global wrote nothing into the repository
+      assert.are.equal("[user]\n\tname = Spec Person\n\temail = spec@example.invalid\n", H.slurp(home .. "/.gitconfig"))
+    end)
+
+    it("is the workspace under tool.home = \"workspace\", and git says who is unknown", function()
+      local ws = H.tmpdir()
+      local res = sh(script, { workspace = ws, home = home,
+        policy = policy.extend("tool", { tool = { home = "workspace" } }) })
+      assert.matches("^" .. ws:gsub("%p", "%%%0") .. "\n", res.stdout)
+      assert.matches("Author identity unknown", res.stderr)
+    end)
+  end)
+
   it("is a command: airlock exec prints the output and exits with the program's status", function()
     local base = H.bin .. "/airlock exec --workspace " .. H.ws
     local out = H.sh(base .. " -- sh -c 'echo out; echo err >&2; exit 7' 2>&1; echo rc=$?")
@@ -410,7 +474,7 @@ describe("airlock.exec under the stock tool policy", function()
     out = H.sh(base .. " --timeout 300ms -- sleep 5 2>&1; echo rc=$?")
     assert.matches("airlock exec: deadline: deadline of 300 ms passed", out)
     assert.matches("rc=124", out)
-    out = H.sh(base .. " -- cat /root/.profile 2>&1; echo rc=$?")
+    out = H.sh(base .. " -- cat /root/.airlock-spec-absent 2>&1; echo rc=$?")
     assert.matches("rc=1\n$", out)   -- /root is not in the view: cat fails, exit 1
     -- /proc is the run's own: airlock-init (1), sh (2), ls and grep; nothing of the host's.
     out = H.sh(base .. " -- sh -c 'ls /proc | grep -c \"^[0-9]*$\"; cat /proc/1/comm'")

@@ -173,6 +173,7 @@ function M.main(args)
   end
   local cut = res.stdout_truncated or res.stderr_truncated
   if not as_json then
+    if res.path_passed then io.stderr:write("airlock exec: ", res.path_passed, "\n") end
     if res.stdout_truncated then io.stderr:write("airlock exec: stdout cut at the capture limit\n") end
     if res.stderr_truncated then io.stderr:write("airlock exec: stderr cut at the capture limit\n") end
     -- A signal the program got from itself or its own is its business (the
