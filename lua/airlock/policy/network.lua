@@ -258,8 +258,11 @@ end
 function M.matches(pat, host, port, every_port)
   local p = type(pat) == "table" and pat or M.parse(pat)
   if not p or not port_ok(p, port, every_port) then return false end
-  if p.address then return M.canonical(host) == p.address end
-  if M.address(host) then return false end   -- a name pattern never matches an address
+  -- "localhost" and the loopback addresses are one host, whichever is written.
+  if p.address then return M.canonical(host) == p.address or host == "localhost" and M.special(p.address) == "loopback" end
+  if M.address(host) then   -- a name pattern never matches an address, but localhost its loopback
+    return p.host == "localhost" and not p.wildcard and M.special(host) == "loopback"
+  end
   if p.wildcard then return #host > #p.host + 1 and host:sub(-(#p.host + 1)) == "." .. p.host end
   return host == p.host
 end
