@@ -191,33 +191,39 @@ static const char *tmpdir(void)
   return t && *t ? t : "/tmp";
 }
 
-int main(int argc, char **argv)
+/* The command line. */
+struct options {
+  long ticks, fps, nbots, work, hog;
+  const char *ledgers, *replay;
+  int plain, fast, noledgers;
+};
+
+/* Reads argv into o. Returns -1 to go on, else the exit status (--help: 0). */
+static int parse_options(int argc, char **argv, struct options *o)
 {
-  long ticks = 100, fps = 20, nbots = 0, work = 0, hog = 0;
-  const char *ledgers = NULL, *replay = NULL;
-  int plain = !isatty(STDOUT_FILENO), fast = 0, noledgers = 0;
+  *o = (struct options){.ticks = 100, .fps = 20, .plain = !isatty(STDOUT_FILENO)};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--ticks"))
-      ticks = number(a, i + 1 < argc ? argv[++i] : NULL, 1, 1000000);
+      o->ticks = number(a, i + 1 < argc ? argv[++i] : NULL, 1, 1000000);
     else if (!strcmp(a, "--fps"))
-      fps = number(a, i + 1 < argc ? argv[++i] : NULL, 1, 1000);
+      o->fps = number(a, i + 1 < argc ? argv[++i] : NULL, 1, 1000);
     else if (!strcmp(a, "--bots"))
-      nbots = number(a, i + 1 < argc ? argv[++i] : NULL, 1, 1000);
+      o->nbots = number(a, i + 1 < argc ? argv[++i] : NULL, 1, 1000);
     else if (!strcmp(a, "--ledgers") && i + 1 < argc)
-      ledgers = argv[++i];
+      o->ledgers = argv[++i];
     else if (!strcmp(a, "--replay") && i + 1 < argc)
-      replay = argv[++i];
+      o->replay = argv[++i];
     else if (!strcmp(a, "--plain"))
-      plain = 1;
+      o->plain = 1;
     else if (!strcmp(a, "--fast"))
-      fast = 1;
+      o->fast = 1;
     else if (!strcmp(a, "--work"))
-      work = number(a, i + 1 < argc ? argv[++i] : NULL, 0, 1000);
+      o->work = number(a, i + 1 < argc ? argv[++i] : NULL, 0, 1000);
     else if (!strcmp(a, "--no-ledgers"))
-      noledgers = 1;
+      o->noledgers = 1;
     else if (!strcmp(a, "--hog"))
-      hog = number(a, i + 1 < argc ? argv[++i] : NULL, 1, 1000000);
+      o->hog = number(a, i + 1 < argc ? argv[++i] : NULL, 1, 1000000);
     else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       usage(stdout);
       return 0;
@@ -227,57 +233,82 @@ int main(int argc, char **argv)
       return 2;
     }
   }
-
-  char last[PATH_MAX], dirbuf[PATH_MAX];
-  snprintf(last, sizeof last, "%s/plugin-host.last", tmpdir());
-  if (noledgers && (replay || ledgers)) {
+  if (o->noledgers && (o->replay || o->ledgers)) {
     fputs("plugin-host: --no-ledgers records nothing: it takes neither --ledgers nor --replay\n", stderr);
     return 2;
   }
-  if (noledgers) {
-    /* nothing recorded, nothing remembered */
-  } else if (replay && !ledgers) { /* the last run's ledgers */
-    ssize_t n = readlink(last, dirbuf, sizeof dirbuf - 1);
+  return -1;
+}
+
+/* Where the ledgers are: --ledgers, or with --replay alone the last run's,
+** else a new temporary directory, remembered for a later --replay (dirbuf
+** holds a path chosen here). Returns 0, or 2 with the reason printed. */
+static int choose_ledgers(struct options *o, char dirbuf[PATH_MAX])
+{
+  char last[PATH_MAX];
+  snprintf(last, sizeof last, "%s/plugin-host.last", tmpdir());
+  if (o->noledgers) return 0; /* nothing recorded, nothing remembered */
+  if (o->replay && !o->ledgers) {
+    ssize_t n = readlink(last, dirbuf, PATH_MAX - 1);
     if (n <= 0) {
       fprintf(stderr, "plugin-host: no previous run in %s; give --ledgers DIR\n", last);
       return 2;
     }
     dirbuf[n] = 0;
-    ledgers = dirbuf;
-  } else if (!replay && !ledgers) {
-    snprintf(dirbuf, sizeof dirbuf, "%s/plugin-host-XXXXXX", tmpdir());
+    o->ledgers = dirbuf;
+    return 0;
+  }
+  if (!o->replay && !o->ledgers) {
+    snprintf(dirbuf, PATH_MAX, "%s/plugin-host-XXXXXX", tmpdir());
     if (!mkdtemp(dirbuf)) {
       fprintf(stderr, "plugin-host: mkdtemp %s: %s\n", dirbuf, strerror(errno));
       return 2;
     }
-    ledgers = dirbuf;
-  } else if (!replay && mkdir(ledgers, 0700) < 0 && errno != EEXIST) {
-    fprintf(stderr, "plugin-host: mkdir %s: %s\n", ledgers, strerror(errno));
+    o->ledgers = dirbuf;
+  } else if (!o->replay && mkdir(o->ledgers, 0700) < 0 && errno != EEXIST) {
+    fprintf(stderr, "plugin-host: mkdir %s: %s\n", o->ledgers, strerror(errno));
     return 2;
   }
-  if (!replay && !noledgers) { /* remember it for a later --replay without --ledgers */
+  if (!o->replay) { /* remember it for a later --replay without --ledgers */
     char abs[PATH_MAX];
-    if (realpath(ledgers, abs)) {
+    if (realpath(o->ledgers, abs)) {
       unlink(last);
       if (symlink(abs, last) < 0) { /* only a convenience */
       }
     }
   }
+  return 0;
+}
 
-  signal(SIGPIPE, SIG_IGN);
-  struct sigaction sa = {0};
-  sa.sa_handler = on_sigint;
-  sigaction(SIGINT, &sa, NULL); /* Ctrl-C ends the game early, with the summary */
+static void set_int(lua_State *L, const char *k, lua_Integer v)
+{
+  lua_pushinteger(L, v);
+  lua_setfield(L, -2, k);
+}
+static void set_num(lua_State *L, const char *k, double v)
+{
+  lua_pushnumber(L, v);
+  lua_setfield(L, -2, k);
+}
+static void set_bool(lua_State *L, const char *k, int v)
+{
+  lua_pushboolean(L, v);
+  lua_setfield(L, -2, k);
+}
 
+/* A Lua state with the airlock module registered, and host.lua loaded and
+** run with what it gets from C: its module table is left on top. NULL (the
+** reason printed) on failure. */
+static lua_State *open_host(const struct options *o, const char *program)
+{
   lua_State *L = luaL_newstate();
   if (!L) {
     fputs("plugin-host: cannot create a Lua state\n", stderr);
-    return 2;
+    return NULL;
   }
   luaL_openlibs(L);
   luaL_requiref(L, "airlock", luaopen_airlock, 0); /* require "airlock" now finds it */
   lua_pop(L, 1);
-
   const char *dir = getenv("PLUGIN_HOST_DIR");
   if (!dir || !*dir) dir = PLUGIN_HOST_DIR;
   char path[PATH_MAX];
@@ -286,131 +317,163 @@ int main(int argc, char **argv)
   if (luaL_loadfilex(L, path, "t") != LUA_OK) {
     fprintf(stderr, "plugin-host: %s (set PLUGIN_HOST_DIR to the examples/plugin-host directory)\n",
             lua_tostring(L, -1));
-    return 2;
+    lua_close(L);
+    return NULL;
   }
-  lua_createtable(L, 0, 8); /* what host.lua gets from C */
+  lua_createtable(L, 0, 12); /* what host.lua gets from C */
   lua_pushstring(L, dir);
   lua_setfield(L, -2, "dir");
-  if (ledgers) {
-    lua_pushstring(L, ledgers);
+  if (o->ledgers) {
+    lua_pushstring(L, o->ledgers);
     lua_setfield(L, -2, "ledgers");
   }
-  lua_pushstring(L, argv[0]);
+  lua_pushstring(L, program);
   lua_setfield(L, -2, "program");
-  lua_pushinteger(L, ticks);
-  lua_setfield(L, -2, "ticks");
-  lua_pushinteger(L, fps);
-  lua_setfield(L, -2, "fps");
-  lua_pushinteger(L, nbots);
-  lua_setfield(L, -2, "bots");
-  lua_pushboolean(L, plain);
-  lua_setfield(L, -2, "plain");
-  lua_pushboolean(L, fast);
-  lua_setfield(L, -2, "fast");
-  lua_pushinteger(L, work);
-  lua_setfield(L, -2, "work");
-  lua_pushinteger(L, hog);
-  lua_setfield(L, -2, "hog");
+  set_int(L, "ticks", o->ticks);
+  set_int(L, "fps", o->fps);
+  set_int(L, "bots", o->nbots);
+  set_bool(L, "plain", o->plain);
+  set_bool(L, "fast", o->fast);
+  set_int(L, "work", o->work);
+  set_int(L, "hog", o->hog);
   lua_pushcfunction(L, l_listdir);
   lua_setfield(L, -2, "listdir");
   lua_pushcfunction(L, l_now_ms);
   lua_setfield(L, -2, "now_ms");
   if (lua_pcall(L, 1, 1, -3) != LUA_OK) {
     fprintf(stderr, "plugin-host: %s\n", lua_tostring(L, -1));
-    return 2;
-  }
-  int host = lua_gettop(L);
-
-  if (replay) { /* host.replay(bot) -> exit status */
-    lua_pushstring(L, replay);
-    call(L, host, "replay", 1, 1);
-    int code = (int)lua_tointeger(L, -1);
     lua_close(L);
-    return code;
+    return NULL;
   }
+  lua_remove(L, -2); /* the traceback */
+  return L;
+}
 
+/* What the game loop measured. */
+struct game {
+  long tick, late;
+  double elapsed, work_sum, work_max, prev_work;
+  double *works; /* host ms of each tick */
+};
+
+/* One tick: host.frame ends the previous one and starts this one, then the
+** bots are pumped until the frame's end (with --fast, until every bot has
+** ended its turn). Returns the host's work in ms (not the sleeps). */
+static double play_tick(lua_State *L, int host, const struct options *o, struct game *g, double frame_end,
+                        int *joined, int *done)
+{
+  double w = airlock_now_ms();
+  lua_pushinteger(L, g->tick);
+  lua_pushnumber(L, g->prev_work);
+  call(L, host, "frame", 2, 0); /* end tick-1, render, start tick */
+  double work = airlock_now_ms() - w;
+  if (o->fast) { /* no clock: the tick ends when every bot has ended its turn */
+    int waiting = 0;
+    while (!interrupted) {
+      pump_for(L, host, FAST_POLL_MS, joined, done, &waiting);
+      if (waiting || *done) break;
+    }
+    return airlock_now_ms() - w;
+  }
+  for (double now = airlock_now_ms(); now < frame_end && !interrupted; now = airlock_now_ms()) {
+    pump(L, host, joined, done);
+    double after = airlock_now_ms();
+    work += after - now;
+    sleep_ms(frame_end - after < POLL_MS ? frame_end - after : POLL_MS);
+  }
+  return work;
+}
+
+/* The game: the lobby (every bot started and waiting for tick 1), the ticks
+** at o->fps (never catching up on a late one), then the last tick's end and
+** the bots' grace to return. Returns 0, or 2 when out of memory. */
+static int play(lua_State *L, int host, const struct options *o, struct game *g)
+{
   call(L, host, "start", 0, 0);
   int joined = 0, done = 0;
   double t0 = airlock_now_ms();
-  while (!interrupted) { /* the lobby: every bot started and waiting for tick 1 */
+  while (!interrupted) {
     pump(L, host, &joined, &done);
     if (joined || airlock_now_ms() - t0 > JOIN_MS) break;
     sleep_ms(POLL_MS);
   }
-
-  const double period = 1000.0 / (double)fps;
-  double start = airlock_now_ms(), next = start, work_sum = 0, work_max = 0, prev_work = 0;
-  long tick = 0, late = 0;
-  double *works = malloc((size_t)ticks * sizeof *works); /* host ms of each tick */
-  if (!works) {
+  const double period = 1000.0 / (double)o->fps;
+  double start = airlock_now_ms(), next = start;
+  g->works = malloc((size_t)o->ticks * sizeof *g->works);
+  if (!g->works) {
     fputs("plugin-host: out of memory\n", stderr);
     return 2;
   }
-  while (tick < ticks && !interrupted) {
-    tick++;
-    double w = airlock_now_ms();
-    lua_pushinteger(L, tick);
-    lua_pushnumber(L, prev_work);
-    call(L, host, "frame", 2, 0); /* end tick-1, render, start tick */
-    double work = airlock_now_ms() - w;
+  while (g->tick < o->ticks && !interrupted) {
+    g->tick++;
     double frame_end = next + period;
-    if (fast) { /* no clock: the tick ends when every bot has ended its turn */
-      int waiting = 0;
-      while (!interrupted) {
-        pump_for(L, host, FAST_POLL_MS, &joined, &done, &waiting);
-        if (waiting || done) break;
-      }
-      work = airlock_now_ms() - w;
-      frame_end = airlock_now_ms();
-    }
-    for (double now = airlock_now_ms(); now < frame_end && !interrupted; now = airlock_now_ms()) {
-      pump(L, host, &joined, &done);
-      double after = airlock_now_ms();
-      work += after - now;
-      sleep_ms(frame_end - after < POLL_MS ? frame_end - after : POLL_MS);
-    }
-    works[tick - 1] = work;
-    work_sum += work;
-    if (work > work_max) work_max = work;
-    prev_work = work;
+    double work = play_tick(L, host, o, g, frame_end, &joined, &done);
+    if (o->fast) frame_end = airlock_now_ms();
+    g->works[g->tick - 1] = work;
+    g->work_sum += work;
+    if (work > g->work_max) g->work_max = work;
+    g->prev_work = work;
     next = frame_end;
     if (airlock_now_ms() > next + period) {
-      late++;
+      g->late++;
       next = airlock_now_ms();
     } /* never try to catch up */
   }
-  double elapsed = airlock_now_ms() - start;
-
-  lua_pushinteger(L, tick);
-  lua_pushnumber(L, prev_work);
+  g->elapsed = airlock_now_ms() - start;
+  lua_pushinteger(L, g->tick);
+  lua_pushnumber(L, g->prev_work);
   call(L, host, "finish", 2, 0); /* end the last tick; bots waiting in world.tick get false */
   t0 = airlock_now_ms();
   do {
     pump(L, host, &joined, &done);
     if (!done) sleep_ms(POLL_MS);
   } while (!done && airlock_now_ms() - t0 < GRACE_MS);
+  return 0;
+}
 
+/* host.close(summary): stragglers cancelled, the summary printed. -> exit status */
+static int close_game(lua_State *L, int host, struct game *g)
+{
   lua_createtable(L, 0, 8);
-  lua_pushinteger(L, tick);
-  lua_setfield(L, -2, "ticks");
-  lua_pushnumber(L, elapsed);
-  lua_setfield(L, -2, "elapsed_ms");
-  lua_pushnumber(L, tick ? work_sum / (double)tick : 0);
-  lua_setfield(L, -2, "work_avg_ms");
-  lua_pushnumber(L, work_max);
-  lua_setfield(L, -2, "work_max_ms");
-  qsort(works, (size_t)tick, sizeof *works, cmp_double);
-  lua_pushnumber(L, percentile(works, tick, 50));
-  lua_setfield(L, -2, "work_med_ms");
-  lua_pushnumber(L, percentile(works, tick, 99));
-  lua_setfield(L, -2, "work_p99_ms");
-  free(works);
-  lua_pushinteger(L, late);
-  lua_setfield(L, -2, "late");
-  lua_pushboolean(L, interrupted);
-  lua_setfield(L, -2, "interrupted");
-  call(L, host, "close", 1, 1); /* stragglers cancelled, the summary printed */
-  int code = (int)lua_tointeger(L, -1);
+  set_int(L, "ticks", g->tick);
+  set_num(L, "elapsed_ms", g->elapsed);
+  set_num(L, "work_avg_ms", g->tick ? g->work_sum / (double)g->tick : 0);
+  set_num(L, "work_max_ms", g->work_max);
+  qsort(g->works, (size_t)g->tick, sizeof *g->works, cmp_double);
+  set_num(L, "work_med_ms", percentile(g->works, g->tick, 50));
+  set_num(L, "work_p99_ms", percentile(g->works, g->tick, 99));
+  set_int(L, "late", g->late);
+  set_bool(L, "interrupted", interrupted);
+  call(L, host, "close", 1, 1);
+  return (int)lua_tointeger(L, -1);
+}
+
+int main(int argc, char **argv)
+{
+  struct options o;
+  char dirbuf[PATH_MAX];
+  int code = parse_options(argc, argv, &o);
+  if (code >= 0) return code;
+  if (choose_ledgers(&o, dirbuf)) return 2;
+
+  signal(SIGPIPE, SIG_IGN);
+  struct sigaction sa = {0};
+  sa.sa_handler = on_sigint;
+  sigaction(SIGINT, &sa, NULL); /* Ctrl-C ends the game early, with the summary */
+
+  lua_State *L = open_host(&o, argv[0]);
+  if (!L) return 2;
+  int host = lua_gettop(L);
+  if (o.replay) { /* host.replay(bot) -> exit status */
+    lua_pushstring(L, o.replay);
+    call(L, host, "replay", 1, 1);
+    code = (int)lua_tointeger(L, -1);
+  } else {
+    struct game g = {0};
+    code = play(L, host, &o, &g);
+    if (code == 0) code = close_game(L, host, &g);
+    free(g.works);
+  }
   lua_close(L);
   return code;
 }
