@@ -532,32 +532,45 @@ static void hello(airlock_ledger *l, const airlock_ledger_report *rep)
   send_frame();
 }
 
-static int serve_write(int argc, char **argv)
-{
-  /* write DIR GRANT DURABILITY BATCH_MS CREATE MAX_BYTES SEAL_BYTES */
-  if (argc != 9) _exit(LEDGER_EXIT_USAGE);
-  const char *dir = argv[2];
-  int durability = airlock_ledger_durability_from_name(argv[4]);
+/* write's arguments: DIR GRANT DURABILITY BATCH_MS CREATE MAX_BYTES SEAL_BYTES. */
+struct write_args {
+  const char *dir;
+  int durability;
   uint64_t batch_ms, create, max_bytes, seal_bytes;
-  if (durability < 0 || parse_u64(argv[5], &batch_ms) < 0 || batch_ms > 3600000 ||
-      parse_u64(argv[6], &create) < 0 || create > 1 || parse_u64(argv[7], &max_bytes) < 0 ||
-      parse_u64(argv[8], &seal_bytes) < 0)
-    _exit(LEDGER_EXIT_USAGE);
-  if (create) {
-    int rc = make_dirs(dir);
-    if (rc < 0) die(LEDGER_EXIT_OPEN, rc, "ledger: cannot create %s: %s", dir, airlock_strerror(-rc));
-  } else if (access(dir, F_OK) != 0) {
-    die(LEDGER_EXIT_OPEN, -ENOENT,
-        "ledger: %s does not exist (open with create to start a "
-        "session)",
-        dir);
-  }
-  confine(dir, NULL, dir);
+};
 
-  /* The first message: the new session's fields, if any. */
+static void parse_write_args(int argc, char **argv, struct write_args *a)
+{
+  if (argc != 9) _exit(LEDGER_EXIT_USAGE);
+  a->dir = argv[2];
+  a->durability = airlock_ledger_durability_from_name(argv[4]);
+  if (a->durability < 0 || parse_u64(argv[5], &a->batch_ms) < 0 || a->batch_ms > 3600000 ||
+      parse_u64(argv[6], &a->create) < 0 || a->create > 1 || parse_u64(argv[7], &a->max_bytes) < 0 ||
+      parse_u64(argv[8], &a->seal_bytes) < 0)
+    _exit(LEDGER_EXIT_USAGE);
+}
+
+/* The session's directory, made when asked, then this process confined to it. */
+static void enter_dir(const struct write_args *a)
+{
+  if (a->create) {
+    int rc = make_dirs(a->dir);
+    if (rc < 0) die(LEDGER_EXIT_OPEN, rc, "ledger: cannot create %s: %s", a->dir, airlock_strerror(-rc));
+  } else if (access(a->dir, F_OK) != 0) {
+    die(LEDGER_EXIT_OPEN, -ENOENT, "ledger: %s does not exist (open with create to start a session)", a->dir);
+  }
+  confine(a->dir, NULL, a->dir);
+}
+
+/* The first message, 'open' (the new session's fields, if any), and the
+** journal opened: *l, or NULL when the peer left first (0) or the journal
+** was refused (LEDGER_EXIT_OPEN, the refusal sent with its report). */
+static int open_session(const struct write_args *a, airlock_ledger **l)
+{
   int timed_out;
   const uint8_t *body;
   uint32_t blen;
+  *l = NULL;
   if (!next_body(&body, &blen, &timed_out)) return LEDGER_EXIT_OK;
   const msgpack_object *m = decode(body, blen);
   struct request req;
@@ -567,17 +580,16 @@ static int serve_write(int argc, char **argv)
   msgpack_zone zone;
   msgpack_zone_init(&zone, 4096);
   msgpack_object sfields;
-  airlock_ledger_opts o = {.create = (int)create,
-                           .durability = durability,
-                           .batch_ms = (unsigned)batch_ms,
-                           .seal_bytes = seal_bytes,
+  airlock_ledger_opts o = {.create = (int)a->create,
+                           .durability = a->durability,
+                           .batch_ms = (unsigned)a->batch_ms,
+                           .seal_bytes = a->seal_bytes,
                            .coalesce = 1,      /* written once per batch of requests, before its ack */
                            .seal_stepped = 1}; /* compressed in idle time: idle_work */
   o.session_fields = blob_map(m, "session", &zone, &sfields);
-  airlock_ledger *l;
   airlock_ledger_report rep;
   char err[1024];
-  int rc = airlock_ledger_open(dir, &o, &l, &rep, err, sizeof err);
+  int rc = airlock_ledger_open(a->dir, &o, l, &rep, err, sizeof err);
   msgpack_zone_destroy(&zone);
   if (rc < 0) {
     /* the report tells a damaged journal's first bad seq */
@@ -589,12 +601,107 @@ static int serve_write(int argc, char **argv)
     airlock_pack_cstr(&pk, "report");
     ledger_proto_pack_report(&pk, &rep);
     send_frame();
+    *l = NULL;
     return LEDGER_EXIT_OPEN;
   }
-  hello(l, &rep);
-  acks.l = l;
+  hello(*l, &rep);
+  return LEDGER_EXIT_OK;
+}
 
+/* An append (q from the fast path, else read from req), refused with its
+** reason past max_bytes; acked in batches (send_acks). */
+static void serve_append(airlock_ledger *l, const struct request *req, struct quick *q, int quick,
+                         uint64_t max_bytes)
+{
+  char kbuf[AIRLOCK_LEDGER_KIND_MAX + 2], err[512];
+  if (!quick) {
+    if (req->kind == NULL || req->kind->type != MSGPACK_OBJECT_STR || req->run == NULL ||
+        req->run->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+      die(LEDGER_EXIT_PROTOCOL, -EPROTO,
+          "ledger: protocol: append needs kind (a string) and run (an unsigned integer)");
+    if (req->fields != NULL && req->fields->type != MSGPACK_OBJECT_BIN)
+      die(LEDGER_EXIT_PROTOCOL, -EPROTO, "ledger: protocol: field 'fields' must be a packed map (bin)");
+    q->kind = req->kind->via.str.ptr;
+    q->kn = req->kind->via.str.size;
+    q->run = req->run->via.u64;
+    q->fields = req->fields ? req->fields->via.bin.ptr : NULL;
+    q->fn = req->fields ? req->fields->via.bin.size : 0;
+  }
+  /* a kind too long for a word is the ledger's own refusal, with its message */
+  uint32_t kn = q->kn;
+  if (kn > AIRLOCK_LEDGER_KIND_MAX) kn = AIRLOCK_LEDGER_KIND_MAX + 1;
+  memcpy(kbuf, q->kind, kn);
+  kbuf[kn] = '\0';
+  if (memchr(q->kind, '\0', kn) != NULL) kbuf[0] = '\0';
+  uint64_t before = airlock_ledger_size(l), seq = 0;
+  if (max_bytes > 0 && before >= max_bytes) {
+    snprintf(err, sizeof err,
+             "ledger: the session's journal has reached %" PRIu64 " bytes, its bound of %" PRIu64
+             " (the open's max_bytes); nothing more is recorded, so nothing more is performed",
+             before, max_bytes);
+    refuse(-EDQUOT, err, 0);
+    return;
+  }
+  /* the fields' pairs go into the record as they came, checked, not re-encoded */
+  int rc = airlock_ledger_append_packed(l, kbuf, q->run, q->fields, q->fn, &seq);
+  if (rc == -EPROTO)
+    die(LEDGER_EXIT_PROTOCOL, rc, "ledger: protocol: field 'fields' is not one packed map (%s)",
+        airlock_ledger_error(l));
+  if (rc < 0) {
+    refuse(rc, airlock_ledger_error(l), 0);
+    return;
+  }
+  acks.n++;
+  acks.bytes += airlock_ledger_size(l) - before;
+  acks.seq = seq;
+  if (acks.n >= ACK_MAX) send_acks();
+}
+
+/* A flush: the acks due, then the journal synced, answered with how far. */
+static void serve_flush(airlock_ledger *l)
+{
+  send_acks();
+  int rc = airlock_ledger_flush(l);
+  if (rc < 0) {
+    refuse(rc, airlock_ledger_error(l), 0);
+    return;
+  }
+  begin("synced", 2);
+  kv_u64("durable", airlock_ledger_durable_seq(l));
+  send_frame();
+}
+
+/* The end: the last acks, the journal synced (durability none promised no
+** sync, and gets none at the end either) and closed, answered 'closed'. */
+static void close_session(airlock_ledger *l, int durability)
+{
+  char err[1024];
+  send_acks();
+  acks.l = NULL;
+  int rc = durability == AIRLOCK_DURABLE_NONE ? 0 : airlock_ledger_flush(l);
+  snprintf(err, sizeof err, "%s", rc < 0 ? airlock_ledger_error(l) : "");
+  uint64_t durable = airlock_ledger_durable_seq(l);
+  airlock_ledger_close(l);
+  begin("closed", 4);
+  kv_u64("durable", durable);
+  kv_u64("errno", (uint64_t)(rc < 0 ? -rc : 0));
+  kv_str("message", rc < 0 ? err : "");
+  send_frame();
+}
+
+static int serve_write(int argc, char **argv)
+{
+  struct write_args a;
+  parse_write_args(argc, argv, &a);
+  enter_dir(&a);
+  airlock_ledger *l;
+  int code = open_session(&a, &l);
+  if (!l) return code;
+  acks.l = l;
   for (;;) {
+    int timed_out;
+    const uint8_t *body;
+    uint32_t blen;
     int got = next_body(&body, &blen, &timed_out);
     if (timed_out) {
       airlock_ledger_tick(l); /* a failure is sticky: the next append is refused */
@@ -604,71 +711,17 @@ static int serve_write(int argc, char **argv)
     if (acks.n == 0) /* with acks to send, the commit follows them (send_acks) */
       airlock_ledger_tick(l);
     struct quick q = {0};
+    struct request req = {0};
+    const msgpack_object *m = NULL;
     int quick = quick_append(body, blen, &q);
     if (!quick) {
       m = decode(body, blen);
       scan(m, &req);
     }
     if (quick || request_is(&req, "append")) {
-      char kbuf[AIRLOCK_LEDGER_KIND_MAX + 2];
-      if (!quick) {
-        if (req.kind == NULL || req.kind->type != MSGPACK_OBJECT_STR || req.run == NULL ||
-            req.run->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
-          die(LEDGER_EXIT_PROTOCOL, -EPROTO,
-              "ledger: protocol: append needs kind (a string) and "
-              "run (an unsigned integer)");
-        if (req.fields != NULL && req.fields->type != MSGPACK_OBJECT_BIN)
-          die(LEDGER_EXIT_PROTOCOL, -EPROTO,
-              "ledger: protocol: field 'fields' must be a packed "
-              "map (bin)");
-        q.kind = req.kind->via.str.ptr;
-        q.kn = req.kind->via.str.size;
-        q.run = req.run->via.u64;
-        q.fields = req.fields ? req.fields->via.bin.ptr : NULL;
-        q.fn = req.fields ? req.fields->via.bin.size : 0;
-      }
-      /* a kind too long for a word is the ledger's own refusal, with its message */
-      const char *kind = q.kind;
-      uint32_t kn = q.kn;
-      if (kn > AIRLOCK_LEDGER_KIND_MAX) kn = AIRLOCK_LEDGER_KIND_MAX + 1;
-      memcpy(kbuf, kind, kn);
-      kbuf[kn] = '\0';
-      if (memchr(kind, '\0', kn) != NULL) kbuf[0] = '\0';
-      uint64_t before = airlock_ledger_size(l), seq = 0;
-      if (max_bytes > 0 && before >= max_bytes) {
-        snprintf(err, sizeof err,
-                 "ledger: the session's journal has reached %" PRIu64 " bytes, "
-                 "its bound of %" PRIu64 " (the open's max_bytes); nothing more is "
-                 "recorded, so nothing more is performed",
-                 before, max_bytes);
-        refuse(-EDQUOT, err, 0);
-        continue;
-      }
-      /* the fields' pairs go into the record as they came, checked, not re-encoded */
-      rc = airlock_ledger_append_packed(l, kbuf, q.run, q.fields, q.fn, &seq);
-      if (rc == -EPROTO)
-        die(LEDGER_EXIT_PROTOCOL, rc,
-            "ledger: protocol: field 'fields' is not one packed map "
-            "(%s)",
-            airlock_ledger_error(l));
-      if (rc < 0) {
-        refuse(rc, airlock_ledger_error(l), 0);
-        continue;
-      }
-      acks.n++;
-      acks.bytes += airlock_ledger_size(l) - before;
-      acks.seq = seq;
-      if (acks.n >= ACK_MAX) send_acks();
+      serve_append(l, &req, &q, quick, a.max_bytes);
     } else if (request_is(&req, "flush")) {
-      send_acks();
-      rc = airlock_ledger_flush(l);
-      if (rc < 0) {
-        refuse(rc, airlock_ledger_error(l), 0);
-        continue;
-      }
-      begin("synced", 2);
-      kv_u64("durable", airlock_ledger_durable_seq(l));
-      send_frame();
+      serve_flush(l);
     } else if (request_is(&req, "close")) {
       break;
     } else {
@@ -676,23 +729,11 @@ static int serve_write(int argc, char **argv)
       uint32_t tn = 1;
       ledger_proto_str(m, "t", &t, &tn);
       die(LEDGER_EXIT_PROTOCOL, -EPROTO,
-          "ledger: protocol: unexpected message '%.*s' (append, "
-          "flush or close)",
-          (int)(tn > 32 ? 32 : tn), t);
+          "ledger: protocol: unexpected message '%.*s' (append, flush or close)", (int)(tn > 32 ? 32 : tn),
+          t);
     }
   }
-  send_acks();
-  acks.l = NULL;
-  /* durability none promised no sync, and gets none at the end either */
-  rc = durability == AIRLOCK_DURABLE_NONE ? 0 : airlock_ledger_flush(l);
-  snprintf(err, sizeof err, "%s", rc < 0 ? airlock_ledger_error(l) : "");
-  uint64_t durable = airlock_ledger_durable_seq(l);
-  airlock_ledger_close(l);
-  begin("closed", 4);
-  kv_u64("durable", durable);
-  kv_u64("errno", (uint64_t)(rc < 0 ? -rc : 0));
-  kv_str("message", rc < 0 ? err : "");
-  send_frame();
+  close_session(l, a.durability);
   return LEDGER_EXIT_OK;
 }
 
