@@ -47,6 +47,69 @@ static int is_nan(const uint8_t *p, unsigned n)
   return (v & 0x7ff0000000000000u) == 0x7ff0000000000000u && (v & 0x000fffffffffffffu) != 0;
 }
 
+/* What one msgpack tag says of the element it starts. */
+enum shape { SCALAR, DATA, ARRAY, MAP };
+struct element {
+  const char *what;  /* its type, for messages */
+  enum shape shape;  /* a scalar, data (str, bin, ext), or a container */
+  unsigned lenbytes; /* size of the length or count field after the tag */
+  uint64_t payload;  /* bytes after the tag and length field (data: besides its length) */
+  uint64_t count;    /* a fix type's str length or container count */
+};
+
+/* Fills e for tag; -1 for a byte that is no msgpack type (0xc1). */
+static inline int classify(uint8_t tag, struct element *e)
+{
+  *e = (struct element){.shape = SCALAR};
+  if (tag <= 0x7f || tag >= 0xe0) {
+    e->what = "fixint";
+  } else if (tag <= 0x8f) {
+    *e = (struct element){"map", MAP, 0, 0, tag & 0x0f};
+  } else if (tag <= 0x9f) {
+    *e = (struct element){"array", ARRAY, 0, 0, tag & 0x0f};
+  } else if (tag <= 0xbf) {
+    *e = (struct element){"str", DATA, 0, 0, tag & 0x1f};
+  } else {
+    switch (tag) {
+      case 0xc0: e->what = "nil"; break;
+      case 0xc2:
+      case 0xc3: e->what = "bool"; break;
+      case 0xc4:
+      case 0xc5:
+      case 0xc6: *e = (struct element){"bin", DATA, 1u << (tag - 0xc4), 0, 0}; break;
+      case 0xc7:
+      case 0xc8:
+      case 0xc9: /* the extra byte is the ext type */
+        *e = (struct element){"ext", DATA, 1u << (tag - 0xc7), 1, 0};
+        break;
+      case 0xca: *e = (struct element){"float32", SCALAR, 0, 4, 0}; break;
+      case 0xcb: *e = (struct element){"float64", SCALAR, 0, 8, 0}; break;
+      case 0xcc:
+      case 0xcd:
+      case 0xce:
+      case 0xcf: *e = (struct element){"uint", SCALAR, 0, 1u << (tag - 0xcc), 0}; break;
+      case 0xd0:
+      case 0xd1:
+      case 0xd2:
+      case 0xd3: *e = (struct element){"int", SCALAR, 0, 1u << (tag - 0xd0), 0}; break;
+      case 0xd4:
+      case 0xd5:
+      case 0xd6:
+      case 0xd7:
+      case 0xd8: *e = (struct element){"fixext", SCALAR, 0, 1 + (1u << (tag - 0xd4)), 0}; break;
+      case 0xd9:
+      case 0xda:
+      case 0xdb: *e = (struct element){"str", DATA, 1u << (tag - 0xd9), 0, 0}; break;
+      case 0xdc:
+      case 0xdd: *e = (struct element){"array", ARRAY, 2u << (tag - 0xdc), 0, 0}; break;
+      case 0xde:
+      case 0xdf: *e = (struct element){"map", MAP, 2u << (tag - 0xde), 0, 0}; break;
+      default: return -1;
+    }
+  }
+  return 0;
+}
+
 /* msgpack-c allocates count * sizeof(msgpack_object) as soon as it reads an
 ** array or map header, before any element arrives, and recurses on its own
 ** fixed stack. This walk proves the bytes are complete and shallow first.
@@ -82,99 +145,12 @@ static int walk(const uint8_t *b, size_t len, int mode, char *err, size_t errlen
     size_t at = pos;
     uint8_t tag = b[pos++];
     objects++;
-    const char *what;
-    unsigned lenbytes = 0; /* size of the length or count field after the tag */
-    uint64_t payload = 0;  /* bytes after the tag and length field */
-    uint64_t count = 0;    /* str/bin/ext length, or array/map count */
-    enum { SCALAR, DATA, ARRAY, MAP } shape = SCALAR;
-
-    if (tag <= 0x7f || tag >= 0xe0) {
-      what = "fixint";
-    } else if (tag <= 0x8f) {
-      what = "map";
-      shape = MAP;
-      count = tag & 0x0f;
-    } else if (tag <= 0x9f) {
-      what = "array";
-      shape = ARRAY;
-      count = tag & 0x0f;
-    } else if (tag <= 0xbf) {
-      what = "str";
-      shape = DATA;
-      count = tag & 0x1f;
-    } else {
-      switch (tag) {
-        case 0xc0: what = "nil"; break;
-        case 0xc2:
-        case 0xc3: what = "bool"; break;
-        case 0xc4:
-        case 0xc5:
-        case 0xc6:
-          what = "bin";
-          shape = DATA;
-          lenbytes = 1u << (tag - 0xc4);
-          break;
-        case 0xc7:
-        case 0xc8:
-        case 0xc9:
-          /* the extra byte is the ext type */
-          what = "ext";
-          shape = DATA;
-          lenbytes = 1u << (tag - 0xc7);
-          payload = 1;
-          break;
-        case 0xca:
-          what = "float32";
-          payload = 4;
-          break;
-        case 0xcb:
-          what = "float64";
-          payload = 8;
-          break;
-        case 0xcc:
-        case 0xcd:
-        case 0xce:
-        case 0xcf:
-          what = "uint";
-          payload = 1u << (tag - 0xcc);
-          break;
-        case 0xd0:
-        case 0xd1:
-        case 0xd2:
-        case 0xd3:
-          what = "int";
-          payload = 1u << (tag - 0xd0);
-          break;
-        case 0xd4:
-        case 0xd5:
-        case 0xd6:
-        case 0xd7:
-        case 0xd8:
-          what = "fixext";
-          payload = 1 + (1u << (tag - 0xd4));
-          break;
-        case 0xd9:
-        case 0xda:
-        case 0xdb:
-          what = "str";
-          shape = DATA;
-          lenbytes = 1u << (tag - 0xd9);
-          break;
-        case 0xdc:
-        case 0xdd:
-          what = "array";
-          shape = ARRAY;
-          lenbytes = 2u << (tag - 0xdc);
-          break;
-        case 0xde:
-        case 0xdf:
-          what = "map";
-          shape = MAP;
-          lenbytes = 2u << (tag - 0xde);
-          break;
-        default: return fail(err, errlen, "0x%02x at byte %zu is not a msgpack type", tag, at);
-      }
-    }
+    struct element e;
+    if (classify(tag, &e) < 0) return fail(err, errlen, "0x%02x at byte %zu is not a msgpack type", tag, at);
+    const char *what = e.what;
+    unsigned lenbytes = e.lenbytes;
+    uint64_t payload = e.payload, count = e.count;
+    enum shape shape = e.shape;
 
     if (lenbytes > 0) {
       if (len - pos < lenbytes) return RAN_OUT("%s header at byte %zu is truncated", what, at);
