@@ -15,6 +15,78 @@ local KV_MAGIC = "AIRLOCK-KV1\n"
 local KV_OPTS = { dir = true, file = true, store = true, max_bytes = true, max_value = true, max_keys = true,
                   max_key = true, write = true, max_written = true }
 
+-- The store persisted in cfg.dir (empty when there is no file yet), or nil
+-- and why: a file that is not a store is never read as an empty one.
+local function load(cfg)
+  local data, code, why = core.fs_read(cfg.dir, cfg.file, cfg.max_bytes * 2 + 4096)
+  if not data then
+    if code ~= "not_found" then return nil, sfmt("kv: cannot read '%s/%s': %s", cfg.dir, cfg.file, why) end
+    return {}
+  end
+  local ok, t = pcall(function()
+    if data:sub(1, #KV_MAGIC) ~= KV_MAGIC then error("not a kv file") end
+    local v, pos = decode(data, #KV_MAGIC + 1, 0)
+    if type(v) ~= "table" or pos ~= #data + 1 then error("trailing bytes") end
+    return v
+  end)
+  if not ok then return nil, sfmt("kv: '%s/%s' is not a valid store: %s", cfg.dir, cfg.file, tostring(t)) end
+  return t
+end
+
+-- The store's state: its table, the bytes it holds (keys plus encoded
+-- values), its keys, and the bytes written for each run (weak keys).
+local function new_state(store)
+  local S = { store = store, used = 0, nkeys = 0, written = setmetatable({}, { __mode = "k" }) }
+  for k, v in pairs(store) do
+    if type(k) == "string" then
+      local ok, e = pcall(encoded, v)
+      S.used = S.used + #k + (ok and #e or 0)
+      S.nkeys = S.nkeys + 1
+    end
+  end
+  return S
+end
+
+-- change(k, v, e, ctx): sets store[k] = v (v encoded as e, or nil) within
+-- cfg's bounds, keeping the file in step; a failed save leaves it as it was.
+local function changer(cfg)
+  -- Rewrites the whole file for the run that asked, within max_written.
+  local function save(st, ctx)
+    local data = KV_MAGIC .. encoded(st.store)
+    local who = ctx and ctx.handle or st
+    local done = st.written[who] or 0
+    if cfg.max_written > 0 and done + #data > cfg.max_written then
+      return sfmt("kv: this run has had the store rewritten to %d bytes already, and this change would " ..
+        "pass max_written (%d): every change writes the whole file; make fewer, larger changes, or " ..
+        "raise max_written", done, cfg.max_written)
+    end
+    st.written[who] = done + #data
+    local ok, _, why = core.fs_write(cfg.dir, cfg.file, data, false)
+    if not ok then return "kv: cannot save the store: " .. tostring(why) end
+  end
+  return function(k, v, e, ctx)
+    local st = common.state[cfg]
+    local old = st.store[k]
+    local old_ok, old_e = pcall(encoded, old)
+    local old_size = old ~= nil and #k + (old_ok and #old_e or 0) or 0
+    local new_size = v ~= nil and #k + #e or 0
+    if v ~= nil and old == nil and st.nkeys >= cfg.max_keys then
+      fail(sfmt("kv: the store is full (max_keys %d)", cfg.max_keys))
+    end
+    if st.used - old_size + new_size > cfg.max_bytes then
+      fail(sfmt("kv: the store is full (max_bytes %d)", cfg.max_bytes))
+    end
+    st.store[k] = v
+    local why = cfg.dir and save(st, ctx)
+    if why then
+      st.store[k] = old
+      fail(why)
+    end
+    st.used = st.used - old_size + new_size
+    st.nkeys = st.nkeys + (old == nil and v ~= nil and 1 or 0) - (old ~= nil and v == nil and 1 or 0)
+  end
+end
+
 --- kv(store) or kv{dir = path | store = table, file = "kv.bin", max_bytes = "1M", max_value = "64K",
 --- max_keys = 10000, max_key = 256, write = true, max_written = "64M"}
 --- -> { ["kv.get"], ["kv.put"], ["kv.delete"], ["kv.list"] }
@@ -35,51 +107,31 @@ function M.kv(arg)
   else
     error("kv: expects a table store, or options {dir = path} / {store = table}", 2)
   end
-  local max_bytes = size_opt(opts, "max_bytes", 1 << 20, "kv")
-  local max_value = size_opt(opts, "max_value", 64 << 10, "kv")
-  local max_keys = count_opt(opts, "max_keys", 10000, "kv")
-  local max_key = count_opt(opts, "max_key", 256, "kv", 65536)
-  -- Every change rewrites (and fsyncs) the whole file: bound what one run may
-  -- make it write, or a put loop turns a 1 MiB store into gigabytes of I/O.
-  local max_written = size_opt(opts, "max_written", 64 << 20, "kv")
-  local write = opts.write ~= false
-  local dir, file = opts.dir, opts.file or "kv.bin"
+  local file = opts.file or "kv.bin"
   if type(file) ~= "string" or file:find("/", 1, true) or file == "" or file == "." or file == ".." then
     error("kv: 'file' must be a plain file name", 2)
   end
-
-  if dir then
-    store = {}
-    dir = host_dir(dir, "kv: dir")
-    local data, code, why = core.fs_read(dir, file, max_bytes * 2 + 4096)
-    if data then
-      local ok, t = pcall(function()
-        if data:sub(1, #KV_MAGIC) ~= KV_MAGIC then error("not a kv file") end
-        local v, pos = decode(data, #KV_MAGIC + 1, 0)
-        if type(v) ~= "table" or pos ~= #data + 1 then error("trailing bytes") end
-        return v
-      end)
-      if not ok then error(sfmt("kv: '%s/%s' is not a valid store: %s", dir, file, tostring(t)), 2) end
-      store = t
-    elseif code ~= "not_found" then
-      error(sfmt("kv: cannot read '%s/%s': %s", dir, file, why), 2)
-    end
+  -- (the options are read here, so that an error names kv's caller)
+  local cfg = {
+    dir = opts.dir and host_dir(opts.dir, "kv: dir"), file = file,
+    max_bytes = size_opt(opts, "max_bytes", 1 << 20, "kv"),
+    max_value = size_opt(opts, "max_value", 64 << 10, "kv"),
+    max_keys = count_opt(opts, "max_keys", 10000, "kv"),
+    max_key = count_opt(opts, "max_key", 256, "kv", 65536),
+    write = opts.write ~= false,
+    -- Every change rewrites (and fsyncs) the whole file: bound what one run may
+    -- make it write, or a put loop turns a 1 MiB store into gigabytes of I/O.
+    max_written = size_opt(opts, "max_written", 64 << 20, "kv"),
+  }
+  if cfg.dir then
+    local loaded, why = load(cfg)
+    if not loaded then error(why, 2) end
+    store = loaded
   end
-
-  -- The configuration the handlers close over; the store and its counts are
+  -- The handlers close over the configuration; the store and its counts are
   -- state, kept in common.state under cfg.
-  local cfg = { dir = dir, file = file, max_bytes = max_bytes, max_value = max_value, max_keys = max_keys,
-                max_key = max_key, write = write, max_written = max_written }
-  local S = { store = store, used = 0, nkeys = 0,   -- bytes held: keys plus encoded values
-              written = setmetatable({}, { __mode = "k" }) }   -- run handle -> bytes written for it
-  for k, v in pairs(store) do
-    if type(k) == "string" then
-      local ok, e = pcall(encoded, v)
-      S.used = S.used + #k + (ok and #e or 0)
-      S.nkeys = S.nkeys + 1
-    end
-  end
-  common.state[cfg] = S
+  common.state[cfg] = new_state(store)
+  local change = changer(cfg)
 
   local function key_arg(args)
     args_table(args)
@@ -88,42 +140,6 @@ function M.kv(arg)
     if #k == 0 or #k > cfg.max_key then fail(sfmt("args.key must be 1 to %d bytes long", cfg.max_key)) end
     return k
   end
-
-  -- Sets store[k] = v (v encoded as e, or nil), keeping the file in step.
-  local function change(k, v, e, ctx)
-    local st = common.state[cfg]
-    local old = st.store[k]
-    local old_ok, old_e = pcall(encoded, old)
-    local old_size = old ~= nil and #k + (old_ok and #old_e or 0) or 0
-    local new_size = v ~= nil and #k + #e or 0
-    if v ~= nil and old == nil and st.nkeys >= cfg.max_keys then
-      fail(sfmt("kv: the store is full (max_keys %d)", cfg.max_keys))
-    end
-    if st.used - old_size + new_size > cfg.max_bytes then
-      fail(sfmt("kv: the store is full (max_bytes %d)", cfg.max_bytes))
-    end
-    st.store[k] = v
-    if cfg.dir then
-      local data = KV_MAGIC .. encoded(st.store)
-      local who = ctx and ctx.handle or st
-      local done = st.written[who] or 0
-      if cfg.max_written > 0 and done + #data > cfg.max_written then
-        st.store[k] = old
-        fail(sfmt("kv: this run has had the store rewritten to %d bytes already, and this change would " ..
-          "pass max_written (%d): every change writes the whole file; make fewer, larger changes, or " ..
-          "raise max_written", done, cfg.max_written))
-      end
-      st.written[who] = done + #data
-      local ok, _, why = core.fs_write(cfg.dir, cfg.file, data, false)
-      if not ok then
-        st.store[k] = old
-        fail("kv: cannot save the store: " .. tostring(why))
-      end
-    end
-    st.used = st.used - old_size + new_size
-    st.nkeys = st.nkeys + (old == nil and v ~= nil and 1 or 0) - (old ~= nil and v == nil and 1 or 0)
-  end
-
   local function read_only() refuse("read-only store") end
   return {
     ["kv.get"] = function(args)
@@ -161,6 +177,5 @@ function M.kv(arg)
     end,
   }
 end
-
 
 return M
