@@ -457,75 +457,59 @@ static const char *program_beside(char *program, size_t len)
   return program;
 }
 
-int main(int argc, char **argv)
-{
-  if (argc >= 2 && strcmp(argv[1], "seal") == 0) return seal_sessions(argc, argv);
-  if (argc >= 2 && strcmp(argv[1], "one") == 0) return run_one(argc, argv);
-  double seconds = 2.0;
-  unsigned verify_mb = 256;
-  const char *parent = "/tmp";
-  int json = 0;
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--json") == 0) {
-      json = 1;
-    } else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
-      seconds = strtod(argv[++i], NULL);
-      if (!(seconds > 0 && seconds <= 600)) usage();
-    } else if (strcmp(argv[i], "--verify-mb") == 0 && i + 1 < argc) {
-      verify_mb = (unsigned)strtoul(argv[++i], NULL, 10);
-      if (verify_mb == 0 || verify_mb > 65536) usage();
-    } else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
-      parent = argv[++i];
-    } else {
-      usage();
-    }
-  }
-  char base[512];
-  snprintf(base, sizeof base, "%s/airlock-ledger-bench-XXXXXX", parent);
-  if (mkdtemp(base) == NULL) die("mkdtemp", strerror(errno));
-  char dir[600];
-  struct fields f;
-  fields_init(&f);
+/* Everything one bench run measures. */
+struct measures {
+  double seconds;
+  const char *parent;
+  struct result res[3]; /* none, batch, always, in-process */
+  struct result sq, pw, pq, pb, pa, fs, bd;
+  struct stall ss, ns;
+  airlock_ledger_report rep;
+  double vmbps;
+  double ratio, proc_batch, proc_sqlite;
+  double always_sync;     /* time per record over one fdatasync's: the median round */
+  double always_boundary; /* the same over the raw process boundary's */
+  double boundary_sync;   /* the raw process boundary over one fdatasync */
+};
 
-  static const int modes[] = {AIRLOCK_DURABLE_NONE, AIRLOCK_DURABLE_BATCH, AIRLOCK_DURABLE_ALWAYS};
-  struct result res[3], sq;
-  for (int m = 0; m < 3; m++) {
-    snprintf(dir, sizeof dir, "%s/%s", base, airlock_ledger_durability_name(modes[m]));
-    res[m] = run_mode(dir, modes[m], seconds, &f);
-  }
-  char program[PATH_MAX];
-  program_beside(program, sizeof program);
-  struct result pw, pq, pa, fs;
-  snprintf(dir, sizeof dir, "%s/proc-wait", base);
-  pw = run_proc(program, dir, AIRLOCK_DURABLE_BATCH, 1, seconds, &f);
-  /* queued through the process against in-process batch: three short runs
-  ** of each, interleaved, and the median of each (a loaded machine's group
-  ** commits vary a lot from one second to the next) */
+static const int MODES[] = {AIRLOCK_DURABLE_NONE, AIRLOCK_DURABLE_BATCH, AIRLOCK_DURABLE_ALWAYS};
+
+/* Queued through the process against in-process batch: three short runs of
+** each, interleaved, and the median of each (a loaded machine's group
+** commits vary a lot from one second to the next). */
+static void measure_queued(struct measures *x, const char *program, const char *base, struct fields *f)
+{
+  char dir[600];
   struct result qs[3], bs[3];
   for (int i = 0; i < 3; i++) {
     snprintf(dir, sizeof dir, "%s/proc-queued-%d", base, i);
-    qs[i] = run_proc(program, dir, AIRLOCK_DURABLE_BATCH, 0, seconds / 2, &f);
+    qs[i] = run_proc(program, dir, AIRLOCK_DURABLE_BATCH, 0, x->seconds / 2, f);
     snprintf(dir, sizeof dir, "%s/batch-%d", base, i);
-    bs[i] = run_mode(dir, AIRLOCK_DURABLE_BATCH, seconds / 2, &f);
+    bs[i] = run_mode(dir, AIRLOCK_DURABLE_BATCH, x->seconds / 2, f);
   }
   qsort(qs, 3, sizeof qs[0], by_rate);
   qsort(bs, 3, sizeof bs[0], by_rate);
-  pq = qs[1];
-  struct result pb = bs[1];
-  /* always through the process against its floor: three short runs of each,
-  ** interleaved, after the earlier runs' dirty pages are written out (they
-  ** would load the disk under whichever came first); the median of each, and
-  ** of the three ratios */
+  x->pq = qs[1];
+  x->pb = bs[1];
+}
+
+/* Always through the process against its floor: three short runs of each,
+** interleaved, after the earlier runs' dirty pages are written out (they
+** would load the disk under whichever came first); the median of each, and
+** of the three ratios. */
+static void measure_always(struct measures *x, const char *program, const char *base, struct fields *f)
+{
+  char dir[600];
   sync();
   struct result as[3], fss[3], bds[3];
   double ar[3], br[3], bfr[3];
   for (int i = 0; i < 3; i++) {
     snprintf(dir, sizeof dir, "%s/proc-always-%d", base, i);
-    as[i] = run_proc(program, dir, AIRLOCK_DURABLE_ALWAYS, 1, seconds / 2, &f);
+    as[i] = run_proc(program, dir, AIRLOCK_DURABLE_ALWAYS, 1, x->seconds / 2, f);
     snprintf(dir, sizeof dir, "%s/fdatasync-%d", base, i);
-    fss[i] = run_fdatasync(dir, seconds / 2);
+    fss[i] = run_fdatasync(dir, x->seconds / 2);
     snprintf(dir, sizeof dir, "%s/boundary-%d", base, i);
-    bds[i] = run_boundary(dir, seconds / 2);
+    bds[i] = run_boundary(dir, x->seconds / 2);
     ar[i] = fss[i].per_s / as[i].per_s;
     br[i] = bds[i].per_s / as[i].per_s;
     bfr[i] = fss[i].per_s / bds[i].per_s;
@@ -536,110 +520,166 @@ int main(int argc, char **argv)
   qsort(ar, 3, sizeof ar[0], cmp_double);
   qsort(br, 3, sizeof br[0], cmp_double);
   qsort(bfr, 3, sizeof bfr[0], cmp_double);
-  pa = as[1];
-  fs = fss[1];
-  struct result bd = bds[1];
+  x->pa = as[1];
+  x->fs = fss[1];
+  x->bd = bds[1];
+  x->always_sync = ar[1];
+  x->always_boundary = br[1];
+  x->boundary_sync = bfr[1];
+}
+
+/* Every row, in a temporary directory under x->parent, removed after. */
+static void measure(struct measures *x, unsigned verify_mb)
+{
+  char base[512], dir[600];
+  snprintf(base, sizeof base, "%s/airlock-ledger-bench-XXXXXX", x->parent);
+  if (mkdtemp(base) == NULL) die("mkdtemp", strerror(errno));
+  struct fields f;
+  fields_init(&f);
+  for (int m = 0; m < 3; m++) {
+    snprintf(dir, sizeof dir, "%s/%s", base, airlock_ledger_durability_name(MODES[m]));
+    x->res[m] = run_mode(dir, MODES[m], x->seconds, &f);
+  }
+  char program[PATH_MAX];
+  program_beside(program, sizeof program);
+  snprintf(dir, sizeof dir, "%s/proc-wait", base);
+  x->pw = run_proc(program, dir, AIRLOCK_DURABLE_BATCH, 1, x->seconds, &f);
+  measure_queued(x, program, base, &f);
+  measure_always(x, program, base, &f);
   /* the worst waits, across seals and without any (the same appends) */
   snprintf(dir, sizeof dir, "%s/seal-stall", base);
-  struct stall ss = run_seal_stall(program, dir, STALL_APPENDS, 0);
+  x->ss = run_seal_stall(program, dir, STALL_APPENDS, 0);
   snprintf(dir, sizeof dir, "%s/no-seal", base);
-  struct stall ns = run_seal_stall(program, dir, STALL_APPENDS, 1ull << 40);
+  x->ns = run_seal_stall(program, dir, STALL_APPENDS, 1ull << 40);
   snprintf(dir, sizeof dir, "%s/sqlite.db", base);
-  sq = run_sqlite(dir, seconds);
-  airlock_ledger_report rep;
+  x->sq = run_sqlite(dir, x->seconds);
   snprintf(dir, sizeof dir, "%s/verify", base);
-  double vmbps = run_verify(dir, verify_mb, &f, &rep);
+  x->vmbps = run_verify(dir, verify_mb, &f, &x->rep);
   nftw(base, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  x->ratio = x->res[1].per_s / x->sq.per_s;
+  x->proc_batch = x->pq.per_s / x->pb.per_s;
+  x->proc_sqlite = x->pq.per_s / x->sq.per_s;
+}
 
-  double ratio = res[1].per_s / sq.per_s;
-  double proc_batch = pq.per_s / pb.per_s, proc_sqlite = pq.per_s / sq.per_s;
-  double always_sync = ar[1];     /* time per record over one fdatasync's: the median round */
-  double always_boundary = br[1]; /* the same over the raw process boundary's */
-  double boundary_sync = bfr[1];  /* the raw process boundary over one fdatasync */
-  if (json) {
-    printf("{\"seconds\":%g,\"args_bytes\":%d,\"batch_ms\":%d", seconds, ARG_BYTES, BATCH_MS);
-    for (int m = 0; m < 3; m++)
-      printf(",\"%s\":{\"records_per_s\":%.0f,\"records\":%" PRIu64 ",\"syncs\":%" PRIu64 "}",
-             airlock_ledger_durability_name(modes[m]), res[m].per_s, res[m].count, res[m].syncs);
-    printf(",\"process_batch_waited\":{\"records_per_s\":%.0f,\"records\":%" PRIu64 "}", pw.per_s, pw.count);
-    printf(",\"process_batch_queued\":{\"records_per_s\":%.0f,\"records\":%" PRIu64 "}", pq.per_s, pq.count);
-    printf(",\"sqlite\":{\"inserts_per_s\":%.0f,\"inserts\":%" PRIu64 ",\"version\":\"%s\"}", sq.per_s,
-           sq.count, sqlite3_libversion());
-    printf(",\"verify\":{\"mb_per_s\":%.1f,\"bytes\":%" PRIu64 ",\"records\":%" PRIu64 "}", vmbps, rep.bytes,
-           rep.records);
-    printf(",\"process_always\":{\"records_per_s\":%.0f,\"records\":%" PRIu64 "}", pa.per_s, pa.count);
-    printf(",\"fdatasync\":{\"per_s\":%.0f}", fs.per_s);
-    printf(",\"boundary\":{\"per_s\":%.0f}", bd.per_s);
-    printf(",\"batch_interleaved\":{\"records_per_s\":%.0f}", pb.per_s);
-    for (int i = 0; i < 2; i++) {
-      const struct stall *st = i ? &ns : &ss;
-      printf(",\"%s\":{\"appends\":%" PRIu64 ",\"seals\":%u,\"p50_ms\":%.3f,\"p99_ms\":%.3f,"
-             "\"max_ms\":%.3f}",
-             i ? "no_seal" : "seal_stall", st->appends, st->seals, st->p50_ms, st->p99_ms, st->max_ms);
-    }
-    printf(",\"ratios\":{\"batch_over_sqlite\":%.1f,\"always_over_sqlite\":%.2f,"
-           "\"process_over_batch\":%.2f,\"process_over_sqlite\":%.1f,\"always_over_fdatasync\":%.2f,"
-           "\"always_over_boundary\":%.2f,\"boundary_over_fdatasync\":%.2f}",
-           ratio, res[2].per_s / sq.per_s, proc_batch, proc_sqlite, always_sync, always_boundary,
-           boundary_sync);
-    printf(",\"targets\":{\"batch_over_sqlite\":%.0f,\"verify_mb_per_s\":%.0f,\"process_over_batch\":%.1f,"
-           "\"always_over_fdatasync\":%.1f}",
-           TARGET_BATCH_OVER_SQLITE, TARGET_VERIFY_MBPS, TARGET_PROC_OVER_BATCH, TARGET_ALWAYS_OVER_SYNC);
-    printf(",\"met\":{\"batch_over_sqlite\":%s,\"verify_mb_per_s\":%s,\"process_over_batch\":%s,"
-           "\"process_over_sqlite\":%s,\"always_over_fdatasync\":%s}}\n",
-           ratio >= TARGET_BATCH_OVER_SQLITE ? "true" : "false",
-           vmbps > TARGET_VERIFY_MBPS ? "true" : "false",
-           proc_batch >= TARGET_PROC_OVER_BATCH ? "true" : "false",
-           proc_sqlite >= TARGET_BATCH_OVER_SQLITE ? "true" : "false",
-           always_sync <= TARGET_ALWAYS_OVER_SYNC ? "true" : "false");
-    return 0;
+static void print_json(const struct measures *x)
+{
+  printf("{\"seconds\":%g,\"args_bytes\":%d,\"batch_ms\":%d", x->seconds, ARG_BYTES, BATCH_MS);
+  for (int m = 0; m < 3; m++)
+    printf(",\"%s\":{\"records_per_s\":%.0f,\"records\":%" PRIu64 ",\"syncs\":%" PRIu64 "}",
+           airlock_ledger_durability_name(MODES[m]), x->res[m].per_s, x->res[m].count, x->res[m].syncs);
+  printf(",\"process_batch_waited\":{\"records_per_s\":%.0f,\"records\":%" PRIu64 "}", x->pw.per_s,
+         x->pw.count);
+  printf(",\"process_batch_queued\":{\"records_per_s\":%.0f,\"records\":%" PRIu64 "}", x->pq.per_s,
+         x->pq.count);
+  printf(",\"sqlite\":{\"inserts_per_s\":%.0f,\"inserts\":%" PRIu64 ",\"version\":\"%s\"}", x->sq.per_s,
+         x->sq.count, sqlite3_libversion());
+  printf(",\"verify\":{\"mb_per_s\":%.1f,\"bytes\":%" PRIu64 ",\"records\":%" PRIu64 "}", x->vmbps,
+         x->rep.bytes, x->rep.records);
+  printf(",\"process_always\":{\"records_per_s\":%.0f,\"records\":%" PRIu64 "}", x->pa.per_s, x->pa.count);
+  printf(",\"fdatasync\":{\"per_s\":%.0f}", x->fs.per_s);
+  printf(",\"boundary\":{\"per_s\":%.0f}", x->bd.per_s);
+  printf(",\"batch_interleaved\":{\"records_per_s\":%.0f}", x->pb.per_s);
+  for (int i = 0; i < 2; i++) {
+    const struct stall *st = i ? &x->ns : &x->ss;
+    printf(",\"%s\":{\"appends\":%" PRIu64 ",\"seals\":%u,\"p50_ms\":%.3f,\"p99_ms\":%.3f,"
+           "\"max_ms\":%.3f}",
+           i ? "no_seal" : "seal_stall", st->appends, st->seals, st->p50_ms, st->p99_ms, st->max_ms);
   }
-  printf("ledger appends: call records with %d-byte args, %.1f s per mode, in %s\n", ARG_BYTES, seconds,
-         parent);
+  printf(",\"ratios\":{\"batch_over_sqlite\":%.1f,\"always_over_sqlite\":%.2f,"
+         "\"process_over_batch\":%.2f,\"process_over_sqlite\":%.1f,\"always_over_fdatasync\":%.2f,"
+         "\"always_over_boundary\":%.2f,\"boundary_over_fdatasync\":%.2f}",
+         x->ratio, x->res[2].per_s / x->sq.per_s, x->proc_batch, x->proc_sqlite, x->always_sync,
+         x->always_boundary, x->boundary_sync);
+  printf(",\"targets\":{\"batch_over_sqlite\":%.0f,\"verify_mb_per_s\":%.0f,\"process_over_batch\":%.1f,"
+         "\"always_over_fdatasync\":%.1f}",
+         TARGET_BATCH_OVER_SQLITE, TARGET_VERIFY_MBPS, TARGET_PROC_OVER_BATCH, TARGET_ALWAYS_OVER_SYNC);
+  printf(",\"met\":{\"batch_over_sqlite\":%s,\"verify_mb_per_s\":%s,\"process_over_batch\":%s,"
+         "\"process_over_sqlite\":%s,\"always_over_fdatasync\":%s}}\n",
+         x->ratio >= TARGET_BATCH_OVER_SQLITE ? "true" : "false",
+         x->vmbps > TARGET_VERIFY_MBPS ? "true" : "false",
+         x->proc_batch >= TARGET_PROC_OVER_BATCH ? "true" : "false",
+         x->proc_sqlite >= TARGET_BATCH_OVER_SQLITE ? "true" : "false",
+         x->always_sync <= TARGET_ALWAYS_OVER_SYNC ? "true" : "false");
+}
+
+static void print_text(const struct measures *x)
+{
+  printf("ledger appends: call records with %d-byte args, %.1f s per mode, in %s\n", ARG_BYTES, x->seconds,
+         x->parent);
   printf("%-26s %12s %9s  %s\n", "mode", "records/s", "syncs", "");
   static const char *const notes[] = {"write(2) only", "group commit", "fdatasync per record"};
   for (int m = 0; m < 3; m++) {
     char name[32];
-    if (modes[m] == AIRLOCK_DURABLE_BATCH)
+    if (MODES[m] == AIRLOCK_DURABLE_BATCH)
       snprintf(name, sizeof name, "batch (%d ms)", BATCH_MS);
     else
-      snprintf(name, sizeof name, "%s", airlock_ledger_durability_name(modes[m]));
-    printf("%-26s %12.0f %9" PRIu64 "  %s\n", name, res[m].per_s, res[m].syncs, notes[m]);
+      snprintf(name, sizeof name, "%s", airlock_ledger_durability_name(MODES[m]));
+    printf("%-26s %12.0f %9" PRIu64 "  %s\n", name, x->res[m].per_s, x->res[m].syncs, notes[m]);
   }
   printf("%-26s %12.0f %9s  ledger process: each append accepted before the next\n", "batch, process, waited",
-         pw.per_s, "");
+         x->pw.per_s, "");
   printf("%-26s %12.0f %9s  ledger process: appends queued, sent in batches (median of 3)\n",
-         "batch, process, queued", pq.per_s, "");
+         "batch, process, queued", x->pq.per_s, "");
   printf("%-26s %12.0f %9s  in-process, interleaved with the runs above (median of 3)\n", "batch, in-process",
-         pb.per_s, "");
+         x->pb.per_s, "");
   printf("%-26s %12.0f %9s  ledger process: each append committed before the next (median of 3)\n",
-         "always, process", pa.per_s, "");
+         "always, process", x->pa.per_s, "");
   printf("%-26s %12.0f %9s  write(2) + fdatasync of a record's size, in a loop (interleaved, median of 3)\n",
-         "fdatasync alone", fs.per_s, "");
+         "fdatasync alone", x->fs.per_s, "");
   printf(
       "%-26s %12.0f %9s  a raw child writes, fdatasyncs and answers each record (interleaved, median of 3)\n",
-      "fdatasync, other process", bd.per_s, "");
+      "fdatasync, other process", x->bd.per_s, "");
   printf("%-26s %9.2f ms %9.2f ms  waited 2 KB appends across %u seals: p99, max (p50 %.3f ms)\n",
-         "seal stall", ss.p99_ms, ss.max_ms, ss.seals, ss.p50_ms);
+         "seal stall", x->ss.p99_ms, x->ss.max_ms, x->ss.seals, x->ss.p50_ms);
   printf("%-26s %9.2f ms %9.2f ms  the same appends, never sealed: p99, max (p50 %.3f ms)\n", "no seal",
-         ns.p99_ms, ns.max_ms, ns.p50_ms);
-  printf("%-26s %12.0f %9" PRIu64 "  one row per transaction (SQLite %s)\n", "sqlite WAL sync=FULL", sq.per_s,
-         sq.syncs, sqlite3_libversion());
+         x->ns.p99_ms, x->ns.max_ms, x->ns.p50_ms);
+  printf("%-26s %12.0f %9" PRIu64 "  one row per transaction (SQLite %s)\n", "sqlite WAL sync=FULL",
+         x->sq.per_s, x->sq.syncs, sqlite3_libversion());
   printf("%-26s %9.0f MB/s            %.0f MiB, %" PRIu64 " records (median of 3, warm cache)\n", "verify",
-         vmbps, (double)rep.bytes / (1 << 20), rep.records);
-  printf("\nbatch / sqlite   %7.0fx   target >= %.0fx   %s\n", ratio, TARGET_BATCH_OVER_SQLITE,
-         ratio >= TARGET_BATCH_OVER_SQLITE ? "met" : "MISSED");
-  printf("verify           %7.0f MB/s target > %.0f    %s\n", vmbps, TARGET_VERIFY_MBPS,
-         vmbps > TARGET_VERIFY_MBPS ? "met" : "MISSED");
+         x->vmbps, (double)x->rep.bytes / (1 << 20), x->rep.records);
+  printf("\nbatch / sqlite   %7.0fx   target >= %.0fx   %s\n", x->ratio, TARGET_BATCH_OVER_SQLITE,
+         x->ratio >= TARGET_BATCH_OVER_SQLITE ? "met" : "MISSED");
+  printf("verify           %7.0f MB/s target > %.0f    %s\n", x->vmbps, TARGET_VERIFY_MBPS,
+         x->vmbps > TARGET_VERIFY_MBPS ? "met" : "MISSED");
   printf(
       "process / batch  %7.2fx   target >= %.1fx   %s   (queued through the ledger process / in-process)\n",
-      proc_batch, TARGET_PROC_OVER_BATCH, proc_batch >= TARGET_PROC_OVER_BATCH ? "met" : "MISSED");
-  printf("process / sqlite %7.0fx   target >= %.0fx   %s\n", proc_sqlite, TARGET_BATCH_OVER_SQLITE,
-         proc_sqlite >= TARGET_BATCH_OVER_SQLITE ? "met" : "MISSED");
+      x->proc_batch, TARGET_PROC_OVER_BATCH, x->proc_batch >= TARGET_PROC_OVER_BATCH ? "met" : "MISSED");
+  printf("process / sqlite %7.0fx   target >= %.0fx   %s\n", x->proc_sqlite, TARGET_BATCH_OVER_SQLITE,
+         x->proc_sqlite >= TARGET_BATCH_OVER_SQLITE ? "met" : "MISSED");
   printf("always / fsync   %7.2fx   target <= %.1fx   %s   (time per record, through the process)\n",
-         always_sync, TARGET_ALWAYS_OVER_SYNC, always_sync <= TARGET_ALWAYS_OVER_SYNC ? "met" : "MISSED");
+         x->always_sync, TARGET_ALWAYS_OVER_SYNC,
+         x->always_sync <= TARGET_ALWAYS_OVER_SYNC ? "met" : "MISSED");
   printf("  of which the process boundary: a raw child's fdatasync / fdatasync alone %.2fx, "
          "always / the raw child's %.2fx\n",
-         boundary_sync, always_boundary);
+         x->boundary_sync, x->always_boundary);
+}
+
+int main(int argc, char **argv)
+{
+  if (argc >= 2 && strcmp(argv[1], "seal") == 0) return seal_sessions(argc, argv);
+  if (argc >= 2 && strcmp(argv[1], "one") == 0) return run_one(argc, argv);
+  struct measures x = {.seconds = 2.0, .parent = "/tmp"};
+  unsigned verify_mb = 256;
+  int json = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--json") == 0) {
+      json = 1;
+    } else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
+      x.seconds = strtod(argv[++i], NULL);
+      if (!(x.seconds > 0 && x.seconds <= 600)) usage();
+    } else if (strcmp(argv[i], "--verify-mb") == 0 && i + 1 < argc) {
+      verify_mb = (unsigned)strtoul(argv[++i], NULL, 10);
+      if (verify_mb == 0 || verify_mb > 65536) usage();
+    } else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
+      x.parent = argv[++i];
+    } else {
+      usage();
+    }
+  }
+  measure(&x, verify_mb);
+  if (json)
+    print_json(&x);
+  else
+    print_text(&x);
   return 0;
 }
