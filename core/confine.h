@@ -224,8 +224,8 @@ typedef struct airlock_confine_spec {
                                   refused); 1: denylist (syscalls and the built-in
                                   dangerous set, AIRLOCK_CONFINE_DANGEROUS, are refused,
                                   the rest passes) */
-  const char *promises;        /* allowlist mode: words, "stdio rpath proc exec" (see
-                                  confine_promises.c and airlock_promise_syscalls) */
+  const char *const *promises; /* allowlist mode: the promise words, one per entry,
+                                  {"stdio", "rpath", NULL} (see confine_promises.c) */
   const char *const *syscalls; /* raw system call names, added to the list */
   int refuse_errno;            /* 0: a refused call kills the process (SIGSYS; a program
                                   the broker runs ends its run with cause seccomp, the call
