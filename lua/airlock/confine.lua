@@ -74,11 +74,12 @@ function M.shared_netns()
   return netns_ok, netns_why
 end
 
-local mdwe_cache
---- Whether this kernel has PR_SET_MDWE (asked once per process).
-function M.mdwe_available()
-  if mdwe_cache == nil then mdwe_cache = core.mdwe_available() end
-  return mdwe_cache
+local available_cache = {}
+--- Whether this kernel has a layer of C's layer table (core.confine_layers:
+--- mdwe ...), asked once per process.
+function M.layer_available(name)
+  if available_cache[name] == nil then available_cache[name] = core.layer_available(name) end
+  return available_cache[name]
 end
 
 local program_cache
@@ -318,7 +319,7 @@ end
 
 function layer.mdwe.program(p, c)
   if not c.mdwe then return p:skip("mdwe", "the policy does not ask for it") end
-  if not M.mdwe_available() then return p:skip("mdwe", "this kernel has no PR_SET_MDWE (it needs Linux 6.3+)") end
+  if not M.layer_available("mdwe") then return p:skip("mdwe", "this kernel has no PR_SET_MDWE (it needs Linux 6.3+)") end
   p.start.mdwe = true
   p:applied("mdwe", ": no mapping writable and executable, none may gain exec (PR_SET_MDWE before exec)")
 end
