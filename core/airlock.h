@@ -293,7 +293,7 @@ typedef enum airlock_spawn_step {
   AIRLOCK_STEP_EGRESS,      /* "egress": the egress listener */
   AIRLOCK_STEP_IDENTITY,    /* "identity": becoming uid/gid 65534, dropping capabilities */
   AIRLOCK_STEP_PROCESS,     /* "process": signals, session, no_new_privs, descriptors,
-                               personality, mdwe, chdir */
+                               personality, the layer table's (mdwe), chdir */
   AIRLOCK_STEP_RLIMITS,     /* "rlimits": setrlimit */
   AIRLOCK_STEP_CONFINE,     /* "confine": the prepared confinement (Landlock, seccomp) */
   AIRLOCK_STEP_EXEC,        /* "exec": the program (or airlock-init) could not be run */

@@ -534,7 +534,7 @@ function M.plan(run)
     if r.pretend_only and not r.pretend_only[word] then pretend[word] = nil end
   end
   local p = setmetatable({
-    role = r, run = run, section = section, pretend = pretend,
+    role = r, run = run, pretend = pretend,
     start = {}, init = {}, layers = {}, required = set_of(section.require), after = {},
   }, Plan)
   if r.spawner_confine then
