@@ -707,8 +707,10 @@ static int seccomp_key(const airlock_confine_spec *s, int want_notify, char *key
     n += (size_t)snprintf(key + n, len - n, "%s ", s->promises[i]);
   }
   if (n < len) n += (size_t)snprintf(key + n, len - n, "|");
-  for (size_t i = 0; n < len && s->syscalls != NULL && s->syscalls[i] != NULL; i++)
+  for (size_t i = 0; n < len && s->syscalls != NULL && s->syscalls[i] != NULL; i++) {
+    if (strchr(s->syscalls[i], ',') != NULL) return 0; /* as above: "a,b" is not a and b */
     n += (size_t)snprintf(key + n, len - n, "%s,", s->syscalls[i]);
+  }
   return n < len;
 }
 

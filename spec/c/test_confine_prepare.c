@@ -145,6 +145,22 @@ static void test_errors(void)
   airlock_confine_prepared p;
   char err[256];
 
+  /* A word or a call name holding the cache key's separators is refused,
+  ** even right after the spec it would spell the same key as was compiled. */
+  const char *two[] = {"getpid", "getppid", NULL}, *joined[] = {"getpid,getppid", NULL};
+  airlock_confine_spec ok2 = {
+      .seccomp = 1, .promises = (const char *const[]){"stdio", "rpath", NULL}, .syscalls = two};
+  CHECK_MSG(airlock_confine_prepare(&ok2, &p, err, sizeof err) == 0, err); /* the control: compiled, cached */
+  airlock_confine_prepared_free(&p);
+  airlock_confine_spec bad2 = {
+      .seccomp = 1, .promises = (const char *const[]){"stdio rpath", NULL}, .syscalls = two};
+  CHECK(airlock_confine_prepare(&bad2, &p, err, sizeof err) == -EINVAL);
+  CHECK_MSG(strstr(err, "unknown promise 'stdio rpath'") != NULL, err);
+  airlock_confine_spec bad3 = {
+      .seccomp = 1, .promises = (const char *const[]){"stdio", "rpath", NULL}, .syscalls = joined};
+  CHECK(airlock_confine_prepare(&bad3, &p, err, sizeof err) == -EINVAL);
+  CHECK_MSG(strstr(err, "unknown system call 'getpid,getppid'") != NULL, err);
+
   airlock_confine_spec s = {.seccomp = 1, .promises = (const char *const[]){"stdio", "rpth", NULL}};
   CHECK(airlock_confine_prepare(&s, &p, err, sizeof err) == -EINVAL);
   CHECK_MSG(strstr(err, "unknown promise 'rpth'") != NULL, err);
