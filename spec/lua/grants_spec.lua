@@ -49,6 +49,13 @@ describe("a program's grants", function()
       paths(grants.rootfs(list, { "/r/usr" }, "/tmp/ws")))
   end)
 
+  it("take airlock.spawn's own lists, a list of one path written as the path", function()
+    local list = grants.of_landlock({ read = "/etc", exec = { "/usr", "/lib" }, connect = { 80 } }, "spawn")
+    assert.same({ "/etc:r", "/usr:x", "/lib:x" }, paths(list))
+    assert.equal("spawn.read", list[1].why)
+    assert.same({}, grants.of_landlock(true, "spawn"))
+  end)
+
   it("add exec's own programs and the terminal; lists hold each path once", function()
     local list = {}
     grants.command(list, "/opt/airlock/bin/airlock")

@@ -63,13 +63,15 @@ function M.of_policy(tool, workspace, name)
 end
 
 --- airlock.spawn's own Landlock lists (confine.landlock, a table or true)
---- as grants, in their order: read, write, exec.
+--- as grants, in their order: read, write, exec. A list may be one path, as
+--- the binding reads it (lua/binding/lconfine.c).
 function M.of_landlock(ll, why)
   local list = {}
   if type(ll) ~= "table" then return list end
   for _, letter in ipairs(LETTERS) do
     local kind = LISTS[letter]
-    for _, path in ipairs(type(ll[kind]) == "table" and ll[kind] or {}) do
+    local given = ll[kind]
+    for _, path in ipairs(type(given) == "string" and { given } or type(given) == "table" and given or {}) do
       add(list, path, letter, why .. "." .. kind)
     end
   end
