@@ -293,7 +293,7 @@ typedef enum airlock_spawn_step {
   AIRLOCK_STEP_EGRESS,      /* "egress": the egress listener */
   AIRLOCK_STEP_IDENTITY,    /* "identity": becoming uid/gid 65534, dropping capabilities */
   AIRLOCK_STEP_PROCESS,     /* "process": signals, session, no_new_privs, descriptors,
-                               personality, mdwe, chdir */
+                               personality, the layer table's (mdwe), chdir */
   AIRLOCK_STEP_RLIMITS,     /* "rlimits": setrlimit */
   AIRLOCK_STEP_CONFINE,     /* "confine": the prepared confinement (Landlock, seccomp) */
   AIRLOCK_STEP_EXEC,        /* "exec": the program (or airlock-init) could not be run */
@@ -402,13 +402,16 @@ typedef struct airlock_spawn_opts {
                            across exec): a recorded guest's worker, so that the
                            addresses Lua hashes and prints are a function of its
                            inputs and a replay sees the same ones */
-  int mdwe;             /* 1: memory-deny-write-execute (PR_SET_MDWE, refuse exec
-                           gain) before exec: no mapping of the child or of
-                           anything it runs may be writable and executable, or
-                           become executable; kept across fork and exec, and it
-                           cannot be undone (airlock_mdwe_available first). The
-                           child then gets a copy of the address space, not
-                           the caller's (CLONE_VM), which it would mark */
+  unsigned layers;      /* the layers the child sets on itself with one call
+                           before exec, a bit each: row i of the layer table
+                           (airlock_confine_layers in confine.h; its bit is
+                           airlock_confine_layer_bit("mdwe")). mdwe:
+                           memory-deny-write-execute, no mapping of the child
+                           or of anything it runs may be writable and
+                           executable, or become executable; kept across fork
+                           and exec, never undone (the row's available() first).
+                           A layer of the address space gets the child a copy
+                           of it, not the caller's (CLONE_VM), which it would mark */
   int keep_identity;    /* 1: a parent that is root does not make the child host
                            uid/gid 65534: it keeps uid and gid 0, with no
                            supplementary group, and (with drop_caps) no

@@ -1,7 +1,8 @@
 /*
-** confine.c -- layers a process applies to itself: no_new_privs, mdwe and
-** rlimits, and how every layer reports what it actually enforced, so a
-** downgrade on an older kernel is visible, never silent. Landlock lives in
+** confine.c -- layers a process applies to itself: no_new_privs and rlimits
+** (the table of those set with one call is confine_layers.c), and how every
+** layer reports what it actually enforced, so a downgrade on an older kernel
+** is visible, never silent. Landlock lives in
 ** confine_landlock.c, the seccomp allowlist in confine_seccomp.c, the kernel
 ** probe (what can be enforced here) in probe.c.
 */
@@ -61,33 +62,6 @@ int airlock_confine_no_new_privs(airlock_layer *out)
   }
   airlock_layer_set_(out, "no_new_privs", AIRLOCK_LAYER_APPLIED, 0, "%s",
                      before == 1 ? "already set" : "set");
-  return 0;
-}
-
-/* ------------------------------------------------------------------ mdwe */
-
-int airlock_mdwe_available(void)
-{
-  return prctl(PR_GET_MDWE, 0, 0, 0, 0) >= 0;
-}
-
-int airlock_confine_mdwe(airlock_layer *out)
-{
-  if (prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN, 0, 0, 0) != 0) {
-    int e = errno;
-    airlock_layer_set_(out, "mdwe", e == EINVAL ? AIRLOCK_LAYER_SKIPPED : AIRLOCK_LAYER_FAILED, e,
-                       e == EINVAL ? "this kernel has no PR_SET_MDWE (it needs Linux 6.3+)"
-                                   : "prctl(PR_SET_MDWE): %s",
-                       airlock_strerror(e));
-    return -e;
-  }
-  int got = prctl(PR_GET_MDWE, 0, 0, 0, 0);
-  if (got < 0 || !(got & PR_MDWE_REFUSE_EXEC_GAIN)) {
-    airlock_layer_set_(out, "mdwe", AIRLOCK_LAYER_FAILED, EIO, "PR_GET_MDWE does not confirm it (%d)", got);
-    return -EIO;
-  }
-  airlock_layer_set_(out, "mdwe", AIRLOCK_LAYER_APPLIED, 0,
-                     "no mapping writable and executable, none may gain exec (PR_SET_MDWE)");
   return 0;
 }
 

@@ -59,13 +59,33 @@ int airlock_landlock_enforce(int ruleset_fd, airlock_layer *out);
 ** Landlock, failed otherwise). */
 int airlock_confine_landlock_deny_all(airlock_layer *out);
 
-/* Memory-deny-write-execute (PR_SET_MDWE, Linux 6.3+) for the calling process's
-** address space: no mapping may be writable and executable, or gain exec; kept
-** across fork and exec, never undone. Skipped (-EINVAL) on older kernels.
-** Fills *out (may be NULL). Returns 0 or -errno. */
-int airlock_confine_mdwe(airlock_layer *out);
-/* 1 when this kernel has PR_SET_MDWE, else 0. */
-int airlock_mdwe_available(void);
+/* ------------------------------------------------------------------ the layer table */
+
+/* The confinement layers a process sets on itself with one call, as one table
+** (confine_layers.c): the spawner's child sets each one a start asks for
+** (airlock_spawn_opts.layers, bit i for row i; b:_start's option of the row's
+** name), a guest's worker each one its init frame asks for (confine.NAME,
+** before Landlock and seccomp), the probe asks each whether this kernel has
+** it, and each reports under its name, the word the policy schema's LAYERS
+** spells. Such a layer is added as one row here. */
+typedef struct airlock_confine_layer {
+  const char *name;                 /* the report word; b:_start's option; the init field */
+  int (*apply)(airlock_layer *out); /* sets it on the calling process: 0 or -errno. With out
+                                       NULL it makes system calls only (it runs in the
+                                       spawner's child, which may share the caller's memory) */
+  int (*available)(void);           /* 1: this kernel has it, 0: not; NULL: every kernel */
+  const char *has, *lacks;          /* the probe's line, either way */
+  unsigned flags;                   /* AIRLOCK_CL_* */
+} airlock_confine_layer;
+#define AIRLOCK_CL_WORKER 1u /* a guest's worker sets it on itself */
+#define AIRLOCK_CL_OWN_MM                                                              \
+  2u                      /* a property of the address space: the spawner's child gets \
+                             a copy of the caller's (no CLONE_VM), which it would mark */
+#define AIRLOCK_CL_MAX 16 /* rows at most (bits of airlock_spawn_opts.layers) */
+extern const airlock_confine_layer airlock_confine_layers[]; /* ends with a NULL name */
+/* The row named name, or NULL; its bit in airlock_spawn_opts.layers, or 0. */
+const airlock_confine_layer *airlock_confine_layer_named(const char *name);
+unsigned airlock_confine_layer_bit(const char *name);
 
 #ifndef PR_SET_MDWE
 #define PR_SET_MDWE 65 /* newer than Debian 12's headers */
@@ -224,8 +244,8 @@ typedef struct airlock_confine_spec {
                                   refused); 1: denylist (syscalls and the built-in
                                   dangerous set, AIRLOCK_CONFINE_DANGEROUS, are refused,
                                   the rest passes) */
-  const char *promises;        /* allowlist mode: words, "stdio rpath proc exec" (see
-                                  confine_promises.c and airlock_promise_syscalls) */
+  const char *const *promises; /* allowlist mode: the promise words, one per entry,
+                                  {"stdio", "rpath", NULL} (see confine_promises.c) */
   const char *const *syscalls; /* raw system call names, added to the list */
   int refuse_errno;            /* 0: a refused call kills the process (SIGSYS; a program
                                   the broker runs ends its run with cause seccomp, the call

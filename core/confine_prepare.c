@@ -539,6 +539,16 @@ static const char *refusal_text(int e, char *buf, size_t len)
 }
 
 /* What a refused call does, for the layer's report. */
+/* The promise words for the layer's line, joined by spaces into buf (cut to fit). */
+static const char *promise_words(const char *const *words, char *buf, size_t len)
+{
+  size_t n = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; words != NULL && words[i] != NULL && n < len; i++)
+    n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? " " : "", words[i]);
+  return buf;
+}
+
 static const char *refusal(int refuse_errno, char *buf, size_t len)
 {
   if (refuse_errno == AIRLOCK_REFUSE_CHOSEN) return "fail with a fitting errno, each named";
@@ -567,26 +577,21 @@ static int prepare_seccomp(const airlock_confine_spec *s, airlock_confine_prepar
   } else {
     rc = add_list(&rs, airlock_promise_always.syscalls, err, errlen);
     /* The words, each checked against the table. */
-    const char *w = s->promises ? s->promises : "";
-    while (rc == 0 && *w != '\0') {
-      size_t len = strcspn(w, " \t,");
-      if (len > 0) {
-        const airlock_promise *pr = airlock_promises;
-        while (pr->word && (strlen(pr->word) != len || memcmp(pr->word, w, len) != 0)) pr++;
-        if (pr->word == NULL) {
-          char valid[160];
-          size_t used = 0;
-          valid[0] = '\0';
-          for (const airlock_promise *q = airlock_promises; q->word && used < sizeof valid; q++)
-            used += (size_t)snprintf(valid + used, sizeof valid - used, "%s%s", used ? " " : "", q->word);
-          snprintf(err, errlen, "seccomp: unknown promise '%.*s' (valid: %s)", (int)len, w, valid);
-          rc = -EINVAL;
-          break;
-        }
-        rc = add_list(&rs, pr->syscalls, err, errlen);
+    for (size_t i = 0; rc == 0 && s->promises != NULL && s->promises[i] != NULL; i++) {
+      const char *w = s->promises[i];
+      const airlock_promise *pr = airlock_promises;
+      while (pr->word && strcmp(pr->word, w) != 0) pr++;
+      if (pr->word == NULL) {
+        char valid[160];
+        size_t used = 0;
+        valid[0] = '\0';
+        for (const airlock_promise *q = airlock_promises; q->word && used < sizeof valid; q++)
+          used += (size_t)snprintf(valid + used, sizeof valid - used, "%s%s", used ? " " : "", q->word);
+        snprintf(err, errlen, "seccomp: unknown promise '%.40s' (valid: %s)", w, valid);
+        rc = -EINVAL;
+        break;
       }
-      w += len;
-      w += strspn(w, " \t,");
+      rc = add_list(&rs, pr->syscalls, err, errlen);
     }
   }
   /* Raw names: each must be a call of this architecture. */
@@ -658,7 +663,7 @@ static int prepare_seccomp(const airlock_confine_spec *s, airlock_confine_prepar
   ruleset_free(&rs);
   if (rc != 0) return rc;
 
-  char how[120];
+  char how[120], words[96];
   if (deny)
     airlock_layer_set_(&p->seccomp, "seccomp", AIRLOCK_LAYER_APPLIED, 0,
                        "denylist: %zu syscalls + the dangerous set, %d rules (%u insns); refused "
@@ -668,7 +673,7 @@ static int prepare_seccomp(const airlock_confine_spec *s, airlock_confine_prepar
     airlock_layer_set_(&p->seccomp, "seccomp", AIRLOCK_LAYER_APPLIED, 0,
                        "allowlist: promises '%.80s' + %zu syscalls, %d rules (%u insns); refused "
                        "calls %s; other arch and x32: kill-process",
-                       s->promises ? s->promises : "", nraw, nrules, (unsigned)p->prog.len,
+                       promise_words(s->promises, words, sizeof words), nraw, nrules, (unsigned)p->prog.len,
                        refusal(s->refuse_errno, how, sizeof how));
   return 0;
 }
@@ -695,10 +700,17 @@ static pthread_mutex_t seccomp_cache_lock = PTHREAD_MUTEX_INITIALIZER;
 /* The key, or 0 when the spec is too big to cache. */
 static int seccomp_key(const airlock_confine_spec *s, int want_notify, char *key, size_t len)
 {
-  size_t n = (size_t)snprintf(key, len, "%d|%d|%d|%s|", s->seccomp_deny != 0, s->refuse_errno, want_notify,
-                              s->promises ? s->promises : "");
-  for (size_t i = 0; n < len && s->syscalls != NULL && s->syscalls[i] != NULL; i++)
+  size_t n = (size_t)snprintf(key, len, "%d|%d|%d|", s->seccomp_deny != 0, s->refuse_errno, want_notify);
+  for (size_t i = 0; n < len && s->promises != NULL && s->promises[i] != NULL; i++) {
+    /* a word holding the separators could stand for two: not cached (and refused when compiled) */
+    if (strpbrk(s->promises[i], " |") != NULL) return 0;
+    n += (size_t)snprintf(key + n, len - n, "%s ", s->promises[i]);
+  }
+  if (n < len) n += (size_t)snprintf(key + n, len - n, "|");
+  for (size_t i = 0; n < len && s->syscalls != NULL && s->syscalls[i] != NULL; i++) {
+    if (strchr(s->syscalls[i], ',') != NULL) return 0; /* as above: "a,b" is not a and b */
     n += (size_t)snprintf(key + n, len - n, "%s,", s->syscalls[i]);
+  }
   return n < len;
 }
 

@@ -2,8 +2,8 @@
 ** spawn.c -- start a disposable child: channel on fd 3, capture pipes, nothing else.
 ** Uses clone(CLONE_VM|CLONE_VFORK) like posix_spawn, so the cost does not grow with
 ** the parent's memory; the child only makes raw system calls before exec. A
-** child that sets mdwe (a property of the address space it would share) gets a
-** copy instead, as the sanitizer build's children do.
+** child that sets a layer of the address space it would share (mdwe, in the
+** layer table) gets a copy instead, as the sanitizer build's children do.
 */
 #define _GNU_SOURCE
 #include "airlock.h"
@@ -390,8 +390,15 @@ __attribute__((no_sanitize("address", "undefined"))) static int child_main(void 
     if (persona < 0 || syscall(SYS_personality, (unsigned long)persona | ADDR_NO_RANDOMIZE) < 0)
       fail(x, "personality(ADDR_NO_RANDOMIZE)");
   }
-  if (o->mdwe && prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN, 0, 0, 0) < 0)
-    fail(x, "prctl(PR_SET_MDWE)"); /* not CLONE_VM: see airlock_spawn */
+  /* The layers set with one call (the table in confine_layers.c); one of the
+  ** address space has a copy of it here, not the caller's (start_child). */
+  for (unsigned i = 0; o->layers != 0 && airlock_confine_layers[i].name != NULL; i++) {
+    int e = (o->layers >> i) & 1u ? airlock_confine_layers[i].apply(NULL) : 0;
+    if (e < 0) {
+      errno = -e;
+      fail(x, airlock_confine_layers[i].name);
+    }
+  }
   if (chdir(o->workdir ? o->workdir : "/") < 0) fail(x, "chdir");
   x->phase = AIRLOCK_STEP_IDENTITY;
   if (o->drop_caps && drop_capabilities() < 0) fail(x, "drop capabilities");
@@ -544,6 +551,13 @@ static int check_options(const airlock_spawn_opts *o, char *err, size_t errlen)
     snprintf(err, errlen, "spawn: no program given");
     return -EINVAL;
   }
+  unsigned rows = 0;
+  while (airlock_confine_layers[rows].name != NULL) rows++;
+  if (o->layers >> rows != 0) {
+    snprintf(err, errlen, "spawn: layers 0x%x names a layer past the table's %u (airlock_confine_layers)",
+             o->layers, rows);
+    return -EINVAL;
+  }
   const char *prog = o->path ? o->path : o->argv[0];
   if (o->confine && o->confine->prog.filter && !(o->confine->allows_exec & 1)) {
     snprintf(err, errlen,
@@ -676,9 +690,12 @@ static pid_t start_child(struct spawn_ctx *x, const airlock_spawn_opts *o)
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  /* Memory-deny-write-execute is a property of the address space: set in a
-  ** CLONE_VM child it would mark the caller's. That child gets a copy. */
-  int flags = o->mdwe ? (SPAWN_FLAGS & ~CLONE_VM) : SPAWN_FLAGS;
+  /* A layer of the address space (mdwe) set in a CLONE_VM child would mark
+  ** the caller's. That child gets a copy. */
+  int own_mm = 0;
+  for (unsigned i = 0; airlock_confine_layers[i].name != NULL; i++)
+    if ((o->layers >> i) & 1u) own_mm |= (airlock_confine_layers[i].flags & AIRLOCK_CL_OWN_MM) != 0;
+  int flags = own_mm ? (SPAWN_FLAGS & ~CLONE_VM) : SPAWN_FLAGS;
   pid_t pid = clone(child_main, (char *)x->stack + CHILD_STACK_SIZE, flags | (int)clone_flags(o, x->root), x);
   int clone_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old, NULL);

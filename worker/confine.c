@@ -87,22 +87,26 @@ static void pack_layer(msgpack_packer *pk, const airlock_layer *l)
   airlock_pack_str(pk, text, n > 0 && (size_t)n < sizeof text ? (size_t)n : strlen(text));
 }
 
-/* Applies mdwe, Landlock, then seccomp (which forbids the calls of both), and packs
+/* Applies the layers of the table it sets on itself (confine.h,
+** AIRLOCK_CL_WORKER: mdwe), Landlock, then seccomp (which forbids the calls of
+** all of them), and packs
 ** {layer = "applied: what" | "skipped: why" | "failed: why"} into report.
 ** Returns -1 with the first missing layer in why when a layer the spec
 ** requires was not applied: the caller must then not run the guest (fail
 ** closed), 0 otherwise. */
 int worker_confine(const msgpack_object *spec, msgpack_packer *report, char *why, size_t len)
 {
-  airlock_layer layers[3];
-  apply(spec, "mdwe", airlock_confine_mdwe, &layers[0]);
-  apply(spec, "landlock", airlock_confine_landlock_deny_all, &layers[1]);
+  airlock_layer layers[AIRLOCK_CL_MAX + 2];
+  size_t n = 0;
+  for (const airlock_confine_layer *l = airlock_confine_layers; l->name != NULL; l++)
+    if (l->flags & AIRLOCK_CL_WORKER) apply(spec, l->name, l->apply, &layers[n++]);
+  apply(spec, "landlock", airlock_confine_landlock_deny_all, &layers[n++]);
   seccomp_spec = spec;
-  apply(spec, "seccomp", seccomp_layer, &layers[2]);
+  apply(spec, "seccomp", seccomp_layer, &layers[n++]);
 
   int missing = 0;
-  msgpack_pack_map(report, 3);
-  for (size_t i = 0; i < 3; i++) {
+  msgpack_pack_map(report, (uint32_t)n);
+  for (size_t i = 0; i < n; i++) {
     pack_layer(report, &layers[i]);
     if (layers[i].status != AIRLOCK_LAYER_APPLIED && listed(spec, "require", layers[i].name) && !missing) {
       missing = 1;

@@ -2,11 +2,10 @@
 -- worker or for a program, turned into what the spawner, the broker and the
 -- worker each apply, and one report line per layer.
 --
---   confine.plan(section, "guest", {limits})  section: the policy's confine;
---                                             limits: its limits (the rlimits
---                                             that follow from its budgets)
---   confine.plan(auth, "program", context)    auth: policy.authority(p, "tool"),
---                                             with the paths exec adds
+--   confine.plan(run)   run: one description of the run to confine, the
+--                       same shape for a guest and a program (M.plan below):
+--                       its role, its confine section, its limits and, for
+--                       a program, its grants (airlock.policy.grants)
 --
 -- Layers (LAYERS below, in report order) and who applies them:
 --   namespaces, rlimits, capabilities, no_new_privs   the spawner, before exec
@@ -22,14 +21,14 @@
 -- Cap* lines and NoNewPrivs on ready. A layer listed in `require` that is
 -- not applied ends the run with cause "confinement" before it starts.
 --
--- Adding a layer: its schema entry (airlock.policy.schema), an entry in
--- LAYERS here, the core file that applies it, and docs/CONFINEMENT.md.
+-- Adding a layer: docs/CONFINEMENT.md, "Adding a layer", names every place.
 local policy = require "airlock.policy"
 local core = require "airlock.core"
 local util = require "airlock.util"
 local program = require "airlock.program"
 local protect = require "airlock.protect"
 local network = require "airlock.policy.network"
+local grants = require "airlock.policy.grants"
 
 local set_of, copy = util.set_of, util.copy
 
@@ -75,11 +74,12 @@ function M.shared_netns()
   return netns_ok, netns_why
 end
 
-local mdwe_cache
---- Whether this kernel has PR_SET_MDWE (asked once per process).
-function M.mdwe_available()
-  if mdwe_cache == nil then mdwe_cache = core.mdwe_available() end
-  return mdwe_cache
+local available_cache = {}
+--- Whether this kernel has a layer of C's layer table (core.confine_layers:
+--- mdwe ...), asked once per process.
+function M.layer_available(name)
+  if available_cache[name] == nil then available_cache[name] = core.layer_available(name) end
+  return available_cache[name]
 end
 
 local program_cache
@@ -92,14 +92,13 @@ end
 
 -- ------------------------------------------------------------ the layers
 -- Each is function(p, c), or one per role (ROLES, below): p is the plan
--- being made (p.role, p.start, p.init,
--- p.context; p:applied(name, text), p:skip(name, why), p:refuse(message)),
--- c the section: for a guest the policy's confine; for a program airlock.spawn's
--- form (namespaces, rlimits, confine = {landlock, seccomp, no_new_privs})
--- with the policy's own section as p.context.section.
+-- being made (p.role, p.start, p.init, p.run: the run's description;
+-- p:applied(name, text), p:skip(name, why), p:refuse(message)), c the run's
+-- confine section, in the one shape the schema gives it (a guest's confine,
+-- a program's tool.confine): Landlock's paths are not read from it but from
+-- p.run.grants.
 
 local layer = {}
-local grant   -- (below) a program's grants, added to its Landlock lists
 
 function layer.namespaces(p, c)
   local ns = c.namespaces
@@ -109,10 +108,10 @@ function layer.namespaces(p, c)
   local net = ""
   -- A program with a network (tool.network) has a net namespace of its own,
   -- where its egress proxy listens (the network layer); no other shares it.
-  local own_net = network.configured(p.context.network)
+  local own_net = network.configured(p.run.network)
   if own_net and set_of(p.start.namespaces).net then
     net = "; net is the run's own"
-  elseif p.section.shared_net and set_of(p.start.namespaces).net then
+  elseif c.shared_net and set_of(p.start.namespaces).net then
     local ok, why = M.shared_netns()
     if ok then
       p.start.shared_net = true
@@ -136,31 +135,43 @@ function M.address_space(memory) return memory + memory // 2 + M.AS_FIXED end
 
 -- ------------------------------------------------------------ the roles
 -- What differs between the two roles the planner plans for, as data the
--- layers read (p.role) instead of a branch in each:
+-- planner and the layers read (p.role) instead of a branch in each:
 --   pretend_only    the layers AIRLOCK_TEST_PRETEND_ABSENT may pretend away
 --                   (nil: all of them)
---   confine_of      where the section keeps its no_new_privs, Landlock and
---                   seccomp words (a program's: its confine table, in
---                   airlock.spawn's form)
+--   worker_init     the worker applies what the plan's init holds: its
+--                   required layers and what it is to pretend absent
+--   spawner_confine the spawner applies Landlock and seccomp (start.confine)
 --   address_space   RLIMIT_AS from the memory budget, and as_why, the line's why
 --   cpu_backstop    RLIMIT_CPU a second above limits.cpu (a guest's worker)
 --   nnp_for_layers  no_new_privs whenever Landlock or seccomp is on (the
 --                   spawner sets it for them; a guest's worker asks itself)
+--   seccomp_refuse  what a refused call does when the section does not say
+--   lines           report lines that are not layers: name -> function(run)
+--                   giving the line, or nil
 -- A layer whose work differs wholly between them is a function per role
 -- (layer.X = { guest = f, program = f }); a role it names no function for
 -- does not have the layer at all.
 local ROLES = {
-  guest = { name = "guest", confine_of = function(c) return c end,
+  guest = { name = "guest", worker_init = true,
             address_space = function(memory) return M.address_space(memory) end,
-            as_why = "limits.memory, half again and 64M", cpu_backstop = true, nnp_for_layers = false },
-  program = { name = "program", pretend_only = { cgroup = true }, confine_of = function(c) return c.confine end,
+            as_why = "limits.memory, half again and 64M", cpu_backstop = true, nnp_for_layers = false,
+            lines = {} },
+  program = { name = "program", pretend_only = { cgroup = true }, spawner_confine = true,
               address_space = function(memory) return memory end, as_why = "tool.limits.memory",
-              cpu_backstop = false, nnp_for_layers = true },
+              cpu_backstop = false, nnp_for_layers = true,
+              seccomp_refuse = policy.default("tool.confine.seccomp.refuse"),
+              lines = {
+                workspace = function(run) return run.workspace and run.workspace .. " (read and write)" end,
+                rootfs = function(run)
+                  return run.rootfs and run.rootfs .. " (its own top-level entries, read-only, nosuid, nodev)"
+                end,
+                effects = function(run) return run.effects and "fd 3; `airlock call` is " .. run.effects end,
+              } },
 }
 
 -- Budgets the rlimits follow, for the layer's line (field -> how it was derived).
 local function derive_rlimits(p, rl)
-  local limits, why = p.context.limits or {}, {}
+  local limits, why = p.run.limits or {}, {}
   -- RLIMIT_AS: from the memory budget, unless the policy names a lower one;
   -- 0 is none at all (and turns the derived one off too).
   local memory = limits.memory or 0
@@ -199,7 +210,7 @@ layer.capabilities = {}
 
 -- A program always loses them, where that is possible (a user namespace, or root).
 function layer.capabilities.program(p, c)
-  if not program.can_drop_caps(c.namespaces, p.context.root) then
+  if not program.can_drop_caps(c.namespaces, p.run.root) then
     return p:skip("capabilities", "not root and no user namespace")
   end
   p.start.drop_caps = true
@@ -216,9 +227,8 @@ function layer.capabilities.guest(p, c)
 end
 
 function layer.no_new_privs(p, c)
-  local cc = p.role.confine_of(c)
   -- Landlock and seccomp need it: for a program, the spawner sets it for them.
-  local want = cc.no_new_privs or (p.role.nnp_for_layers and (cc.landlock or cc.seccomp))
+  local want = c.no_new_privs or (p.role.nnp_for_layers and (c.landlock or c.seccomp))
   if not want then return p:skip("no_new_privs", "the policy does not ask for it") end
   if p.pretend.no_new_privs then return p:skip("no_new_privs", PRETEND) end
   p.start.no_new_privs = true
@@ -233,16 +243,23 @@ function layer.landlock.guest(p, c)
   if p.pretend.landlock then p.init.pretend_absent[#p.init.pretend_absent + 1] = "landlock" end
 end
 
+-- The spawner applies it: its paths are the run's grants (read in order,
+-- each path once), its ports and scope the section's.
 function layer.landlock.program(p, c)
-  local ll = c.confine.landlock
-  if not ll then return p:skip("landlock", "the policy does not ask for it") end
+  if not c.landlock then return p:skip("landlock", "the policy does not ask for it") end
+  local ll = type(c.landlock) == "table" and copy(c.landlock) or {}
+  local lists = grants.lists(p.run.grants)
+  for _, kind in ipairs { "read", "write", "exec" } do
+    ll[kind] = #lists[kind] > 0 and lists[kind] or nil
+  end
+  p.start.confine.landlock = ll
   p:applied("landlock", string.format(": read %s; write %s; exec %s%s", table.concat(ll.read or {}, " "),
     table.concat(ll.write or {}, " "), table.concat(ll.exec or {}, " "),
-    p.context.tmp == "private" and "; /tmp (private)" or ""))
+    p.run.tmp == "private" and "; /tmp (private)" or ""))
   -- The program's file tree holds what Landlock grants and nothing else (a
   -- view): what the policy does not name cannot be watched, locked or seen.
   if set_of(c.namespaces).mount then
-    local ws, rootfs = p.context.workspace, p.context.rootfs
+    local ws, rootfs = p.run.workspace, p.run.rootfs
     local beneath = program.beneath
     local ro, rw = {}, {}
     for _, list in ipairs { ll.read or {}, ll.exec or {} } do
@@ -269,14 +286,20 @@ function layer.seccomp.guest(p, c)
   end
 end
 
+-- The spawner applies it: the section's filter, its promises a list of
+-- words all the way to the spawner's reader (lua/binding/lconfine.c).
 function layer.seccomp.program(p, c)
-  local sc = c.confine.seccomp
-  if not sc then return p:skip("seccomp", "the policy does not ask for it") end
+  if not c.seccomp then return p:skip("seccomp", "the policy does not ask for it") end
+  local sc = type(c.seccomp) == "table" and copy(c.seccomp) or {}
+  if sc.promises then sc.promises = list_copy(sc.promises) end
+  if sc.syscalls then sc.syscalls = list_copy(sc.syscalls) end
+  p.start.confine.seccomp = sc
   -- A program gets an errno for a call its policy refuses (each named in the
   -- result) unless the policy says "kill": what programs expect of a sandbox.
-  if sc.refuse == nil then sc.refuse = policy.default("tool.confine.seccomp.refuse") end
+  if sc.refuse == nil then sc.refuse = p.role.seccomp_refuse end
   local r = sc.refuse
-  p:applied("seccomp", ": " .. (sc.mode == "deny" and "denylist" or ("promises " .. tostring(sc.promises or ""))) ..
+  p:applied("seccomp", ": " .. (sc.mode == "deny" and "denylist" or
+    ("promises " .. table.concat(sc.promises or {}, " "))) ..
     "; refused calls " .. (r == "errno" and "fail with a fitting errno, each named in the result" or
     r == "kill" and "kill the run" or ("fail with " .. tostring(r))) .. " (Seccomp: 2 checked after spawn)")
 end
@@ -294,9 +317,9 @@ function layer.mdwe.guest(p, c)
   if p.pretend.mdwe then p.init.pretend_absent[#p.init.pretend_absent + 1] = "mdwe" end
 end
 
-function layer.mdwe.program(p)
-  if not p.section.mdwe then return p:skip("mdwe", "the policy does not ask for it") end
-  if not M.mdwe_available() then return p:skip("mdwe", "this kernel has no PR_SET_MDWE (it needs Linux 6.3+)") end
+function layer.mdwe.program(p, c)
+  if not c.mdwe then return p:skip("mdwe", "the policy does not ask for it") end
+  if not M.layer_available("mdwe") then return p:skip("mdwe", "this kernel has no PR_SET_MDWE (it needs Linux 6.3+)") end
   p.start.mdwe = true
   p:applied("mdwe", ": no mapping writable and executable, none may gain exec (PR_SET_MDWE before exec)")
 end
@@ -322,7 +345,7 @@ function layer.cgroup.guest(p)
 end
 
 function layer.cgroup.program(p, c)
-  local limits, root, start = p.context.limits or {}, p.context.root, p.start
+  local limits, root, start = p.run.limits or {}, p.run.root, p.start
   local user_ns = set_of(c.namespaces).user
   local cg, notes = {}, {}
   local pids = limits.pids and limits.pids > 0 and limits.pids or nil
@@ -370,7 +393,7 @@ end
 layer.tmp = {}
 
 function layer.tmp.program(p)
-  local ctx = p.context
+  local ctx = p.run
   if ctx.tmp ~= "private" then return p:skip("tmp", "no /tmp (tool.tmp = \"none\")") end
   local size = ctx.limits and ctx.limits.tmp_size
   p.start.tmpfs = { "/tmp" }
@@ -392,7 +415,7 @@ end
 layer.network = {}
 
 function layer.network.program(p, c)
-  local net = p.context.network
+  local net = p.run.network
   if not network.configured(net) then return p:skip("network", "none (no tool.network): the net namespace is empty") end
   if not set_of(c.namespaces).net then
     return p:refuse("confinement: tool.network needs the program's net namespace (tool.confine.namespaces), " ..
@@ -400,10 +423,10 @@ function layer.network.program(p, c)
   end
   local port = network.PORT
   p.start.egress_port = port
-  local sc, ll = c.confine.seccomp, c.confine.landlock
+  local sc, ll = p.start.confine.seccomp, p.start.confine.landlock
   if type(sc) == "table" and sc.mode ~= "deny" then
-    local words = tostring(sc.promises or "")
-    if not (" " .. words .. " "):find(" inet ", 1, true) then sc.promises = words .. " inet" end
+    sc.promises = sc.promises or {}
+    if not set_of(sc.promises).inet then sc.promises[#sc.promises + 1] = "inet" end
   end
   if type(ll) == "table" then ll.connect, ll.bind = { port }, {} end
   p:applied("network", string.format(": through the run's egress proxy at 127.0.0.1:%d (HTTP CONNECT and " ..
@@ -423,8 +446,8 @@ end
 layer.protect = {}
 
 function layer.protect.program(p, c)
-  local ws = p.context.workspace
-  local list = list_copy(p.context.protect)
+  local ws = p.run.workspace
+  local list = list_copy(p.run.protect)
   if #list == 0 or not ws then return p:skip("protect", "the policy protects no path (tool.protect)") end
   if not set_of(c.namespaces).mount then
     return p:refuse("confinement: tool.protect needs the mount namespace (tool.confine.namespaces), where " ..
@@ -474,26 +497,6 @@ end
 local Plan = {}
 Plan.__index = Plan
 
--- What a program's entry grants it beyond its policy (context.grants: {path,
--- rights = letters of "rwx", why} entries, airlock.exec's own programs and
--- terminal), added to its Landlock lists in order: r to read, w to write
--- and read, x to exec. Nothing is granted where Landlock is off.
-local RIGHTS = { { "w", "write" }, { "r", "read" }, { "w", "read" }, { "x", "exec" } }
-function grant(ll, grants)
-  if not ll then return end
-  for _, g in ipairs(grants or {}) do
-    local seen = {}
-    for _, r in ipairs(RIGHTS) do
-      local letter, list = r[1], r[2]
-      if g.rights:find(letter, 1, true) and not seen[list] then
-        seen[list] = true
-        ll[list] = ll[list] or {}
-        table.insert(ll[list], g.path)
-      end
-    end
-  end
-end
-
 function Plan:applied(name, text) self.layers[name] = "applied" .. text end
 
 -- A layer not applied; a required one makes the plan fail.
@@ -506,50 +509,46 @@ end
 
 function Plan:refuse(message) self.failure = self.failure or message end
 
---- plan(section, role, context) -> plan, or nil, message, plan when a layer
---- the section requires cannot be applied (or, for a program, a limit has no
---- way to be enforced). role: "guest" (section: the policy's confine; context
---- = { limits = the policy's limits }) or
---- "program" (section: policy.authority(p, "tool")'s spawn options; context
---- = { section = the policy's tool.confine, limits = tool.limits, tmp =
---- tool.tmp, workspace, rootfs, keep = {dirs kept under /tmp}, effects = the
---- `airlock call` command, root = program.is_root() }).
+--- plan(run) -> plan, or nil, message, plan when a layer the run's section
+--- requires cannot be applied (or, for a program, a limit has no way to be
+--- enforced). run, one shape for every run:
+---   role       "guest" (a worker hosting a guest) or "program" (a program
+---              the spawner starts); what differs between them is ROLES'
+---   confine    the confine section, as the schema gives it: a guest's
+---              confine, a program's tool.confine (or airlock.spawn's own)
+---   limits     the budgets the rlimits and cgroups follow (limits, tool.limits)
+---   grants     a program's Landlock paths, { {path, rights, why} }
+---              (airlock.policy.grants); the planner only reads them
+---   a program's: tmp (tool.tmp), workspace, rootfs, protect (tool.protect),
+---   keep ({dirs kept under /tmp}), effects (the `airlock call` command),
+---   root (program.is_root()), network (tool.network)
 --- plan = { start = {options for broker:_start}, init = {init.confine}, layers =
 --- {name = "applied: ..." | "skipped: ..."}, required = {name = true} }.
-function M.plan(section, role, context)
-  section = section or {}
-  local program = role == "program"
-  if not program and role ~= "guest" then error("confine.plan: role must be \"guest\" or \"program\"", 2) end
-  context = context or {}
-  local own = program and (context.section or {}) or section   -- the policy's own words
-  local r = ROLES[role]
+function M.plan(run)
+  if type(run) ~= "table" then error("confine.plan: run must be a table { role, confine, ... }", 2) end
+  local r = ROLES[run.role]
+  if not r then error("confine.plan: run.role must be \"guest\" or \"program\"", 2) end
+  local section = run.confine or {}
   local pretend = pretended()
   for word in pairs(pretend) do
     if r.pretend_only and not r.pretend_only[word] then pretend[word] = nil end
   end
   local p = setmetatable({
-    role = r, program = program, context = context, section = own, pretend = pretend,
-    start = {}, init = {}, layers = {}, required = set_of(own.require), after = {},
+    role = r, run = run, pretend = pretend,
+    start = {}, init = {}, layers = {}, required = set_of(section.require), after = {},
   }, Plan)
-  if program then
-    p.start.confine = section.confine   -- Landlock and seccomp, applied by the spawner
-    grant(section.confine and section.confine.landlock, context.grants)
-  else
-    p.init = { require = list_copy(own.require), pretend_absent = {} }
+  if r.spawner_confine then
+    p.start.confine = {}
+    if section.no_new_privs ~= nil then p.start.confine.no_new_privs = section.no_new_privs end
   end
+  if r.worker_init then p.init = { require = list_copy(section.require), pretend_absent = {} } end
   for _, name in ipairs(ORDER) do
     local l = layer[name]
     if type(l) == "table" then l = l[r.name] end   -- the layer's function for this role, if it has one
     if l then l(p, section) end
   end
   for _, f in ipairs(p.after) do f() end
-  if program then
-    p.layers.workspace = context.workspace and context.workspace .. " (read and write)" or nil
-    if context.rootfs then
-      p.layers.rootfs = context.rootfs .. " (its own top-level entries, read-only, nosuid, nodev)"
-    end
-    if context.effects then p.layers.effects = "fd 3; `airlock call` is " .. context.effects end
-  end
+  for name, line in pairs(r.lines) do p.layers[name] = line(run) end
   local plan = { start = p.start, init = p.init, layers = p.layers, required = p.required }
   if p.failure then return nil, p.failure, plan end
   return plan

@@ -15,6 +15,7 @@ local core = require "airlock.core"
 local network = require "airlock.policy.network"
 local program = require "airlock.program"
 local confine = require "airlock.confine"
+local grants = require "airlock.policy.grants"
 
 local M = {}
 
@@ -104,19 +105,19 @@ local function proxy_plan(path, ports)
   end
   local connect = { 53 }
   for _, p in ipairs(ports) do if p ~= 53 then connect[#connect + 1] = p end end
-  local auth = {
-    namespaces = { "user", "pid", "ipc", "uts", "mount", "cgroup" },
-    rlimits = { core = 0, nofile = 256, as = 1024 * 1024 * 1024, fsize = 1024 * 1024 },
+  local paths = grants.of_landlock({ read = existing { "/etc", "/usr", "/lib", "/lib64", "/dev/null" },
+    write = { "/dev/null" }, exec = existing { "/usr", "/lib", "/lib64", path } }, "the egress proxy")
+  return confine.plan {
+    role = "program",
     confine = {
+      namespaces = { "user", "pid", "ipc", "uts", "mount", "cgroup" },
+      rlimits = { core = 0, nofile = 256, as = 1024 * 1024 * 1024, fsize = 1024 * 1024 },
       no_new_privs = true,
-      landlock = { read = existing { "/etc", "/usr", "/lib", "/lib64", "/dev/null" }, write = { "/dev/null" },
-                   exec = existing { "/usr", "/lib", "/lib64", path }, connect = connect, scope = true },
-      seccomp = { promises = "stdio rpath inet dns exec", refuse = "errno" },
+      landlock = { connect = connect, scope = true },
+      seccomp = { promises = { "stdio", "rpath", "inet", "dns", "exec" }, refuse = "errno" },
     },
+    grants = paths, limits = { pids = 0 }, tmp = "none", root = program.is_root(),
   }
-  return confine.plan(auth, "program", {
-    section = {}, limits = { pids = 0 }, tmp = "none", root = program.is_root(),
-  })
 end
 
 --- start(b, run, opts) -> the egress state, or nil, message, cause: starts

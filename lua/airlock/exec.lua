@@ -18,6 +18,7 @@ local ledger_mod = require "airlock.ledger"
 local violations = require "airlock.violations"
 local egress = require "airlock.egress"
 local confine_mod = require "airlock.confine"
+local grants = require "airlock.policy.grants"
 local registry = require "airlock.launch.registry"
 local run_spec = require "airlock.launch.spec"
 local launch = require "airlock.launch.start"
@@ -198,7 +199,8 @@ end
 
 -- The workspace: the caller's, else the policy's; it must exist. The
 -- authority is made again for it, with what exec adds to the spawn options:
--- /tmp, the pids cgroup, secrets.
+-- /tmp, the pids cgroup, secrets; and the program's grants start as the
+-- policy's (airlock.policy.grants: the one list of its Landlock paths).
 local function workspace_of(job)
   local opts, pol = job.opts, job.pol
   local ws_in = opts.workspace or job.auth.workdir or "."
@@ -217,7 +219,7 @@ local function workspace_of(job)
   auth.secrets = {}
   for var, name in pairs(tool.secrets or {}) do auth.secrets[var] = name end
   job.auth, job.tool, job.workspace = auth, tool, workspace
-  job.confine = auth.confine or {}
+  job.grants = assert(grants.of_policy(tool, workspace, policy.label(pol)))
   return true
 end
 
@@ -269,8 +271,7 @@ local function root_file_system(job)
     return nil, string.format("rootfs: the workspace %s lies inside the root file system %s; keep it outside",
       workspace, rootfs), "rootfs", 125
   end
-  local ll = job.confine.landlock
-  if not ll then
+  if not job.tool.confine.landlock then
     return nil, "rootfs: the policy has no Landlock rules to replace (tool.confine.landlock)", "policy", 125
   end
   -- Landlock's rules go on each top-level entry: the view binds them one by
@@ -284,16 +285,7 @@ local function root_file_system(job)
     -- a symbolic link (bin -> usr/bin) is remade in the view, its target an entry too
     if st and st.real == rootfs .. "/" .. name then entries[#entries + 1] = st.real end
   end
-  local function keep(list)
-    local out = {}
-    for _, e in ipairs(entries) do out[#out + 1] = e end
-    for _, p in ipairs(list or {}) do
-      if program.beneath(p, "/dev") or p == workspace then out[#out + 1] = p end
-    end
-    return out
-  end
-  ll.read = keep(ll.read)
-  ll.exec = keep(ll.exec)
+  job.grants = grants.rootfs(job.grants, entries, workspace)
   job.rootfs = rootfs
   return true
 end
@@ -303,29 +295,30 @@ end
 -- both runnable; neither may lie in the workspace, where the program could
 -- rewrite what the host runs later.
 local function installation(job)
-  local env, confine, workspace = job.env, job.confine, job.workspace
+  local env, workspace = job.env, job.workspace
   local cmd = airlock_command()
   local cmd_dir = cmd and cmd:match("^(.*)/[^/]+$")
   job.path = env.PATH or program.DEFAULT_PATH
   job.policy_exec = {}   -- what the policy itself lets programs run, for messages
-  for _, p in ipairs(confine.landlock and confine.landlock.exec or {}) do
-    if p ~= workspace then job.policy_exec[#job.policy_exec + 1] = p end
+  if job.tool.confine.landlock then
+    for _, p in ipairs(grants.runnable(job.grants)) do
+      if p ~= workspace then job.policy_exec[#job.policy_exec + 1] = p end
+    end
   end
-  job.grants = {}   -- what exec grants the program beyond its policy, read by the planner
   -- HOME: the caller's, showing its git and shell configuration read-only, or the workspace.
   if not (job.opts.env and job.opts.env.HOME) then
     local caller = job.opts.home
     if caller ~= nil and type(caller) ~= "string" then fail("'home' must be a directory path", 4) end
     -- (with a root file system of its own, the caller's files are not in its tree)
-    local home, grants = program.home(job.rootfs and "workspace" or job.auth.home, caller or os.getenv("HOME"),
+    local home, files = program.home(job.rootfs and "workspace" or job.auth.home, caller or os.getenv("HOME"),
       workspace, job.auth.tmp == "private")
     env.HOME = home
-    for _, g in ipairs(grants) do job.grants[#job.grants + 1] = g end
+    grants.home(job.grants, files)
   end
   if cmd then
     env.PATH = job.path .. ":" .. cmd_dir
     env.AIRLOCK = cmd
-    job.grants[#job.grants + 1] = { path = cmd, rights = "x", why = "the airlock command (`airlock call`)" }
+    grants.command(job.grants, cmd)
   end
   local ns = util.set_of(job.auth.namespaces)   -- the namespaces the program gets
   local init = ns.pid and init_program()
@@ -333,9 +326,7 @@ local function installation(job)
     return nil, string.format("exec: airlock-init is missing beside the worker (%s); rebuild or reinstall " ..
       "airlock (make build, make install)", tostring(worker_dir())), "exec"
   end
-  if init then
-    job.grants[#job.grants + 1] = { path = init, rights = "x", why = "airlock-init, PID 1 of its pid namespace" }
-  end
+  if init then grants.init(job.grants, init) end
   for _, p in ipairs { cmd or false, core.fs_realpath(core.worker_path() or "") or false } do
     if p and program.beneath(p, workspace) then
       return nil, string.format("workspace: %s holds %s, part of the airlock installation that the host " ..
@@ -350,18 +341,13 @@ end
 -- The program, found as a shell inside would find it: in PATH, passing over
 -- directories the program cannot run from; "./prog" in the workspace.
 local function locate(job)
-  local confine = job.confine
+  local landlock = job.tool.confine.landlock
   local exec_roots = {}
-  for _, p in ipairs(confine.landlock and confine.landlock.exec or {}) do
-    exec_roots[#exec_roots + 1] = core.fs_realpath(p) or p
-  end
-  for _, g in ipairs(job.grants) do
-    if g.rights:find("x", 1, true) then exec_roots[#exec_roots + 1] = core.fs_realpath(g.path) or g.path end
-  end
+  for _, p in ipairs(grants.runnable(job.grants)) do exec_roots[#exec_roots + 1] = core.fs_realpath(p) or p end
   local found, passed, fstatus = program.locate(job.argv[1], {
     path = job.path, cwd = job.workspace, root = job.rootfs,
     runnable = function(real)
-      if not confine.landlock then return true end
+      if not landlock then return true end
       for _, r in ipairs(exec_roots) do if program.beneath(real, r) then return true end end
       return string.format("tool.confine.landlock.exec grants %s%s; grant its directory in a policy that " ..
         "extends tool: tool = { grant = { exec = { \"%s\" } } } (docs/TOOLS.md, \"Granting more\")",
@@ -390,9 +376,7 @@ local function terminal(job)
   local pty = core.pty_open()
   local pts
   job.pty_fd, pts = pty:slave()
-  for _, p in ipairs { "/dev/tty", pts } do
-    job.grants[#job.grants + 1] = { path = p, rights = "rw", why = "its terminal" }
-  end
+  grants.terminal(job.grants, { "/dev/tty", pts })
   return pty
 end
 
@@ -400,12 +384,11 @@ end
 -- and the spawn options exec adds to the plan's.
 local function plan_of(job)
   local opts, tool, auth = job.opts, job.tool, job.auth
-  local plan, perr = confine_mod.plan(auth, "program", {
-    section = tool.confine, limits = tool.limits, tmp = auth.tmp, workspace = job.workspace, rootfs = job.rootfs,
-    protect = tool.protect,
+  local plan, perr = confine_mod.plan {
+    role = "program", confine = tool.confine, grants = job.grants,
+    limits = tool.limits, tmp = auth.tmp, workspace = job.workspace, rootfs = job.rootfs, protect = tool.protect,
     keep = job.cmd_dir and { job.cmd_dir } or nil, effects = job.cmd, root = program.is_root(), network = job.net,
-    grants = job.grants,
-  })
+  }
   if not plan then return nil, perr, "confinement" end
   local envlist = {}
   for k, v in pairs(job.env) do envlist[#envlist + 1] = k .. "=" .. v end

@@ -39,6 +39,7 @@
 --   compose    extend and layer, and the check of locked fields
 --   ceilings   the host's ceilings on budgets, and the check of a policy against them
 --   digest     the canonical encoding and its SHA-256
+--   grants     a program's Landlock paths as one list of {path, rights, why}
 --   authority  resolve, admit, each role's settings
 --   reference  the policy reference (docs/POLICY.md), written from the schema
 -- Each requires only those above it in this list, so there is no cycle.

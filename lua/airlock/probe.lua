@@ -20,10 +20,15 @@ local read_file, wrap = util.read_file, util.wrap
 
 local M = {}
 
--- Display order of the layers.
-M.LAYERS = { "landlock", "seccomp", "seccomp_kill_process", "mdwe", "user_ns", "pid_ns", "net_ns",
-             "ipc_ns", "uts_ns", "mount_ns", "cgroup_ns", "pidfd", "cgroup2_delegated", "pids_cgroup",
-             "memory_cgroup", "cpu_cgroup" }
+-- Display order of the layers: the layer table's (core.confine_layers, the
+-- layers set with one call: mdwe ...) after seccomp's; core.probe() reports
+-- those that depend on the kernel.
+M.LAYERS = { "landlock", "seccomp", "seccomp_kill_process" }
+for _, name in ipairs(core.confine_layers) do M.LAYERS[#M.LAYERS + 1] = name end
+for _, name in ipairs { "user_ns", "pid_ns", "net_ns", "ipc_ns", "uts_ns", "mount_ns", "cgroup_ns", "pidfd",
+                        "cgroup2_delegated", "pids_cgroup", "memory_cgroup", "cpu_cgroup" } do
+  M.LAYERS[#M.LAYERS + 1] = name
+end
 
 -- confine.require words that need nothing the probe could miss.
 local ALWAYS = { rlimits = true, capabilities = true, no_new_privs = true }
@@ -291,6 +296,11 @@ local CONSEQUENCE = {
   end,
 }
 for name in pairs(NS) do CONSEQUENCE[name] = function(r) return ns_consequence(r, name) end end
+-- A layer of the table that says nothing more of itself.
+local function table_consequence(r, name)
+  if r[name].ok then return "runs whose policy asks for " .. name .. " get it" end
+  return "the " .. name .. " layer is skipped here; a policy that requires it (confine.require) cannot run"
+end
 
 --- report() -> the probe table with a consequence per layer and a verdict.
 function M.report()
@@ -302,7 +312,7 @@ function M.report()
   REQUIRED, words = untrusted_requires(r.is_root)
   for _, name in ipairs(M.LAYERS) do
     local e = r[name]
-    if type(e) == "table" then e.consequence = CONSEQUENCE[name](r) end
+    if type(e) == "table" then e.consequence = (CONSEQUENCE[name] or table_consequence)(r, name) end
   end
   local missing = {}
   for _, name in ipairs(REQUIRED) do

@@ -86,30 +86,30 @@ M.HOME_FILES = { ".gitconfig", ".config/git/config", ".config/git/ignore", ".con
                  ".profile", ".bashrc", ".bash_profile", ".inputrc", ".zshrc" }
 
 --- home(mode, caller_home, workspace, private_tmp) -> the program's HOME and
---- what it grants ({path, rights, why} each). With mode "caller": the
---- caller's home when it holds any of M.HOME_FILES, each granted read-only
---- (a link's target too: the view remakes the link), and nothing else of it;
---- else (a home under a private /tmp is hidden by it too), and with mode
---- "workspace", the workspace.
+--- the files of it the program sees (read-only; airlock.policy.grants.home
+--- grants them). With mode "caller": the caller's home when it holds any of
+--- M.HOME_FILES, each of those present (a link's target too: the view
+--- remakes the link), and nothing else of it; else (a home under a private
+--- /tmp is hidden by it too), and with mode "workspace", the workspace.
 function M.home(mode, caller_home, workspace, private_tmp)
   if mode ~= "caller" or type(caller_home) ~= "string" or caller_home:sub(1, 1) ~= "/" then return workspace, {} end
   local home = core.fs_realpath(caller_home)
   if not home or home == "/" or M.beneath(home, workspace) or (private_tmp and M.beneath(home, "/tmp")) then
     return workspace, {}
   end
-  local grants, why = {}, "the caller's git and shell configuration in HOME (tool.home = \"caller\")"
+  local files = {}
   for _, name in ipairs(M.HOME_FILES) do
     local p = home .. "/" .. name
     local real = core.fs_realpath(p)
     local dir, base = (real or ""):match("^(.*)/([^/]+)$")
     local ok, st = pcall(core.fs_stat, dir ~= "" and dir or "/", base or ".")
     if real and ok and st and st.type == "file" then
-      grants[#grants + 1] = { path = p, rights = "r", why = why }
-      if real ~= p then grants[#grants + 1] = { path = real, rights = "r", why = why .. ", a link's target" } end
+      files[#files + 1] = p
+      if real ~= p then files[#files + 1] = real end
     end
   end
-  if #grants == 0 then return workspace, {} end
-  return home, grants
+  if #files == 0 then return workspace, {} end
+  return home, files
 end
 
 --- is_root() -> whether this process runs as (effective) root.

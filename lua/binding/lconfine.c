@@ -3,7 +3,7 @@
 **
 **   { landlock = { read = {paths}, write = {paths}, exec = {paths},
 **                  bind = {ports}, connect = {ports}, scope = true },
-**     seccomp = { promises = "stdio rpath", syscalls = {"name", ...},
+**     seccomp = { promises = {"stdio", "rpath"} (or "stdio rpath"), syscalls = {"name", ...},
 **                 mode = "allow" | "deny", refuse = "kill" | "errno" | "EPERM" | "ENOSYS" | ... },
 **     no_new_privs = true }
 **
@@ -105,6 +105,45 @@ static const uint16_t *port_list(lua_State *L, int t, const char *field, size_t 
   return out;
 }
 
+/* t.promises: a list of words, {"stdio", "rpath"}, as the planner gives it,
+** read as it is; or, written by hand, one string of words ("stdio rpath"),
+** split here. Left on the stack as string_list leaves its copy; NULL when absent. */
+static const char *const *promise_list(lua_State *L, int t)
+{
+  int pt = lua_getfield(L, t, "promises");
+  if (pt == LUA_TTABLE) {
+    lua_pop(L, 1);
+    return string_list(L, t, "promises", "seccomp.");
+  }
+  if (pt == LUA_TNIL) {
+    lua_pop(L, 1);
+    return NULL;
+  }
+  if (pt != LUA_TSTRING)
+    luaL_error(L, "confine: seccomp.promises must be a list of words or a string of them");
+  int v = lua_gettop(L);
+  lua_newtable(L);
+  const char *w = lua_tostring(L, v);
+  lua_Integer n = 0;
+  while (*w != '\0') {
+    size_t len = strcspn(w, " \t,");
+    if (len > 0) {
+      if (++n > 256) luaL_error(L, "confine: seccomp.promises holds too many words");
+      lua_pushlstring(L, w, len);
+      lua_rawseti(L, -2, n);
+    }
+    w += len;
+    w += strspn(w, " \t,");
+  }
+  lua_newtable(L); /* {promises = the words}, for string_list to read */
+  lua_insert(L, -2);
+  lua_setfield(L, -2, "promises");
+  const char *const *list = string_list(L, lua_gettop(L), "promises", "seccomp.");
+  lua_remove(L, -2); /* the wrapper table */
+  lua_remove(L, v);  /* the string: the list holds copies */
+  return list;
+}
+
 static int opt_bool(lua_State *L, int t, const char *field, int def, const char *where)
 {
   int type = lua_getfield(L, t, field);
@@ -148,24 +187,7 @@ static void parse_spec(lua_State *L, int idx, airlock_confine_spec *s)
     int t = lua_gettop(L);
     check_keys(L, t, SC_KEYS, "seccomp.");
     s->seccomp = 1;
-    int pt = lua_getfield(L, t, "promises");
-    if (pt == LUA_TSTRING) {
-      s->promises = lua_tostring(L, -1); /* stays on the stack */
-    } else if (pt == LUA_TTABLE) {
-      int lt = lua_gettop(L);
-      luaL_Buffer b;
-      luaL_buffinit(L, &b);
-      for (lua_Integer i = 1; lua_geti(L, lt, i) != LUA_TNIL; i++) {
-        if (!lua_isstring(L, -1)) luaL_error(L, "confine: seccomp.promises[%d] must be a word", (int)i);
-        if (i > 1) luaL_addchar(&b, ' ');
-        luaL_addvalue(&b);
-      }
-      lua_pop(L, 1);
-      luaL_pushresult(&b);
-      s->promises = lua_tostring(L, -1);
-    } else if (pt != LUA_TNIL) {
-      luaL_error(L, "confine: seccomp.promises must be a string of words (\"stdio rpath\") or a list");
-    }
+    s->promises = promise_list(L, t);
     s->syscalls = string_list(L, t, "syscalls", "seccomp.");
     if (lua_getfield(L, t, "mode") != LUA_TNIL) {
       const char *m = lua_tostring(L, -1);

@@ -128,10 +128,12 @@ int airlock_l_probe(lua_State *L)
     set_works(L, ns[i].key, v, what);
   }
   set_works(L, "pidfd", r.pidfd, "pidfd_open");
-  set_entry(L, "mdwe", airlock_mdwe_available(),
-            airlock_mdwe_available()
-                ? "PR_SET_MDWE available (memory-deny-write-execute)"
-                : "prctl(PR_GET_MDWE) fails: memory-deny-write-execute needs Linux 6.3+");
+  /* each layer of the table that depends on the kernel (confine.h) */
+  for (const airlock_confine_layer *l = airlock_confine_layers; l->name != NULL; l++) {
+    if (l->available == NULL) continue;
+    int has = l->available() == 1;
+    set_entry(L, l->name, has, has ? l->has : l->lacks);
+  }
   set_cgroup2(L, r.cgroup2_delegated);
   { /* the pids cgroup airlock exec puts each program in */
     char where[512], why[512], detail[600];

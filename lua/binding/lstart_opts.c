@@ -139,13 +139,26 @@ static const start_opt START_OPTS[] = {
     RUN_OPT("cpu_millis", OPT_U32, cpu_millis, 1 << 20, NULL),
     RUN_OPT("park", OPT_BOOL, parked, 0, NULL),
     RUN_OPT("no_aslr", OPT_BOOL, spawn.no_aslr, 0, NULL),
-    RUN_OPT("mdwe", OPT_BOOL, spawn.mdwe, 0, NULL),
     RUN_OPT("egress_port", OPT_U32, spawn.egress_port, 65535, NULL),
 };
 #undef RUN_OPT
 #define NSTART_OPTS (sizeof START_OPTS / sizeof *START_OPTS)
 
-/* The options read by name, for the check that t holds nothing else. */
+/* The layers set with one call (confine.h's table): an option each, of the
+** row's name, true to set it (airlock_spawn_opts.layers). */
+static unsigned layer_options(lua_State *L, int t)
+{
+  unsigned bits = 0;
+  for (unsigned i = 0; airlock_confine_layers[i].name != NULL; i++) {
+    lua_getfield(L, t, airlock_confine_layers[i].name);
+    if (lua_toboolean(L, -1)) bits |= 1u << i;
+    lua_pop(L, 1);
+  }
+  return bits;
+}
+
+/* The options read by name, for the check that t holds nothing else (and
+** the layer table's names, layer_options). */
 static const char *const START_NAMED[] = {
     "argv",  "expect_ready", "shared_net", "namespaces",   "rlimits", "stdin_fd", "stdout_fd", "stderr_fd",
     "stdin", "stdin_file",   "confine",    "handlers",     "ctx",     "init",     "workspace", "rootfs",
@@ -162,6 +175,7 @@ static void check_start_keys(lua_State *L, int t)
     int known = 0;
     for (size_t i = 0; k && !known && i < NSTART_OPTS; i++) known = strcmp(k, START_OPTS[i].name) == 0;
     for (size_t i = 0; k && !known && START_NAMED[i]; i++) known = strcmp(k, START_NAMED[i]) == 0;
+    known = known || (k && airlock_confine_layer_named(k) != NULL);
     if (!known) luaL_error(L, "start: unknown option '%s'", k ? k : luaL_typename(L, -1));
   }
 }
@@ -369,6 +383,7 @@ void airlock_l_read_start(lua_State *L, int t, airlock_l_start *s)
   check_start_keys(L, t);
   s->o.spawn.argv = string_array(L, t, "argv", 1);
   read_start_opts(L, t, &s->o);
+  s->o.spawn.layers = layer_options(L, t);
   read_mounts(L, t, &s->o.spawn);
   lua_getfield(L, t, "expect_ready");
   s->o.expect_ready = lua_isnil(L, -1) ? 1 : lua_toboolean(L, -1);

@@ -126,16 +126,23 @@ static int l_now_ms(lua_State *L)
   return 1;
 }
 
-/* core.isatty(fd) -> whether fd (0, 1, 2, ...) is a terminal. */
-/* core.mdwe_available() -> whether this kernel has PR_SET_MDWE. A function, not
-** a value read when the module loads: a process confined by airlock.confine may
-** load the module, and its filter need not allow prctl. */
-static int l_mdwe_available(lua_State *L)
+/* core.layer_available(name) -> whether this kernel has the layer of the layer
+** table (confine.h: "mdwe", ...). A function, not a value read when the module
+** loads: a process confined by airlock.confine may load the module, and its
+** filter need not allow what the question asks (prctl). */
+static int l_layer_available(lua_State *L)
 {
-  lua_pushboolean(L, airlock_mdwe_available());
+  const char *name = luaL_checkstring(L, 1);
+  const airlock_confine_layer *l = airlock_confine_layer_named(name);
+  if (l == NULL) {
+    AIRLOCK_L_NAMES(L, airlock_confine_layers, name, ", ");
+    return luaL_error(L, "layer_available: '%s' is not a layer of the table (%s)", name, lua_tostring(L, -1));
+  }
+  lua_pushboolean(L, l->available == NULL || l->available() == 1);
   return 1;
 }
 
+/* core.isatty(fd) -> whether fd (0, 1, 2, ...) is a terminal. */
 static int l_isatty(lua_State *L)
 {
   lua_Integer fd = luaL_checkinteger(L, 1);
@@ -192,7 +199,8 @@ const char *airlock_l_unknown_key(lua_State *L, int t, const char *const *keys)
 
 /* The names in C's tables, so Lua restates none of them, in order:
 ** core.rlimits ({"as", "cpu", ...}), core.namespaces ({"user", "pid", ...}),
-** core.promises ({"stdio", "rpath", ...}) and core.refuse_errnos ({"EPERM", ...}). */
+** core.promises ({"stdio", "rpath", ...}), core.refuse_errnos ({"EPERM", ...}) and
+** core.confine_layers ({"mdwe", ...}: the layer table's, confine.h). */
 static void l_names(lua_State *L)
 {
   AIRLOCK_L_NAMES(L, airlock_rlimit_kinds, name, NULL);
@@ -203,6 +211,8 @@ static void l_names(lua_State *L)
   lua_setfield(L, -2, "promises");
   AIRLOCK_L_NAMES(L, airlock_refuse_errnos, name, NULL);
   lua_setfield(L, -2, "refuse_errnos");
+  AIRLOCK_L_NAMES(L, airlock_confine_layers, name, NULL);
+  lua_setfield(L, -2, "confine_layers");
 }
 
 /* core.limits: C's defaults, which the policy schema's defaults name, so no
@@ -249,8 +259,8 @@ int luaopen_airlock(lua_State *L)
   lua_setfield(L, -2, "now_ms");
   lua_pushcfunction(L, l_isatty);
   lua_setfield(L, -2, "isatty");
-  lua_pushcfunction(L, l_mdwe_available);
-  lua_setfield(L, -2, "mdwe_available");
+  lua_pushcfunction(L, l_layer_available);
+  lua_setfield(L, -2, "layer_available");
   airlock_l_open_call(L);
   l_causes(L);
   lua_setfield(L, -2, "causes");

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "airlock.h"
 #include "confine.h"
 #include "check.h"
 #include "child.h"
@@ -701,6 +702,38 @@ static void test_layers(void)
   CHECK(strcmp(airlock_layer_status_name(0), "unknown") == 0);
 }
 
+/* The layer table (confine_layers.c): found by name, a bit per row, and a
+** spawn that asks for a bit past it is refused before anything is made;
+** the control, the same spawn asking for none, starts. */
+static void test_layer_table(void)
+{
+  const airlock_confine_layer *mdwe = airlock_confine_layer_named("mdwe");
+  CHECK(mdwe != NULL && mdwe->apply != NULL && (mdwe->flags & AIRLOCK_CL_OWN_MM));
+  CHECK(airlock_confine_layer_named("no_such_layer") == NULL && airlock_confine_layer_named(NULL) == NULL);
+  CHECK(airlock_confine_layer_bit("mdwe") == 1u << (unsigned)(mdwe - airlock_confine_layers));
+  CHECK(airlock_confine_layer_bit("no_such_layer") == 0);
+
+  static const char *const true_argv[] = {"/bin/true", NULL};
+  airlock_spawn_opts o;
+  airlock_child c;
+  char err[512];
+  memset(&o, 0, sizeof o);
+  o.argv = true_argv;
+  o.stdin_fd = -1;
+  o.layers = 1u << AIRLOCK_CL_MAX;
+  int rc = airlock_spawn(&o, &c, err, sizeof err);
+  CHECK_MSG(rc == -EINVAL && c.step == AIRLOCK_STEP_OPTIONS && strstr(err, "past the table"), err);
+  o.layers = 0;
+  rc = airlock_spawn(&o, &c, err, sizeof err);
+  CHECK_MSG(rc == 0, err);
+  if (rc == 0) {
+    int st = -1;
+    waitpid(c.pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    airlock_child_close(&c);
+  }
+}
+
 /* ------------------------------------------------------------------ rlimits */
 
 static void child_nproc(void *arg)
@@ -881,6 +914,7 @@ int main(void)
   use_program = 0;
   test_seccomp_program();
   test_layers();
+  test_layer_table();
   test_rlimits();
   return check_summary();
 }

@@ -103,17 +103,18 @@ static void test_promises(void)
   /* Every word prepares alone (the table's grammar parses), all of them
   ** together, and the denylist. */
   airlock_confine_prepared p;
-  char all[256] = "";
+  const char *all[64] = {NULL};
+  size_t nall = 0;
   for (const airlock_promise *w = airlock_promises; w->word; w++) {
-    airlock_confine_spec s = {.seccomp = 1, .promises = w->word};
+    const char *one[] = {w->word, NULL};
+    airlock_confine_spec s = {.seccomp = 1, .promises = one};
     if (prepare_ok(&s, &p) == 0) {
       CHECK(p.prog.filter != NULL && p.prog.len > 0);
       CHECK(p.notify_prog.filter != NULL);                            /* kill mode: the spawner's variant */
       CHECK(p.allows_exec == (strcmp(w->word, "exec") == 0 ? 3 : 0)); /* execve and execveat */
     }
     airlock_confine_prepared_free(&p);
-    strcat(all, w->word);
-    strcat(all, " ");
+    if (nall + 1 < sizeof all / sizeof *all) all[nall++] = w->word;
   }
   airlock_confine_spec s = {.seccomp = 1, .promises = all};
   if (prepare_ok(&s, &p) == 0) CHECK(strncmp(p.seccomp.detail, "allowlist: promises", 19) == 0);
@@ -132,7 +133,8 @@ static void test_promises(void)
   if (prepare_ok(&d, &p) == 0) CHECK(p.allows_exec == 2); /* execveat is still allowed, execve not */
   airlock_confine_prepared_free(&p);
   /* errno mode has no notify variant: nothing to name, nothing is killed. */
-  airlock_confine_spec e = {.seccomp = 1, .promises = "stdio", .refuse_errno = EPERM};
+  airlock_confine_spec e = {
+      .seccomp = 1, .promises = (const char *const[]){"stdio", NULL}, .refuse_errno = EPERM};
   if (prepare_ok(&e, &p) == 0)
     CHECK(p.notify_prog.filter == NULL && strstr(p.seccomp.detail, "fail with EPERM"));
   airlock_confine_prepared_free(&p);
@@ -143,7 +145,23 @@ static void test_errors(void)
   airlock_confine_prepared p;
   char err[256];
 
-  airlock_confine_spec s = {.seccomp = 1, .promises = "stdio rpth"};
+  /* A word or a call name holding the cache key's separators is refused,
+  ** even right after the spec it would spell the same key as was compiled. */
+  const char *two[] = {"getpid", "getppid", NULL}, *joined[] = {"getpid,getppid", NULL};
+  airlock_confine_spec ok2 = {
+      .seccomp = 1, .promises = (const char *const[]){"stdio", "rpath", NULL}, .syscalls = two};
+  CHECK_MSG(airlock_confine_prepare(&ok2, &p, err, sizeof err) == 0, err); /* the control: compiled, cached */
+  airlock_confine_prepared_free(&p);
+  airlock_confine_spec bad2 = {
+      .seccomp = 1, .promises = (const char *const[]){"stdio rpath", NULL}, .syscalls = two};
+  CHECK(airlock_confine_prepare(&bad2, &p, err, sizeof err) == -EINVAL);
+  CHECK_MSG(strstr(err, "unknown promise 'stdio rpath'") != NULL, err);
+  airlock_confine_spec bad3 = {
+      .seccomp = 1, .promises = (const char *const[]){"stdio", "rpath", NULL}, .syscalls = joined};
+  CHECK(airlock_confine_prepare(&bad3, &p, err, sizeof err) == -EINVAL);
+  CHECK_MSG(strstr(err, "unknown system call 'getpid,getppid'") != NULL, err);
+
+  airlock_confine_spec s = {.seccomp = 1, .promises = (const char *const[]){"stdio", "rpth", NULL}};
   CHECK(airlock_confine_prepare(&s, &p, err, sizeof err) == -EINVAL);
   CHECK_MSG(strstr(err, "unknown promise 'rpth'") != NULL, err);
   CHECK_MSG(strstr(err, "valid: stdio rpath wpath cpath fattr inet unix dns proc exec id tty") != NULL, err);
@@ -151,11 +169,12 @@ static void test_errors(void)
   CHECK(p.seccomp.status == AIRLOCK_LAYER_FAILED);
 
   const char *bad[] = {"getpid", "no_such_call", NULL};
-  airlock_confine_spec r = {.seccomp = 1, .promises = "stdio", .syscalls = bad};
+  airlock_confine_spec r = {.seccomp = 1, .promises = (const char *const[]){"stdio", NULL}, .syscalls = bad};
   CHECK(airlock_confine_prepare(&r, &p, err, sizeof err) == -EINVAL);
   CHECK_MSG(strstr(err, "unknown system call 'no_such_call'") != NULL, err);
 
-  airlock_confine_spec q = {.seccomp = 1, .promises = "stdio", .refuse_errno = 5000};
+  airlock_confine_spec q = {
+      .seccomp = 1, .promises = (const char *const[]){"stdio", NULL}, .refuse_errno = 5000};
   CHECK(airlock_confine_prepare(&q, &p, err, sizeof err) == -EINVAL);
   CHECK_MSG(strstr(err, "refuse_errno 5000") != NULL, err);
 
@@ -303,7 +322,7 @@ static void int32_case(const char *mode, const airlock_confine_prepared *p)
 
 static void test_allowlist(void)
 {
-  airlock_confine_spec s = {.seccomp = 1, .promises = "stdio rpath"};
+  airlock_confine_spec s = {.seccomp = 1, .promises = (const char *const[]){"stdio", "rpath", NULL}};
   if (prepare_ok(&s, &shared) == 0) {
     int st = run_child(child_allow_kill, NULL);
     CHECK_KILLED_AT("stdio rpath: socket() ends the child by SIGSYS", st);
@@ -322,14 +341,15 @@ static void test_allowlist(void)
   }
   airlock_confine_prepared_free(&shared);
 
-  airlock_confine_spec dns = {.seccomp = 1, .promises = "stdio dns"};
+  airlock_confine_spec dns = {.seccomp = 1, .promises = (const char *const[]){"stdio", "dns", NULL}};
   if (prepare_ok(&dns, &shared) == 0) {
     int st = run_child(child_dns, NULL);
     CHECK_KILLED_AT("dns: soft probes, then bind kills", st);
   }
   airlock_confine_prepared_free(&shared);
 
-  airlock_confine_spec proc = {.seccomp = 1, .promises = "stdio proc", .refuse_errno = EPERM};
+  airlock_confine_spec proc = {
+      .seccomp = 1, .promises = (const char *const[]){"stdio", "proc", NULL}, .refuse_errno = EPERM};
   if (prepare_ok(&proc, &shared) == 0) {
     int st = run_child(child_proc, NULL);
     CHECK_ST(exited_ok(st), "proc: fork yes, namespaces no", st);
@@ -429,7 +449,7 @@ static void child_handover(void *arg)
 
 static void test_handover(void)
 {
-  airlock_confine_spec s = {.seccomp = 1, .promises = "rpath"};
+  airlock_confine_spec s = {.seccomp = 1, .promises = (const char *const[]){"rpath", NULL}};
   if (prepare_ok(&s, &shared) != 0) return;
   CHECK(shared.notify_prog.filter != NULL);
   int sp[2];
@@ -492,7 +512,7 @@ static void child_no_listener(void *arg)
 
 static void test_no_listener(void)
 {
-  airlock_confine_spec s = {.seccomp = 1, .promises = "stdio rpath"};
+  airlock_confine_spec s = {.seccomp = 1, .promises = (const char *const[]){"stdio", "rpath", NULL}};
   if (prepare_ok(&s, &shared) != 0) return;
   int sp[2];
   CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) == 0);
@@ -645,7 +665,10 @@ static void child_apply(void *arg)
 {
   (void)arg;
   const char *read[] = {"/usr", "/etc/hostname", NULL};
-  airlock_confine_spec s = {.landlock = 1, .fs_read = read, .seccomp = 1, .promises = "stdio rpath"};
+  airlock_confine_spec s = {.landlock = 1,
+                            .fs_read = read,
+                            .seccomp = 1,
+                            .promises = (const char *const[]){"stdio", "rpath", NULL}};
   airlock_layer out[2];
   int rc = airlock_confine_apply(&s, out);
   CCHECK(rc == 0);
@@ -664,7 +687,8 @@ static void child_apply_fails(void *arg)
 {
   (void)arg;
   const char *read[] = {"/nonexistent/airlock", NULL};
-  airlock_confine_spec s = {.landlock = 1, .fs_read = read, .seccomp = 1, .promises = "stdio"};
+  airlock_confine_spec s = {
+      .landlock = 1, .fs_read = read, .seccomp = 1, .promises = (const char *const[]){"stdio", NULL}};
   airlock_layer out[2];
   CCHECK(airlock_confine_apply(&s, out) == -ENOENT);
   CCHECK(out[0].status == AIRLOCK_LAYER_FAILED && strstr(out[0].detail, "/nonexistent/airlock"));

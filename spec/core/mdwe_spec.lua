@@ -70,7 +70,7 @@ describe("the mdwe layer", function()
   -- kernel's refusal are then pending, never passed.
   local NO_MDWE = "this kernel has no PR_SET_MDWE (Linux 6.3+): nothing to refuse with"
   it("is detected as the kernel's own control finds it, and reported skipped where it is absent", function()
-    assert.equal(kernel_has, core.mdwe_available())
+    assert.equal(kernel_has, core.layer_available("mdwe"))
     if not kernel_has then
       local res = assert(airlock.run { guest = "return 1" })
       assert.equal("skipped: this kernel has no PR_SET_MDWE (it needs Linux 6.3+)", res.confinement.mdwe)

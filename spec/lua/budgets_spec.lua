@@ -290,7 +290,7 @@ describe("the rlimits a guest's budgets derive", function()
   -- The planner alone: limits.cpu is the worker's session CPU budget (ms);
   -- RLIMIT_CPU is its backstop a second above, in whole seconds.
   local function rlimits_for(limits, rl)
-    local plan = assert(confine.plan({ rlimits = rl or { cpu = 1, nofile = 8 } }, "guest", { limits = limits }))
+    local plan = assert(confine.plan { role = "guest", confine = { rlimits = rl or { cpu = 1, nofile = 8 } }, limits = limits })
     return plan.start.rlimits, plan.layers.rlimits
   end
 

@@ -393,14 +393,15 @@ describe("process authorities", function()
       o.confine.landlock.read)
     assert.same({ "/dev/null", "/tmp/ws" }, o.confine.landlock.write)
     assert.same({ "/usr", "/lib", "/lib64", "/bin", "/etc", "/tmp/ws" }, o.confine.landlock.exec)
-    assert.equal("stdio rpath wpath cpath fattr unix proc exec id tty", o.confine.seccomp.promises)
+    assert.same({ "stdio", "rpath", "wpath", "cpath", "fattr", "unix", "proc", "exec", "id", "tty" },
+      o.confine.seccomp.promises)
     assert.same({ "user", "pid", "net", "ipc", "uts", "mount", "cgroup" }, o.namespaces)
     assert.equal(300000, o.deadline_ms)
     assert.equal("/usr/local/bin:/usr/bin:/bin", o.env.PATH)
     assert.equal(".", policy.authority(t, "tool").workdir)
     -- no network: neither an inet promise nor a TCP port
     assert.is_nil(o.confine.landlock.connect)
-    assert.is_nil(o.confine.seccomp.promises:match("inet"))
+    for _, w in ipairs(o.confine.seccomp.promises) do assert.are_not.equal("inet", w) end
     -- the journal writer's process is not a policy's to configure
     assert.matches("unknown role 'ledger'", select(2, policy.authority(t, "ledger")))
     assert.has_error(function() policy.new { ledger = { confine = { namespaces = "all" } } } end)

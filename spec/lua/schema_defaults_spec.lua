@@ -8,6 +8,7 @@ require "airlock"   -- loads the module, whose Lua parts these are
 local policy = require "airlock.policy"
 local schema = require "airlock.policy.schema"
 local confine = require "airlock.confine"
+local grants = require "airlock.policy.grants"
 
 -- A plain copy of a plan's parts (no functions, nothing shared).
 local function plain(v)
@@ -18,7 +19,7 @@ local function plain(v)
 end
 
 local function guest_plan(c)
-  local plan, err, failed = confine.plan(c, "guest", { limits = {} })
+  local plan, err, failed = confine.plan { role = "guest", confine = c, limits = {} }
   plan = plan or failed
   assert(plan, err)
   return plain { start = plan.start, init = plan.init, layers = plan.layers }
@@ -31,8 +32,9 @@ end
 -- same default). seccomp.refuse is filled in by the planner, so a planner
 -- that applied another value than the schema's would still show.
 local function program_plan(c)
-  local auth = assert(policy.authority(policy.new { tool = { confine = c } }, "tool"))
-  local plan, err, failed = confine.plan(auth, "program", { section = c, limits = {}, tmp = "none", root = false })
+  local tool = policy.new { tool = { confine = c } }.tool
+  local plan, err, failed = confine.plan { role = "program", confine = tool.confine,
+    grants = assert(grants.of_policy(tool)), limits = {}, tmp = "none", root = false }
   plan = plan or failed
   assert(plan, err)
   local out = plain { start = plan.start, layers = plan.layers }
@@ -107,9 +109,8 @@ describe("the schema's confinement defaults", function()
   end)
 
   it("name seccomp.refuse's errno, which a program gets when its policy says nothing", function()
-    local auth = assert(policy.authority(policy.new { tool = { confine = { seccomp = { promises = "stdio" } } } },
-      "tool"))
-    local plan = assert(confine.plan(auth, "program", { section = {}, limits = {}, tmp = "none" }))
+    local tool = policy.new { tool = { confine = { seccomp = { promises = "stdio" } } } }.tool
+    local plan = assert(confine.plan { role = "program", confine = tool.confine, limits = {}, tmp = "none" })
     assert.equal(policy.default("tool.confine.seccomp.refuse"), plan.start.confine.seccomp.refuse)
     assert.equal("errno", plan.start.confine.seccomp.refuse)
   end)

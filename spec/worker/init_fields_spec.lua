@@ -69,8 +69,9 @@ describe("the worker's init frame", function()
     for _, f in ipairs(fields.init) do
       if f.name == "confine" then for _, c in ipairs(f.fields) do known[c.name] = true end end
     end
-    local plan = assert(require("airlock.confine").plan(airlock.policy.load("untrusted").confine, "guest",
-      { limits = airlock.policy.load("untrusted").limits }))
+    local untrusted = airlock.policy.load("untrusted")
+    local plan = assert(require("airlock.confine").plan { role = "guest", confine = untrusted.confine,
+      limits = untrusted.limits })
     for k in pairs(plan.init) do assert(known[k], "the planner sends confine." .. k) end
   end)
 end)

@@ -7,6 +7,7 @@ local policy = require "airlock.policy"
 local program = require "airlock.program"
 local util = require "airlock.util"
 local confine = require "airlock.confine"
+local grants = require "airlock.policy.grants"
 local spec = require "airlock.launch.spec"
 local launch = require "airlock.launch.start"
 
@@ -129,17 +130,31 @@ function M.spawn(opts)
   -- (a copy: the planner fills in what it decides). A refused call kills the
   -- run unless the spec says otherwise (a program under a policy gets an
   -- errno). Capabilities are dropped wherever that is possible.
+  -- Promises written as one string of words ("stdio rpath") become the
+  -- list every other run has, here where they come in.
   local own = type(opts.confine) == "table" and util.copy(opts.confine) or nil
-  if own and type(own.seccomp) == "table" and own.seccomp.refuse == nil then own.seccomp.refuse = "kill" end
-  local plan, perr = confine.plan({ namespaces = namespaces, rlimits = rlimits, confine = own or {} }, "program",
-    { section = {}, limits = { pids = 0 }, tmp = "none", root = program.is_root() })
+  local sc = own and type(own.seccomp) == "table" and own.seccomp
+  if sc and sc.refuse == nil then sc.refuse = "kill" end
+  if sc and type(sc.promises) == "string" then
+    local words = {}
+    for w in sc.promises:gmatch("[^%s,]+") do words[#words + 1] = w end
+    sc.promises = words
+  end
+  own = own or {}
+  local plan, perr = confine.plan {
+    role = "program",
+    confine = { namespaces = namespaces, rlimits = rlimits, no_new_privs = own.no_new_privs,
+                landlock = own.landlock, seccomp = own.seccomp },
+    grants = grants.of_landlock(own.landlock, "airlock.spawn's confine.landlock"),
+    limits = { pids = 0 }, tmp = "none", root = program.is_root(),
+  }
   if not plan then return nil, perr, "confinement" end
   local start = plan.start
   -- Spawn's Landlock refuses what no rule lists, in the host's own tree: the
   -- view the planner makes for a policy's program (only what Landlock grants,
   -- bound in its mount namespace) is exec's, not spawn's.
   start.view_ro, start.view_rw = nil, nil
-  start.confine = opts.confine ~= nil and (own or opts.confine) or nil
+  start.confine = opts.confine ~= nil and (type(opts.confine) == "table" and own or opts.confine) or nil
   start.env, start.workdir, start.workspace = env, opts.workdir or workspace, workspace ~= nil or nil
   local b = core.broker()
   local run, err, code = launch.start(b, spec.process {

@@ -83,7 +83,7 @@ function M.what(spec, pol)
     if not w then return nil, err, code end
     argv = { w }
   end
-  local plan, cerr = confine.plan(pol.confine, "guest", { limits = pol.limits })
+  local plan, cerr = confine.plan { role = "guest", confine = pol.confine, limits = pol.limits }
   if not plan then return nil, cerr, "confinement" end
   return { name = name, source = source, argv = argv, plan = plan }
 end

@@ -10,38 +10,30 @@ local freeze = require "airlock.policy.freeze"
 local loader = require "airlock.policy.load"
 local compose = require "airlock.policy.compose"
 local ceilings = require "airlock.policy.ceilings"
+local grants = require "airlock.policy.grants"
 
-local set_of, plain = util.set_of, util.copy
+local plain = util.copy
 local raw = freeze.raw
 local loosening, brief = compose.loosening, compose.brief
 
 local M = {}
 
--- airlock.spawn's options from a process confine section; `dirs` are added
--- to Landlock's read and write lists (and exec, with exec_dirs).
-local function spawn_options(c, dirs, exec_dirs)
+-- airlock.spawn's options from a program's confine section and its grants
+-- (airlock.policy.grants): Landlock's paths are the grants' lists, its other
+-- settings (ports, scope) the section's; seccomp's promises stay a list.
+local function spawn_options(c, list)
   c = c or {}
   local o = { namespaces = plain(c.namespaces), rlimits = plain(c.rlimits), confine = {} }
   local ll = c.landlock
   if ll then
     ll = ll == true and {} or plain(ll)
-    for _, d in ipairs(dirs) do
-      ll.read = ll.read or {}
-      ll.write = ll.write or {}
-      if not set_of(ll.read)[d] then ll.read[#ll.read + 1] = d end
-      if not set_of(ll.write)[d] then ll.write[#ll.write + 1] = d end
-      if exec_dirs then
-        ll.exec = ll.exec or {}
-        if not set_of(ll.exec)[d] then ll.exec[#ll.exec + 1] = d end
-      end
+    local lists = grants.lists(list)
+    for _, kind in ipairs { "read", "write", "exec" } do
+      ll[kind] = #lists[kind] > 0 and lists[kind] or nil
     end
     o.confine.landlock = ll
   end
-  if c.seccomp then
-    local sc = plain(c.seccomp)
-    if sc.promises then sc.promises = table.concat(sc.promises, " ") end
-    o.confine.seccomp = sc
-  end
+  if c.seccomp then o.confine.seccomp = plain(c.seccomp) end
   if c.no_new_privs ~= nil then o.confine.no_new_privs = c.no_new_privs end
   return o
 end
@@ -186,9 +178,11 @@ function M.always_admitted(pol, base) return less_of(pol, base) == false end
 ---   "worker": { worker, limits, confine, effects, secrets } (parts of the frozen policy)
 ---   "tool":   airlock.spawn options (add argv): namespaces, rlimits, confine
 ---             {landlock, seccomp, no_new_privs}, env, workdir, deadline_ms, capture;
----             the workspace (opts.workspace, else tool.workspace) is added to
----             Landlock's read and write lists (and exec, with tool.workspace_exec)
----             and is the working directory
+---             Landlock's lists are the policy's grants (airlock.policy.grants:
+---             its own lists, the workspace (opts.workspace, else
+---             tool.workspace; exec too with tool.workspace_exec), tool.grant),
+---             seccomp's promises a list of words; the workspace is the
+---             working directory
 function M.authority(p, role, opts)
   p = freeze.new(p)
   opts = opts or {}
@@ -199,24 +193,9 @@ function M.authority(p, role, opts)
     local t = p.tool
     if not t then return nil, string.format("policy '%s' has no tool section (no authority for tools)", name) end
     local ws = opts.workspace or t.workspace
-    local o = spawn_options(t.confine, ws and { ws } or {}, t.workspace_exec)
-    local ll = o.confine.landlock
-    for _, kind in ipairs { "read", "write", "exec" } do
-      for _, g in ipairs(t.grant and t.grant[kind] and plain(t.grant[kind]) or {}) do
-        if g == "/" then
-          return nil, string.format("policy '%s': tool.grant.%s cannot grant / (name the directories " ..
-            "the program needs)", name, kind)
-        end
-        if ll then
-          ll[kind] = ll[kind] or {}
-          if not set_of(ll[kind])[g] then ll[kind][#ll[kind] + 1] = g end
-          if kind ~= "read" and not set_of(ll.read or {})[g] then
-            ll.read = ll.read or {}
-            ll.read[#ll.read + 1] = g
-          end
-        end
-      end
-    end
+    local list, gerr = grants.of_policy(t, ws, name)
+    if not list then return nil, gerr end
+    local o = spawn_options(t.confine, list)
     o.workdir = ws
     o.workspace = opts.workspace   -- for airlock.spawn: bound nosuid, idmapped when root
     o.env = plain(t.env)
