@@ -20,6 +20,7 @@ local confine_mod = require "airlock.confine"
 local registry = require "airlock.launch.registry"
 local run_spec = require "airlock.launch.spec"
 local launch = require "airlock.launch.start"
+local overlay = require "airlock.workspace.overlay"
 
 local M = {}
 
@@ -399,6 +400,9 @@ local function plan_of(job)
   start.workspace = job.ns.mount or nil   -- bound nosuid, nodev; idmapped to the caller when root
   start.init_program = job.init or nil
   start.rootfs = job.rootfs
+  job.overlay = overlay.configured(tool)   -- tool.overlay: the workspace copy-on-write, bounded
+  local ook, oerr = overlay.plan(job.overlay, start)
+  if not ook then return nil, oerr, "policy" end
   job.plan = plan
   return true
 end
@@ -529,10 +533,17 @@ function M.exec(opts, broker)
     if run then pty:relay() end
   end
   if not run then return start_failure(err, code, step) end
+  local layer <close>, lerr = overlay.take(job.overlay, run)   -- closed on every way out
+  if layer == nil then
+    run:cancel()
+    while run:live() do b:step(-1) end
+    return nil, lerr, "confinement", 125
+  end
   local proxy, perr2, pcode, pstatus = proxy_for(job, b, run, t0)
   if proxy == nil then return nil, perr2, pcode, pstatus end
   local res, werr, wcode = wait(job, b, run, proxy)
   if not res then return nil, werr, wcode end
+  overlay.finish(job.overlay, layer, res)
   violations.add(res)
   if pty then pty:wait(500) end
   res.argv = job.full

@@ -182,12 +182,13 @@ function M.main(args)
     elseif res.cause == "exit" and res.message:match("^the program could not be started") then
       io.stderr:write("airlock exec: ", res.message, "\n")
     end
-    -- Each connection the policy refused, with the field that would allow it
-    -- (the program may have handled it; it is said anyway, since a program
-    -- seldom says why a connection failed).
+    -- Each connection the policy refused, and each bound of an overlaid
+    -- workspace the run reached, with the field that would allow it (the
+    -- program may have handled it; it is said anyway, since a program seldom
+    -- says why a connection or a write failed).
     local shown = 0
     for _, v in ipairs(res.violations or {}) do
-      if v.kind == "network" then
+      if v.kind == "network" or tostring(v.rule):match("^tool%.overlay%.") then
         shown = shown + 1
         if shown <= 5 then io.stderr:write("airlock exec: ", violations.line(v), "\n") end
       end
