@@ -543,7 +543,7 @@ function M.exec(opts, broker)
   if proxy == nil then return nil, perr2, pcode, pstatus end
   local res, werr, wcode = wait(job, b, run, proxy)
   if not res then return nil, werr, wcode end
-  overlay.finish(job.overlay, layer, res)
+  overlay.finish(job.overlay, layer, res, job.workspace)
   violations.add(res)
   if pty then pty:wait(500) end
   res.argv = job.full

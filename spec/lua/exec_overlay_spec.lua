@@ -1,10 +1,11 @@
 -- exec_overlay_spec.lua -- tool.overlay: the program sees its workspace
 -- through a copy-on-write overlay whose writable layer is a tmpfs the kernel
 -- bounds (tool.overlay.max_bytes, max_files). A program that fills it gets
--- ENOSPC, the run a violation naming the field, and the real workspace is
--- never written (commit = "never"). Each hostile run has a control: the same
--- program in the plain bind mode (the default, unchanged), where the write
--- succeeds. Run as root and as uid 65534 (setpriv); where this kernel cannot
+-- ENOSPC, the run a violation naming the field; the change set is read from
+-- the layer and applied as tool.overlay.commit says (never: the workspace is
+-- not written), by the parent, through no link and never in place. Each
+-- hostile run has a control: the same program in the plain bind mode (the
+-- default, unchanged) or unconfined, where the write succeeds. Run as root and as uid 65534 (setpriv); where this kernel cannot
 -- mount an overlay in a user namespace (the control, asked of the kernel with
 -- unshare and mount), the cases print "skipped: <reason>".
 local H = require "helper"
@@ -29,12 +30,13 @@ end
 
 local ABSENT = overlay_absent()
 
--- A policy file: the stock tool policy with the overlay section given.
-local function overlay_policy(dir, max_bytes, max_files)
+-- A policy file: the stock tool policy with the overlay section given
+-- (commit: Lua source of its value, default "never").
+local function overlay_policy(dir, max_bytes, max_files, commit)
   local path = dir .. "/overlay_policy.lua"
   H.write(path, string.format('local policy = require "airlock.policy"\n' ..
     'return policy.extend("tool", { name = "overlay-spec", tool = { overlay = { max_bytes = %q, ' ..
-    'max_files = %d, commit = "never" } } })\n', max_bytes, max_files))
+    'max_files = %d, commit = %s } } })\n', max_bytes, max_files, commit or '"never"'))
   os.execute("chmod 644 " .. path)
   return path
 end
@@ -63,9 +65,16 @@ for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", 
     after_each(function() os.execute("rm -rf " .. ws .. " " .. pdir) end)
 
     local function bind(script) return json_run(caller.prefix, "--workspace " .. ws, script) end
-    local function overlaid(max_bytes, max_files, script)
-      return json_run(caller.prefix, "--policy " .. overlay_policy(pdir, max_bytes, max_files) ..
+    local function overlaid(max_bytes, max_files, script, commit)
+      return json_run(caller.prefix, "--policy " .. overlay_policy(pdir, max_bytes, max_files, commit) ..
         " --workspace " .. ws, script)
+    end
+    -- The workspace as a sorted listing: "path type mode [target]" per line.
+    local function listing()
+      return (H.sh("cd " .. ws .. " && find . -mindepth 1 -printf '%p %y %m %l\\n' | sort"))
+    end
+    local function result_of(res, path)
+      for _, r in ipairs(res.overlay.results or {}) do if r.path == path then return r end end
     end
 
     it("bounds what a program writes: ENOSPC past max_bytes, a violation, the workspace untouched", function()
@@ -87,7 +96,7 @@ for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", 
       assert.are.equal(8 * 1048576, res.overlay.bytes_max)
       assert.are.equal(res.overlay.bytes_max, res.overlay.bytes_used)
       assert.are.equal("never", res.overlay.commit)
-      assert.is_false(res.overlay.applied)
+      assert.are.equal(0, res.overlay.applied)
       -- The host holds none of it: the real workspace is as it was.
       assert.is_nil(io.open(ws .. "/fill", "rb"))
       assert.are.equal("original\n", H.read(ws .. "/kept.txt"))
@@ -125,6 +134,107 @@ for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", 
       assert.are.equal("n\n", H.read(ws .. "/d/e/new"))
     end)
 
+    it("reads the change set and applies it as commit says: always, on_success, never, a function", function()
+      if ABSENT then pending("skipped: " .. ABSENT) return end
+      assert(os.execute("mkdir -p " .. ws .. "/old/deep " .. ws .. "/gone && echo r > " .. ws .. "/old/deep/r && " ..
+        "echo g > " .. ws .. "/gone/x && ln -s kept.txt " .. ws .. "/link && chmod -R 777 " .. ws ..
+        (caller.prefix ~= "" and " && chown -R 65534:65534 " .. ws or "")))
+      local before = listing()
+      local script = "echo new > new.txt; echo more >> kept.txt; chmod 600 kept.txt; rm -rf gone; " ..
+        "mv old/deep/r old/deep/r2; ln -sf /etc/passwd link; mkdir -p n1/n2; echo z > n1/n2/z"
+      local res = assert(overlaid("8M", 1000, script, '"never"'))
+      local kinds = {}
+      for _, c in ipairs(res.overlay.changes) do kinds[c.path] = c.kind end
+      assert.same({ ["new.txt"] = "created", ["kept.txt"] = "modified", gone = "deleted",
+                    ["old/deep/r"] = "deleted", ["old/deep/r2"] = "created", link = "symlink",
+                    n1 = "dir", ["n1/n2"] = "dir", ["n1/n2/z"] = "created" }, kinds)
+      assert.are.equal(before, listing())   -- never: nothing applied
+      -- on_success with a failing program: nothing; a function choosing one path: that one.
+      res = assert(overlaid("8M", 1000, script .. "; exit 3", '"on_success"'))
+      assert.are.equal(3, res.exit_code)
+      assert.are.equal(0, res.overlay.applied)
+      assert.are.equal(before, listing())
+      res = assert(overlaid("8M", 1000, script,
+        'function(changes, ctx) assert(ctx.exit_code == 0) return { "new.txt" } end'))
+      assert.are.equal(1, res.overlay.applied)
+      assert.are.equal("new\n", H.read(ws .. "/new.txt"))
+      assert.are.equal("original\n", H.read(ws .. "/kept.txt"))
+      os.remove(ws .. "/new.txt")
+      -- on_success (the default) with a program that exits 0: all of it.
+      res = assert(overlaid("8M", 1000, script, '"on_success"'))
+      assert.are.equal(9, res.overlay.applied)
+      assert.are.equal("original\nmore\n", H.read(ws .. "/kept.txt"))
+      assert.are.equal("z\n", H.read(ws .. "/n1/n2/z"))
+      assert.is_nil(io.open(ws .. "/gone/x", "rb"))
+      assert.is_nil(io.open(ws .. "/old/deep/r", "rb"))
+      assert.are.equal("r\n", H.read(ws .. "/old/deep/r2"))
+      assert.are.equal("/etc/passwd", H.readlink(ws .. "/link"))   -- a link, made as a link
+      assert.truthy(listing():find("./kept.txt f 600 \n", 1, true), listing())
+      assert.is_nil(listing():find(".airlock-apply", 1, true))      -- no temporary left
+    end)
+
+    it("applies through no link: a planted symlink to a directory outside stays untouched", function()
+      if ABSENT then pending("skipped: " .. ABSENT) return end
+      local outside = H.tmpdir()
+      H.write(outside .. "/victim", "host\n")
+      assert(os.execute("chmod -R 777 " .. outside .. " && ln -s " .. outside .. " " .. ws .. "/out" ..
+        (caller.prefix ~= "" and " && chown -R 65534:65534 " .. outside .. " && chown -h 65534:65534 " ..
+        ws .. "/out" or "")))
+      -- The control: unconfined, writing through the link reaches outside.
+      H.sh("cp " .. outside .. "/victim " .. outside .. "/v0; echo planted > " .. ws .. "/out/v0")
+      assert.are.equal("planted\n", H.read(outside .. "/v0"))
+      -- In the overlay the program replaces the link with a directory
+      -- holding "victim": applied, that would write outside through the link.
+      local res = assert(overlaid("8M", 1000, "rm out; mkdir out; echo planted > out/victim", '"always"'))
+      assert.are.equal(0, res.exit_code)
+      assert.truthy(result_of(res, "out").refused, dkjson.encode(res.overlay.results))
+      assert.truthy(result_of(res, "out/victim").error, dkjson.encode(res.overlay.results))
+      assert.are.equal("host\n", H.read(outside .. "/victim"))
+      assert.are.equal(outside, H.readlink(ws .. "/out"))
+      os.execute("rm -rf " .. outside)
+    end)
+
+    it("never writes in place: a hard link in the workspace to a file outside keeps the outside file", function()
+      if ABSENT then pending("skipped: " .. ABSENT) return end
+      local outside = H.tmpdir()
+      H.write(outside .. "/victim", "host\n")
+      assert(os.execute("chmod -R 777 " .. outside .. " && ln " .. outside .. "/victim " .. ws .. "/hl" ..
+        (caller.prefix ~= "" and " && chown -R 65534:65534 " .. outside or "")))
+      local res = assert(overlaid("8M", 1000, "echo changed > hl", '"always"'))
+      assert.are.equal(1, res.overlay.applied)
+      assert.are.equal("changed\n", H.read(ws .. "/hl"))
+      assert.are.equal("host\n", H.read(outside .. "/victim"))
+      -- The control: the bind mode writes in place, through the link.
+      res = assert(bind("echo through > hl"))
+      assert.are.equal(0, res.exit_code)
+      os.execute("rm -f " .. ws .. "/hl && ln " .. outside .. "/victim " .. ws .. "/hl")
+      assert(bind("echo through > hl"))
+      assert.are.equal("through\n", H.read(outside .. "/victim"))
+      os.execute("rm -rf " .. outside)
+    end)
+
+    it("applies no setuid bit, device node or fifo, and refuses a file renamed over a directory", function()
+      if ABSENT then pending("skipped: " .. ABSENT) return end
+      assert(os.execute("mkdir -p " .. ws .. "/dir && echo d > " .. ws .. "/dir/f && chmod -R 777 " .. ws ..
+        (caller.prefix ~= "" and " && chown -R 65534:65534 " .. ws or "")))
+      -- The control, unconfined: each attempt works on a file of one's own.
+      local ctl = H.tmpdir()
+      assert.are.equal("", (H.sh("cd " .. ctl .. " && touch s && chmod 4755 s && mkfifo ff && " ..
+        "echo x > g && rm -rf dd && mkdir dd && rm -rf dd && mv g dd")))
+      os.execute("rm -rf " .. ctl)
+      local script = "echo s > s; chmod 4755 s; chmod 2755 s; mkfifo ff; mknod cdev c 1 3; " ..
+        "echo x > g; rm -rf dir; mv g dir; ls -l dir"
+      local res = assert(overlaid("8M", 1000, script, '"always"'))
+      assert.truthy(res.stdout:find("dir", 1, true), res.stdout)   -- the program saw its rename
+      assert.truthy(result_of(res, "dir").refused, dkjson.encode(res.overlay.results))
+      assert.are.equal("d\n", H.read(ws .. "/dir/f"))
+      local l = listing()
+      local mode = assert(l:match("%./s f (%d+)"), l)
+      assert.is_true(#mode <= 3, l)   -- no setuid, setgid or sticky bit
+      assert.is_nil(l:find("ff", 1, true), l)
+      assert.is_nil(l:find("cdev", 1, true), l)
+    end)
+
     it("keeps tool.protect's paths read-only over the overlay", function()
       if ABSENT then pending("skipped: " .. ABSENT) return end
       assert(os.execute("mkdir -p " .. ws .. "/.git && echo cfg > " .. ws .. "/.git/config && chmod -R 777 " ..
@@ -144,11 +254,12 @@ end
 
 describe("tool.overlay in a policy", function()
   local policy = require "airlock.policy"
-  it("takes max_bytes, max_files and commit = \"never\", and refuses what it cannot do", function()
+  it("takes max_bytes, max_files and commit, with on_success the default", function()
     assert.truthy(policy.new { tool = { overlay = { max_bytes = "1G", max_files = 100000, commit = "never" } } })
+    assert.truthy(policy.new { tool = { overlay = { commit = function() return true end } } })
+    assert.are.equal("on_success", policy.default("tool.overlay.commit"))
     for _, bad in ipairs {
-      { overlay = { max_bytes = "1G", max_files = 10 } },                      -- commit not said
-      { overlay = { commit = "always" } },                                     -- not built yet
+      { overlay = { commit = "sometimes" } },
       { overlay = { max_bytes = 100, commit = "never" } },                     -- under 4K
       { overlay = { max_files = 0, commit = "never" } },
     } do

@@ -309,13 +309,12 @@ M.SCHEMA = section({
         return nil, "a whole number of files from 1 to 100000000"
       end, { doc = "files, directories and links the run may create or change (the tmpfs's inodes; " ..
         "past it ENOSPC)", default = 100000, looser = upper() }),
-      commit = field(one_of { "never" }, { doc = "what becomes of the run's changes: \"never\", the one " ..
-        "value so far (they are discarded when it ends; the real workspace is never written)" }),
-      [POST] = function(t)
-        if t.commit == nil then
-          return "needs commit = \"never\" (the run's changes are discarded; applying them is not built yet)"
-        end
-      end,
+      commit = field(function(v)
+        if type(v) == "function" then return v end
+        return one_of { "always", "on_success", "never" }(v)
+      end, { doc = "which of the run's changes reach the real workspace when it ends: \"always\", " ..
+        "\"on_success\" (all when the program exits 0), \"never\", or a function(changes, ctx) returning " ..
+        "true, false or the list of changes to apply", default = "on_success" }),
     }, { doc = "the workspace through an overlay whose writable layer the kernel bounds; its presence " ..
       "turns the mode on (docs/TOOLS.md, \"Overlay\")" }),
     -- Paths a derived policy grants on top of tool.confine's (which stays

@@ -4,8 +4,11 @@
 -- run cannot fill the host's disk through its workspace, and the real
 -- workspace is never written. The child hands the tmpfs to this process
 -- before exec; after the run, the kernel's own count of it (fstatfs) says
--- whether the run reached the bound, which is then a violation. With commit
--- = "never", the one value so far, the changes go with the tmpfs.
+-- whether the run reached the bound, which is then a violation, and the
+-- change set is read from it, following no link the program made; what
+-- tool.overlay.commit takes of it is applied to the real workspace by this
+-- process, file by file (core/overlay_apply.c), and the rest goes with the
+-- tmpfs.
 local policy = require "airlock.policy"
 
 local M = {}
@@ -18,7 +21,7 @@ function M.configured(tool)
   return {
     max_bytes = ov.max_bytes or policy.default("tool.overlay.max_bytes"),
     max_files = ov.max_files or policy.default("tool.overlay.max_files"),
-    commit = ov.commit,
+    commit = ov.commit or policy.default("tool.overlay.commit"),
   }
 end
 
@@ -44,21 +47,58 @@ function M.take(ov, run)
   return layer
 end
 
+-- The changes the policy's commit takes, in the layer's order: all, none,
+-- or those a function names (by change or by path; others are ignored).
+-- -> list, decision word, error message (a function that failed: none).
+local function decide(commit, changes, res, workspace)
+  if commit == "never" then return {}, "never" end
+  if commit == "always" then return changes, "always" end
+  if commit == "on_success" then
+    if res.cause == "ok" and res.exit_code == 0 then return changes, "on_success" end
+    return {}, "on_success"
+  end
+  local copy = {}
+  for i, c in ipairs(changes) do
+    local t = {}
+    for k, v in pairs(c) do t[k] = v end
+    copy[i] = t
+  end
+  local ok, r = pcall(commit, copy, { exit_code = res.exit_code, cause = res.cause, signal = res.signal,
+                                      workspace = workspace, argv = res.argv })
+  if not ok then return {}, "function", "tool.overlay.commit failed: " .. tostring(r) end
+  if r == true then return changes, "function" end
+  if type(r) ~= "table" then return {}, "function" end
+  local chosen = {}
+  for _, x in ipairs(r) do
+    local path = type(x) == "table" and x.path or x
+    if type(path) == "string" then chosen[path] = true end
+  end
+  local out = {}
+  for _, c in ipairs(changes) do if chosen[c.path] then out[#out + 1] = c end end
+  return out, "function"
+end
+
 local function mib(n) return string.format("%.1f MiB", n / 1048576) end
 
---- finish(ov, layer, res): res.overlay = { bytes_used, bytes_max, files_used,
---- files_max, commit, applied = false }, and a violation (kind "limit") for
---- each bound the run reached, as the kernel counts it. Closes the layer.
-function M.finish(ov, layer, res)
+--- finish(ov, layer, res, workspace): res.overlay = { bytes_used, bytes_max,
+--- files_used, files_max, changes, commit, applied (how many were), results
+--- (one per change taken: path and applied, refused or error) }, and a violation
+--- (kind "limit") for each bound the run reached, as the kernel counts it.
+--- changes: the change set read from the layer (core/overlay_changes.c),
+--- each { path, kind = "created" | "modified" | "deleted" | "symlink" |
+--- "dir" | "special", mode, size, target, links, opaque, replaces }, parents
+--- first; nil with changes_error when it could not be read. Closes the layer.
+function M.finish(ov, layer, res, workspace)
   if not layer then return end
   local u, err = layer:usage()
-  layer:close()
+  local changes, cerr = layer:changes(workspace)
   if not u then
-    res.overlay = { commit = ov.commit, applied = false, error = err }
+    layer:close()
+    res.overlay = { applied = 0, error = err }
     return
   end
   res.overlay = { bytes_used = u.bytes_used, bytes_max = u.bytes_max, files_used = u.files_used,
-                  files_max = u.files_max, commit = ov.commit, applied = false }
+                  files_max = u.files_max, changes = changes, changes_error = cerr, applied = 0 }
   local v = res.violations or {}
   if u.bytes_used >= u.bytes_max then
     v[#v + 1] = { kind = "limit", what = "workspace writes", rule = "tool.overlay.max_bytes",
@@ -71,6 +111,20 @@ function M.finish(ov, layer, res)
                     u.files_max) }
   end
   res.violations = v
+  -- What the policy commits, applied from the layer while it is still held;
+  -- a change set that could not be read whole is applied not at all.
+  local o = res.overlay
+  local take, decision, derr = {}, "none", cerr
+  if changes then take, decision, derr = decide(ov.commit, changes, res, workspace) end
+  o.commit, o.commit_error = decision, derr
+  if #take > 0 then
+    local paths = {}
+    for i, c in ipairs(take) do paths[i] = c.path end
+    local results, aerr = layer:apply(workspace, paths)
+    o.results, o.apply_error = results, aerr
+    for _, r in ipairs(results or {}) do if r.applied then o.applied = o.applied + 1 end end
+  end
+  layer:close()
 end
 
 return M
