@@ -408,9 +408,10 @@ local function plan_of(job)
 end
 
 -- The ledger is written by this (trusted) process: never inside the
--- workspace, where the program could plant what it opens. With a proxy, it
--- stays open past the program's end, for the records of connections that end
--- after it (net.end): opened here, closed by the closer returned.
+-- workspace, where the program could plant what it opens. With a proxy or an
+-- overlaid workspace, it stays open past the program's end, for the records
+-- of connections that end after it (net.end) and of the change set: opened
+-- here, closed by the closer returned.
 local function ledger_of(job)
   local opts = job.opts
   local ledger = opts.ledger
@@ -424,7 +425,7 @@ local function ledger_of(job)
       "keep the ledger outside it", ledger, job.workspace), "ledger"
   end
   job.ledger = ledger
-  if not job.net then return true end
+  if not job.net and not job.overlay then return true end
   local fresh, taken, code = ledger_mod.fresh(ledger, true)
   if not fresh then return nil, taken, code end
   local lerr
@@ -534,6 +535,7 @@ function M.exec(opts, broker)
   end
   if not run then return start_failure(err, code, step) end
   local layer <close>, lerr = overlay.take(job.overlay, run)   -- closed on every way out
+  local orec = layer and registry.record_of(run)   -- the change set's records go to the run's ledger
   if layer == nil then
     run:cancel()
     while run:live() do b:step(-1) end
@@ -543,7 +545,7 @@ function M.exec(opts, broker)
   if proxy == nil then return nil, perr2, pcode, pstatus end
   local res, werr, wcode = wait(job, b, run, proxy)
   if not res then return nil, werr, wcode end
-  overlay.finish(job.overlay, layer, res, job.workspace)
+  overlay.finish(job.overlay, layer, res, job.workspace, orec and orec.recorder)
   violations.add(res)
   if pty then pty:wait(500) end
   res.argv = job.full

@@ -12,6 +12,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
+#include <openssl/evp.h>
+#include <sys/syscall.h>
 #include <string.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -62,10 +65,50 @@ static int l_usage(lua_State *L)
   return 1;
 }
 
-/* One change as a table appended to the list at the top of the stack. */
+struct change_walk {
+  lua_State *L;
+  int upper; /* the layer's upper/ */
+};
+
+/* The SHA-256 of the regular file at path beneath upper (through no link), in
+** hex, into hex[65]. Returns 0 or -errno. */
+static int file_sha256(int upper, const char *path, char hex[65])
+{
+  struct open_how how;
+  memset(&how, 0, sizeof how);
+  how.flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  int fd = (int)syscall(SYS_openat2, upper, path, &how, sizeof how);
+  if (fd < 0) return -errno;
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+  int rc = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 ? 0 : -ENOMEM;
+  unsigned char buf[65536];
+  ssize_t n;
+  while (rc == 0 && (n = read(fd, buf, sizeof buf)) != 0) {
+    if (n < 0)
+      rc = -errno;
+    else if (EVP_DigestUpdate(ctx, buf, (size_t)n) != 1)
+      rc = -EIO;
+  }
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned len = 0;
+  if (rc == 0 && (EVP_DigestFinal_ex(ctx, md, &len) != 1 || len != 32)) rc = -EIO;
+  EVP_MD_CTX_free(ctx);
+  close(fd);
+  for (unsigned i = 0; rc == 0 && i < 32; i++) {
+    hex[2 * i] = "0123456789abcdef"[md[i] >> 4];
+    hex[2 * i + 1] = "0123456789abcdef"[md[i] & 15];
+  }
+  hex[64] = 0;
+  return rc;
+}
+
+/* One change as a table appended to the list at the top of the stack; a
+** regular file's with the SHA-256 of its content. */
 static int push_change(const airlock_overlay_change *c, void *ud)
 {
-  lua_State *L = ud;
+  struct change_walk *cw = ud;
+  lua_State *L = cw->L;
   lua_createtable(L, 0, 8);
   lua_pushstring(L, c->path);
   lua_setfield(L, -2, "path");
@@ -81,6 +124,13 @@ static int push_change(const airlock_overlay_change *c, void *ud)
   if (c->target) {
     lua_pushstring(L, c->target);
     lua_setfield(L, -2, "target");
+  }
+  if (c->kind == AIRLOCK_CHANGE_CREATED || c->kind == AIRLOCK_CHANGE_MODIFIED) {
+    char hex[65];
+    int rc = file_sha256(cw->upper, c->path, hex);
+    if (rc < 0) return rc;
+    lua_pushstring(L, hex);
+    lua_setfield(L, -2, "sha256");
   }
   if (c->nlink > 1 && c->kind != AIRLOCK_CHANGE_DIR && c->kind != AIRLOCK_CHANGE_DELETED) {
     lua_pushinteger(L, (lua_Integer)c->nlink);
@@ -98,8 +148,8 @@ static int push_change(const airlock_overlay_change *c, void *ud)
   return 0;
 }
 
-/* layer:changes(workspace) -> { {path, kind, mode, size, target, links,
-** opaque, replaces}... } in the order of the layer's directories (parents
+/* layer:changes(workspace) -> { {path, kind, mode, size, target, sha256,
+** links, opaque, replaces}... } in the order of the layer's directories (parents
 ** first), or nil, message, errno. As many as the layer's inodes at most. */
 static int l_changes(lua_State *L)
 {
@@ -110,11 +160,15 @@ static int l_changes(lua_State *L)
     int e = errno;
     return airlock_l_fail(L, "overlay", strerror(e), e);
   }
-  char err[512];
+  char err[512] = "";
+  struct change_walk cw = {L, openat(l->fd, "upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)};
   lua_newtable(L);
-  int rc = airlock_overlay_changes(l->fd, wfd, push_change, L, err, sizeof err);
+  int rc = cw.upper < 0 ? -errno : airlock_overlay_changes(l->fd, wfd, push_change, &cw, err, sizeof err);
   close(wfd);
-  if (rc < 0) return airlock_l_fail(L, "overlay", err, -rc);
+  if (cw.upper >= 0) close(cw.upper);
+  if (rc < 0)
+    return airlock_l_fail(L, "overlay", err[0] ? err : "overlay: hash a changed file of the writable layer",
+                          -rc);
   return 1;
 }
 

@@ -32,11 +32,12 @@ local ABSENT = overlay_absent()
 
 -- A policy file: the stock tool policy with the overlay section given
 -- (commit: Lua source of its value, default "never").
-local function overlay_policy(dir, max_bytes, max_files, commit)
+local function overlay_policy(dir, max_bytes, max_files, commit, ledger_limit)
   local path = dir .. "/overlay_policy.lua"
   H.write(path, string.format('local policy = require "airlock.policy"\n' ..
-    'return policy.extend("tool", { name = "overlay-spec", tool = { overlay = { max_bytes = %q, ' ..
-    'max_files = %d, commit = %s } } })\n', max_bytes, max_files, commit or '"never"'))
+    'return policy.extend("tool", { name = "overlay-spec", %stool = { overlay = { max_bytes = %q, ' ..
+    'max_files = %d, commit = %s } } })\n', ledger_limit and ("limits = { ledger = %q }, "):format(ledger_limit)
+    or "", max_bytes, max_files, commit or '"never"'))
   os.execute("chmod 644 " .. path)
   return path
 end
@@ -65,9 +66,19 @@ for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", 
     after_each(function() os.execute("rm -rf " .. ws .. " " .. pdir) end)
 
     local function bind(script) return json_run(caller.prefix, "--workspace " .. ws, script) end
-    local function overlaid(max_bytes, max_files, script, commit)
-      return json_run(caller.prefix, "--policy " .. overlay_policy(pdir, max_bytes, max_files, commit) ..
-        " --workspace " .. ws, script)
+    local function overlaid(max_bytes, max_files, script, commit, extra, ledger_limit)
+      return json_run(caller.prefix, "--policy " ..
+        overlay_policy(pdir, max_bytes, max_files, commit, ledger_limit) .. " --workspace " .. ws .. (extra or ""),
+        script)
+    end
+    -- The workspace.change records of a session, by path.
+    local function change_records(dir)
+      local out = {}
+      for line in H.sh(caller.prefix .. AIRLOCK .. " ledger show " .. dir .. " --json"):gmatch("[^\n]+") do
+        local r = dkjson.decode(line)
+        if r and r.kind == "workspace.change" then out[r.path] = r end
+      end
+      return out
     end
     -- The workspace as a sorted listing: "path type mode [target]" per line.
     local function listing()
@@ -233,6 +244,49 @@ for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", 
       assert.is_true(#mode <= 3, l)   -- no setuid, setgid or sticky bit
       assert.is_nil(l:find("ff", 1, true), l)
       assert.is_nil(l:find("cdev", 1, true), l)
+    end)
+
+    it("records every change, committed or discarded, in the run's ledger", function()
+      if ABSENT then pending("skipped: " .. ABSENT) return end
+      local ldir = H.tmpdir()
+      assert(os.execute("chmod 777 " .. ldir))
+      local res = assert(overlaid("8M", 1000, "echo n > new; rm kept.txt; ln -s /etc e",
+        'function(changes) return { "new" } end', " --ledger " .. ldir .. "/s"))
+      assert.are.equal(1, res.overlay.applied)
+      local recs = change_records(ldir .. "/s")
+      assert.are.equal("committed", recs.new.decision)
+      assert.are.equal("created", recs.new.change)
+      assert.are.equal(2, recs.new.size)
+      assert.are.equal(core.sha256("n\n"), recs.new.sha256)
+      assert.are.equal("discarded", recs["kept.txt"].decision)
+      assert.are.equal("deleted", recs["kept.txt"].change)
+      assert.are.equal("discarded", recs.e.decision)
+      assert.are.equal("/etc", recs.e.target)
+      assert.are.equal("original\n", H.read(ws .. "/kept.txt"))
+      os.execute("rm -rf " .. ldir)
+    end)
+
+    it("stops applying a change set larger than the ledger's bound, and says so", function()
+      if ABSENT then pending("skipped: " .. ABSENT) return end
+      local ldir = H.tmpdir()
+      assert(os.execute("chmod 777 " .. ldir))
+      local maker = "i=0; while [ $i -lt 400 ]; do echo $i > f$i; i=$((i+1)); done"
+      -- The control: with the default bound all 400 are applied and recorded.
+      local res = assert(overlaid("8M", 1000, maker, '"always"', " --ledger " .. ldir .. "/a"))
+      assert.are.equal(400, res.overlay.applied)
+      local n = 0
+      for _ in pairs(change_records(ldir .. "/a")) do n = n + 1 end
+      assert.are.equal(400, n)
+      os.execute("rm -f " .. ws .. "/f*")
+      res = assert(overlaid("8M", 1000, maker, '"always"', " --ledger " .. ldir .. "/b", "16K"))
+      assert.truthy(res.overlay.ledger_error, dkjson.encode(res.overlay))
+      assert.truthy(res.overlay.applied < 400, tostring(res.overlay.applied))
+      assert.truthy(rule_of(res, "limits.ledger, ledger.max_bytes"))
+      -- What was applied is what was recorded, plus at most the one whose record was refused.
+      n = 0
+      for _ in pairs(change_records(ldir .. "/b")) do n = n + 1 end
+      assert.truthy(res.overlay.applied == n or res.overlay.applied == n + 1, n .. " " .. res.overlay.applied)
+      os.execute("rm -rf " .. ldir)
     end)
 
     it("keeps tool.protect's paths read-only over the overlay", function()

@@ -87,8 +87,11 @@ local function mib(n) return string.format("%.1f MiB", n / 1048576) end
 --- changes: the change set read from the layer (core/overlay_changes.c),
 --- each { path, kind = "created" | "modified" | "deleted" | "symlink" |
 --- "dir" | "special", mode, size, target, links, opaque, replaces }, parents
---- first; nil with changes_error when it could not be read. Closes the layer.
-function M.finish(ov, layer, res, workspace)
+--- first; nil with changes_error when it could not be read. recorder: the
+--- run's (a ledger), which gets a "workspace.change" record per change { path,
+--- change (its kind), size, sha256, mode, target, decision = "committed" |
+--- "refused" | "failed" | "discarded" }. Closes the layer.
+function M.finish(ov, layer, res, workspace, recorder)
   if not layer then return end
   local u, err = layer:usage()
   local changes, cerr = layer:changes(workspace)
@@ -111,18 +114,36 @@ function M.finish(ov, layer, res, workspace)
                     u.files_max) }
   end
   res.violations = v
-  -- What the policy commits, applied from the layer while it is still held;
-  -- a change set that could not be read whole is applied not at all.
+  -- What the policy commits, applied from the layer while it is still held,
+  -- one change at a time; a change set that could not be read whole is
+  -- applied not at all. Each change, taken or not, is then a ledger record
+  -- (with recorder); one the ledger refuses stops the applying there.
   local o = res.overlay
   local take, decision, derr = {}, "none", cerr
   if changes then take, decision, derr = decide(ov.commit, changes, res, workspace) end
   o.commit, o.commit_error = decision, derr
-  if #take > 0 then
-    local paths = {}
-    for i, c in ipairs(take) do paths[i] = c.path end
-    local results, aerr = layer:apply(workspace, paths)
-    o.results, o.apply_error = results, aerr
-    for _, r in ipairs(results or {}) do if r.applied then o.applied = o.applied + 1 end end
+  local chosen = {}
+  for _, c in ipairs(take) do chosen[c.path] = true end
+  o.results = {}
+  for _, c in ipairs(changes or {}) do
+    local outcome = "discarded"
+    if chosen[c.path] and not o.ledger_error then
+      local results, aerr = layer:apply(workspace, { c.path })
+      local r = results and results[1] or { path = c.path, error = aerr }
+      o.results[#o.results + 1] = r
+      outcome = r.applied and "committed" or r.refused and "refused" or "failed"
+      if r.applied then o.applied = o.applied + 1 end
+    end
+    if recorder and not o.ledger_error then
+      local ok, lerr = recorder:append("workspace.change", { path = c.path, change = c.kind, size = c.size,
+        sha256 = c.sha256, mode = c.mode, target = c.target, decision = outcome })
+      if not ok then
+        o.ledger_error = lerr
+        v[#v + 1] = { kind = "limit", what = "the ledger", rule = "limits.ledger, ledger.max_bytes",
+                      reason = "the change set's records did not fit; the changes after them were not applied: " ..
+                        tostring(lerr) }
+      end
+    end
   end
   layer:close()
 end
