@@ -518,6 +518,8 @@ function M.exec(opts, broker)
     local ok, err, code, status = step(job)
     if not ok then return nil, err, code, status end
   end
+  local wlock <close>, wlerr = overlay.lock(job.overlay, job.workspace)   -- one overlaid run at a time
+  if wlock == nil then return nil, wlerr, "workspace", 125 end
   local b = broker or core.broker()
   -- Closed on every way out, a stream callback's error included: the program dies with it.
   local owned <close> = broker == nil and b or nil

@@ -16,6 +16,7 @@
 #include <openssl/evp.h>
 #include <sys/syscall.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
@@ -217,8 +218,47 @@ static int l_close(lua_State *L)
   return 0;
 }
 
+#define LOCK_CLASS "airlock.overlay_lock"
+
+/* core.overlay_lock(workspace) -> a lock held until it is closed (or
+** collected): flock(LOCK_EX | LOCK_NB) on the workspace directory itself, so
+** that one overlaid run at a time reads and applies there; or nil, message,
+** errno (EWOULDBLOCK: another run holds it). */
+static int l_lock(lua_State *L)
+{
+  const char *ws = luaL_checkstring(L, 1);
+  llayer *k = lua_newuserdatauv(L, sizeof *k, 0);
+  k->fd = open(ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (k->fd < 0) {
+    int e = errno;
+    return airlock_l_fail(L, "workspace", strerror(e), e);
+  }
+  luaL_setmetatable(L, LOCK_CLASS);
+  if (flock(k->fd, LOCK_EX | LOCK_NB) < 0) {
+    int e = errno;
+    close(k->fd);
+    k->fd = -1;
+    return airlock_l_fail(L, "workspace", e == EWOULDBLOCK ? "another overlaid run holds it" : strerror(e),
+                          e);
+  }
+  return 1;
+}
+
+static int l_unlock(lua_State *L)
+{
+  llayer *k = luaL_checkudata(L, 1, LOCK_CLASS);
+  if (k->fd >= 0) close(k->fd);
+  k->fd = -1;
+  return 0;
+}
+
 void airlock_l_open_overlay(lua_State *L)
 {
+  static const luaL_Reg lock_methods[] = {{"close", l_unlock}, {NULL, NULL}};
+  static const luaL_Reg lock_meta[] = {{"__gc", l_unlock}, {"__close", l_unlock}, {NULL, NULL}};
+  airlock_l_class(L, LOCK_CLASS, lock_methods, lock_meta);
+  lua_pushcfunction(L, l_lock);
+  lua_setfield(L, -2, "overlay_lock");
   static const luaL_Reg methods[] = {
       {"usage", l_usage}, {"changes", l_changes}, {"apply", l_apply}, {"close", l_close}, {NULL, NULL}};
   static const luaL_Reg meta[] = {{"__gc", l_close}, {"__close", l_close}, {NULL, NULL}};

@@ -289,6 +289,39 @@ for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", 
       os.execute("rm -rf " .. ldir)
     end)
 
+    it("refuses a second overlaid run on a workspace while one runs there", function()
+      if ABSENT then pending("skipped: " .. ABSENT) return end
+      local pol = overlay_policy(pdir, "8M", 1000, '"always"')
+      local fifo = H.tmpdir()
+      assert(os.execute("chmod 777 " .. fifo .. " && mkfifo -m 666 " .. fifo .. "/in"))
+      local ex = caller.prefix .. AIRLOCK .. " exec --policy " .. pol .. " --workspace " .. ws .. " -- "
+      -- The first holds the workspace until the spec writes to its stdin; the
+      -- second starts once the first has said it runs (a guard, not a timing).
+      local out = H.sh("(" .. ex .. "sh -c 'echo started; read x; echo one > one' < " .. fifo .. "/in > " .. fifo ..
+        "/out1 2>&1 & p=$!; exec 3> " .. fifo .. "/in; i=0; until grep -q started " .. fifo .. "/out1; do " ..
+        "i=$((i+1)); [ $i -gt " .. H.GUARD_S * 20 .. " ] && break; sleep 0.05; done; " ..
+        ex .. "sh -c 'echo two > two'; echo second=$?; echo go >&3; exec 3>&-; wait $p; echo first=$?)")
+      os.execute("rm -rf " .. fifo)
+      assert.truthy(out:find("in use by another overlaid run", 1, true), out)
+      assert.truthy(out:find("second=125\n", 1, true), out)
+      assert.truthy(out:find("first=0\n", 1, true), out)
+      assert.are.equal("one\n", H.read(ws .. "/one"))
+      assert.is_nil(io.open(ws .. "/two", "rb"))
+      -- The control: once the first has ended, the same second run goes.
+      assert.truthy(H.sh(ex .. "sh -c 'echo two > two'; echo rc=$?"):find("rc=0\n", 1, true))
+      assert.are.equal("two\n", H.read(ws .. "/two"))
+    end)
+
+    it("reads a change set of 10^5 files", function()
+      if ABSENT then pending("skipped: " .. ABSENT) return end
+      local res = assert(overlaid("256M", 100000, "mkdir m && cd m && seq 1 99999 | xargs touch", '"never"'))
+      assert.are.equal(0, res.exit_code)
+      assert.are.equal(100000, #res.overlay.changes)   -- m and its 99999 files
+      assert.are.equal(100000, res.overlay.files_used)
+      assert.truthy(rule_of(res, "tool.overlay.max_files"))   -- exactly at the bound
+      assert.is_nil(io.open(ws .. "/m", "rb"))
+    end)
+
     it("keeps tool.protect's paths read-only over the overlay", function()
       if ABSENT then pending("skipped: " .. ABSENT) return end
       assert(os.execute("mkdir -p " .. ws .. "/.git && echo cfg > " .. ws .. "/.git/config && chmod -R 777 " ..

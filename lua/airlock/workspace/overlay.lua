@@ -9,6 +9,7 @@
 -- tool.overlay.commit takes of it is applied to the real workspace by this
 -- process, file by file (core/overlay_apply.c), and the rest goes with the
 -- tmpfs.
+local core = require "airlock.core"
 local policy = require "airlock.policy"
 
 local M = {}
@@ -35,6 +36,20 @@ function M.plan(ov, start)
   end
   start.overlay_bytes, start.overlay_files = ov.max_bytes, ov.max_files
   return true
+end
+
+--- lock(ov, workspace) -> a lock to close when the run's change set is
+--- applied, false when the mode is off; or nil, message when another
+--- overlaid run holds the workspace: the second run is refused, not queued
+--- (it would read a workspace the first is about to change).
+function M.lock(ov, workspace)
+  if not ov then return false end
+  local l, err = core.overlay_lock(workspace)
+  if not l then
+    return nil, string.format("workspace: %s is in use by another overlaid run (%s); run again when it has " ..
+      "ended", workspace, tostring(err))
+  end
+  return l
 end
 
 --- take(ov, run) -> the run's writable layer (an airlock.overlay_layer that
