@@ -16,7 +16,8 @@
 --   fork-exec      plain fork + execve + wait of /bin/true (airlock-baseline)
 --   bwrap          bwrap --unshare-all --ro-bind / / /bin/true, when installed
 -- Targets: exec-inproc under 3x fork-exec; exec-inproc and exec-command at
--- most half of bwrap.
+-- most half of bwrap. Then the overlay rows (airlock.cli.bench_overlay):
+-- tool.overlay's make and git commit at most 1.2x the bind mode's.
 local airlock = require "airlock"
 local core = require "airlock.core"
 local json = require "airlock.json"
@@ -132,6 +133,8 @@ function M.main(args)
   row("exec-command/bwrap", m.command, "bwrap-true", m.bwrap, "<= 0.5")
   row("exec-inproc-nocg", m.inproc_nocg, "bwrap-true", m.bwrap)
   row("exec-command-nocg", m.command_nocg, "bwrap-true", m.bwrap)
+  -- tool.overlay against the bind mode (airlock.cli.bench_overlay).
+  for _, r in ipairs(require("airlock.cli.bench_overlay").rows(quick)) do rows[#rows + 1] = r end
 
   if as_json then
     for _, r in ipairs(rows) do io.stdout:write(json.encode(r), "\n") end
