@@ -23,6 +23,7 @@ local core = require "airlock.core"
 local json = require "airlock.json"
 local policy = require "airlock.policy"
 local bench = require "airlock.cli.bench"
+local bench_overlay = require "airlock.cli.bench_overlay"
 local shell_quote = require("airlock.util").shell_quote
 
 local M = {}
@@ -134,7 +135,7 @@ function M.main(args)
   row("exec-inproc-nocg", m.inproc_nocg, "bwrap-true", m.bwrap)
   row("exec-command-nocg", m.command_nocg, "bwrap-true", m.bwrap)
   -- tool.overlay against the bind mode (airlock.cli.bench_overlay).
-  for _, r in ipairs(require("airlock.cli.bench_overlay").rows(quick)) do rows[#rows + 1] = r end
+  for _, r in ipairs(bench_overlay.rows(quick)) do rows[#rows + 1] = r end
 
   if as_json then
     for _, r in ipairs(rows) do io.stdout:write(json.encode(r), "\n") end
