@@ -92,11 +92,10 @@ static int temp_file(int parent, char name[64])
   return -1;
 }
 
-/* The regular file src (size bytes) into a temporary beside base, mode set,
-** fsync'd, renamed into place. */
-static int put_file(int src, off_t size, mode_t mode, int parent, const char *base)
+/* The regular file src (size bytes) into a new temporary in parent, mode
+** set: 0 with its name in tmp, or -1 (errno; nothing left behind). */
+static int stage_file(int src, off_t size, mode_t mode, int parent, char tmp[64])
 {
-  char tmp[64];
   int out = temp_file(parent, tmp);
   if (out < 0) return -1;
   char *buf = malloc(COPY_CHUNK);
@@ -119,20 +118,40 @@ static int put_file(int src, off_t size, mode_t mode, int parent, const char *ba
     left -= n;
   }
   free(buf);
-  if (rc == 0 && (fchmod(out, mode) < 0 || fsync(out) < 0)) rc = -1;
+  if (rc == 0 && fchmod(out, mode) < 0) rc = -1;
   int e = errno;
   close(out);
-  if (rc == 0 && renameat(parent, tmp, parent, base) < 0) {
-    rc = -1;
-    e = errno;
-  }
   if (rc < 0) unlinkat(parent, tmp, 0);
   errno = e;
   return rc;
 }
 
-int airlock_overlay_apply(int layer_fd, int ws_fd, const char *path, char *err, size_t errlen)
+int airlock_overlay_sync(int ws_fd)
 {
+  return syncfs(ws_fd) < 0 ? -errno : 0;
+}
+
+void airlock_overlay_unstage(airlock_overlay_staged *st)
+{
+  if (st->dirfd < 0) return;
+  unlinkat(st->dirfd, st->tmp, 0);
+  close(st->dirfd);
+  st->dirfd = -1;
+}
+
+int airlock_overlay_place(airlock_overlay_staged *st, const char *path, char *err, size_t errlen)
+{
+  if (st->dirfd < 0) return 0;
+  int rc = renameat(st->dirfd, st->tmp, st->dirfd, st->base) < 0 ? -errno : 0;
+  if (rc < 0) say(err, errlen, rc, "overlay: apply %s: rename into place: %s", path, strerror(-rc));
+  airlock_overlay_unstage(st); /* after a rename, the temporary's name is free: nothing is removed */
+  return rc;
+}
+
+int airlock_overlay_stage(int layer_fd, int ws_fd, const char *path, airlock_overlay_staged *staged,
+                          char *err, size_t errlen)
+{
+  staged->dirfd = -1;
   size_t pl = strlen(path);
   if (pl == 0 || pl >= PATH_MAX || path[0] == '/')
     return say(err, errlen, -EINVAL, "overlay: apply: '%s' is not a path inside the workspace", path);
@@ -186,27 +205,37 @@ int airlock_overlay_apply(int layer_fd, int ws_fd, const char *path, char *err, 
                path);
       goto out;
     }
+    if (strlen(base) >= sizeof staged->base) {
+      rc = say(err, errlen, -ENAMETOOLONG, "overlay: apply %s: its name is over %zu bytes", path,
+               sizeof staged->base - 1);
+      goto out;
+    }
     if (S_ISLNK(st.st_mode)) {
-      char target[PATH_MAX], tmp[64];
+      char target[PATH_MAX];
       ssize_t n = readlinkat(lp, base, target, sizeof target - 1);
-      int t = n < 0 ? -1 : temp_file(wp, tmp); /* a name is taken, then freed for the link */
+      int t = n < 0 ? -1 : temp_file(wp, staged->tmp); /* a name is taken, then freed for the link */
       if (t >= 0) {
         close(t);
-        unlinkat(wp, tmp, 0);
+        unlinkat(wp, staged->tmp, 0);
       }
-      if (n < 0 || t < 0 || (target[n] = 0, symlinkat(target, wp, tmp)) < 0 ||
-          renameat(wp, tmp, wp, base) < 0) {
+      if (n < 0 || t < 0 || (target[n] = 0, symlinkat(target, wp, staged->tmp)) < 0) {
         rc = say(err, errlen, -errno, "overlay: apply %s: make the symbolic link: %s", path, strerror(errno));
-        unlinkat(wp, tmp, 0);
+        goto out;
       }
     } else {
       int src = openat(lp, base, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
       struct stat s2;
       if (src < 0 || fstat(src, &s2) < 0 || !S_ISREG(s2.st_mode) || s2.st_ino != st.st_ino ||
-          put_file(src, s2.st_size, perm, wp, base) < 0)
+          stage_file(src, s2.st_size, perm, wp, staged->tmp) < 0) {
         rc = say(err, errlen, -errno, "overlay: apply %s: write the file: %s", path, strerror(errno));
-      if (src >= 0) close(src);
+        if (src >= 0) close(src);
+        goto out;
+      }
+      close(src);
     }
+    memcpy(staged->base, base, strlen(base) + 1);
+    staged->dirfd = wp; /* kept for the rename */
+    wp = -1;
   } else if (S_ISDIR(st.st_mode)) {
     if (have && !S_ISDIR(real.st_mode)) {
       rc = say(err, errlen, 1,

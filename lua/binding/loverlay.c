@@ -174,26 +174,32 @@ static int l_changes(lua_State *L)
 }
 
 /* layer:apply(workspace, paths) -> { {path, applied = true} | {path, refused =
-** reason} | {path, error = message}... }: each path applied in the order
-** given, from what the layer holds (core/overlay_apply.c); or nil, message,
-** errno when the workspace cannot be opened. */
+** reason} | {path, error = message}... }: each path staged in the order given
+** from what the layer holds (core/overlay_apply.c), the workspace's file
+** system synced once, then each staged file renamed into place in the same
+** order; or nil, message, errno when the workspace cannot be opened or
+** synced (then nothing staged is placed). At most 1000000 paths. */
 static int l_apply(lua_State *L)
 {
   llayer *l = check_layer(L);
   const char *ws = luaL_checkstring(L, 2);
   luaL_checktype(L, 3, LUA_TTABLE);
+  lua_Integer n = (lua_Integer)lua_rawlen(L, 3);
+  if (n > 1000000) return luaL_argerror(L, 3, "at most 1000000 paths");
   int wfd = open(ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (wfd < 0) {
     int e = errno;
     return airlock_l_fail(L, "overlay", strerror(e), e);
   }
-  lua_Integer n = (lua_Integer)lua_rawlen(L, 3);
-  lua_createtable(L, (int)(n < 1000000 ? n : 0), 0);
+  airlock_overlay_staged *st = lua_newuserdatauv(L, sizeof *st * (size_t)(n ? n : 1), 0);
+  lua_createtable(L, (int)n, 0);
   for (lua_Integer i = 1; i <= n; i++) {
     lua_rawgeti(L, 3, i);
     const char *path = lua_tostring(L, -1);
     char err[512] = "";
-    int rc = path ? airlock_overlay_apply(l->fd, wfd, path, err, sizeof err) : -EINVAL;
+    int rc = -EINVAL;
+    st[i - 1].dirfd = -1;
+    if (path) rc = airlock_overlay_stage(l->fd, wfd, path, &st[i - 1], err, sizeof err);
     lua_createtable(L, 0, 2);
     lua_pushstring(L, path ? path : "?");
     lua_setfield(L, -2, "path");
@@ -205,7 +211,25 @@ static int l_apply(lua_State *L)
     lua_rawseti(L, -3, i);
     lua_pop(L, 1);
   }
+  int rc = airlock_overlay_sync(wfd);
   close(wfd);
+  for (lua_Integer i = 1; i <= n; i++) {
+    if (rc < 0) {
+      airlock_overlay_unstage(&st[i - 1]);
+      continue;
+    }
+    char err[512] = "";
+    lua_rawgeti(L, -1, i);
+    lua_getfield(L, -1, "path");
+    if (airlock_overlay_place(&st[i - 1], lua_tostring(L, -1), err, sizeof err) < 0) {
+      lua_pushnil(L);
+      lua_setfield(L, -3, "applied");
+      lua_pushstring(L, err);
+      lua_setfield(L, -3, "error");
+    }
+    lua_pop(L, 2);
+  }
+  if (rc < 0) return airlock_l_fail(L, "overlay", "sync the workspace's file system (syncfs)", -rc);
   return 1;
 }
 

@@ -129,35 +129,42 @@ function M.finish(ov, layer, res, workspace, recorder)
                     u.files_max) }
   end
   res.violations = v
-  -- What the policy commits, applied from the layer while it is still held,
-  -- one change at a time; a change set that could not be read whole is
-  -- applied not at all. Each change, taken or not, is then a ledger record
-  -- (with recorder); one the ledger refuses stops the applying there.
+  -- What the policy commits, applied from the layer while it is still held;
+  -- a change set that could not be read whole is applied not at all. With
+  -- a recorder each change's decision is recorded first, and only a change
+  -- whose record the ledger admitted is applied (a refused record stops the
+  -- rest); one that then could not be applied gets a second record saying so.
   local o = res.overlay
   local take, decision, derr = {}, "none", cerr
   if changes then take, decision, derr = decide(ov.commit, changes, res, workspace) end
   o.commit, o.commit_error = decision, derr
   local chosen = {}
   for _, c in ipairs(take) do chosen[c.path] = true end
-  o.results = {}
+  local function record(c, outcome, reason)
+    if not recorder or o.ledger_error then return not o.ledger_error end
+    local ok, lerr = recorder:append("workspace.change", { path = c.path, change = c.kind, size = c.size,
+      sha256 = c.sha256, mode = c.mode, target = c.target, decision = outcome, reason = reason })
+    if ok then return true end
+    o.ledger_error = lerr
+    v[#v + 1] = { kind = "limit", what = "the ledger", rule = "limits.ledger, ledger.max_bytes",
+                  reason = "the change set's records did not fit; the changes after them were not applied: " ..
+                    tostring(lerr) }
+    return false
+  end
+  local paths, by_path = {}, {}
   for _, c in ipairs(changes or {}) do
-    local outcome = "discarded"
-    if chosen[c.path] and not o.ledger_error then
-      local results, aerr = layer:apply(workspace, { c.path })
-      local r = results and results[1] or { path = c.path, error = aerr }
-      o.results[#o.results + 1] = r
-      outcome = r.applied and "committed" or r.refused and "refused" or "failed"
-      if r.applied then o.applied = o.applied + 1 end
+    by_path[c.path] = c
+    if record(c, chosen[c.path] and "committed" or "discarded") and chosen[c.path] then
+      paths[#paths + 1] = c.path
     end
-    if recorder and not o.ledger_error then
-      local ok, lerr = recorder:append("workspace.change", { path = c.path, change = c.kind, size = c.size,
-        sha256 = c.sha256, mode = c.mode, target = c.target, decision = outcome })
-      if not ok then
-        o.ledger_error = lerr
-        v[#v + 1] = { kind = "limit", what = "the ledger", rule = "limits.ledger, ledger.max_bytes",
-                      reason = "the change set's records did not fit; the changes after them were not applied: " ..
-                        tostring(lerr) }
-      end
+  end
+  o.results = {}
+  if #paths > 0 then
+    local results, aerr = layer:apply(workspace, paths)
+    o.results, o.apply_error = results or {}, aerr
+    for _, r in ipairs(o.results) do
+      if r.applied then o.applied = o.applied + 1
+      else record(by_path[r.path], r.refused and "refused" or "failed", r.refused or r.error) end
     end
   end
   layer:close()
