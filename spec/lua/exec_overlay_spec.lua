@@ -312,6 +312,26 @@ for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", 
       assert.are.equal("two\n", H.read(ws .. "/two"))
     end)
 
+    it("reads the change set only once a program that keeps writing as the run ends is gone", function()
+      if ABSENT then pending("skipped: " .. ABSENT) return end
+      -- A writer left behind, appending whole lines, still running when the
+      -- program exits (it has written before the exit: the guard loop waits
+      -- for that, not for a time).
+      local script = "(while :; do echo xxxxxxxx >> f; done) & i=0; until [ -s f ] || [ $i -gt 100000 ]; do " ..
+        "i=$((i+1)); done; kill -0 $! && echo writer-running"
+      local res = assert(overlaid("64M", 1000, script, '"always"'))
+      assert.are.equal("writer-running\n", res.stdout)
+      assert.are.equal(1, res.overlay.applied)
+      local body = H.read(ws .. "/f")
+      assert.truthy(#body > 0)
+      assert.are.equal("", (body:gsub("xxxxxxxx\n", "")))   -- whole lines only
+      local rec
+      for _, c in ipairs(res.overlay.changes) do if c.path == "f" then rec = c end end
+      assert.are.equal(#body, rec.size)                      -- what was read is what was applied
+      assert.are.equal(core.sha256(body), rec.sha256)
+      assert.is_nil(listing():find(".airlock-apply", 1, true))
+    end)
+
     it("reads a change set of 10^5 files", function()
       if ABSENT then pending("skipped: " .. ABSENT) return end
       local res = assert(overlaid("256M", 100000, "mkdir m && cd m && seq 1 99999 | xargs touch", '"never"'))
