@@ -27,7 +27,7 @@ local M = {}
 local EXEC_KEYS = { argv = true, policy = true, workspace = true, stdin = true, stdin_file = true,
                     stdin_inherit = true, output = true, terminal = true, rootfs = true, env = true,
                     timeout = true, capture = true,
-                    stream = true, ledger = true, durability = true }
+                    stream = true, ledger = true, durability = true, review = true }
 
 local function fail(msg, level) error("exec: " .. msg, (level or 1) + 1) end
 
@@ -495,7 +495,9 @@ end
 ---   workspace = dir, stdin = string | stdin_file = path | stdin_inherit = true,
 ---   output = "capture" | "inherit", env = {NAME = "value"}, timeout = ms | "2s",
 ---   capture = bytes | "64K", stream = function(which, line, complete),
----   ledger = dir, durability = "batch"}
+---   ledger = dir, durability = "batch", review = function(changes, ctx)}
+---   (review: with tool.overlay, asked after the policy's commit with what it
+---   took; true keeps them, false none, a list those of them)
 ---   -> result, or nil, message, cause word, exit status (127: not found, 126:
 ---   not runnable, else 125: what a shell or env(1) would exit with).
 --- result: ok, cause, message, exit_code | signal, stdout, stderr (secrets
@@ -512,6 +514,9 @@ function M.exec(opts, broker)
     if not ok then return nil, err, code, status end
   end
   if opts.stdin ~= nil and type(opts.stdin) ~= "string" then fail("'stdin' must be a string", 2) end
+  if opts.review ~= nil and type(opts.review) ~= "function" then
+    fail("'review' must be a function(changes, ctx) -> true, false or the changes to apply", 2)
+  end
   if opts.stdin_file ~= nil and type(opts.stdin_file) ~= "string" then fail("'stdin_file' must be a path", 2) end
   local pty <close> = terminal(job)   -- closed on every way out
   for _, step in ipairs { plan_of, ledger_of } do
@@ -547,7 +552,7 @@ function M.exec(opts, broker)
   if proxy == nil then return nil, perr2, pcode, pstatus end
   local res, werr, wcode = wait(job, b, run, proxy)
   if not res then return nil, werr, wcode end
-  overlay.finish(job.overlay, layer, res, job.workspace, orec and orec.recorder)
+  overlay.finish(job.overlay, layer, res, job.workspace, orec and orec.recorder, opts.review)
   violations.add(res)
   if pty then pty:wait(500) end
   res.argv = job.full

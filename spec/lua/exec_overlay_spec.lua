@@ -332,6 +332,30 @@ for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", 
       assert.is_nil(listing():find(".airlock-apply", 1, true))
     end)
 
+    it("--review shows the change set and applies it only on y", function()
+      if ABSENT then pending("skipped: " .. ABSENT) return end
+      local ex = caller.prefix .. AIRLOCK .. " exec --review --policy " .. overlay_policy(pdir, "8M", 1000,
+        '"always"') .. " --workspace " .. ws .. " -- sh -c 'echo new > b; rm kept.txt; ln -s x l'"
+      local out = H.sh("(echo n | " .. ex .. " 2>&1; echo rc=$?)")
+      assert.truthy(out:find("A  b (4 bytes)", 1, true), out)
+      assert.truthy(out:find("D  kept.txt", 1, true), out)
+      assert.truthy(out:find("L  l -> x", 1, true), out)
+      assert.truthy(out:find("3 changes: 1 added, 0 modified, 1 deleted, 1 links, 4 bytes to write", 1, true), out)
+      assert.truthy(out:find("rc=0\n", 1, true), out)
+      assert.are.equal("original\n", H.read(ws .. "/kept.txt"))   -- n: nothing applied
+      assert.is_nil(io.open(ws .. "/b", "rb"))
+      out = H.sh("(echo y | " .. ex .. " 2>&1; echo rc=$?)")
+      assert.truthy(out:find("rc=0\n", 1, true), out)
+      assert.are.equal("new\n", H.read(ws .. "/b"))
+      assert.is_nil(io.open(ws .. "/kept.txt", "rb"))
+      assert.are.equal("x", H.readlink(ws .. "/l"))
+      -- The bind mode has nothing to review: refused, the program not run.
+      out = H.sh("(" .. caller.prefix .. AIRLOCK .. " exec --review --workspace " .. ws .. " -- touch z 2>&1; " ..
+        "echo rc=$?)")
+      assert.truthy(out:find("needs a policy with tool.overlay", 1, true), out)
+      assert.is_nil(io.open(ws .. "/z", "rb"))
+    end)
+
     it("reads a change set of 10^5 files", function()
       if ABSENT then pending("skipped: " .. ABSENT) return end
       local res = assert(overlaid("256M", 100000, "mkdir m && cd m && seq 1 99999 | xargs touch", '"never"'))

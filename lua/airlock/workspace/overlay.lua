@@ -93,6 +93,32 @@ local function decide(commit, changes, res, workspace)
   return out, "function"
 end
 
+local STATUS = { created = "A", modified = "M", deleted = "D", symlink = "L", dir = "A", special = "!" }
+
+--- status(changes) -> lines like `git status --short` with sizes, and a
+--- summary line like `git diff --stat`'s last: one per change ("A  path
+--- (12 bytes)", "M  path", "D  path", "L  path -> target", "A  dir/", "!  path
+--- (a device node, fifo or socket: never applied)"); " R" after the letter
+--- for a change that replaces another type of file, which is refused.
+function M.status(changes)
+  local lines, n, bytes = {}, { A = 0, M = 0, D = 0, L = 0, ["!"] = 0 }, 0
+  for _, c in ipairs(changes) do
+    local s = STATUS[c.kind] or "?"
+    n[s] = (n[s] or 0) + 1
+    local tail = ""
+    if c.kind == "created" or c.kind == "modified" then
+      tail = string.format(" (%d bytes)", c.size or 0)
+      bytes = bytes + (c.size or 0)
+    elseif c.kind == "symlink" then tail = " -> " .. tostring(c.target)
+    elseif c.kind == "special" then tail = " (a device node, fifo or socket: never applied)" end
+    lines[#lines + 1] = string.format("%s%s %s%s%s", s, c.replaces and "R" or " ", c.path,
+      c.kind == "dir" and "/" or "", tail)
+  end
+  lines[#lines + 1] = string.format("%d changes: %d added, %d modified, %d deleted, %d links, %d bytes to write",
+    #changes, n.A, n.M, n.D, n.L, bytes)
+  return lines
+end
+
 local function mib(n) return string.format("%.1f MiB", n / 1048576) end
 
 --- finish(ov, layer, res, workspace): res.overlay = { bytes_used, bytes_max,
@@ -106,7 +132,7 @@ local function mib(n) return string.format("%.1f MiB", n / 1048576) end
 --- run's (a ledger), which gets a "workspace.change" record per change { path,
 --- change (its kind), size, sha256, mode, target, decision = "committed" |
 --- "refused" | "failed" | "discarded" }. Closes the layer.
-function M.finish(ov, layer, res, workspace, recorder)
+function M.finish(ov, layer, res, workspace, recorder, review)
   if not layer then return end
   local u, err = layer:usage()
   local changes, cerr = layer:changes(workspace)
@@ -138,6 +164,12 @@ function M.finish(ov, layer, res, workspace, recorder)
   local take, decision, derr = {}, "none", cerr
   if changes then take, decision, derr = decide(ov.commit, changes, res, workspace) end
   o.commit, o.commit_error = decision, derr
+  -- The caller's review (airlock exec --review) narrows what the policy took.
+  if review and #take > 0 then
+    local reviewed, _, rerr = decide(review, take, res, workspace)
+    o.reviewed, take = #reviewed, reviewed
+    if rerr then o.commit_error = rerr:gsub("^tool%.overlay%.commit", "review") end
+  end
   local chosen = {}
   for _, c in ipairs(take) do chosen[c.path] = true end
   local function record(c, outcome, reason)
