@@ -41,6 +41,13 @@ void airlock_l_push_overlay_layer(lua_State *L, int fd)
   luaL_setmetatable(L, LAYER_CLASS);
 }
 
+/* A message of core/overlay_*.c without its "overlay: ", which
+** airlock_l_fail puts back as the cause. */
+static const char *bare(const char *msg)
+{
+  return strncmp(msg, "overlay: ", 9) == 0 ? msg + 9 : msg;
+}
+
 /* layer:usage() -> { bytes_used, bytes_max, files_used, files_max }, or nil,
 ** message, errno. */
 static int l_usage(lua_State *L)
@@ -168,7 +175,7 @@ static int l_changes(lua_State *L)
   close(wfd);
   if (cw.upper >= 0) close(cw.upper);
   if (rc < 0)
-    return airlock_l_fail(L, "overlay", err[0] ? err : "overlay: hash a changed file of the writable layer",
+    return airlock_l_fail(L, "overlay", err[0] ? bare(err) : "hash a changed file of the writable layer",
                           -rc);
   return 1;
 }
