@@ -346,6 +346,14 @@ typedef enum airlock_mount_kind {
                                   change, remove, rename or add to them. One that does not
                                   exist is made first, empty (a trailing '/': a directory),
                                   and removed when the child is closed (docs/TOOLS.md) */
+  AIRLOCK_MOUNT_OVERLAY,       /* target: the workspace (its WORKSPACE record's target): the
+                                  program sees it through an overlay whose writable layer is
+                                  a tmpfs of size bytes ("size=", required) and inodes files
+                                  ("nr_inodes=", required), so the kernel bounds what a run
+                                  can write (ENOSPC past it) and the real workspace is never
+                                  written. The child hands the tmpfs to the parent
+                                  (airlock_child.overlay) before exec, so it outlives the
+                                  child's mount namespace (docs/TOOLS.md, "Overlay") */
   AIRLOCK_MOUNT_KIND_COUNT_
 } airlock_mount_kind;
 
@@ -353,13 +361,14 @@ typedef struct airlock_mount {
   airlock_mount_kind kind;
   const char *target;   /* where it appears (every kind but ROOTFS) */
   const char *source;   /* ROOTFS: the root file system's directory */
-  const char *size;     /* TMPFS: "size=", e.g. "64m"; NULL: AIRLOCK_TMPFS_SIZE_DEFAULT */
-  unsigned long inodes; /* TMPFS: "nr_inodes="; 0: the default */
+  const char *size;     /* TMPFS, OVERLAY: "size=", e.g. "64m"; NULL: AIRLOCK_TMPFS_SIZE_DEFAULT
+                           (OVERLAY: required) */
+  unsigned long inodes; /* TMPFS, OVERLAY: "nr_inodes="; 0: the default (OVERLAY: required) */
 } airlock_mount;
 #define AIRLOCK_MOUNTS_MAX 256 /* records in airlock_spawn_opts.mounts */
 
 /* The kind's word ("workspace", "keep", "tmpfs", "view_ro", "view_rw", "rootfs",
-** "protect"), or "unknown". */
+** "protect", "overlay"), or "unknown". */
 const char *airlock_mount_kind_name(airlock_mount_kind k);
 
 typedef struct airlock_spawn_opts {
@@ -450,6 +459,9 @@ int airlock_identity_userns(airlock_identity_ns which, char *err, size_t errlen)
 
 #define AIRLOCK_TMPFS_SIZE_DEFAULT   (64ul << 20) /* bytes of a private tmpfs whose size is NULL */
 #define AIRLOCK_TMPFS_INODES_DEFAULT 16384ul      /* one per 4 KiB of the default 64 MiB */
+/* Inodes an overlay's writable layer uses itself (its root, upper/, work/ and
+** overlayfs's own two in work/), on top of the record's inodes. */
+#define AIRLOCK_OVERLAY_OWN_INODES   5ul
 
 /* The namespaces a child can be born in: the word policies use, the entry in
 ** /proc/PID/ns, and the CLONE_NEW* flag. The list ends with a NULL name. */
@@ -471,6 +483,10 @@ typedef struct airlock_child {
                                       non-blocking (AIRLOCK_INIT_* records), or -1 */
   int egress;                      /* with airlock_spawn_opts.egress_port: the listening TCP socket
                                       in the child's net namespace (blocking), or -1 */
+  int overlay;                     /* with an AIRLOCK_MOUNT_OVERLAY record: the root of the tmpfs
+                                      holding the overlay's writable layer (upper/, work/), an
+                                      directory the parent may read once the run
+                                      has ended, or -1 */
   struct airlock_protect *protect; /* with AIRLOCK_MOUNT_PROTECT records: the paths
                      held for the run and the placeholders made; airlock_child_close
                      removes those once the child has exited */
@@ -759,6 +775,9 @@ uint64_t airlock_run_serial(const airlock_run *r); /* 1, 2, ... per broker */
 ** fail at once instead of waiting in the backlog). */
 int airlock_run_egress_fd(const airlock_run *r);
 void airlock_run_egress_close(airlock_run *r);
+/* The run's overlay layer (airlock_child.overlay), handed to the caller, who
+** then owns it (closes it); -1 when there is none or it was taken. */
+int airlock_run_overlay_take(airlock_run *r);
 void *airlock_run_udata(const airlock_run *r);
 int airlock_run_live(const airlock_run *r);
 /* Captured output so far (which: 1 stdout, 2 stderr), for streaming it while

@@ -63,8 +63,8 @@ struct spawn_ctx {
   airlock_spawn_step phase;        /* the child's step now, for its report */
   struct spawn_report *rep;
   /* The parent's: each pair's [0] is the parent's end. */
-  int sv[2], po[2], pe[2], nt[2], eg[2], st[2]; /* channel, stdout, stderr, listener,
-                                                   egress, airlock-init's status */
+  int sv[2], po[2], pe[2], nt[2], eg[2], st[2], ov[2]; /* channel, stdout, stderr, listener,
+                                                   egress, airlock-init's status, overlay layer */
   int devnull;
   void *stack;
   char abs_path[4096];
@@ -487,6 +487,7 @@ void airlock_child_close(airlock_child *c)
   airlock_protect_release(c->protect, airlock_protect_child_gone(c->pidfd));
   c->protect = NULL;
   close_fd(&c->egress);
+  close_fd(&c->overlay);
   close_fd(&c->pidfd);
   close_fd(&c->status);
   close_fd(&c->notify);
@@ -620,6 +621,10 @@ static int open_channels(struct spawn_ctx *x, const airlock_spawn_opts *o, const
     *step = "socketpair";
     return -1;
   }
+  if (x->mounts.overlay && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, x->ov) < 0) {
+    *step = "socketpair";
+    return -1;
+  }
   x->stack =
       mmap(NULL, CHILD_STACK_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (x->stack == MAP_FAILED) {
@@ -636,6 +641,7 @@ static int open_channels(struct spawn_ctx *x, const airlock_spawn_opts *o, const
   x->src[3] = o->channel ? x->sv[1] : -1;
   x->notify = x->nt[1];
   x->egress_w = x->eg[1];
+  x->mounts.overlay_w = x->ov[1];
   return 0;
 }
 
@@ -719,9 +725,11 @@ static int take_child(struct spawn_ctx *x, const airlock_spawn_opts *o, airlock_
   char ename[24];
   if (x->nt[0] >= 0) c->notify = receive_listener(x->nt[0]);
   if (x->eg[0] >= 0) c->egress = receive_listener(x->eg[0]);
+  if (x->ov[0] >= 0) c->overlay = receive_listener(x->ov[0]);
   if (x->rep->step) { /* the child failed before exec and has exited */
     close_fd(&c->notify);
     close_fd(&c->egress);
+    close_fd(&c->overlay);
     waitpid(c->pid, NULL, 0);
     c->pid = -1;
     errno = x->rep->err;
@@ -739,6 +747,14 @@ static int take_child(struct spawn_ctx *x, const airlock_spawn_opts *o, airlock_
     errno = EPROTO;
     return step_failed(c, AIRLOCK_STEP_EGRESS, "egress: the listener did not arrive from the child", err,
                        errlen);
+  }
+  if (x->ov[0] >= 0 && c->overlay < 0) { /* the same: no run without its bound layer in hand */
+    discard_child(c);
+    close_fd(&c->notify);
+    close_fd(&c->egress);
+    errno = EPROTO;
+    return step_failed(c, AIRLOCK_STEP_MOUNT, "overlay: the writable layer did not arrive from the child",
+                       err, errlen);
   }
   c->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0); /* CLOEXEC by definition */
   c->protect = x->protect; /* released by airlock_child_close, once the child is gone */
@@ -764,8 +780,9 @@ static int take_child(struct spawn_ctx *x, const airlock_spawn_opts *o, airlock_
 static void spawn_cleanup(struct spawn_ctx *x)
 {
   if (x->stack != MAP_FAILED) munmap(x->stack, CHILD_STACK_SIZE);
-  int *fds[] = {&x->sv[0], &x->sv[1], &x->po[0], &x->po[1], &x->pe[0],   &x->pe[1],   &x->nt[0],  &x->nt[1],
-                &x->eg[0], &x->eg[1], &x->st[0], &x->st[1], &x->devnull, &x->exec_fd, &x->init_fd};
+  int *fds[] = {&x->sv[0], &x->sv[1], &x->po[0],   &x->po[1],   &x->pe[0],  &x->pe[1],
+                &x->nt[0], &x->nt[1], &x->eg[0],   &x->eg[1],   &x->st[0],  &x->st[1],
+                &x->ov[0], &x->ov[1], &x->devnull, &x->exec_fd, &x->init_fd};
   for (size_t i = 0; i < sizeof fds / sizeof *fds; i++) close_fd(fds[i]);
   free(x->init_argv);
   airlock_protect_release(x->protect, 1); /* the run did not start: its child, if any, is gone */
@@ -779,13 +796,13 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   int rc;
 
   c->pid = -1;
-  c->pidfd = c->chan = c->out = c->err = c->notify = c->status = c->egress = -1;
+  c->pidfd = c->chan = c->out = c->err = c->notify = c->status = c->egress = c->overlay = -1;
   c->protect = NULL;
   c->step = AIRLOCK_STEP_OPTIONS;
   memset(&x, 0, sizeof x);
   x.stack = MAP_FAILED;
   x.sv[0] = x.sv[1] = x.po[0] = x.po[1] = x.pe[0] = x.pe[1] = -1;
-  x.nt[0] = x.nt[1] = x.eg[0] = x.eg[1] = x.st[0] = x.st[1] = -1;
+  x.nt[0] = x.nt[1] = x.eg[0] = x.eg[1] = x.st[0] = x.st[1] = x.ov[0] = x.ov[1] = -1;
   x.devnull = x.exec_fd = x.init_fd = x.status_w = x.egress_w = x.userns_fd = x.idmap_fd = -1;
   if ((rc = check_options(o, err, errlen)) < 0) return rc;
   x.o = o;

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -29,7 +30,7 @@ static const char *const kind_names[AIRLOCK_MOUNT_KIND_COUNT_] = {
     [AIRLOCK_MOUNT_WORKSPACE] = "workspace", [AIRLOCK_MOUNT_KEEP] = "keep",
     [AIRLOCK_MOUNT_TMPFS] = "tmpfs",         [AIRLOCK_MOUNT_VIEW_RO] = "view_ro",
     [AIRLOCK_MOUNT_VIEW_RW] = "view_rw",     [AIRLOCK_MOUNT_ROOTFS] = "rootfs",
-    [AIRLOCK_MOUNT_PROTECT] = "protect",
+    [AIRLOCK_MOUNT_PROTECT] = "protect",     [AIRLOCK_MOUNT_OVERLAY] = "overlay",
 };
 
 const char *airlock_mount_kind_name(airlock_mount_kind k)
@@ -252,6 +253,21 @@ static int take_record(struct spawn_mount_plan *p, const airlock_spawn_opts *o, 
                       AIRLOCK_PROTECT_MAX, m->target);
       p->protect[p->nprotect++] = m->target;
       break;
+    case AIRLOCK_MOUNT_OVERLAY: {
+      if (p->overlay) return refuse(err, errlen, EINVAL, "spawn: a spawn has at most one overlay");
+      const char *sz = m->size;
+      size_t zl = sz ? strlen(sz) : 0;
+      if (zl == 0 || zl >= sizeof p->overlay_.size || strspn(sz, "0123456789") == 0 ||
+          sz[strspn(sz, "0123456789") + strspn(sz + strspn(sz, "0123456789"), "kKmMgG")] != 0 ||
+          m->inodes == 0 || m->inodes > 100000000ul)
+        return refuse(err, errlen, EINVAL,
+                      "spawn: an overlay needs a size (digits, then k, m or g) and a number of "
+                      "files from 1 to 100000000 for its writable layer");
+      p->overlay = &p->overlay_;
+      memcpy(p->overlay_.size, sz, zl + 1);
+      snprintf(p->overlay_.inodes, sizeof p->overlay_.inodes, "%lu", m->inodes + AIRLOCK_OVERLAY_OWN_INODES);
+      break;
+    }
     default: break;
   }
   return 0;
@@ -295,6 +311,15 @@ int spawn_mount_plan(struct spawn_mount_plan *p, const airlock_spawn_opts *o, ai
     }
   if (p->workspace && !(o->namespaces & CLONE_NEWNS))
     return refuse_step(err, errlen, EINVAL, "a workspace needs a workdir and the mount namespace");
+  if (p->overlay) {
+    const char *target = NULL;
+    for (size_t i = 0; i < o->nmounts; i++)
+      if (o->mounts[i].kind == AIRLOCK_MOUNT_OVERLAY) target = o->mounts[i].target;
+    if (!p->workspace || strcmp(target, p->workspace) != 0)
+      return refuse(err, errlen, EINVAL,
+                    "spawn: an overlay covers the workspace: its target must be the "
+                    "workspace's");
+  }
   if (p->workspace) p->trees[p->ntrees++] = (struct spawn_mount_tree){p->workspace, -1, 1};
   /* A kept directory matters below a tmpfs, or in a view (elsewhere it is
   ** visible anyway). */
@@ -396,6 +421,72 @@ CHILD static int grant(const struct spawn_mount_plan *p, const char *path, int r
   return 0;
 }
 
+/* The overlay over the workspace: a new tmpfs bounded by the plan (its
+** writable layer: upper/ and work/, upper/ given the owner and mode of the
+** workspace's root, which the overlay's root shows), the cloned workspace
+** *lower below it, mounted detached (nosuid, nodev) into *lower in its place.
+** The tmpfs goes to the parent over overlay_w before anything else can fail
+** late: it outlives this mount namespace for the parent to read. */
+CHILD static int overlay_workspace(const struct spawn_mount_plan *p, int *lower, const char **step)
+{
+  struct stat st;
+  if (fstat(*lower, &st) < 0) FAIL("overlay: stat the workspace");
+  int fs = (int)syscall(SYS_fsopen, "tmpfs", FSOPEN_CLOEXEC);
+  if (fs < 0) FAIL("overlay: fsopen(tmpfs)");
+  if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "size", p->overlay->size, 0) < 0 ||
+      syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "nr_inodes", p->overlay->inodes, 0) < 0 ||
+      syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "mode", "0700", 0) < 0 ||
+      syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+    FAIL("overlay: configure the writable layer's tmpfs (fsconfig)");
+  int layer = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+  close(fs);
+  if (layer < 0) FAIL("overlay: fsmount(tmpfs)");
+  if (mkdirat(layer, "upper", 0700) < 0 || mkdirat(layer, "work", 0700) < 0)
+    FAIL("overlay: mkdir(upper, work)");
+  if (fchownat(layer, "upper", st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW) < 0 ||
+      fchmodat(layer, "upper", st.st_mode & 07777 & ~(mode_t)(S_ISUID | S_ISGID), 0) < 0)
+    FAIL("overlay: give upper/ the workspace's owner and mode");
+  /* Handed over first: the parent never runs a program whose layer it lacks. */
+  union {
+    struct cmsghdr h;
+    char buf[CMSG_SPACE(sizeof(int))];
+  } cm;
+  memset(&cm, 0, sizeof cm);
+  char byte = 'O';
+  struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+  struct msghdr mh = {
+      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf};
+  struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(c), &layer, sizeof layer);
+  if (sendmsg(p->overlay_w, &mh, MSG_NOSIGNAL) != 1) FAIL("overlay: hand the writable layer to the parent");
+  int up = openat(layer, "upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int work = openat(layer, "work", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  close(layer);
+  if (up < 0 || work < 0) FAIL("overlay: open(upper, work)");
+  int ov = (int)syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
+  if (ov < 0) FAIL("overlay: fsopen(overlay)");
+  /* userxattr: its marks are user.overlay.* (trusted.* needs the host's
+  ** CAP_SYS_ADMIN), which leaves redirect_dir and metacopy off: a renamed
+  ** directory is copied up whole, a renamed file is a removal and a new file. */
+  if (syscall(SYS_fsconfig, ov, FSCONFIG_SET_FD, "lowerdir+", NULL, *lower) < 0 ||
+      syscall(SYS_fsconfig, ov, FSCONFIG_SET_FD, "upperdir", NULL, up) < 0 ||
+      syscall(SYS_fsconfig, ov, FSCONFIG_SET_FD, "workdir", NULL, work) < 0 ||
+      syscall(SYS_fsconfig, ov, FSCONFIG_SET_FLAG, "userxattr", NULL, 0) < 0 ||
+      syscall(SYS_fsconfig, ov, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+    FAIL("overlay: configure the overlay (fsconfig lowerdir+, upperdir, workdir, userxattr)");
+  int m = (int)syscall(SYS_fsmount, ov, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+  close(ov);
+  close(up);
+  close(work);
+  if (m < 0) FAIL("overlay: fsmount(overlay)");
+  close(*lower);
+  *lower = m;
+  return 0;
+}
+
 /* The workspace and kept directories cloned, into fds. */
 CHILD static int clone_trees(const struct spawn_mount_plan *p, int fds[SPAWN_MOUNT_TREES], const char **step)
 {
@@ -413,6 +504,7 @@ CHILD static int clone_trees(const struct spawn_mount_plan *p, int fds[SPAWN_MOU
                                            : "clone the workspace (open_tree, mount_setattr)",
                         step);
     if (fds[i] < 0) return fds[i];
+    if (t->rw && p->overlay) TRY(overlay_workspace(p, &fds[i], step));
   }
   return 0;
 }
@@ -500,6 +592,11 @@ CHILD static int place_trees(const struct spawn_mount_plan *p, const char *pre,
     if (syscall(SYS_move_mount, fds[i], "", AT_FDCWD, a_buf, MOVE_MOUNT_F_EMPTY_PATH) < 0)
       FAIL(p->trees[i].rw ? "move_mount(workspace)" : "move_mount(kept directory)");
     close(fds[i]);
+    /* An overlay's inodes are its own: Landlock's rules for the workspace
+    ** (on the host's inode) do not reach beneath it in a view. */
+    if (p->trees[i].rw && p->overlay && p->ruleset >= 0)
+      TRY(grant(p, a_buf, 1, "open(the overlaid workspace)", "landlock_add_rule(the overlaid workspace)",
+                step));
   }
   return 0;
 }
@@ -522,6 +619,11 @@ CHILD int spawn_mount_run(const struct spawn_mount_plan *p, const char **step, a
   const char *pre = p->nview ? VIEW_STAGE : "";
   *code = AIRLOCK_STEP_MOUNT;
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) FAIL("mount(/, MS_REC|MS_PRIVATE)");
+  /* Over an overlay, the protected paths are the real workspace's, found
+  ** here before the overlay covers it (the mount it is on stays attached). */
+  int realfd = -1;
+  if (p->overlay && p->held && (realfd = open(p->workspace, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+    FAIL("tool.protect: open the real workspace beneath the overlay");
   TRY(clone_trees(p, fds, step));
   if (p->nview) {
     TRY(build_view(p, step));
@@ -545,8 +647,9 @@ CHILD int spawn_mount_run(const struct spawn_mount_plan *p, const char **step, a
     *code = AIRLOCK_STEP_PROTECT;
     int wfd = open(under(a_buf, pre, p->workspace), O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (wfd < 0) FAIL("tool.protect: open the workspace");
-    int e = airlock_protect_mask(p->held, wfd, step);
+    int e = airlock_protect_mask(p->held, wfd, realfd, step);
     close(wfd);
+    if (realfd >= 0) close(realfd);
     if (e < 0) {
       errno = -e;
       return e;

@@ -41,6 +41,12 @@ struct spawn_mount_tmpfs {
   char data[64]; /* its mount options */
 };
 
+/* The workspace overlaid (an OVERLAY record): the tmpfs of its writable layer. */
+struct spawn_mount_overlay {
+  char size[32];   /* the tmpfs's "size=" */
+  char inodes[24]; /* its "nr_inodes=" */
+};
+
 /* What the child mounts, in the order spawn_mount_run takes it. */
 struct spawn_mount_plan {
   const char *workspace; /* the WORKSPACE record's target, or NULL */
@@ -59,8 +65,11 @@ struct spawn_mount_plan {
   int proc;    /* a /proc of its own (a pid namespace) */
   int ruleset; /* the confinement's Landlock ruleset, or -1 */
   const airlock_confine_prepared *confine;
-  int idmap_fd;                       /* the workspace's idmapping namespace, or -1 */
-  const struct airlock_protect *held; /* what airlock_protect_hold held, or NULL */
+  int idmap_fd;                        /* the workspace's idmapping namespace, or -1 */
+  const struct airlock_protect *held;  /* what airlock_protect_hold held, or NULL */
+  struct spawn_mount_overlay *overlay; /* the OVERLAY record's, or NULL (points into overlay_) */
+  struct spawn_mount_overlay overlay_;
+  int overlay_w; /* with overlay: the child's end of the layer's hand-over socket */
 };
 
 /* Checks o's mount list (at most AIRLOCK_MOUNTS_MAX records of known kinds,

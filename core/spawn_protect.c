@@ -334,19 +334,21 @@ __attribute__((no_sanitize("address", "undefined"))) static int open_in(int wsfd
   return (int)syscall(SYS_openat2, wsfd, rel, &how, sizeof how);
 }
 
-/* fd's tree, cloned (with what is mounted beneath), set to attr when attr is
-** not 0, and mounted onto fd itself. 0 or -1 (errno). */
-__attribute__((no_sanitize("address", "undefined"))) static int bind_self(int fd, unsigned long long attr)
+/* src's tree, cloned (with what is mounted beneath), set to attr when attr is
+** not 0, and mounted onto dst (src itself, or its place in an overlay). 0 or
+** -1 (errno). */
+__attribute__((no_sanitize("address", "undefined"))) static int bind_onto(int src, int dst,
+                                                                          unsigned long long attr)
 {
-  int t =
-      (int)syscall(SYS_open_tree, fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+  int t = (int)syscall(SYS_open_tree, src, "",
+                       OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
   if (t < 0) return -1;
   struct mount_attr a;
   memset(&a, 0, sizeof a);
   a.attr_set = attr;
   int rc =
       (attr && syscall(SYS_mount_setattr, t, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) < 0) ||
-              syscall(SYS_move_mount, t, "", fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0
+              syscall(SYS_move_mount, t, "", dst, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0
           ? -1
           : 0;
   int e = errno;
@@ -355,17 +357,18 @@ __attribute__((no_sanitize("address", "undefined"))) static int bind_self(int fd
   return rc;
 }
 
-__attribute__((no_sanitize("address", "undefined"))) int airlock_protect_mask(const struct airlock_protect *h,
-                                                                              int wsfd, const char **step)
+__attribute__((no_sanitize("address", "undefined"))) int
+airlock_protect_mask(const struct airlock_protect *h, int wsfd, int realfd, const char **step)
 {
   if (!h) return 0;
+  if (realfd < 0) realfd = wsfd;
   for (int b = 0; b < h->nbinds; b++) {
     int fd = open_in(wsfd, h->binds[b]);
     if (fd < 0) {
       *step = "tool.protect: open a directory above a protected path (through no symbolic link)";
       return -errno;
     }
-    int rc = bind_self(fd, 0);
+    int rc = bind_onto(fd, fd, 0);
     int e = errno;
     syscall(SYS_close, fd);
     if (rc < 0) {
@@ -376,20 +379,24 @@ __attribute__((no_sanitize("address", "undefined"))) int airlock_protect_mask(co
   for (int k = 0; k < h->n; k++) {
     const struct airlock_protect_path *p = &h->path[k];
     if (p->masked != 1) continue;
-    int fd = open_in(wsfd, p->rel);
-    if (fd < 0) {
+    int fd = open_in(realfd, p->rel);
+    int dst = fd < 0 || realfd == wsfd ? fd : open_in(wsfd, p->rel);
+    if (fd < 0 || dst < 0) {
+      if (fd >= 0) syscall(SYS_close, fd);
       *step = "tool.protect: open a protected path (through no symbolic link)";
       return -errno;
     }
     struct stat st;
     if (syscall(SYS_fstat, fd, &st) < 0 || st.st_dev != p->dev || st.st_ino != p->ino) {
       syscall(SYS_close, fd);
+      if (dst != fd) syscall(SYS_close, dst);
       *step = "tool.protect: a protected path changed between the parent's look and the mount; try again";
       return -ESTALE;
     }
-    int rc = bind_self(fd, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+    int rc = bind_onto(fd, dst, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
     int e = errno;
     syscall(SYS_close, fd);
+    if (dst != fd) syscall(SYS_close, dst);
     if (rc < 0) {
       *step = "tool.protect: make a protected path read-only (open_tree, mount_setattr, move_mount)";
       return -e;

@@ -54,8 +54,11 @@ int airlock_protect_hold(const char *workdir, const char *const *paths, struct a
                          char *err, size_t errlen);
 
 /* In the child (raw system calls only): wsfd is the workspace in the child's
-** mount namespace. Returns 0, or -errno and *step. */
-int airlock_protect_mask(const struct airlock_protect *h, int wsfd, const char **step);
+** mount namespace; realfd, where each protected path is found and checked
+** (the real workspace when wsfd is an overlay of it: the read-only clone of
+** the real one is bound over the overlay's), or -1 for wsfd. Returns 0, or
+** -errno and *step. */
+int airlock_protect_mask(const struct airlock_protect *h, int wsfd, int realfd, const char **step);
 
 /* Removes what may be removed (see above), closes and frees h (NULL: nothing).
 ** child_gone 0: the child may still run, so every placeholder stays. */

@@ -22,13 +22,14 @@ local grants = require "airlock.policy.grants"
 local registry = require "airlock.launch.registry"
 local run_spec = require "airlock.launch.spec"
 local launch = require "airlock.launch.start"
+local overlay = require "airlock.workspace.overlay"
 
 local M = {}
 
 local EXEC_KEYS = { argv = true, policy = true, workspace = true, stdin = true, stdin_file = true,
                     stdin_inherit = true, output = true, terminal = true, rootfs = true, env = true,
                     timeout = true, capture = true, home = true,
-                    stream = true, ledger = true, durability = true }
+                    stream = true, ledger = true, durability = true, review = true }
 
 local function fail(msg, level) error("exec: " .. msg, (level or 1) + 1) end
 
@@ -401,14 +402,18 @@ local function plan_of(job)
   start.workspace = job.ns.mount or nil   -- bound nosuid, nodev; idmapped to the caller when root
   start.init_program = job.init or nil
   start.rootfs = job.rootfs
+  job.overlay = overlay.configured(tool)   -- tool.overlay: the workspace copy-on-write, bounded
+  local ook, oerr = overlay.plan(job.overlay, start)
+  if not ook then return nil, oerr, "policy" end
   job.plan = plan
   return true
 end
 
 -- The ledger is written by this (trusted) process: never inside the
--- workspace, where the program could plant what it opens. With a proxy, it
--- stays open past the program's end, for the records of connections that end
--- after it (net.end): opened here, closed by the closer returned.
+-- workspace, where the program could plant what it opens. With a proxy or an
+-- overlaid workspace, it stays open past the program's end, for the records
+-- of connections that end after it (net.end) and of the change set: opened
+-- here, closed by the closer returned.
 local function ledger_of(job)
   local opts = job.opts
   local ledger = opts.ledger
@@ -422,7 +427,7 @@ local function ledger_of(job)
       "keep the ledger outside it", ledger, job.workspace), "ledger"
   end
   job.ledger = ledger
-  if not job.net then return true end
+  if not job.net and not job.overlay then return true end
   local fresh, taken, code = ledger_mod.fresh(ledger, true)
   if not fresh then return nil, taken, code end
   local lerr
@@ -492,7 +497,9 @@ end
 ---   workspace = dir, stdin = string | stdin_file = path | stdin_inherit = true,
 ---   output = "capture" | "inherit", env = {NAME = "value"}, timeout = ms | "2s",
 ---   capture = bytes | "64K", stream = function(which, line, complete),
----   ledger = dir, durability = "batch"}
+---   ledger = dir, durability = "batch", review = function(changes, ctx)}
+---   (review: with tool.overlay, asked after the policy's commit with what it
+---   took; true keeps them, false none, a list those of them)
 ---   -> result, or nil, message, cause word, exit status (127: not found, 126:
 ---   not runnable, else 125: what a shell or env(1) would exit with).
 --- result: ok, cause, message, exit_code | signal, stdout, stderr (secrets
@@ -509,12 +516,17 @@ function M.exec(opts, broker)
     if not ok then return nil, err, code, status end
   end
   if opts.stdin ~= nil and type(opts.stdin) ~= "string" then fail("'stdin' must be a string", 2) end
+  if opts.review ~= nil and type(opts.review) ~= "function" then
+    fail("'review' must be a function(changes, ctx) -> true, false or the changes to apply", 2)
+  end
   if opts.stdin_file ~= nil and type(opts.stdin_file) ~= "string" then fail("'stdin_file' must be a path", 2) end
   local pty <close> = terminal(job)   -- closed on every way out
   for _, step in ipairs { plan_of, ledger_of } do
     local ok, err, code, status = step(job)
     if not ok then return nil, err, code, status end
   end
+  local wlock <close>, wlerr = overlay.lock(job.overlay, job.workspace)   -- one overlaid run at a time
+  if wlock == nil then return nil, wlerr, "workspace", 125 end
   local b = broker or core.broker()
   -- Closed on every way out, a stream callback's error included: the program dies with it.
   local owned <close> = broker == nil and b or nil
@@ -531,10 +543,18 @@ function M.exec(opts, broker)
     if run then pty:relay() end
   end
   if not run then return start_failure(err, code, step) end
+  local layer <close>, lerr = overlay.take(job.overlay, run)   -- closed on every way out
+  local orec = layer and registry.record_of(run)   -- the change set's records go to the run's ledger
+  if layer == nil then
+    run:cancel()
+    while run:live() do b:step(-1) end
+    return nil, lerr, "confinement", 125
+  end
   local proxy, perr2, pcode, pstatus = proxy_for(job, b, run, t0)
   if proxy == nil then return nil, perr2, pcode, pstatus end
   local res, werr, wcode = wait(job, b, run, proxy)
   if not res then return nil, werr, wcode end
+  overlay.finish(job.overlay, layer, res, job.workspace, orec and orec.recorder, opts.review)
   violations.add(res)
   if pty then pty:wait(500) end
   res.argv = job.full

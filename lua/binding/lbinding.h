@@ -71,6 +71,10 @@ void airlock_l_open_pty(lua_State *L); /* lpty.c: core.pty_open */
 void airlock_l_open_http(lua_State *L);
 /* Adds deny() and denial() to the table on top of the stack (ldenial.c). */
 void airlock_l_open_denial(lua_State *L);
+/* loverlay.c: an overlaid workspace's writable layer (airlock.overlay_layer),
+** owning fd. */
+void airlock_l_open_overlay(lua_State *L);
+void airlock_l_push_overlay_layer(lua_State *L, int fd);
 /* The reason of the denial at idx (a value core.deny raised), or NULL when it
 ** is not one. The text lives as long as the value does. */
 const char *airlock_l_denial_reason(lua_State *L, int idx);

@@ -1035,6 +1035,18 @@ static int l_run_egress_close(lua_State *L)
   return 0;
 }
 
+/* run:_overlay_take() -> the run's overlay layer (b:_start{overlay_bytes =}),
+** handed to the caller as an airlock.overlay_layer, or nil (none, or taken).
+** Taken while the run is live: it outlives the run for the caller to read. */
+static int l_run_overlay_take(lua_State *L)
+{
+  lrun *lr = check_run(L, 1);
+  int fd = lr->finished || !lr->r ? -1 : airlock_run_overlay_take(lr->r);
+  if (fd < 0) return 0;
+  airlock_l_push_overlay_layer(L, fd);
+  return 1;
+}
+
 /* run:output(which, from) -> the bytes stdout ("stdout") or stderr ("stderr") has
 ** captured past offset from (0-based), while the run goes on (for streaming);
 ** nil once the run has finished (its result then holds everything). */
@@ -1113,6 +1125,7 @@ void airlock_l_open_broker(lua_State *L)
                                 {"_unpark", l_run_unpark},
                                 {"_egress_fd", l_run_egress_fd},
                                 {"_egress_close", l_run_egress_close},
+                                {"_overlay_take", l_run_overlay_take},
                                 {"_turn", l_run_turn},
                                 {"_broker", l_run_broker},
                                 {"_joined", l_run_joined},

@@ -160,9 +160,10 @@ static unsigned layer_options(lua_State *L, int t)
 /* The options read by name, for the check that t holds nothing else (and
 ** the layer table's names, layer_options). */
 static const char *const START_NAMED[] = {
-    "argv",  "expect_ready", "shared_net", "namespaces",   "rlimits", "stdin_fd", "stdout_fd", "stderr_fd",
-    "stdin", "stdin_file",   "confine",    "handlers",     "ctx",     "init",     "workspace", "rootfs",
-    "keep",  "tmpfs",        "tmpfs_size", "tmpfs_inodes", "view_ro", "view_rw",  "protect",   NULL};
+    "argv",      "expect_ready", "shared_net",    "namespaces",    "rlimits",    "stdin_fd",     "stdout_fd",
+    "stderr_fd", "stdin",        "stdin_file",    "confine",       "handlers",   "ctx",          "init",
+    "workspace", "rootfs",       "keep",          "tmpfs",         "tmpfs_size", "tmpfs_inodes", "view_ro",
+    "view_rw",   "protect",      "overlay_bytes", "overlay_files", NULL};
 
 /* Every key of t must be an option: a misspelt one ("drop_cap") would
 ** otherwise be a layer silently not applied. */
@@ -239,8 +240,9 @@ static size_t add_mounts(lua_State *L, int t, const char *field, airlock_mount_k
 
 /* The mount set as b:_start's options give it -- workspace = true (the workdir
 ** is the run's workspace), rootfs = dir, keep, tmpfs (each with tmpfs_size
-** and tmpfs_inodes), view_ro, view_rw and protect = {paths} -- as the spawn's
-** mount list, in that order, held by a userdata on the stack. A list longer
+** and tmpfs_inodes), view_ro, view_rw and protect = {paths}, overlay_bytes and
+** overlay_files (the workspace overlaid, its writable layer bounded so) -- as
+** the spawn's mount list, in that order, held by a userdata on the stack. A list longer
 ** than AIRLOCK_MOUNTS_MAX goes to the spawner whole, which refuses it. */
 static void read_mounts(lua_State *L, int t, airlock_spawn_opts *so)
 {
@@ -266,8 +268,16 @@ static void read_mounts(lua_State *L, int t, airlock_spawn_opts *so)
   lua_getfield(L, t, "workspace");
   int workspace = lua_toboolean(L, -1);
   lua_pop(L, 1);
+  lua_Integer ov_bytes = opt_int_field(L, t, "overlay_bytes", 0, (lua_Integer)1 << 50);
+  unsigned long ov_files = (unsigned long)opt_int_field(L, t, "overlay_files", 0, 100000000);
+  const char *ov_size = NULL; /* stays on the stack with the rest */
+  if (ov_bytes > 0 || ov_files > 0) {
+    if (!workspace || ov_bytes <= 0 || ov_files == 0)
+      luaL_error(L, "start: fields 'overlay_bytes' and 'overlay_files' go together, with workspace = true");
+    ov_size = lua_pushfstring(L, "%I", ov_bytes);
+  }
   /* Counted first, then filled: the strings stay on the stack meanwhile. */
-  size_t n = (size_t)workspace + (rootfs != NULL);
+  size_t n = (size_t)workspace + (rootfs != NULL) + (ov_size != NULL);
   int view_given = 0;
   size_t nview = 0;
   for (size_t k = 0; k < sizeof lists / sizeof *lists; k++) {
@@ -291,6 +301,9 @@ static void read_mounts(lua_State *L, int t, airlock_spawn_opts *so)
   size_t i = 0;
   if (workspace) m[i++] = (airlock_mount){.kind = AIRLOCK_MOUNT_WORKSPACE, .target = so->workdir};
   if (rootfs) m[i++] = (airlock_mount){.kind = AIRLOCK_MOUNT_ROOTFS, .source = rootfs};
+  if (ov_size)
+    m[i++] = (airlock_mount){
+        .kind = AIRLOCK_MOUNT_OVERLAY, .target = so->workdir, .size = ov_size, .inodes = ov_files};
   for (size_t k = 0; k < sizeof lists / sizeof *lists; k++) {
     size_t from = i;
     i = add_mounts(L, t, lists[k].field, lists[k].kind, m, i, n);

@@ -246,6 +246,7 @@ int luaopen_airlock(lua_State *L)
   airlock_l_open_pty(L);
   airlock_l_open_http(L);
   airlock_l_open_denial(L);
+  airlock_l_open_overlay(L);
   lua_pushcfunction(L, l_worker_path);
   lua_setfield(L, -2, "worker_path");
   lua_pushcfunction(L, airlock_l_probe);

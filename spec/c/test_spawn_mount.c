@@ -2,7 +2,8 @@
 ** test_spawn_mount.c -- airlock_spawn's mount list (airlock_spawn_opts.mounts)
 ** as data: the checks that refuse a list before anything is made (too long, an
 ** unknown kind, a record without what its kind needs, more of a kind than a
-** spawn may have), each with its message and its step code; and the step a
+** spawn may have, an overlay that is not bounded or not over the workspace),
+** each with its message and its step code; and the step a
 ** spawn failed in, for the steps C alone can reach here.
 */
 #define _GNU_SOURCE
@@ -120,6 +121,37 @@ static void test_protect_checks(void)
   refused(alone, 1, CLONE_NEWNS, EINVAL, AIRLOCK_STEP_PROTECT, "beneath the workspace", "no workspace");
 }
 
+/* An overlay record: a bounded size and file count, once, over the workspace. */
+static void test_overlay_checks(void)
+{
+  const char *need = "an overlay needs a size (digits, then k, m or g) and a number of files";
+  airlock_mount no_size[] = {{.kind = AIRLOCK_MOUNT_WORKSPACE, .target = "/tmp/ws"},
+                             {.kind = AIRLOCK_MOUNT_OVERLAY, .target = "/tmp/ws", .inodes = 10}};
+  refused(no_size, 2, CLONE_NEWNS, EINVAL, AIRLOCK_STEP_MOUNT, need, "an overlay without a size");
+  airlock_mount bad_size[] = {
+      {.kind = AIRLOCK_MOUNT_WORKSPACE, .target = "/tmp/ws"},
+      {.kind = AIRLOCK_MOUNT_OVERLAY, .target = "/tmp/ws", .size = "12x", .inodes = 10}};
+  refused(bad_size, 2, CLONE_NEWNS, EINVAL, AIRLOCK_STEP_MOUNT, need, "an overlay of 12x");
+  airlock_mount pct[] = {{.kind = AIRLOCK_MOUNT_WORKSPACE, .target = "/tmp/ws"},
+                         {.kind = AIRLOCK_MOUNT_OVERLAY, .target = "/tmp/ws", .size = "50%", .inodes = 10}};
+  refused(pct, 2, CLONE_NEWNS, EINVAL, AIRLOCK_STEP_MOUNT, need, "an overlay of half the memory");
+  airlock_mount no_files[] = {{.kind = AIRLOCK_MOUNT_WORKSPACE, .target = "/tmp/ws"},
+                              {.kind = AIRLOCK_MOUNT_OVERLAY, .target = "/tmp/ws", .size = "1m"}};
+  refused(no_files, 2, CLONE_NEWNS, EINVAL, AIRLOCK_STEP_MOUNT, need, "an overlay without a file count");
+  airlock_mount two[] = {{.kind = AIRLOCK_MOUNT_WORKSPACE, .target = "/tmp/ws"},
+                         {.kind = AIRLOCK_MOUNT_OVERLAY, .target = "/tmp/ws", .size = "1m", .inodes = 10},
+                         {.kind = AIRLOCK_MOUNT_OVERLAY, .target = "/tmp/ws", .size = "1m", .inodes = 10}};
+  refused(two, 3, CLONE_NEWNS, EINVAL, AIRLOCK_STEP_MOUNT, "at most one overlay", "two overlays");
+  airlock_mount elsewhere[] = {
+      {.kind = AIRLOCK_MOUNT_WORKSPACE, .target = "/tmp/ws"},
+      {.kind = AIRLOCK_MOUNT_OVERLAY, .target = "/tmp/other", .size = "1m", .inodes = 10}};
+  refused(elsewhere, 2, CLONE_NEWNS, EINVAL, AIRLOCK_STEP_MOUNT, "its target must be the workspace's",
+          "an overlay of another directory");
+  airlock_mount alone[] = {{.kind = AIRLOCK_MOUNT_OVERLAY, .target = "/tmp/ws", .size = "1m", .inodes = 10}};
+  refused(alone, 1, CLONE_NEWNS, EINVAL, AIRLOCK_STEP_MOUNT, "its target must be the workspace's",
+          "an overlay without a workspace");
+}
+
 /* The step of a spawn that failed before the list (options) and in the child
 ** (exec), and none for one that started. */
 static void test_steps(void)
@@ -158,6 +190,7 @@ static void test_names(void)
   CHECK(strcmp(airlock_spawn_step_name((airlock_spawn_step)-1), "unknown") == 0);
   CHECK(strcmp(airlock_mount_kind_name(AIRLOCK_MOUNT_TMPFS), "tmpfs") == 0);
   CHECK(strcmp(airlock_mount_kind_name(AIRLOCK_MOUNT_VIEW_RW), "view_rw") == 0);
+  CHECK(strcmp(airlock_mount_kind_name(AIRLOCK_MOUNT_OVERLAY), "overlay") == 0);
   CHECK(strcmp(airlock_mount_kind_name((airlock_mount_kind)0), "unknown") == 0);
   CHECK(strcmp(airlock_mount_kind_name(AIRLOCK_MOUNT_KIND_COUNT_), "unknown") == 0);
 }
@@ -166,6 +199,7 @@ int main(void)
 {
   test_list_checks();
   test_protect_checks();
+  test_overlay_checks();
   test_steps();
   test_names();
   return check_summary();

@@ -31,7 +31,7 @@ local LAYER = {
   ["airlock.launch.registry"] = 1, ["airlock.launch.init_map"] = 1, ["airlock.launch.spec"] = 1,
   ["airlock.nest"] = 2, ["airlock.launch.run_handlers"] = 2, ["airlock.launch.resolve"] = 2,
   ["airlock.launch.recording"] = 3, ["airlock.launch.pool"] = 3,
-  ["airlock.launch.start"] = 4,
+  ["airlock.launch.start"] = 4, ["airlock.workspace.overlay"] = 4,
   ["airlock.launch.ending"] = 5, ["airlock.launch.broker"] = 5, ["airlock.launch.journal"] = 5,
   ["airlock.launch.process"] = 5, ["airlock.exec"] = 5,
   ["airlock.launch.step"] = 6,

@@ -16,12 +16,14 @@
 --   fork-exec      plain fork + execve + wait of /bin/true (airlock-baseline)
 --   bwrap          bwrap --unshare-all --ro-bind / / /bin/true, when installed
 -- Targets: exec-inproc under 3x fork-exec; exec-inproc and exec-command at
--- most half of bwrap.
+-- most half of bwrap. Then the overlay rows (airlock.cli.bench_overlay):
+-- tool.overlay's make and git commit at most 1.2x the bind mode's.
 local airlock = require "airlock"
 local core = require "airlock.core"
 local json = require "airlock.json"
 local policy = require "airlock.policy"
 local bench = require "airlock.cli.bench"
+local bench_overlay = require "airlock.cli.bench_overlay"
 local shell_quote = require("airlock.util").shell_quote
 
 local M = {}
@@ -132,6 +134,8 @@ function M.main(args)
   row("exec-command/bwrap", m.command, "bwrap-true", m.bwrap, "<= 0.5")
   row("exec-inproc-nocg", m.inproc_nocg, "bwrap-true", m.bwrap)
   row("exec-command-nocg", m.command_nocg, "bwrap-true", m.bwrap)
+  -- tool.overlay against the bind mode (airlock.cli.bench_overlay).
+  for _, r in ipairs(bench_overlay.rows(quick)) do rows[#rows + 1] = r end
 
   if as_json then
     for _, r in ipairs(rows) do io.stdout:write(json.encode(r), "\n") end

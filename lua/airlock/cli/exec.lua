@@ -13,6 +13,7 @@
 -- workspace, confinement); 1 when a capture was cut and the program exited 0.
 local airlock = require "airlock"
 local json = require "airlock.json"
+local overlay = require "airlock.workspace.overlay"
 local core = require "airlock.core"
 local ledger = require "airlock.ledger"
 local exec = require "airlock.exec"
@@ -64,6 +65,7 @@ end
 function M.main(args)
   local opts, env = {}, {}
   local as_json, stream, stdin, no_tty = false, false, "-", false
+  local review
   local secrets_declared
   local i = 1
   local function value(flag)
@@ -99,6 +101,7 @@ function M.main(args)
       elseif a == "--ledger" then opts.ledger = value(a)
       elseif a == "--durability" then opts.durability = value(a)
       elseif a == "--json" then as_json = true
+      elseif a == "--review" then review = true
       elseif a == "--no-tty" then no_tty = true
       elseif a == "--stream" then stream = true
       elseif a:sub(1, 2) == "--" then error({ usage = "unknown option " .. a })
@@ -127,12 +130,31 @@ function M.main(args)
     else io.stderr:write("airlock exec: ", taken, "\n") end
     return 125
   end
+  -- --review: with tool.overlay, the change set the policy would apply is
+  -- shown on stderr and applied only on "y" read from our stdin, so the
+  -- program gets none of it (/dev/null unless --stdin FILE).
+  if review then
+    if stdin == "-" then stdin = "none" end
+    opts.review = function(changes, ctx)
+      io.stderr:write(string.format("airlock exec: the program exited with %s; its changes to %s:\n",
+        ctx.exit_code and tostring(ctx.exit_code) or tostring(ctx.cause), ctx.workspace))
+      for _, l in ipairs(overlay.status(changes)) do io.stderr:write("  ", l, "\n") end
+      io.stderr:write("apply them? [y/N] ")
+      io.stderr:flush()
+      local answer = io.stdin:read("l")
+      return answer ~= nil and (answer:lower() == "y" or answer:lower() == "yes")
+    end
+  end
   if stdin == "-" then opts.stdin_inherit = true
   elseif stdin ~= "none" then opts.stdin_file = stdin end
   -- Captured when asked (--json, --capture) or when secrets must be redacted;
   -- otherwise the program writes to our own stdout and stderr.
   local pol_ok, pol = pcall(exec.resolve_policy, opts.policy)
   secrets_declared = pol_ok and pol and pol.tool and pol.tool.secrets and next(pol.tool.secrets) ~= nil
+  if review and pol_ok and pol and not (pol.tool and pol.tool.overlay) then
+    return usage_error("--review needs a policy with tool.overlay (the bind mode writes the workspace as the " ..
+      "program runs: there is nothing to review)", args)
+  end
   local capture = as_json or opts.capture ~= nil or secrets_declared
   -- On a terminal (stdin and stdout both), the program gets a terminal of its
   -- own, relayed to ours: job control, /dev/tty and full-screen programs work,
@@ -183,12 +205,13 @@ function M.main(args)
     elseif res.cause == "exit" and res.message:match("^the program could not be started") then
       io.stderr:write("airlock exec: ", res.message, "\n")
     end
-    -- Each connection the policy refused, with the field that would allow it
-    -- (the program may have handled it; it is said anyway, since a program
-    -- seldom says why a connection failed).
+    -- Each connection the policy refused, and each bound of an overlaid
+    -- workspace the run reached, with the field that would allow it (the
+    -- program may have handled it; it is said anyway, since a program seldom
+    -- says why a connection or a write failed).
     local shown = 0
     for _, v in ipairs(res.violations or {}) do
-      if v.kind == "network" then
+      if v.kind == "network" or tostring(v.rule):match("^tool%.overlay%.") then
         shown = shown + 1
         if shown <= 5 then io.stderr:write("airlock exec: ", violations.line(v), "\n") end
       end

@@ -70,6 +70,8 @@ M.COMMANDS = {
       { "--env", "NAME=VALUE", "add a variable to the program's environment (repeatable)" },
       { "--stream", nil, "with a capture, print lines as they come" },
       { "--json", nil, "capture, and print the whole result as one JSON object" },
+      { "--review", nil, "with tool.overlay, show the changes the policy would apply and apply them only " ..
+        "on y read from stdin (the program then gets --stdin none unless given a FILE)" },
       { "--no-tty", nil, "on a terminal, hand over our descriptors as they are, not a terminal of its own" },
       { "--ledger", "DIR", "record the program's effects in a new session in DIR" },
       { "--durability", "MODE", "none, batch (the default) or always" },

@@ -298,6 +298,29 @@ M.SCHEMA = section({
       default = false, looser = flag_inverted }),
     tmp = field(one_of { "private", "none" }, { doc = "private: a fresh tmpfs on /tmp in its own mount " ..
       "namespace", default = "none", looser = looser.only("none") }),
+    -- The workspace seen through a copy-on-write overlay whose writable layer
+    -- the kernel bounds (airlock.workspace.overlay; docs/TOOLS.md, "Overlay").
+    overlay = section({
+      max_bytes = field(function(v)
+        local n, why = size(v)
+        if n and n >= 4096 then return n end
+        return nil, why and (why .. " of at least 4K") or "a size of at least 4K"
+      end, { doc = "bytes the run may write through its workspace in all (a tmpfs's size; past it ENOSPC)",
+        default = 1024 * 1024 * 1024, looser = upper() }),
+      max_files = field(function(v)
+        local n = count(v)
+        if n and n >= 1 and n <= 100000000 then return n end
+        return nil, "a whole number of files from 1 to 100000000"
+      end, { doc = "files, directories and links the run may create or change (the tmpfs's inodes; " ..
+        "past it ENOSPC)", default = 100000, looser = upper() }),
+      commit = field(function(v)
+        if type(v) == "function" then return v end
+        return one_of { "always", "on_success", "never" }(v)
+      end, { doc = "which of the run's changes reach the real workspace when it ends: \"always\", " ..
+        "\"on_success\" (all when the program exits 0), \"never\", or a function(changes, ctx) returning " ..
+        "true, false or the list of changes to apply", default = "on_success" }),
+    }, { doc = "the workspace through an overlay whose writable layer the kernel bounds; its presence " ..
+      "turns the mode on (docs/TOOLS.md, \"Overlay\")" }),
     -- Paths a derived policy grants on top of tool.confine's (which stays
     -- locked): a toolchain in /opt, a device. Each appears in the program's
     -- view and its Landlock rules; never /, never the airlock installation.

@@ -1,0 +1,13 @@
+/*
+** broker_overlay.c -- a run's overlay layer: the tmpfs holding the writable
+** layer of an overlaid workspace (AIRLOCK_MOUNT_OVERLAY), which the child
+** handed to the parent before exec; the caller takes it to read after the run.
+*/
+#include "broker_int.h"
+
+int airlock_run_overlay_take(airlock_run *r)
+{
+  int fd = r->c.overlay;
+  r->c.overlay = -1;
+  return fd;
+}

@@ -1,0 +1,297 @@
+/*
+** loverlay.c -- an overlaid workspace's writable layer, as Lua holds it: the
+** tmpfs the child handed over (airlock_child.overlay), owned by one userdata
+** that closes it. layer:usage() says how full the kernel's bound is, measured
+** by the kernel (fstatfs), never from anything the program wrote;
+** layer:changes(workspace) reads its change set (core/overlay_changes.c).
+*/
+#define _GNU_SOURCE
+#include "lbinding.h"
+#include "overlay_apply.h"
+#include "overlay_changes.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <openssl/evp.h>
+#include <sys/syscall.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#define LAYER_CLASS "airlock.overlay_layer"
+#define OWN_INODES  ((lua_Integer)AIRLOCK_OVERLAY_OWN_INODES)
+
+typedef struct {
+  int fd;
+} llayer;
+
+static llayer *check_layer(lua_State *L)
+{
+  llayer *l = luaL_checkudata(L, 1, LAYER_CLASS);
+  if (l->fd < 0) luaL_error(L, "overlay layer: closed");
+  return l;
+}
+
+void airlock_l_push_overlay_layer(lua_State *L, int fd)
+{
+  llayer *l = lua_newuserdatauv(L, sizeof *l, 0);
+  l->fd = fd;
+  luaL_setmetatable(L, LAYER_CLASS);
+}
+
+/* A message of core/overlay_*.c without its "overlay: ", which
+** airlock_l_fail puts back as the cause. */
+static const char *bare(const char *msg)
+{
+  return strncmp(msg, "overlay: ", 9) == 0 ? msg + 9 : msg;
+}
+
+/* layer:usage() -> { bytes_used, bytes_max, files_used, files_max }, or nil,
+** message, errno. */
+static int l_usage(lua_State *L)
+{
+  llayer *l = check_layer(L);
+  struct statfs sf;
+  if (fstatfs(l->fd, &sf) < 0) {
+    int e = errno;
+    return airlock_l_fail(L, "overlay", strerror(e), e);
+  }
+  lua_Integer files_max = (lua_Integer)sf.f_files - OWN_INODES;
+  lua_Integer files_used = (lua_Integer)(sf.f_files - sf.f_ffree) - OWN_INODES;
+  lua_createtable(L, 0, 4);
+  lua_Integer bsize = (lua_Integer)sf.f_bsize;
+  lua_pushinteger(L, (lua_Integer)(sf.f_blocks - sf.f_bfree) * bsize);
+  lua_setfield(L, -2, "bytes_used");
+  lua_pushinteger(L, (lua_Integer)sf.f_blocks * bsize);
+  lua_setfield(L, -2, "bytes_max");
+  lua_pushinteger(L, files_used < 0 ? 0 : files_used);
+  lua_setfield(L, -2, "files_used");
+  lua_pushinteger(L, files_max < 0 ? 0 : files_max);
+  lua_setfield(L, -2, "files_max");
+  return 1;
+}
+
+struct change_walk {
+  lua_State *L;
+  int upper; /* the layer's upper/ */
+};
+
+/* The SHA-256 of the regular file at path beneath upper (through no link), in
+** hex, into hex[65]. Returns 0 or -errno. */
+static int file_sha256(int upper, const char *path, char hex[65])
+{
+  struct open_how how;
+  memset(&how, 0, sizeof how);
+  how.flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  int fd = (int)syscall(SYS_openat2, upper, path, &how, sizeof how);
+  if (fd < 0) return -errno;
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+  int rc = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 ? 0 : -ENOMEM;
+  unsigned char buf[65536];
+  ssize_t n;
+  while (rc == 0 && (n = read(fd, buf, sizeof buf)) != 0) {
+    if (n < 0)
+      rc = -errno;
+    else if (EVP_DigestUpdate(ctx, buf, (size_t)n) != 1)
+      rc = -EIO;
+  }
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned len = 0;
+  if (rc == 0 && (EVP_DigestFinal_ex(ctx, md, &len) != 1 || len != 32)) rc = -EIO;
+  EVP_MD_CTX_free(ctx);
+  close(fd);
+  for (unsigned i = 0; rc == 0 && i < 32; i++) {
+    hex[2 * i] = "0123456789abcdef"[md[i] >> 4];
+    hex[2 * i + 1] = "0123456789abcdef"[md[i] & 15];
+  }
+  hex[64] = 0;
+  return rc;
+}
+
+/* One change as a table appended to the list at the top of the stack; a
+** regular file's with the SHA-256 of its content. */
+static int push_change(const airlock_overlay_change *c, void *ud)
+{
+  struct change_walk *cw = ud;
+  lua_State *L = cw->L;
+  lua_createtable(L, 0, 8);
+  lua_pushstring(L, c->path);
+  lua_setfield(L, -2, "path");
+  lua_pushstring(L, airlock_overlay_kind_name(c->kind));
+  lua_setfield(L, -2, "kind");
+  lua_pushinteger(L, (lua_Integer)(c->mode & 07777));
+  lua_setfield(L, -2, "mode");
+  if (c->kind == AIRLOCK_CHANGE_CREATED || c->kind == AIRLOCK_CHANGE_MODIFIED ||
+      c->kind == AIRLOCK_CHANGE_SYMLINK) {
+    lua_pushinteger(L, (lua_Integer)c->size);
+    lua_setfield(L, -2, "size");
+  }
+  if (c->target) {
+    lua_pushstring(L, c->target);
+    lua_setfield(L, -2, "target");
+  }
+  if (c->kind == AIRLOCK_CHANGE_CREATED || c->kind == AIRLOCK_CHANGE_MODIFIED) {
+    char hex[65];
+    int rc = file_sha256(cw->upper, c->path, hex);
+    if (rc < 0) return rc;
+    lua_pushstring(L, hex);
+    lua_setfield(L, -2, "sha256");
+  }
+  if (c->nlink > 1 && c->kind != AIRLOCK_CHANGE_DIR && c->kind != AIRLOCK_CHANGE_DELETED) {
+    lua_pushinteger(L, (lua_Integer)c->nlink);
+    lua_setfield(L, -2, "links");
+  }
+  if (c->opaque) {
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "opaque");
+  }
+  if (c->replaces) {
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "replaces");
+  }
+  lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+  return 0;
+}
+
+/* layer:changes(workspace) -> { {path, kind, mode, size, target, sha256,
+** links, opaque, replaces}... } in the order of the layer's directories (parents
+** first), or nil, message, errno. As many as the layer's inodes at most. */
+static int l_changes(lua_State *L)
+{
+  llayer *l = check_layer(L);
+  const char *ws = luaL_checkstring(L, 2);
+  int wfd = open(ws, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (wfd < 0) {
+    int e = errno;
+    return airlock_l_fail(L, "overlay", strerror(e), e);
+  }
+  char err[512] = "";
+  struct change_walk cw = {L, openat(l->fd, "upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)};
+  lua_newtable(L);
+  int rc = cw.upper < 0 ? -errno : airlock_overlay_changes(l->fd, wfd, push_change, &cw, err, sizeof err);
+  close(wfd);
+  if (cw.upper >= 0) close(cw.upper);
+  if (rc < 0)
+    return airlock_l_fail(L, "overlay", err[0] ? bare(err) : "hash a changed file of the writable layer",
+                          -rc);
+  return 1;
+}
+
+/* layer:apply(workspace, paths) -> { {path, applied = true} | {path, refused =
+** reason} | {path, error = message}... }: each path staged in the order given
+** from what the layer holds (core/overlay_apply.c), the workspace's file
+** system synced once, then each staged file renamed into place in the same
+** order; or nil, message, errno when the workspace cannot be opened or
+** synced (then nothing staged is placed). At most 1000000 paths. */
+static int l_apply(lua_State *L)
+{
+  llayer *l = check_layer(L);
+  const char *ws = luaL_checkstring(L, 2);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  lua_Integer n = (lua_Integer)lua_rawlen(L, 3);
+  if (n > 1000000) return luaL_argerror(L, 3, "at most 1000000 paths");
+  int wfd = open(ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (wfd < 0) {
+    int e = errno;
+    return airlock_l_fail(L, "overlay", strerror(e), e);
+  }
+  airlock_overlay_staged *st = lua_newuserdatauv(L, sizeof *st * (size_t)(n ? n : 1), 0);
+  lua_createtable(L, (int)n, 0);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, 3, i);
+    const char *path = lua_tostring(L, -1);
+    char err[512] = "";
+    int rc = -EINVAL;
+    st[i - 1].dirfd = -1;
+    if (path) rc = airlock_overlay_stage(l->fd, wfd, path, &st[i - 1], err, sizeof err);
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, path ? path : "?");
+    lua_setfield(L, -2, "path");
+    if (rc == 0)
+      lua_pushboolean(L, 1);
+    else
+      lua_pushstring(L, err[0] ? err : "overlay: apply: not a path");
+    lua_setfield(L, -2, rc == 0 ? "applied" : rc > 0 ? "refused" : "error");
+    lua_rawseti(L, -3, i);
+    lua_pop(L, 1);
+  }
+  int rc = airlock_overlay_sync(wfd);
+  close(wfd);
+  for (lua_Integer i = 1; i <= n; i++) {
+    if (rc < 0) {
+      airlock_overlay_unstage(&st[i - 1]);
+      continue;
+    }
+    char err[512] = "";
+    lua_rawgeti(L, -1, i);
+    lua_getfield(L, -1, "path");
+    if (airlock_overlay_place(&st[i - 1], lua_tostring(L, -1), err, sizeof err) < 0) {
+      lua_pushnil(L);
+      lua_setfield(L, -3, "applied");
+      lua_pushstring(L, err);
+      lua_setfield(L, -3, "error");
+    }
+    lua_pop(L, 2);
+  }
+  if (rc < 0) return airlock_l_fail(L, "overlay", "sync the workspace's file system (syncfs)", -rc);
+  return 1;
+}
+
+/* layer:close(): the tmpfs goes once nothing else holds it. Idempotent. */
+static int l_close(lua_State *L)
+{
+  llayer *l = luaL_checkudata(L, 1, LAYER_CLASS);
+  if (l->fd >= 0) close(l->fd);
+  l->fd = -1;
+  return 0;
+}
+
+#define LOCK_CLASS "airlock.overlay_lock"
+
+/* core.overlay_lock(workspace) -> a lock held until it is closed (or
+** collected): flock(LOCK_EX | LOCK_NB) on the workspace directory itself, so
+** that one overlaid run at a time reads and applies there; or nil, message,
+** errno (EWOULDBLOCK: another run holds it). */
+static int l_lock(lua_State *L)
+{
+  const char *ws = luaL_checkstring(L, 1);
+  llayer *k = lua_newuserdatauv(L, sizeof *k, 0);
+  k->fd = open(ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (k->fd < 0) {
+    int e = errno;
+    return airlock_l_fail(L, "workspace", strerror(e), e);
+  }
+  luaL_setmetatable(L, LOCK_CLASS);
+  if (flock(k->fd, LOCK_EX | LOCK_NB) < 0) {
+    int e = errno;
+    close(k->fd);
+    k->fd = -1;
+    return airlock_l_fail(L, "workspace", e == EWOULDBLOCK ? "another overlaid run holds it" : strerror(e),
+                          e);
+  }
+  return 1;
+}
+
+static int l_unlock(lua_State *L)
+{
+  llayer *k = luaL_checkudata(L, 1, LOCK_CLASS);
+  if (k->fd >= 0) close(k->fd);
+  k->fd = -1;
+  return 0;
+}
+
+void airlock_l_open_overlay(lua_State *L)
+{
+  static const luaL_Reg lock_methods[] = {{"close", l_unlock}, {NULL, NULL}};
+  static const luaL_Reg lock_meta[] = {{"__gc", l_unlock}, {"__close", l_unlock}, {NULL, NULL}};
+  airlock_l_class(L, LOCK_CLASS, lock_methods, lock_meta);
+  lua_pushcfunction(L, l_lock);
+  lua_setfield(L, -2, "overlay_lock");
+  static const luaL_Reg methods[] = {
+      {"usage", l_usage}, {"changes", l_changes}, {"apply", l_apply}, {"close", l_close}, {NULL, NULL}};
+  static const luaL_Reg meta[] = {{"__gc", l_close}, {"__close", l_close}, {NULL, NULL}};
+  airlock_l_class(L, LAYER_CLASS, methods, meta);
+}
