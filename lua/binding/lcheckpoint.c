@@ -16,7 +16,15 @@
 ** The files are the host's, so the host opens them; the journal is the
 ** ledger process's alone. A failure is nil and a message starting with its
 ** cause word (key:, checkpoint:, ledger:); a wrong argument raises.
+**
+** core.sha256 uses OpenSSL's own SHA-256 functions (SHA256_Init, _Update,
+** _Final), not EVP: every run digests its policy, and the first EVP digest
+** in a process sets up OpenSSL's library context, reads its configuration
+** and loads its default provider, which took 2 to 5 ms of each `airlock exec`
+** (the functions here take microseconds). OpenSSL 3 marks them deprecated;
+** they remain in the 3.x series. The HMAC of checkpoints stays on EVP.
 */
+#define OPENSSL_SUPPRESS_DEPRECATED /* SHA256_Init and the rest: see above */
 #include "lbinding.h"
 #include "ledger.h"
 #include "ledger_proc.h"
@@ -26,6 +34,7 @@
 #include <limits.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,9 +67,9 @@ static int l_sha256(lua_State *L)
 {
   size_t len;
   const char *s = luaL_checklstring(L, 1, &len);
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned n = 0;
-  if (EVP_Digest(s, len, md, &n, EVP_sha256(), NULL) != 1 || n != 32)
+  unsigned char md[SHA256_DIGEST_LENGTH];
+  SHA256_CTX ctx;
+  if (SHA256_Init(&ctx) != 1 || SHA256_Update(&ctx, s, len) != 1 || SHA256_Final(md, &ctx) != 1)
     return luaL_error(L, "sha256: OpenSSL's digest failed");
   char hex[65];
   hex_of(md, 32, hex);
