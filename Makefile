@@ -53,7 +53,7 @@ deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-build/gen/embedded.c: tools/embed.lua tools/write_if_changed.lua $(LUA_LIB)
+build/gen/embedded.c: tools/embed.lua tools/drop_local_names.lua tools/write_if_changed.lua $(LUA_LIB)
 	@mkdir -p build/gen
 	lua5.4 tools/embed.lua $@ airlock_embedded_files $(LUA_LIB)
 
@@ -62,7 +62,7 @@ build/gen/init_fields.h: tools/init_fields.lua tools/write_if_changed.lua lua/ai
 	@mkdir -p build/gen
 	lua5.4 tools/init_fields.lua lua/airlock/launch/fields.lua $@
 
-build/gen/embedded_cli.c: tools/embed.lua tools/write_if_changed.lua $(LUA_CLI)
+build/gen/embedded_cli.c: tools/embed.lua tools/drop_local_names.lua tools/write_if_changed.lua $(LUA_CLI)
 	@mkdir -p build/gen
 	lua5.4 tools/embed.lua $@ airlock_embedded_cli $(LUA_CLI)
 
