@@ -53,7 +53,8 @@ static int holder_main(void *arg)
 int airlock_ns_holder_start_(airlock_ns_holder *h, int flags, const char *what, char *err, size_t errlen)
 {
   h->pid = -1;
-  h->stack = mmap(NULL, HOLDER_STACK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  h->stack =
+      mmap(NULL, HOLDER_STACK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (h->stack == MAP_FAILED) {
     int e = errno;
     h->stack = NULL;
