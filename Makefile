@@ -71,10 +71,20 @@ build/Makefile: premake5.lua $(wildcard core/*.c init/*.c egress/*.c ledger/*.c 
 	@# ar only adds members: a renamed or removed source would stay in the archives.
 	rm -f build/lib/*.a build/san/lib/*.a
 
+# The seccomp programs compiled at build time (tools/seccomp_stock.c), one per
+# promise list: the stock tool policy's (policies/tool.lua), in the order the
+# planner writes it. spec/lua/seccomp_stock_spec.lua checks that `airlock
+# exec` under the stock policy takes its program from here.
+SECCOMP_STOCK = "stdio rpath wpath cpath fattr unix proc exec id tty"
+
 build: deps $(EMBEDDED) build/Makefile
+	$(MAKE) -s -C build config=release -j$(JOBS) airlock-seccomp-stock
+	build/bin/airlock-seccomp-stock build/gen/seccomp_stock.c $(SECCOMP_STOCK)
 	$(MAKE) -s -C build config=release -j$(JOBS)
 
 build-san: deps $(EMBEDDED) build/Makefile
+	$(MAKE) -s -C build config=sanitize -j$(JOBS) airlock-seccomp-stock
+	build/san/bin/airlock-seccomp-stock build/gen/seccomp_stock.c $(SECCOMP_STOCK)
 	$(MAKE) -s -C build config=sanitize -j$(JOBS)
 
 # The main demo: plugin-host (examples/plugin-host), a game host running seven
@@ -126,7 +136,7 @@ TIDY_CHECKS = -*,bugprone-*,-bugprone-easily-swappable-parameters,-bugprone-rese
 -bugprone-narrowing-conversions,-bugprone-assignment-in-if-condition,\
 -bugprone-implicit-widening-of-multiplication-result,-bugprone-sizeof-expression,\
 -bugprone-not-null-terminated-result,misc-redundant-expression,cert-err34-c
-LINT_SRC = core/*.c init/*.c egress/*.c ledger/*.c worker/*.c lua/*.c lua/binding/*.c
+LINT_SRC = core/*.c init/*.c egress/*.c ledger/*.c worker/*.c lua/*.c lua/binding/*.c tools/*.c
 CRASH_SRC = ledger/segment.c ledger/main.c
 lint: $(EMBEDDED)
 	@missing=""; for p in $(LINT_DEBS); do \

@@ -50,7 +50,9 @@ project "airlock-convert"
 -- CLI, REPL, demo and benchmark go to build/gen/embedded_cli.c).
 -- Its digests (core.sha256, core.hmac_sha256) are GNU Nettle's: libcrypto's
 -- loading alone cost every start more than a run's policy and plan.
-local BINDING = { "lua/binding/*.c", "build/gen/embedded.c" }
+-- build/gen/seccomp_stock.c: the stock policies' seccomp programs, compiled
+-- when airlock is built (tools/seccomp_stock.c, run by the Makefile first).
+local BINDING = { "lua/binding/*.c", "build/gen/embedded.c", "build/gen/seccomp_stock.c" }
 
 -- airlock.so: the Lua 5.4 module (require "airlock"); the host provides liblua.
 project "airlock-module"
@@ -134,6 +136,13 @@ project "airlock-egress"
   kind "ConsoleApp"
   files { "egress/*.c" }
   links { "airlock-core", "msgpackc", "crypto", "seccomp" }
+  outdirs(true)
+
+-- Writes build/gen/seccomp_stock.c (the Makefile runs it before the rest).
+project "airlock-seccomp-stock"
+  kind "ConsoleApp"
+  files { "tools/seccomp_stock.c" }
+  links { "airlock-core", "seccomp" }
   outdirs(true)
 
 -- Test and benchmark programs.
