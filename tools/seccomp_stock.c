@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void c_string(FILE *f, const char *s)
 {
@@ -97,7 +98,7 @@ int main(int argc, char **argv)
     }
   }
   char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp", argv[1]);
+  snprintf(tmp, sizeof tmp, "%s.%d.tmp", argv[1], (int)getpid()); /* release and sanitize may race */
   FILE *f = fopen(tmp, "w");
   if (f == NULL) {
     fprintf(stderr, "airlock-seccomp-stock: cannot write %s: %s\n", tmp, strerror(errno));
