@@ -8,7 +8,7 @@ DEBS = gcc make pkg-config lua5.4 liblua5.4-dev libseccomp-dev libmsgpack-dev \
        libssl-dev libsqlite3-dev bubblewrap libcurl4-openssl-dev \
        tmux python3 python3-msgpack libc6-dev \
        busybox-static git sqlite3 curl wget xz-utils perl openssl luarocks \
-       libzstd-dev
+       libzstd-dev nettle-dev
 LUA_SRC = $(wildcard lua/airlock/*.lua) $(wildcard lua/airlock/*/*.lua) $(wildcard policies/*.lua)
 # The command's own Lua (its command line, REPL, demo and benchmark) is built
 # into the airlock command alone; airlock.so and other hosts get the library.
@@ -53,7 +53,7 @@ deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-build/gen/embedded.c: tools/embed.lua tools/write_if_changed.lua $(LUA_LIB)
+build/gen/embedded.c: tools/embed.lua tools/drop_local_names.lua tools/write_if_changed.lua $(LUA_LIB)
 	@mkdir -p build/gen
 	lua5.4 tools/embed.lua $@ airlock_embedded_files $(LUA_LIB)
 
@@ -62,7 +62,7 @@ build/gen/init_fields.h: tools/init_fields.lua tools/write_if_changed.lua lua/ai
 	@mkdir -p build/gen
 	lua5.4 tools/init_fields.lua lua/airlock/launch/fields.lua $@
 
-build/gen/embedded_cli.c: tools/embed.lua tools/write_if_changed.lua $(LUA_CLI)
+build/gen/embedded_cli.c: tools/embed.lua tools/drop_local_names.lua tools/write_if_changed.lua $(LUA_CLI)
 	@mkdir -p build/gen
 	lua5.4 tools/embed.lua $@ airlock_embedded_cli $(LUA_CLI)
 
@@ -71,10 +71,20 @@ build/Makefile: premake5.lua $(wildcard core/*.c init/*.c egress/*.c ledger/*.c 
 	@# ar only adds members: a renamed or removed source would stay in the archives.
 	rm -f build/lib/*.a build/san/lib/*.a
 
+# The seccomp programs compiled at build time (tools/seccomp_stock.c), one per
+# promise list: the stock tool policy's (policies/tool.lua), in the order the
+# planner writes it. spec/lua/seccomp_stock_spec.lua checks that `airlock
+# exec` under the stock policy takes its program from here.
+SECCOMP_STOCK = "stdio rpath wpath cpath fattr unix proc exec id tty"
+
 build: deps $(EMBEDDED) build/Makefile
+	$(MAKE) -s -C build config=release -j$(JOBS) airlock-seccomp-stock
+	build/bin/airlock-seccomp-stock build/gen/seccomp_stock.c $(SECCOMP_STOCK)
 	$(MAKE) -s -C build config=release -j$(JOBS)
 
 build-san: deps $(EMBEDDED) build/Makefile
+	$(MAKE) -s -C build config=sanitize -j$(JOBS) airlock-seccomp-stock
+	build/san/bin/airlock-seccomp-stock build/gen/seccomp_stock.c $(SECCOMP_STOCK)
 	$(MAKE) -s -C build config=sanitize -j$(JOBS)
 
 # The main demo: plugin-host (examples/plugin-host), a game host running seven
@@ -126,7 +136,7 @@ TIDY_CHECKS = -*,bugprone-*,-bugprone-easily-swappable-parameters,-bugprone-rese
 -bugprone-narrowing-conversions,-bugprone-assignment-in-if-condition,\
 -bugprone-implicit-widening-of-multiplication-result,-bugprone-sizeof-expression,\
 -bugprone-not-null-terminated-result,misc-redundant-expression,cert-err34-c
-LINT_SRC = core/*.c init/*.c egress/*.c ledger/*.c worker/*.c lua/*.c lua/binding/*.c
+LINT_SRC = core/*.c init/*.c egress/*.c ledger/*.c worker/*.c lua/*.c lua/binding/*.c tools/*.c
 CRASH_SRC = ledger/segment.c ledger/main.c
 lint: $(EMBEDDED)
 	@missing=""; for p in $(LINT_DEBS); do \

@@ -290,6 +290,31 @@ typedef struct airlock_confine_prepared {
                                       (SKIPPED: not asked for) */
 } airlock_confine_prepared;
 
+/* A seccomp program compiled when airlock was built (tools/seccomp_stock.c),
+** for one stock spec: an allowlist of promises, no raw syscalls. */
+typedef struct airlock_seccomp_stock {
+  const char *key;                /* the spec as the compiled-filter cache keys it */
+  int deny, refuse_errno, notify; /* the spec: seccomp_deny, refuse_errno, want_notify */
+  const char *const *promises;    /* and its promise words, NULL-terminated */
+  unsigned version[3], api;       /* libseccomp's version and API level that compiled it */
+  const struct sock_filter *prog; /* the programs, as airlock_confine_prepare makes them */
+  unsigned short prog_len;
+  const struct sock_filter *notify_prog;
+  unsigned short notify_len;
+  int allows_exec;
+  const char *detail; /* the seccomp layer's report */
+} airlock_seccomp_stock;
+
+/* For tools/seccomp_stock.c: the cache key of a spec (0, or -E2BIG), and a
+** fresh compile of its seccomp part, bypassing every cache (0 or -errno). */
+int airlock_seccomp_stock_key(const airlock_confine_spec *s, int want_notify, char *key, size_t len);
+int airlock_seccomp_stock_compile(const airlock_confine_spec *s, int want_notify, airlock_confine_prepared *p,
+                                  char *err, size_t errlen);
+/* Compiles every build-time program this process may use afresh and checks
+** it is the same, byte for byte: 0 with how many (*usable) and how many
+** prepares took one so far (*hits), or -errno with why in err. */
+int airlock_seccomp_stock_check(unsigned long *usable, unsigned long *hits, char *err, size_t errlen);
+
 /* The fd number the spawner gives the socket that carries a seccomp listener
 ** to the parent; the notify program allows sendmsg on it and nothing else new.
 ** It is O_CLOEXEC, gone once the program runs. */

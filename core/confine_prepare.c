@@ -770,12 +770,106 @@ static void seccomp_cache_put(const char *key, const airlock_confine_prepared *p
   pthread_mutex_unlock(&seccomp_cache_lock);
 }
 
+/* ------------------------------------------------------------------ compiled at build time */
+
+/* Programs compiled when airlock was built, for the stock policies' specs
+** (tools/seccomp_stock.c writes build/gen/seccomp_stock.c, linked into the
+** command and the module; a program built on libairlock alone has none). A
+** process that runs one program, as `airlock exec` does, would otherwise
+** compile its filter every time: about 6.6 million instructions, more than
+** the command's whole start. An entry is used only where libseccomp would
+** make the same program here: the same key, the same libseccomp version and
+** the same API level (which follows what the running kernel supports). */
+extern const airlock_seccomp_stock airlock_seccomp_stock_programs[] __attribute__((weak));
+static unsigned long seccomp_stock_hits;
+
+static int seccomp_stock_usable(const airlock_seccomp_stock *e)
+{
+  const struct scmp_version *v = seccomp_version();
+  return v != NULL && v->major == e->version[0] && v->minor == e->version[1] && v->micro == e->version[2] &&
+         seccomp_api_get() == e->api;
+}
+
+static int seccomp_stock_get(const char *key, airlock_confine_prepared *p)
+{
+  if (airlock_seccomp_stock_programs == NULL) return 0;
+  for (const airlock_seccomp_stock *e = airlock_seccomp_stock_programs; e->key != NULL; e++) {
+    if (strcmp(e->key, key) != 0 || !seccomp_stock_usable(e)) continue;
+    struct sock_fprog prog = {e->prog_len, (struct sock_filter *)e->prog};
+    struct sock_fprog notify = {e->notify_len, (struct sock_filter *)e->notify_prog};
+    if (fprog_copy(&p->prog, &prog) != 0 || fprog_copy(&p->notify_prog, &notify) != 0) {
+      free(p->prog.filter);
+      free(p->notify_prog.filter);
+      p->prog.filter = p->notify_prog.filter = NULL;
+      return 0; /* compiled instead */
+    }
+    p->allows_exec = e->allows_exec;
+    airlock_layer_set_(&p->seccomp, "seccomp", AIRLOCK_LAYER_APPLIED, 0, "%s", e->detail);
+    __atomic_add_fetch(&seccomp_stock_hits, 1, __ATOMIC_RELAXED);
+    return 1;
+  }
+  return 0;
+}
+
+int airlock_seccomp_stock_key(const airlock_confine_spec *s, int want_notify, char *key, size_t len)
+{
+  return seccomp_key(s, want_notify, key, len) ? 0 : -E2BIG;
+}
+
+int airlock_seccomp_stock_compile(const airlock_confine_spec *s, int want_notify, airlock_confine_prepared *p,
+                                  char *err, size_t errlen)
+{
+  memset(p, 0, sizeof *p);
+  p->ruleset_fd = -1;
+  return prepare_seccomp(s, p, want_notify, err, errlen);
+}
+
+int airlock_seccomp_stock_check(unsigned long *usable, unsigned long *hits, char *err, size_t errlen)
+{
+  *usable = 0;
+  *hits = __atomic_load_n(&seccomp_stock_hits, __ATOMIC_RELAXED);
+  if (airlock_seccomp_stock_programs == NULL) return 0;
+  for (const airlock_seccomp_stock *e = airlock_seccomp_stock_programs; e->key != NULL; e++) {
+    if (!seccomp_stock_usable(e)) continue;
+    airlock_confine_spec s;
+    memset(&s, 0, sizeof s);
+    s.seccomp = 1;
+    s.seccomp_deny = e->deny;
+    s.promises = e->promises;
+    s.refuse_errno = e->refuse_errno;
+    airlock_confine_prepared p;
+    int rc = airlock_seccomp_stock_compile(&s, e->notify, &p, err, errlen);
+    char key[SECCOMP_CACHE_KEY_MAX];
+    int same = rc == 0 && seccomp_key(&s, e->notify, key, sizeof key) && strcmp(key, e->key) == 0 &&
+               p.prog.len == e->prog_len && p.notify_prog.len == e->notify_len &&
+               p.allows_exec == e->allows_exec && strcmp(p.seccomp.detail, e->detail) == 0 &&
+               memcmp(p.prog.filter, e->prog, e->prog_len * sizeof *e->prog) == 0 &&
+               (e->notify_len == 0 ||
+                memcmp(p.notify_prog.filter, e->notify_prog, e->notify_len * sizeof *e->notify_prog) == 0);
+    airlock_confine_prepared_free(&p);
+    if (!same) {
+      if (rc == 0)
+        snprintf(err, errlen,
+                 "seccomp: the program compiled at build time for '%s' differs from "
+                 "what libseccomp compiles here; rebuild airlock",
+                 e->key);
+      return rc < 0 ? rc : -EINVAL;
+    }
+    (*usable)++;
+  }
+  return 0;
+}
+
 static int prepare_seccomp_cached(const airlock_confine_spec *s, airlock_confine_prepared *p, int want_notify,
                                   char *err, size_t errlen)
 {
   char key[SECCOMP_CACHE_KEY_MAX];
   int cacheable = seccomp_key(s, want_notify, key, sizeof key);
   if (cacheable && seccomp_cache_get(key, p)) return 0;
+  if (cacheable && seccomp_stock_get(key, p)) {
+    seccomp_cache_put(key, p);
+    return 0;
+  }
   int rc = prepare_seccomp(s, p, want_notify, err, errlen);
   if (rc == 0 && cacheable) seccomp_cache_put(key, p);
   return rc;

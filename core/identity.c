@@ -29,8 +29,10 @@ static char cached_err[2][200];
 /* Makes a user namespace whose uid_map and gid_map are the given lines. */
 static int userns_new(const char *uid_map, const char *gid_map, char *err, size_t errlen)
 {
-  pid_t pid = airlock_ns_holder_start_(CLONE_NEWUSER, "identity", err, errlen);
-  if (pid < 0) return (int)pid;
+  airlock_ns_holder h;
+  int rc = airlock_ns_holder_start_(&h, CLONE_NEWUSER, "identity", err, errlen);
+  if (rc < 0) return rc;
+  pid_t pid = h.pid;
   char path[64];
   const struct {
     const char *file, *text;
@@ -54,7 +56,7 @@ static int userns_new(const char *uid_map, const char *gid_map, char *err, size_
       step = "open ns/user";
     }
   }
-  airlock_ns_holder_end_(pid);
+  airlock_ns_holder_end_(&h);
   if (fd < 0) {
     snprintf(err, errlen,
              "identity: cannot make the user namespace that maps runs to uid %d "

@@ -850,15 +850,16 @@ done:
 
 int airlock_netns_new(char *err, size_t errlen)
 {
-  pid_t pid = airlock_ns_holder_start_(CLONE_NEWNET, "netns", err, errlen);
-  if (pid < 0) {
-    snprintf(err, errlen, "netns: cannot make an empty net namespace: %s", airlock_strerror((int)-pid));
-    return (int)pid;
+  airlock_ns_holder h;
+  int rc = airlock_ns_holder_start_(&h, CLONE_NEWNET, "netns", err, errlen);
+  if (rc < 0) {
+    snprintf(err, errlen, "netns: cannot make an empty net namespace: %s", airlock_strerror(-rc));
+    return rc;
   }
   char path[64];
-  snprintf(path, sizeof path, "/proc/%d/ns/net", (int)pid);
+  snprintf(path, sizeof path, "/proc/%d/ns/net", (int)h.pid);
   int fd = open(path, O_RDONLY | O_CLOEXEC), e = errno;
-  airlock_ns_holder_end_(pid);
+  airlock_ns_holder_end_(&h);
   if (fd < 0) {
     snprintf(err, errlen, "netns: cannot make an empty net namespace: %s", airlock_strerror(e));
     return -e;

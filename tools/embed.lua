@@ -1,6 +1,7 @@
 -- embed.lua -- turns the pure-Lua parts of airlock into a C array of Lua 5.4
 -- bytecode compiled into the module, so airlock.so and the airlock command need
--- no search path and compile nothing at start-up.
+-- no search path and compile nothing at start-up. The bytecode keeps its line
+-- information and drops local variable names (tools/drop_local_names.lua).
 -- Usage: lua5.4 tools/embed.lua OUT.c ARRAY FILE...   (ARRAY: the C array's
 -- name, airlock_embedded_files or airlock_embedded_cli; lua/airlock/X.lua -> "airlock.X",
 -- lua/airlock/D/X.lua -> "airlock.D.X", lua/airlock/D/init.lua -> "airlock.D",
@@ -9,6 +10,7 @@
 local out, array = arg[1], arg[2]
 assert(array and array:match("^airlock_embedded_%w+$"), "usage: lua5.4 tools/embed.lua OUT.c ARRAY FILE...")
 local files = { table.unpack(arg, 3) }
+local drop_local_names = dofile("tools/drop_local_names.lua")
 table.sort(files)
 
 local function modname(path)
@@ -41,9 +43,12 @@ for _, path in ipairs(files) do
   local src = f:read("a")
   f:close()
   -- Compiled here, once: the module loads bytecode, which is about nine times
-  -- faster than compiling the text at every start (line information is kept).
+  -- faster than compiling the text at every start. Line information and
+  -- upvalue names are kept, local names are not (tools/drop_local_names.lua):
+  -- loading them was an eighth of the command's start.
   local fn = assert(load(src, "@" .. path, "t"))   -- refuse to embed a file that does not compile
-  local code = string.dump(fn)
+  local code = drop_local_names(string.dump(fn))
+  assert(load(code, "@" .. path, "b"), "embed: the trimmed bytecode of " .. path .. " does not load")
   buf[#buf + 1] = string.format('{ "%s", "@%s",\n%s, %d },', modname(path), path, cstring(code), #code)
 end
 buf[#buf + 1] = "{ NULL, NULL, NULL, 0 }\n};\n"

@@ -196,7 +196,7 @@ describe("airlock bench --quick --json", function()
 end)
 
 describe("airlock bench exec", function()
-  it("times airlock exec against fork+exec and bubblewrap, in one run", function()
+  it("times airlock exec against fork+exec, bubblewrap and firejail, in one run", function()
     local p = io.popen(AIRLOCK .. " bench exec --quick --json 2>&1")
     local out = p:read("a")
     local ok = p:close()
@@ -220,8 +220,26 @@ describe("airlock bench exec", function()
       pending("bubblewrap row skipped on this machine: " .. bw.skipped)
     end
     positive(got["exec-inproc/bwrap"].ratio, "exec-inproc/bwrap.ratio")
-    assert.equal("<= 0.5", got["exec-command/bwrap"].target)
+    assert.equal("<= 1.5", got["exec-command/bwrap"].target)
     assert.is_boolean(got["exec-command/bwrap"].met)
+    -- firejail: measured beside the others when it is installed, else a
+    -- row that says why not (and the ratio row says the same).
+    local fj, vs_fj = assert(got["firejail-true"], "no row firejail-true"),
+      assert(got["exec-command/firejail"], "no row exec-command/firejail")
+    if fj.skipped then
+      assert.is_true(type(fj.skipped) == "string" and #fj.skipped > 0)
+      assert.equal(fj.skipped, vs_fj.skipped)
+      assert.is_nil(vs_fj.ratio)
+      if not os.execute("command -v firejail >/dev/null 2>&1") then assert.equal("firejail not installed", fj.skipped) end
+      pending("firejail row skipped on this machine: " .. fj.skipped)
+    else
+      positive(fj.median_us, "firejail-true")
+      assert.equal("fork-exec", fj.baseline)
+      positive(vs_fj.ratio, "exec-command/firejail.ratio")
+      assert.equal("firejail-true", vs_fj.baseline)
+      assert.equal("< 1", vs_fj.target)
+      assert.is_boolean(vs_fj.met)
+    end
   end)
 end)
 

@@ -15,9 +15,13 @@
 -- ratio compares figures taken under the same load:
 --   fork-exec      plain fork + execve + wait of /bin/true (airlock-baseline)
 --   bwrap          bwrap --unshare-all --ro-bind / / /bin/true, when installed
--- Targets: exec-inproc under 3x fork-exec; exec-inproc and exec-command at
--- most half of bwrap. Then the overlay rows (airlock.cli.bench_overlay):
--- tool.overlay's make and git commit at most 1.2x the bind mode's.
+--   firejail       firejail with the flags nearest the stock tool policy
+--                  (FIREJAIL_FLAGS below), when installed and it runs here;
+--                  a quarter as many runs: each takes a tenth of a second
+-- Targets: exec-inproc under 3x fork-exec and at most half of bwrap; the
+-- command at most 1.5x bwrap and under firejail. Then the overlay rows
+-- (airlock.cli.bench_overlay): tool.overlay's make and git commit at most
+-- 1.2x the bind mode's.
 local airlock = require "airlock"
 local core = require "airlock.core"
 local json = require "airlock.json"
@@ -35,6 +39,27 @@ local function forkexec(n, argv)
   local q = {}
   for i, a in ipairs(argv) do q[i] = shell_quote(a) end
   return bench.baseline_row("forkexec " .. n .. " " .. table.concat(q, " "))
+end
+
+-- firejail's flags nearest what the stock tool policy gives /bin/true: no
+-- network, its own IPC namespace, a private /tmp, every capability dropped,
+-- no_new_privs, its default seccomp filter, and the whole file system
+-- read-only (firejail always adds its mount and pid namespaces). What it
+-- cannot say the same way: Landlock, rlimits and cgroups (airlock's), a
+-- user namespace (firejail is setuid root instead). --noprofile: no profile
+-- file read, the flags alone; --quiet: no banner.
+local FIREJAIL_FLAGS = { "--quiet", "--noprofile", "--net=none", "--ipc-namespace", "--private-tmp",
+                         "--caps.drop=all", "--nonewprivs", "--seccomp", "--read-only=/" }
+
+-- A firejail that works here, or nil, why.
+local function firejail_argv()
+  local fj = which("firejail")
+  if not fj then return nil, "firejail not installed" end
+  local argv = { fj }
+  for _, f in ipairs(FIREJAIL_FLAGS) do argv[#argv + 1] = f end
+  argv[#argv + 1] = "/bin/true"
+  if not forkexec(1, argv) then return nil, "firejail does not run here" end
+  return argv
 end
 
 -- A bwrap that works here (it needs user namespaces or root), or nil, why.
@@ -76,8 +101,9 @@ function M.main(args)
     return 1
   end
   local bw, bwhy = bwrap_argv()
+  local fj, fjwhy = firejail_argv()
 
-  local inproc, inproc_nocg, command, command_nocg, fe, bwm = {}, {}, {}, {}, {}, {}
+  local inproc, inproc_nocg, command, command_nocg, fe, bwm, fjm = {}, {}, {}, {}, {}, {}, {}
   for _ = 1, rounds do
     for _, v in ipairs { { inproc, nil }, { inproc_nocg, nocg } } do
       for _ = 1, per do
@@ -92,6 +118,7 @@ function M.main(args)
       "--policy", nocg_file, "--workspace", ws, "--", "/bin/true" }))
     fe[#fe + 1] = assert(forkexec(per, { "/bin/true" }))
     if bw then bwm[#bwm + 1] = assert(forkexec(per, bw)) end
+    if fj then fjm[#fjm + 1] = assert(forkexec(math.max(5, per // 4), fj)) end
   end
   os.execute("rm -rf " .. ws .. " " .. nocg_file)
 
@@ -109,6 +136,8 @@ function M.main(args)
     forkexec = { median_us = med(fe, "median_us"), p99_us = med(fe, "p99_us"), n = rounds * per },
     bwrap = bw and { median_us = med(bwm, "median_us"), p99_us = med(bwm, "p99_us"), n = rounds * per }
       or { skipped = bwhy },
+    firejail = fj and { median_us = med(fjm, "median_us"), p99_us = med(fjm, "p99_us"),
+                        n = rounds * math.max(5, per // 4) } or { skipped = fjwhy },
   }
   local rows = {}
   local function row(name, x, base_name, base, target)
@@ -128,10 +157,12 @@ function M.main(args)
   end
   row("fork-exec", m.forkexec)
   row("bwrap-true", m.bwrap, "fork-exec", m.forkexec)
+  row("firejail-true", m.firejail, "fork-exec", m.forkexec)
   row("exec-inproc", m.inproc, "fork-exec", m.forkexec, "< 3")
   row("exec-inproc/bwrap", m.inproc, "bwrap-true", m.bwrap, "<= 0.5")
   row("exec-command", m.command, "fork-exec", m.forkexec)
-  row("exec-command/bwrap", m.command, "bwrap-true", m.bwrap, "<= 0.5")
+  row("exec-command/bwrap", m.command, "bwrap-true", m.bwrap, "<= 1.5")
+  row("exec-command/firejail", m.command, "firejail-true", m.firejail, "< 1")
   row("exec-inproc-nocg", m.inproc_nocg, "bwrap-true", m.bwrap)
   row("exec-command-nocg", m.command_nocg, "bwrap-true", m.bwrap)
   -- tool.overlay against the bind mode (airlock.cli.bench_overlay).
@@ -141,12 +172,12 @@ function M.main(args)
     for _, r in ipairs(rows) do io.stdout:write(json.encode(r), "\n") end
     return 0
   end
-  print(string.format("%-20s %10s %10s  %-12s %8s  %s", "bench", "median_us", "p99_us", "baseline", "ratio", "target"))
+  print(string.format("%-22s %10s %10s  %-13s %8s  %s", "bench", "median_us", "p99_us", "baseline", "ratio", "target"))
   for _, r in ipairs(rows) do
     if r.skipped and not r.median_us then
-      print(string.format("%-20s skipped: %s", r.bench, r.skipped))
+      print(string.format("%-22s skipped: %s", r.bench, r.skipped))
     else
-      print(string.format("%-20s %10.1f %10.1f  %-12s %8s  %s", r.bench, r.median_us, r.p99_us,
+      print(string.format("%-22s %10.1f %10.1f  %-13s %8s  %s", r.bench, r.median_us, r.p99_us,
         r.baseline or "-", r.ratio and string.format("%.2f", r.ratio) or (r.skipped and "skipped" or "-"),
         r.target and string.format("%s: %s", r.target, r.met and "met" or "MISSED") or (r.skipped or "")))
     end
