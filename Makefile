@@ -8,7 +8,7 @@ DEBS = gcc make pkg-config lua5.4 liblua5.4-dev libseccomp-dev libmsgpack-dev \
        libssl-dev libsqlite3-dev bubblewrap libcurl4-openssl-dev \
        tmux python3 python3-msgpack libc6-dev \
        busybox-static git sqlite3 curl wget xz-utils perl openssl luarocks \
-       libzstd-dev nettle-dev
+       libzstd-dev
 LUA_SRC = $(wildcard lua/airlock/*.lua) $(wildcard lua/airlock/*/*.lua) $(wildcard policies/*.lua)
 # The command's own Lua (its command line, REPL, demo and benchmark) is built
 # into the airlock command alone; airlock.so and other hosts get the library.

@@ -48,8 +48,6 @@ project "airlock-convert"
 -- lua/airlock/*/*.lua, policies/*.lua but the command's own, turned into
 -- build/gen/embedded.c by tools/embed.lua before premake runs; the command's
 -- CLI, REPL, demo and benchmark go to build/gen/embedded_cli.c).
--- Its digests (core.sha256, core.hmac_sha256) are GNU Nettle's: libcrypto's
--- loading alone cost every start more than a run's policy and plan.
 -- build/gen/seccomp_stock.c: the stock policies' seccomp programs, compiled
 -- when airlock is built (tools/seccomp_stock.c, run by the Makefile first).
 local BINDING = { "lua/binding/*.c", "build/gen/embedded.c", "build/gen/seccomp_stock.c" }
@@ -60,7 +58,7 @@ project "airlock-module"
   targetname "airlock"
   targetprefix ""
   files(BINDING)
-  links { "airlock-convert", "airlock-core", "msgpackc", "nettle", "seccomp", "dl" }
+  links { "airlock-convert", "airlock-core", "msgpackc", "crypto", "seccomp", "dl" }
   outdirs(false)
 
 -- airlock: a Lua 5.4 host with the module built in, plus subcommands.
@@ -68,7 +66,7 @@ project "airlock"
   kind "ConsoleApp"
   files(BINDING)
   files { "lua/main.c", "build/gen/embedded_cli.c" }
-  links { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "nettle", "seccomp", "readline", "m", "dl" }
+  links { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "crypto", "seccomp", "readline", "m", "dl" }
   linkoptions { "-Wl,-E" }
   outdirs(true)
 
@@ -175,7 +173,7 @@ project "plugin-host"
   files(BINDING)
   files { "examples/plugin-host/main.c" }
   buildoptions { "'-DPLUGIN_HOST_DIR=\"" .. path.getabsolute("examples/plugin-host") .. "\"'" }
-  links { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "nettle", "seccomp", "m", "dl" }
+  links { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "crypto", "seccomp", "m", "dl" }
   linkoptions { "-Wl,-E" }
   outdirs(true)
 tool("c-embed", { "examples/c-embed/main.c" }, { "airlock-core", "msgpackc", "crypto", "seccomp" })

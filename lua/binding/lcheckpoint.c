@@ -1,6 +1,6 @@
 /*
 ** lcheckpoint.c -- what `airlock ledger checkpoint` and `verify --checkpoint
-** FILE` need from C: HMAC-SHA256 (Nettle), the files kept outside a
+** FILE` need from C: HMAC-SHA256 (OpenSSL), the files kept outside a
 ** session's directory (a key, a checkpoint file), and one walk of a journal,
 ** in a read-only ledger process, that learns the chain hash at many seqs.
 **
@@ -17,14 +17,14 @@
 ** ledger process's alone. A failure is nil and a message starting with its
 ** cause word (key:, checkpoint:, ledger:); a wrong argument raises.
 **
-** core.sha256 and core.hmac_sha256 use GNU Nettle, not OpenSSL: every run
-** digests its policy, so the digest is on the path of every `airlock exec`.
-** Linking libcrypto cost each start of the command (and of every host of
-** airlock.so) about 3.3 million instructions of symbol relocation before
-** main, and its first EVP digest set up OpenSSL's library context,
-** configuration and default provider (2 to 5 ms); Nettle's loading costs
-** about an eighth of that and its digests set up nothing.
+** core.sha256 uses OpenSSL's own SHA-256 functions (SHA256_Init, _Update,
+** _Final), not EVP: every run digests its policy, and the first EVP digest
+** in a process sets up OpenSSL's library context, reads its configuration
+** and loads its default provider, which took 2 to 5 ms of each `airlock exec`
+** (the functions here take microseconds). OpenSSL 3 marks them deprecated;
+** they remain in the 3.x series. The HMAC of checkpoints stays on EVP.
 */
+#define OPENSSL_SUPPRESS_DEPRECATED /* SHA256_Init and the rest: see above */
 #include "lbinding.h"
 #include "ledger.h"
 #include "ledger_proc.h"
@@ -32,8 +32,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <nettle/hmac.h>
-#include <nettle/sha2.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,11 +67,10 @@ static int l_sha256(lua_State *L)
 {
   size_t len;
   const char *s = luaL_checklstring(L, 1, &len);
-  uint8_t md[SHA256_DIGEST_SIZE];
-  struct sha256_ctx ctx;
-  sha256_init(&ctx);
-  sha256_update(&ctx, len, (const uint8_t *)s);
-  sha256_digest(&ctx, sizeof md, md);
+  unsigned char md[SHA256_DIGEST_LENGTH];
+  SHA256_CTX ctx;
+  if (SHA256_Init(&ctx) != 1 || SHA256_Update(&ctx, s, len) != 1 || SHA256_Final(md, &ctx) != 1)
+    return luaL_error(L, "sha256: OpenSSL's digest failed");
   char hex[65];
   hex_of(md, 32, hex);
   lua_pushstring(L, hex);
@@ -84,11 +84,10 @@ static int l_hmac_sha256(lua_State *L)
   const char *key = luaL_checklstring(L, 1, &klen);
   const char *data = luaL_checklstring(L, 2, &dlen);
   if (klen == 0 || klen > INT_MAX) return luaL_argerror(L, 1, "a key of 1 byte or more");
-  uint8_t md[SHA256_DIGEST_SIZE];
-  struct hmac_sha256_ctx ctx;
-  hmac_sha256_set_key(&ctx, klen, (const uint8_t *)key);
-  hmac_sha256_update(&ctx, dlen, (const uint8_t *)data);
-  hmac_sha256_digest(&ctx, sizeof md, md);
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  if (HMAC(EVP_sha256(), key, (int)klen, (const unsigned char *)data, dlen, md, &n) == NULL || n != 32)
+    return luaL_error(L, "hmac_sha256: OpenSSL's HMAC failed");
   char hex[65];
   hex_of(md, 32, hex);
   lua_pushstring(L, hex);
