@@ -26,7 +26,7 @@ local M = {}
 local EXEC_KEYS = { argv = true, policy = true, workspace = true, stdin = true, stdin_file = true,
                     stdin_inherit = true, output = true, terminal = true, rootfs = true, env = true,
                     timeout = true, capture = true,
-                    stream = true, ledger = true, durability = true }
+                    stream = true, ledger = true, durability = true, observe = true }
 
 local function fail(msg, level) error("exec: " .. msg, (level or 1) + 1) end
 
@@ -399,6 +399,12 @@ local function plan_of(job)
   start.workspace = job.ns.mount or nil   -- bound nosuid, nodev; idmapped to the caller when root
   start.init_program = job.init or nil
   start.rootfs = job.rootfs
+  if opts.observe then   -- learn mode (airlock.learn): its file system calls recorded, in result.observed
+    local c = {}
+    for k, v in pairs(start.confine or {}) do c[k] = v end
+    c.observe = true
+    start.confine = c
+  end
   job.plan = plan
   return true
 end
@@ -497,6 +503,9 @@ end
 --- redacted; *_truncated when over the capture limit; empty with output =
 --- "inherit"), refused (the calls the policy refused, each with its errno and
 --- count), usage, confinement, policy, digest, argv, workspace; ledger when recorded.
+--- observe = true (learn mode, airlock.learn): result.observed holds a line per
+--- file system call the program made, "KV PATH" (core/airlock.h), when the
+--- kernel's seccomp listener could be used; absent otherwise.
 function M.exec(opts, broker)
   local job = check_options(opts)
   local pol, perr = M.resolve_policy(opts.policy)

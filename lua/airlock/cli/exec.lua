@@ -98,6 +98,7 @@ function M.main(args)
         if not cok then error({ usage = "--ceiling: " .. cerr }) end
       elseif a == "--ledger" then opts.ledger = value(a)
       elseif a == "--durability" then opts.durability = value(a)
+      elseif a == "--learn" then opts.learn = value(a)
       elseif a == "--json" then as_json = true
       elseif a == "--no-tty" then no_tty = true
       elseif a == "--stream" then stream = true
@@ -121,6 +122,7 @@ function M.main(args)
     opts.env = opts.env or {}
     opts.env.PATH = os.getenv("PATH")
   end
+  if opts.learn then return require("airlock.learn.cli").main(opts, args) end
   local fresh, taken = ledger.fresh(opts.ledger)
   if not fresh then
     if as_json then io.stdout:write(json.encode { ok = false, cause = "ledger", message = taken }, "\n")

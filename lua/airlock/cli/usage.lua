@@ -73,6 +73,8 @@ M.COMMANDS = {
       { "--no-tty", nil, "on a terminal, hand over our descriptors as they are, not a terminal of its own" },
       { "--ledger", "DIR", "record the program's effects in a new session in DIR" },
       { "--durability", "MODE", "none, batch (the default) or always" },
+      { "--learn", "FILE", "run it permissively, observed; write the draft policy that covers what it did " ..
+        "to FILE, then run it again under the draft and report any difference (docs/TOOLS.md, \"Learn mode\")" },
       CEILING,
     },
     exit = "the program's status; 124 at the deadline; 128+N on signal N; 127 not found; " ..
