@@ -15,7 +15,7 @@
 --     else its directory, in grant.write;
 --   * read or looked at ('r', 's'): its group in grant.read: /etc/FILE alone,
 --     /etc/DIR, /var/lib/DIR, /var/cache/DIR, /usr/local/DIR, /opt/DIR,
---     /sys/DIR, else the path's first two components; a group holding a
+--     /srv/DIR, /sys/DIR, else the file's own directory; a group holding a
 --     secret is granted file by file instead.
 -- A path that is only a strict ancestor of something covered or granted
 -- (a stat of /var on the way to /var/lib/apt) needs nothing of its own.
@@ -55,12 +55,18 @@ end
 local function dir_of(p) return p:match("^(.*)/[^/]*$") or "/" end
 local function parts(p) local t = {} for c in p:gmatch("[^/]+") do t[#t + 1] = c end return t end
 
--- The group a read path is granted by.
+-- The group a read path is granted by: a package's directory where the
+-- file system has them (/etc/DIR, /opt/DIR, /var/lib/DIR ...), else nil (the
+-- path's own directory, chosen by the caller, which can tell files from
+-- directories).
+local TOP2 = { etc = true, opt = true, srv = true, sys = true, snap = true, nix = true }
+local VAR3 = { lib = true, cache = true, log = true, spool = true }
 local function group(p)
   local c = parts(p)
-  local depth = 2
-  if (c[1] == "var" and (c[2] == "lib" or c[2] == "cache" or c[2] == "log" or c[2] == "spool"))
-    or (c[1] == "usr" and c[2] == "local") then depth = 3 end
+  local depth
+  if TOP2[c[1]] then depth = 2
+  elseif (c[1] == "var" and VAR3[c[2]]) or (c[1] == "usr" and c[2] == "local") then depth = 3
+  else return nil end
   if #c <= depth then return p end
   return "/" .. table.concat(c, "/", 1, depth)
 end
@@ -114,7 +120,7 @@ function M.plan(seen, ctx)
         local s = M.secret(p)
         if s then
           flag(p, why, s)
-          secret_groups[group(p)] = true
+          secret_groups[group(p) or dir_of(p)] = true
         elseif M.home(p, ctx.homes) then
           flag(p, why, "a home-directory file")
         else
@@ -157,7 +163,7 @@ function M.plan(seen, ctx)
   end
   for _, w in ipairs(wanted) do
     if not held(w.p) and not (stat(w.p) == "dir" and ancestor(w.p)) then
-      local g = group(w.p)
+      local g = group(w.p) or (stat(w.p) == "dir" and w.p or dir_of(w.p))
       if secret_groups[g] or is_covered(g) or stat(g) == nil then g = w.p end
       add("read", g, w.why)
     end
@@ -177,7 +183,8 @@ function M.plan(seen, ctx)
       local pat = host .. ":" .. c.port
       if not seen_net[pat] then
         seen_net[pat] = true
-        d.network[#d.network + 1] = { pattern = pat, why = c.what or pat }
+        d.network[#d.network + 1] = { pattern = pat, why = c.what or pat, port = c.port,
+                                      refused = c.decision == "deny" }
       end
     end
   end

@@ -58,6 +58,7 @@ function M.learning_policy(program_dir, ports, more)
   for _, list in ipairs { M.PORTS, ports or {} } do
     for _, p in ipairs(list) do allow[#allow + 1] = "airlock-learn.invalid:" .. p end
   end
+  for _, pat in ipairs(more.network or {}) do allow[#allow + 1] = pat end
   return policy.extend("tool", {
     name = "learn",
     tool = {
@@ -118,7 +119,8 @@ end
 --- learn{argv, out, workspace, env, stdin_inherit, output, ports = {more ports}, prove = true}
 ---   -> report, or nil, message, cause. report: {draft = path, learned = result,
 ---   proved = result (with prove), differences = {lines}, runs = bool (the
----   draft ran with no violation and the same exit status), plan (the draft as data)}.
+---   draft ran with no violation and the same exit status), learned_ok (the
+---   learning run itself exited 0), plan (the draft as data)}.
 function M.learn(opts)
   if type(opts.out) ~= "string" or opts.out == "" then return nil, "learn: needs a file to write the draft to", "usage" end
   local ws = core.fs_realpath(opts.workspace or ".")
@@ -133,8 +135,11 @@ function M.learn(opts)
   end
   -- A path outside the learning view that the draft grants may have changed
   -- what the program did (git cannot clone a repository it cannot see): the
-  -- run is learned again with those grants, up to M.ROUNDS times in all.
-  local more, learned, plan, records = { read = {}, write = {}, exec = {} }, nil, nil, nil
+  -- run is learned again with those grants (and the connections below), up
+  -- to M.ROUNDS times in all.
+  local more, learned, plan, records = { read = {}, write = {}, exec = {}, network = {} }, nil, nil, nil
+  local learn_ports = {}
+  for _, list in ipairs { M.PORTS, opts.ports or {} } do for _, p in ipairs(list) do learn_ports[p] = true end end
   for round = 1, M.ROUNDS do
     local copy, cerr = scratch_copy(ws)
     if not copy then return nil, cerr, "workspace" end
@@ -174,6 +179,16 @@ function M.learn(opts)
         end
       end
     end
+    -- A connection the proxy refused (a loopback or private address is
+    -- reached only when named) or could not make (a port it was not given)
+    -- is learned again with its pattern allowed.
+    for _, n in ipairs(plan.network) do
+      if (n.refused or not learn_ports[n.port]) and not more.network[n.pattern] then
+        more.network[n.pattern] = true
+        more.network[#more.network + 1] = n.pattern
+        again = true
+      end
+    end
     if not again then break end
   end
   local text = draft.text(plan, { argv = argv, base = "tool" })
@@ -204,6 +219,8 @@ function M.learn(opts)
       tostring(learned.exit_code), proved.cause, tostring(proved.exit_code))
   end
   report.runs = #d == 0
+  -- A draft "runs first time" when the program also did well in the learning run.
+  report.learned_ok = learned.cause == "ok" or (learned.cause == "exit" and learned.exit_code == 0)
   return report
 end
 
