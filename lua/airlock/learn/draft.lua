@@ -71,7 +71,7 @@ local function group(p)
   return "/" .. table.concat(c, "/", 1, depth)
 end
 
---- lines(observed) -> records {kind, view, path} from result.observed.
+--- records(observed) -> records {kind, view, path} from result.observed.
 function M.records(observed)
   local out = {}
   for line in (observed or ""):gmatch("[^\n]+") do
@@ -207,8 +207,9 @@ function M.text(d, about)
     w(string.format("-- %d paths the program looked for did not exist on the host; none is granted.", d.missing))
   end
   for _, r in ipairs(d.refused) do
-    w(string.format("-- The program called %s, which tool.confine.seccomp refuses (%s, %d times); " ..
-      "the draft cannot grant it.", r.syscall, r.errno, r.count or 1))
+    local n = r.count or 1
+    w(string.format("-- The program called %s, which tool.confine.seccomp refuses (%s, %s); " ..
+      "the draft cannot grant it.", r.syscall, r.errno, n == 1 and "once" or (n .. " times")))
   end
   w("local policy = require \"airlock.policy\"")
   w("")
