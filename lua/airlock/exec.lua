@@ -492,6 +492,22 @@ local function wait(job, b, run, proxy)
   return res
 end
 
+-- The host's type of a path (symbolic links followed), or nil.
+local function host_type(p)
+  local ok, st = pcall(core.fs_realpath_in, "/", p)
+  return ok and st and st.type or nil
+end
+
+-- What the program may change: its Landlock write paths (the workspace and
+-- grants among them) and its private /tmp.
+local function writable_roots(job)
+  local out = { job.workspace }
+  local c = job.plan.start.confine
+  for _, p in ipairs(c and type(c.landlock) == "table" and c.landlock.write or {}) do out[#out + 1] = p end
+  if job.auth.tmp == "private" then out[#out + 1] = "/tmp" end
+  return out
+end
+
 --- airlock.exec{argv = {program, args...}, policy = "tool" | name | file | table,
 ---   workspace = dir, stdin = string | stdin_file = path | stdin_inherit = true,
 ---   output = "capture" | "inherit", env = {NAME = "value"}, timeout = ms | "2s",
@@ -505,7 +521,8 @@ end
 --- count), usage, confinement, policy, digest, argv, workspace; ledger when recorded.
 --- observe = true (learn mode, airlock.learn): result.observed holds a line per
 --- file system call the program made, "KV PATH" (core/airlock.h), when the
---- kernel's seccomp listener could be used; absent otherwise.
+--- kernel's seccomp listener could be used; absent otherwise. Each path the
+--- program could not reach is then a violation too (airlock.violations.paths).
 function M.exec(opts, broker)
   local job = check_options(opts)
   local pol, perr = M.resolve_policy(opts.policy)
@@ -543,6 +560,7 @@ function M.exec(opts, broker)
   local res, werr, wcode = wait(job, b, run, proxy)
   if not res then return nil, werr, wcode end
   violations.add(res)
+  if res.observed then violations.paths(res, { stat = host_type, writable = writable_roots(job) }) end
   if pty then pty:wait(500) end
   res.argv = job.full
   res.program = job.found

@@ -125,6 +125,37 @@ for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", 
   end)
 end
 
+for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", prefix = NOBODY } } do
+  describe("airlock exec --observe run by " .. caller.name, function()
+    local ws, fx
+    before_each(function()
+      ws = outside_dir()
+      assert(os.execute("chmod 777 " .. ws))
+      fx = outside_dir()
+    end)
+    after_each(function() os.execute("rm -rf " .. ws .. " " .. fx) end)
+
+    it("names the field that would grant a path outside the view or a write refused, as violations", function()
+      H.write(fx .. "/data.txt", "there\n")
+      assert(os.execute("chmod 644 " .. fx .. "/data.txt"))
+      -- the control: unconfined, the file is there and a writable directory takes the write
+      local cmd = "sh -c 'cat " .. fx .. "/data.txt; echo x > " .. fx .. "/out.txt; echo y > made.txt'"
+      if caller.prefix == "" then
+        assert.are.equal("there\nrc=0\n", run("cd " .. ws .. " && " .. cmd))
+        os.remove(fx .. "/out.txt")
+      end
+      local out = run(caller.prefix .. AIRLOCK .. " exec --observe --workspace " .. ws .. " -- " .. cmd)
+      local q = fx:gsub("%p", "%%%0")
+      assert.matches("refused " .. q .. "/data.txt: outside the program's view[^\n]*%(tool.grant.read%)", out)
+      assert.matches("refused " .. q .. "/out.txt: [^\n]*%(tool.grant.write%)", out)
+      assert.is_nil(out:find("made.txt", 1, true))   -- its own workspace: no violation
+      -- without --observe, the same run says nothing of paths
+      local plain = run(caller.prefix .. AIRLOCK .. " exec --workspace " .. ws .. " -- " .. cmd)
+      assert.is_nil(plain:find("tool.grant.read", 1, true))
+    end)
+  end)
+end
+
 -- The corpus: each entry makes its fixture, says why it must be skipped (or
 -- nil), and gives the command. Learned as root, through airlock.learn.tool.
 describe("learn mode's corpus of everyday commands", function()

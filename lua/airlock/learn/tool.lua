@@ -208,11 +208,15 @@ function M.learn(opts)
   local flagged = {}
   for _, x in ipairs(plan.flagged) do flagged[x.path] = true end
   local d = report.differences
+  local said = {}
   for _, p in ipairs(gaps(learned.observed, proved.observed, flagged)) do
+    said[p] = true
     d[#d + 1] = "missing under the draft: " .. p
   end
   for _, v in ipairs(proved.violations or {}) do
-    if v.kind ~= "syscall" then d[#d + 1] = "violation: " .. (v.what or "?") .. ": " .. tostring(v.reason) end
+    if v.kind ~= "syscall" and not said[v.what] then
+      d[#d + 1] = string.format("violation: %s: %s (%s)", tostring(v.what), tostring(v.reason), tostring(v.rule))
+    end
   end
   if proved.cause ~= learned.cause or proved.exit_code ~= learned.exit_code then
     d[#d + 1] = string.format("the learning run ended %s (exit %s), the proof run %s (exit %s)", learned.cause,
