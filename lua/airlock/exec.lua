@@ -492,10 +492,11 @@ local function wait(job, b, run, proxy)
   return res
 end
 
--- The host's type of a path (symbolic links followed), or nil.
+-- The host's type of a path (symbolic links followed) and its real path, or nil.
 local function host_type(p)
   local ok, st = pcall(core.fs_realpath_in, "/", p)
-  return ok and st and st.type or nil
+  if not ok or not st then return nil end
+  return st.type, st.real
 end
 
 -- What the program may change: its Landlock write paths (the workspace and

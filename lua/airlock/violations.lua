@@ -60,6 +60,14 @@ M.PATHS_MAX = 64
 local function beneath(p, root)
   return p == root or (p:sub(1, #root) == root and (root:sub(-1) == "/" or p:sub(#root + 1, #root + 1) == "/"))
 end
+-- The host has p, and it is not the run's own /proc by another name
+-- (/etc/mtab -> /proc/self/mounts: "self" is looked up in the run's view as
+-- the broker's pid, which its pid namespace does not have).
+local function seen_on_host(ctx, p)
+  local t, real = ctx.stat(p)
+  return t ~= nil and not (real and (real == "/proc" or real:sub(1, 6) == "/proc/"))
+end
+
 function M.paths(res, ctx)
   if not res.observed then return res end
   local v = res.violations or {}
@@ -77,7 +85,7 @@ function M.paths(res, ctx)
         rule = "tool.grant.write"
         reason = kind == "w" and "read-only for the program (the write was refused)"
           or "its directory is read-only for the program (the change was refused)"
-      elseif view == "-" and ctx.stat(p) then
+      elseif view == "-" and seen_on_host(ctx, p) then
         rule = kind == "x" and "tool.grant.exec" or "tool.grant.read"
         reason = "outside the program's view, so it found nothing there (ENOENT); the host has it"
       end

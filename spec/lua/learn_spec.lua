@@ -3,7 +3,10 @@
 -- control: the same command unconfined succeeds, and under the stock tool
 -- policy alone it fails (its file lies outside the view), so the test can
 -- fail; the draft must then run it. A secret the program reads is flagged,
--- never granted: the proof run shows the difference. Run as root and as uid
+-- never granted: the proof run shows the difference. --observe names the
+-- grant for a path outside the view and a refused write; a hostile program
+-- hands the listener a bad pointer, an overlong path and a path another
+-- thread rewrites, and runs as it does unconfined. Run as root and as uid
 -- 65534 (setpriv). Last, a corpus of everyday commands: the note printed
 -- says how many got a draft that ran first time; a command whose tool or
 -- network is absent is skipped with the reason.
@@ -154,6 +157,46 @@ for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", 
       assert.is_nil(plain:find("tool.grant.read", 1, true))
     end)
   end)
+end
+
+for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", prefix = NOBODY } } do
+describe("airlock exec --observe run by " .. caller.name .. " against hostile path arguments", function()
+  it("records nothing false and lets the kernel answer a bad pointer or an overlong path", function()
+    local py = "/usr/bin/python3"
+    if H.sh("test -x " .. py .. " && echo yes") ~= "yes\n" then pending("skipped: /usr/bin/python3 is not installed") return end
+    -- openat with a pointer to unmapped memory, with a path past PATH_MAX,
+    -- and one that is changed by another thread while the call waits
+    local script = "import ctypes, os, threading\n" ..
+      "libc = ctypes.CDLL(None, use_errno=True)\n" ..
+      "def call(p):\n" ..
+      "    r = libc.syscall(257, -100, p, 0)\n" ..
+      "    return ctypes.get_errno() if r < 0 else 0\n" ..
+      "print(call(ctypes.c_void_p(8)))\n" ..
+      "print(call(b'/' + b'a' * 5000))\n" ..
+      "buf = ctypes.create_string_buffer(b'/etc/hostname', 64)\n" ..
+      "stop = []\n" ..
+      "def flip():\n" ..
+      "    while not stop:\n" ..
+      "        buf.value = b'/nonexistent-x'; buf.value = b'/etc/hostname'\n" ..
+      "t = threading.Thread(target=flip); t.start()\n" ..
+      "for _ in range(200): call(buf)\n" ..
+      "stop.append(1); t.join(); print('done')\n"
+    local ws = outside_dir()
+    H.write(ws .. "/hostile.py", script)
+    assert(os.execute("chmod 777 " .. ws .. " && chmod 644 " .. ws .. "/hostile.py"))
+    assert.are.equal("14\n36\ndone\nrc=0\n", run("cd " .. ws .. " && " .. caller.prefix .. py .. " hostile.py"))   -- the control
+    local out = run(caller.prefix .. AIRLOCK .. " exec --observe --json --workspace " .. ws .. " -- " .. py .. " hostile.py")
+    os.execute("rm -rf " .. ws)
+    local res = assert(require("dkjson").decode(out:match("^[^\n]+")), out)
+    assert.are.equal("14\n36\ndone\n", res.stdout)
+    assert.are.equal("ok", res.cause)
+    assert.are.equal(0, res.exit_code)
+    -- the overlong path (past PATH_MAX) is not recorded; the changing one may be either
+    assert.is_string(res.observed)
+    assert.is_nil(res.observed:find("aaaaaaaaaaaaaaaa", 1, true))
+    assert.is_truthy(res.observed:find("r+ /etc/hostname\n", 1, true))
+  end)
+end)
 end
 
 -- The corpus: each entry makes its fixture, says why it must be skipped (or
