@@ -17,6 +17,7 @@ local OPTIONAL = {
     ["airlock.cli.bench_exec"] = "subcommand", ["airlock.cli.bench_scale"] = "subcommand",
     ["airlock.cli.bench_net"] = "subcommand", ["airlock.cli.bench_guest"] = "subcommand",
     ["airlock.cli.exec"] = "subcommand", ["airlock.cli.demo"] = "subcommand", ["airlock.cli.ledger"] = "subcommand",
+    ["airlock.learn.cli"] = "learn mode, loaded when run --learn is given",
   },
   ["airlock.cli.bench"] = { ["airlock.cli.bench_guest"] = "the guest benchmark, run when asked" },
   -- `airlock exec` reads its options with the command's own parser, whose

@@ -26,6 +26,8 @@ M.COMMANDS = {
       { "--raw", nil, "pass control characters through to the terminal" },
       { "--ledger", "DIR", "record every effect in a new session in DIR" },
       { "--durability", "MODE", "none, batch (the default) or always" },
+      { "--learn", "FILE", "draft the policy it needs (modules, effects, limits with headroom) to FILE, " ..
+        "then run it again under the draft and report any difference" },
       CEILING,
     },
     exit = "0 the guest returned; 1 it failed (any cause but ok); 2 bad usage; 3 paused" },
