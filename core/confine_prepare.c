@@ -372,12 +372,19 @@ static int setid_arg(const char *name)
   return -1;
 }
 
-/* rule() for a call that sets a mode: each allowing rule also needs the mode to
-** have no setid bit (mode_arg < 0: a call without one, rule() as it is). */
+/* The action of learn mode's observed calls while compiling: a value no other
+** rule returns (SECCOMP_RET_TRACE with our own data), replaced afterwards: the
+** listener's in the notify program, allowed in the plain one. */
+#define OBSERVE_MARK SCMP_ACT_TRACE(0x7a2)
+
+/* rule() for a call that sets a mode: each allowing (or observing) rule also
+** needs the mode to have no setid bit (mode_arg < 0: a call without one,
+** rule() as it is). */
 static int mode_rule(scmp_filter_ctx ctx, uint32_t def, uint32_t action, int nr, const struct cond *c,
                      int mode_arg)
 {
-  if (mode_arg < 0 || action != SCMP_ACT_ALLOW) return rule(ctx, def, action, nr, c);
+  if (mode_arg < 0 || (action != SCMP_ACT_ALLOW && action != OBSERVE_MARK))
+    return rule(ctx, def, action, nr, c);
   struct scmp_arg_cmp m = SCMP_CMP((unsigned)mode_arg, SCMP_CMP_MASKED_EQ, SETID_BITS, 0);
   if (c && c->arg == (unsigned)mode_arg) return -EINVAL; /* no promise filters a mode argument itself */
   int rc = c ? seccomp_rule_add_exact(ctx, action, nr, 2, ARG_CMP(*c), m)
@@ -509,8 +516,13 @@ static int compile(const struct ruleset *rs, int deny, uint32_t refuse, int noti
     return rc;
   }
   count += 2 * (int)(sizeof setid_calls / sizeof *setid_calls);
+  /* An observed call that sets a mode is observed only without a setid bit:
+  ** with one it stays refused (setid_refusals, above), as in every filter. */
   for (const airlock_observed_call *c = airlock_observed_calls; observe && c->nr >= 0; c++, count++) {
-    if ((rc = rule(ctx, def, OBSERVE_MARK, c->nr, NULL)) != 0) {
+    int marg = -1;
+    for (size_t k = 0; k < sizeof setid_calls / sizeof *setid_calls; k++)
+      if (seccomp_syscall_resolve_name(setid_calls[k].name) == c->nr) marg = (int)setid_calls[k].arg;
+    if ((rc = mode_rule(ctx, def, OBSERVE_MARK, c->nr, NULL, marg)) != 0) {
       snprintf(err, errlen, "seccomp: rule for an observed call: %s", airlock_strerror(-rc));
       seccomp_release(ctx);
       return rc;

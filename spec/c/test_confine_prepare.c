@@ -355,6 +355,18 @@ static void child_observe(void *arg)
   CCHECK(observed ? sr == 0 : (sr == -1 && errno == EPERM));
   errno = 0; /* not an observed call: refused either way */
   CCHECK(syscall(SYS_chdir, "/") == -1 && errno == EPERM);
+  /* A setid mode stays refused when observed: no run makes a setuid file. */
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/airlock-observe-%d", (int)getpid());
+  errno = 0;
+  CCHECK(open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 04755) == -1 && errno == EPERM);
+  errno = 0;
+  CCHECK(open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 02755) == -1 && errno == EPERM);
+  if (observed) { /* the same without the bit is observed, and made */
+    int made = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    CCHECK(made >= 0 && fstat(made, &st) == 0 && (st.st_mode & 06000) == 0);
+    CCHECK(unlink(path) == 0);
+  }
 }
 
 static void test_observe(void)

@@ -6,7 +6,8 @@
 -- never granted: the proof run shows the difference. --observe names the
 -- grant for a path outside the view and a refused write; a hostile program
 -- hands the listener a bad pointer, an overlong path and a path another
--- thread rewrites, and runs as it does unconfined. Run as root and as uid
+-- thread rewrites, and runs as it does unconfined; the setuid file it makes
+-- unconfined is refused when observed. Run as root and as uid
 -- 65534 (setpriv). Last, a corpus of everyday commands: the note printed
 -- says how many got a draft that ran first time; a command whose tool or
 -- network is absent is skipped with the reason.
@@ -169,10 +170,12 @@ describe("airlock exec --observe run by " .. caller.name .. " against hostile pa
     local script = "import ctypes, os, threading\n" ..
       "libc = ctypes.CDLL(None, use_errno=True)\n" ..
       "def call(p):\n" ..
-      "    r = libc.syscall(257, -100, p, 0)\n" ..
+      "    r = libc.syscall(257, -100, p, 0, 0)\n" ..
       "    return ctypes.get_errno() if r < 0 else 0\n" ..
       "print(call(ctypes.c_void_p(8)))\n" ..
       "print(call(b'/' + b'a' * 5000))\n" ..
+      "try:\n    os.close(os.open('suid', os.O_CREAT | os.O_WRONLY, 0o4755)); print('made')\n" ..
+      "except OSError as e:\n    print(e.errno)\n" ..
       "buf = ctypes.create_string_buffer(b'/etc/hostname', 64)\n" ..
       "stop = []\n" ..
       "def flip():\n" ..
@@ -184,11 +187,12 @@ describe("airlock exec --observe run by " .. caller.name .. " against hostile pa
     local ws = outside_dir()
     H.write(ws .. "/hostile.py", script)
     assert(os.execute("chmod 777 " .. ws .. " && chmod 644 " .. ws .. "/hostile.py"))
-    assert.are.equal("14\n36\ndone\nrc=0\n", run("cd " .. ws .. " && " .. caller.prefix .. py .. " hostile.py"))   -- the control
+    assert.are.equal("14\n36\nmade\ndone\nrc=0\n", run("cd " .. ws .. " && " .. caller.prefix .. py .. " hostile.py"))   -- the control
+    os.remove(ws .. "/suid")
     local out = run(caller.prefix .. AIRLOCK .. " exec --observe --json --workspace " .. ws .. " -- " .. py .. " hostile.py")
     os.execute("rm -rf " .. ws)
     local res = assert(require("dkjson").decode(out:match("^[^\n]+")), out)
-    assert.are.equal("14\n36\ndone\n", res.stdout)
+    assert.are.equal("14\n36\n1\ndone\n", res.stdout)   -- a setuid file is refused (EPERM) when observed too
     assert.are.equal("ok", res.cause)
     assert.are.equal(0, res.exit_code)
     -- the overlong path (past PATH_MAX) is not recorded; the changing one may be either
