@@ -12,6 +12,13 @@ local json = require "airlock.json"
 local M = {}
 
 function M.main(opts)
+  for _, k in ipairs { "policy", "rootfs", "timeout", "capture", "ledger", "durability", "observe" } do
+    if opts[k] ~= nil then
+      io.stderr:write("airlock exec: --learn takes --workspace and --env, not --", k,
+        " (the learning run's policy is the stock tool policy made permissive; docs/TOOLS.md, \"Learn mode\")\n")
+      return 125
+    end
+  end
   local rep, err = learn.learn { argv = opts.argv, out = opts.learn, workspace = opts.workspace, env = opts.env,
                                  output = "inherit", stdin_inherit = opts.stdin_inherit }
   if not rep then
