@@ -17,6 +17,7 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -637,13 +638,30 @@ static int cmd_prefork(uint64_t n, size_t bytes, uint64_t idle_us)
 
 /* ------------------------------------------------------------------ main */
 
+/* ------------------------------------------------------------------ stat calls */
+
+/* N stat() calls of path, timed together: the cost of one file system call
+** as the program sees it, for `airlock bench exec` to compare with and
+** without learn mode's observation (each observed call is a round trip to the
+** broker's listener). One JSON line: calls, total_us, per_call_us. */
+static int cmd_stat(uint64_t n, const char *path)
+{
+  struct stat st;
+  double t0 = now_us();
+  for (uint64_t i = 0; i < n; i++) (void)stat(path, &st);
+  double total = now_us() - t0;
+  printf("{\"calls\":%" PRIu64 ",\"total_us\":%.1f,\"per_call_us\":%.3f}\n", n, total, total / (double)n);
+  return 0;
+}
+
 static int usage(void)
 {
   fputs("usage: airlock-baseline pingpong N BYTES\n"
         "       airlock-baseline frames GUESTS K FRAMES\n"
         "       airlock-baseline httpd PORTFILE [MAX]\n"
         "       airlock-baseline forkexec N PATH [ARGS...]\n"
-        "       airlock-baseline prefork N BYTES IDLE_US\n",
+        "       airlock-baseline prefork N BYTES IDLE_US\n"
+        "       airlock-baseline stat N PATH\n",
         stderr);
   return 2;
 }
@@ -664,5 +682,7 @@ int main(int argc, char **argv)
                        parse_count(argv[4], 0, 1000000, "IDLE_US"));
   if (argc >= 4 && strcmp(argv[1], "forkexec") == 0)
     return cmd_forkexec(parse_count(argv[2], 1, N_MAX, "N"), argv + 3);
+  if (argc == 4 && strcmp(argv[1], "stat") == 0)
+    return cmd_stat(parse_count(argv[2], 1, N_MAX, "N"), argv[3]);
   return usage();
 }

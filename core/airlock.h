@@ -568,7 +568,14 @@ typedef struct airlock_result {
   const airlock_refusal *refused; /* the first AIRLOCK_REFUSALS_MAX distinct refused calls */
   size_t nrefused;
   uint64_t refused_total; /* every refused call, named or not */
+  const char *observed;   /* learn mode (a confine spec with observe): one line per distinct
+                             observed call, "KV PATH\n" (K: r read, w write, x run, s stat,
+                             d mkdir/unlink/rename; V: + present in the run's view, - missing,
+                             ? unknown; PATH absolute as the program saw it); NULL otherwise */
+  size_t observed_len;
+  int observed_truncated; /* records past AIRLOCK_OBSERVED_MAX bytes were dropped */
 } airlock_result;
+#define AIRLOCK_OBSERVED_MAX (8u << 20) /* bytes of observed records kept per run */
 
 typedef struct airlock_run_opts {
   airlock_spawn_opts spawn; /* the process and its confinement, as airlock_spawn

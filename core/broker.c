@@ -504,6 +504,8 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
   r->deadline_ms = o->deadline_ms;
   r->memory_max = o->memory_max;
   r->refuse_chosen = o->spawn.confine && o->spawn.confine->refuse_chosen;
+  r->observe = o->spawn.confine && o->spawn.confine->observe;
+  if (r->observe) r->res.observed = ""; /* nothing observed yet */
   r->res.exit_code = -1;
   r->res.refused = r->refused;
   airlock_frame_reader_init(&r->rd, o->max_frame ? o->max_frame : AIRLOCK_FRAME_MAX_DEFAULT);
@@ -970,6 +972,7 @@ static void run_free(airlock_run *r)
   held_drop(&r->ready);
   held_drop(&r->final);
   if (r->spare) msgpack_zone_free(r->spare);
+  free(r->observed);
   free(r->cap[0].data);
   free(r->cap[1].data);
   free(r);

@@ -78,6 +78,11 @@ struct airlock_run {
   int init_status, init_seen; /* airlock-init's report of the program's wait status */
   int exec_errno;             /* airlock-init could not run the program: why */
   airlock_refusal refused[AIRLOCK_REFUSALS_MAX];
+  int observe;    /* learn mode: observed calls are recorded, then continue */
+  char *observed; /* the records (res.observed), malloc'd, grown to AIRLOCK_OBSERVED_MAX */
+  size_t observed_len, observed_cap;
+  uint32_t observed_recent[64]; /* hashes of the latest records, to skip repeats */
+  unsigned observed_at;
   airlock_cause pending; /* set when the parent decided the cause */
   int status;            /* wait status */
   struct rusage ru;
@@ -118,6 +123,9 @@ int broker_verify_program_filter(airlock_run *r, char *why, size_t len);
 
 /* broker_seccomp.c: the listener became readable (or hung up). */
 void broker_on_notify(airlock_run *r, uint32_t events);
+/* broker_observe.c: records an observed call (learn mode) and lets it continue. */
+struct seccomp_notif;
+void broker_observe(airlock_run *r, const struct seccomp_notif *n);
 
 /* broker_end.c: airlock-init's records, then the result and its cause. */
 void broker_read_init_status(airlock_run *r);

@@ -40,6 +40,10 @@ void broker_on_notify(airlock_run *r, uint32_t events)
     struct seccomp_notif n;
     memset(&n, 0, sizeof n);
     if (ioctl(r->c.notify, SECCOMP_IOCTL_NOTIF_RECV, &n) == 0) {
+      if (r->observe && airlock_observed_call_find(n.data.nr)) {
+        broker_observe(r, &n);
+        return;
+      }
       if (r->refuse_chosen) {
         int e = airlock_refusal_errno(n.data.nr);
         struct seccomp_notif_resp resp = {.id = n.id, .val = 0, .error = -e, .flags = 0};

@@ -260,6 +260,11 @@ typedef struct airlock_confine_spec {
                                   clone3 and openat2 answer ENOSYS (struct arguments
                                   seccomp cannot read: libc falls back to clone/openat) */
   int no_new_privs;            /* 1: PR_SET_NO_NEW_PRIVS (implied by landlock and seccomp) */
+  int observe;                 /* learn mode (with seccomp): the file system calls of
+                                  airlock_observed_calls are let through whatever the
+                                  promises say, each first shown to the listener, which
+                                  records its path and lets it continue. Only a program
+                                  the broker runs with a listener is observed */
 } airlock_confine_spec;
 
 /* refuse_errno: each refused call fails with an errno fitting it (EPERM for
@@ -282,6 +287,8 @@ typedef struct airlock_confine_prepared {
                                       to hand the listener over before exec; .filter NULL if none */
   int refuse_chosen;               /* the spec's refuse_errno is AIRLOCK_REFUSE_CHOSEN: the
                                       listener answers each refused call with an errno */
+  int observe;                     /* the notify program sends the observed calls to the
+                                      listener (the spec's observe, with a notify program) */
   int no_new_privs;                /* set before the layers */
   int allows_exec;                 /* bit 1: the filter lets execve through (a spawned program
                                       needs it); bit 2: execveat too */
@@ -379,6 +386,24 @@ typedef struct airlock_errno_word {
 extern const airlock_errno_word airlock_refuse_errnos[];
 /* The built-in set a denylist always refuses, with the reason per group. */
 extern const airlock_promise airlock_confine_dangerous[]; /* ends with a NULL word */
+
+/* Learn mode's observed calls (confine_observe.c): the file system calls whose
+** path a learning run records. kind: 'r' read, 'w' write or create, 'x' run,
+** 's' stat, access or readlink (existence only), 'd' change a directory's
+** entries (mkdir, unlink, rename). path_arg is the argument holding the path;
+** dirfd_arg the one holding the directory it is relative to (-1: the working
+** directory); flags_arg the open flags (-1: none), which make 'r' a 'w' when
+** they ask for writing or creating; path2_arg a second path (rename's new
+** name, relative to dirfd2_arg), or -1. The table ends with nr -1; calls this
+** architecture lacks (open, stat on aarch64) are left out. */
+typedef struct airlock_observed_call {
+  int nr;
+  char kind;
+  signed char path_arg, dirfd_arg, flags_arg, path2_arg, dirfd2_arg;
+} airlock_observed_call;
+extern const airlock_observed_call airlock_observed_calls[];
+/* The entry for system call nr, or NULL when it is not observed. */
+const airlock_observed_call *airlock_observed_call_find(long nr);
 
 /* Internal to confine*.c: exports a libseccomp filter context (released here,
 ** whatever happens) as a malloc'd classic BPF program in *out. 0 or -errno. */

@@ -372,12 +372,19 @@ static int setid_arg(const char *name)
   return -1;
 }
 
-/* rule() for a call that sets a mode: each allowing rule also needs the mode to
-** have no setid bit (mode_arg < 0: a call without one, rule() as it is). */
+/* The action of learn mode's observed calls while compiling: a value no other
+** rule returns (SECCOMP_RET_TRACE with our own data), replaced afterwards: the
+** listener's in the notify program, allowed in the plain one. */
+#define OBSERVE_MARK SCMP_ACT_TRACE(0x7a2)
+
+/* rule() for a call that sets a mode: each allowing (or observing) rule also
+** needs the mode to have no setid bit (mode_arg < 0: a call without one,
+** rule() as it is). */
 static int mode_rule(scmp_filter_ctx ctx, uint32_t def, uint32_t action, int nr, const struct cond *c,
                      int mode_arg)
 {
-  if (mode_arg < 0 || action != SCMP_ACT_ALLOW) return rule(ctx, def, action, nr, c);
+  if (mode_arg < 0 || (action != SCMP_ACT_ALLOW && action != OBSERVE_MARK))
+    return rule(ctx, def, action, nr, c);
   struct scmp_arg_cmp m = SCMP_CMP((unsigned)mode_arg, SCMP_CMP_MASKED_EQ, SETID_BITS, 0);
   if (c && c->arg == (unsigned)mode_arg) return -EINVAL; /* no promise filters a mode argument itself */
   int rc = c ? seccomp_rule_add_exact(ctx, action, nr, 2, ARG_CMP(*c), m)
@@ -436,11 +443,15 @@ static int fcntl_rules(scmp_filter_ctx ctx, const struct entry *e, int deny, uin
 /* The action of the listener hand-over rule while compiling: a value no other
 ** rule returns (SECCOMP_RET_TRACE with our own data), replaced afterwards. */
 #define HANDOVER_MARK SCMP_ACT_TRACE(0x7a1)
+/* The same for learn mode's observed calls: the listener's in the notify
+** program, allowed in the plain one. */
+#define OBSERVE_MARK  SCMP_ACT_TRACE(0x7a2)
 
 /* Compiles rs into a classic BPF program. refuse: the action for refused calls;
-** notify_fd >= 0 adds "sendmsg on that fd gets HANDOVER_MARK". */
-static int compile(const struct ruleset *rs, int deny, uint32_t refuse, int notify_fd, struct sock_fprog *out,
-                   int *nrules, char *err, size_t errlen)
+** notify_fd >= 0 adds "sendmsg on that fd gets HANDOVER_MARK"; observe makes
+** every observed call (airlock_observed_calls) OBSERVE_MARK, whatever rs says. */
+static int compile(const struct ruleset *rs, int deny, uint32_t refuse, int notify_fd, int observe,
+                   struct sock_fprog *out, int *nrules, char *err, size_t errlen)
 {
   int rc;
   uint32_t def = deny ? SCMP_ACT_ALLOW : refuse;
@@ -463,7 +474,8 @@ static int compile(const struct ruleset *rs, int deny, uint32_t refuse, int noti
   int count = 0;
   for (size_t i = 0; i < rs->n; i++) {
     const struct entry *e = &rs->e[i];
-    if (e->nr < 0) continue; /* not a call of this architecture */
+    if (e->nr < 0) continue;                                    /* not a call of this architecture */
+    if (observe && airlock_observed_call_find(e->nr)) continue; /* below */
     rc = 0;
     int marg = setid_arg(e->name);
     if (strcmp(e->name, "fcntl") == 0) {
@@ -504,6 +516,18 @@ static int compile(const struct ruleset *rs, int deny, uint32_t refuse, int noti
     return rc;
   }
   count += 2 * (int)(sizeof setid_calls / sizeof *setid_calls);
+  /* An observed call that sets a mode is observed only without a setid bit:
+  ** with one it stays refused (setid_refusals, above), as in every filter. */
+  for (const airlock_observed_call *c = airlock_observed_calls; observe && c->nr >= 0; c++, count++) {
+    int marg = -1;
+    for (size_t k = 0; k < sizeof setid_calls / sizeof *setid_calls; k++)
+      if (seccomp_syscall_resolve_name(setid_calls[k].name) == c->nr) marg = (int)setid_calls[k].arg;
+    if ((rc = mode_rule(ctx, def, OBSERVE_MARK, c->nr, NULL, marg)) != 0) {
+      snprintf(err, errlen, "seccomp: rule for an observed call: %s", airlock_strerror(-rc));
+      seccomp_release(ctx);
+      return rc;
+    }
+  }
   if (notify_fd >= 0) {
     struct cond c = {0, 0xffffffffu, (uint64_t)notify_fd};
     rc = rule(ctx, def, HANDOVER_MARK, SCMP_SYS(sendmsg), &c);
@@ -630,8 +654,8 @@ static int prepare_seccomp(const airlock_confine_spec *s, airlock_confine_prepar
   char ignored[160];
   int can_hand_over = deny ? sendmsg_allowed : 1; /* an allowlist adds the rule it needs */
   if (want_notify && s->refuse_errno <= 0 && can_hand_over &&
-      compile(&rs, deny, SCMP_ACT_NOTIFY, sendmsg_allowed ? -1 : AIRLOCK_CONFINE_NOTIFY_FD, &p->notify_prog,
-              &nrules, ignored, sizeof ignored) == 0) {
+      compile(&rs, deny, SCMP_ACT_NOTIFY, sendmsg_allowed ? -1 : AIRLOCK_CONFINE_NOTIFY_FD, s->observe != 0,
+              &p->notify_prog, &nrules, ignored, sizeof ignored) == 0) {
     /* The spawner's variant: refused calls wait for the broker, which names
     ** them and kills the run (or answers them with an errno). Compiled once;
     ** the plain program is the same code with every notify return made the
@@ -649,7 +673,9 @@ static int prepare_seccomp(const airlock_confine_spec *s, airlock_confine_prepar
         struct sock_filter *a = &p->prog.filter[i], *b = &p->notify_prog.filter[i];
         if (a->code != (BPF_RET | BPF_K)) continue;
         if (a->k == SCMP_ACT_NOTIFY || a->k == HANDOVER_MARK) a->k = refuse;
+        if (a->k == OBSERVE_MARK) a->k = SCMP_ACT_ALLOW;
         if (b->k == HANDOVER_MARK) b->k = SCMP_ACT_ALLOW;
+        if (b->k == OBSERVE_MARK) b->k = SCMP_ACT_NOTIFY;
       }
     }
   } else {
@@ -658,7 +684,7 @@ static int prepare_seccomp(const airlock_confine_spec *s, airlock_confine_prepar
     free(p->notify_prog.filter);
     p->notify_prog.filter = NULL;
     p->notify_prog.len = 0;
-    rc = compile(&rs, deny, refuse, -1, &p->prog, &nrules, err, errlen);
+    rc = compile(&rs, deny, refuse, -1, 0, &p->prog, &nrules, err, errlen);
   }
   ruleset_free(&rs);
   if (rc != 0) return rc;
@@ -700,7 +726,8 @@ static pthread_mutex_t seccomp_cache_lock = PTHREAD_MUTEX_INITIALIZER;
 /* The key, or 0 when the spec is too big to cache. */
 static int seccomp_key(const airlock_confine_spec *s, int want_notify, char *key, size_t len)
 {
-  size_t n = (size_t)snprintf(key, len, "%d|%d|%d|", s->seccomp_deny != 0, s->refuse_errno, want_notify);
+  size_t n = (size_t)snprintf(key, len, "%d|%d|%d|%d|", s->seccomp_deny != 0, s->refuse_errno, want_notify,
+                              s->observe != 0);
   for (size_t i = 0; n < len && s->promises != NULL && s->promises[i] != NULL; i++) {
     /* a word holding the separators could stand for two: not cached (and refused when compiled) */
     if (strpbrk(s->promises[i], " |") != NULL) return 0;
@@ -900,6 +927,7 @@ static int prepare(const airlock_confine_spec *s, airlock_confine_prepared *p, i
     airlock_layer_set_(&p->seccomp, "seccomp", AIRLOCK_LAYER_FAILED, -rc, "%s", err);
     return rc;
   }
+  p->observe = s->seccomp && s->observe && p->notify_prog.filter != NULL;
   return 0;
 }
 

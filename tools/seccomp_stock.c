@@ -147,13 +147,13 @@ int main(int argc, char **argv)
   }
   if (old) fclose(old);
   if (neu) fclose(neu);
+  free(p);
+  free(keys);
+  free(words);
   if (same) return remove(tmp) == 0 ? 0 : 1;
   if (rename(tmp, argv[1]) != 0) {
     fprintf(stderr, "airlock-seccomp-stock: cannot replace %s: %s\n", argv[1], strerror(errno));
     return 1;
   }
-  free(p);
-  free(keys);
-  free(words);
   return 0;
 }

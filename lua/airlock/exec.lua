@@ -29,7 +29,7 @@ local M = {}
 local EXEC_KEYS = { argv = true, policy = true, workspace = true, stdin = true, stdin_file = true,
                     stdin_inherit = true, output = true, terminal = true, rootfs = true, env = true,
                     timeout = true, capture = true, home = true,
-                    stream = true, ledger = true, durability = true, review = true }
+                    stream = true, ledger = true, durability = true, review = true, observe = true }
 
 local function fail(msg, level) error("exec: " .. msg, (level or 1) + 1) end
 
@@ -405,6 +405,12 @@ local function plan_of(job)
   job.overlay = overlay.configured(tool)   -- tool.overlay: the workspace copy-on-write, bounded
   local ook, oerr = overlay.plan(job.overlay, start)
   if not ook then return nil, oerr, "policy" end
+  if opts.observe then   -- learn mode (airlock.learn): its file system calls recorded, in result.observed
+    local c = {}
+    for k, v in pairs(start.confine or {}) do c[k] = v end
+    c.observe = true
+    start.confine = c
+  end
   job.plan = plan
   return true
 end
@@ -493,6 +499,23 @@ local function wait(job, b, run, proxy)
   return res
 end
 
+-- The host's type of a path (symbolic links followed) and its real path, or nil.
+local function host_type(p)
+  local ok, st = pcall(core.fs_realpath_in, "/", p)
+  if not ok or not st then return nil end
+  return st.type, st.real
+end
+
+-- What the program may change: its Landlock write paths (the workspace and
+-- grants among them) and its private /tmp.
+local function writable_roots(job)
+  local out = { job.workspace }
+  local c = job.plan.start.confine
+  for _, p in ipairs(c and type(c.landlock) == "table" and c.landlock.write or {}) do out[#out + 1] = p end
+  if job.auth.tmp == "private" then out[#out + 1] = "/tmp" end
+  return out
+end
+
 --- airlock.exec{argv = {program, args...}, policy = "tool" | name | file | table,
 ---   workspace = dir, stdin = string | stdin_file = path | stdin_inherit = true,
 ---   output = "capture" | "inherit", env = {NAME = "value"}, timeout = ms | "2s",
@@ -506,6 +529,10 @@ end
 --- redacted; *_truncated when over the capture limit; empty with output =
 --- "inherit"), refused (the calls the policy refused, each with its errno and
 --- count), usage, confinement, policy, digest, argv, workspace; ledger when recorded.
+--- observe = true (learn mode, airlock.learn): result.observed holds a line per
+--- file system call the program made, "KV PATH" (core/airlock.h), when the
+--- kernel's seccomp listener could be used; absent otherwise. Each path the
+--- program could not reach is then a violation too (airlock.violations.paths).
 function M.exec(opts, broker)
   local job = check_options(opts)
   local pol, perr = M.resolve_policy(opts.policy)
@@ -556,6 +583,7 @@ function M.exec(opts, broker)
   if not res then return nil, werr, wcode end
   overlay.finish(job.overlay, layer, res, job.workspace, orec and orec.recorder, opts.review)
   violations.add(res)
+  if res.observed then violations.paths(res, { stat = host_type, writable = writable_roots(job) }) end
   if pty then pty:wait(500) end
   res.argv = job.full
   res.program = job.found

@@ -1,10 +1,12 @@
 -- airlock.violations -- one structured record per refusal of a program's
 -- run, for the result (result.violations) and the command's stderr:
--- { kind = "network" | "syscall" | "limit", what, rule (the policy field that
+-- { kind = "network" | "syscall" | "limit" | "path", what, rule (the policy field that
 -- would allow it), reason, at (ms since the run started, when known) }.
 -- Network refusals come from the egress proxy as they happen
 -- (airlock.egress); this adds the refused system calls and the limits that
--- ended the run, and says whether the sandbox ended it (result.sandbox).
+-- ended the run, and says whether the sandbox ended it (result.sandbox);
+-- with observed calls (airlock.exec's observe), the paths the program could
+-- not reach (M.paths).
 local M = {}
 
 local LIMIT_RULE = {
@@ -43,6 +45,59 @@ function M.add(res)
   res.violations = v
   if ENDED[res.cause] then res.sandbox = "ended"
   elseif res.cause ~= "ok" and #v > 0 then res.sandbox = "refused" end
+  return res
+end
+
+--- paths(res, ctx): with result.observed (airlock.exec's observe), adds a
+--- violation for each path the program could not reach, naming the field that
+--- would grant it: one its view lacks but the host has (the program saw
+--- ENOENT: a path outside the view does not exist for it) -> tool.grant.read,
+--- or tool.grant.exec when it tried to run it; one it wrote, made or removed
+--- outside what it may change (the view's read-only mount or Landlock refused
+--- it: EROFS or EACCES) -> tool.grant.write. /proc is the run's own, not judged. ctx: stat(path) -> the host's type or nil; writable =
+--- {roots}. At most M.PATHS_MAX records; res.path_violations_total counts all.
+M.PATHS_MAX = 64
+local function beneath(p, root)
+  return p == root or (p:sub(1, #root) == root and (root:sub(-1) == "/" or p:sub(#root + 1, #root + 1) == "/"))
+end
+-- The host has p, and it is not the run's own /proc by another name
+-- (/etc/mtab -> /proc/self/mounts: "self" is looked up in the run's view as
+-- the broker's pid, which its pid namespace does not have).
+local function seen_on_host(ctx, p)
+  local t, real = ctx.stat(p)
+  return t ~= nil and not (real and (real == "/proc" or real:sub(1, 6) == "/proc/"))
+end
+
+function M.paths(res, ctx)
+  if not res.observed then return res end
+  local v = res.violations or {}
+  local seen, total = {}, 0
+  for line in res.observed:gmatch("[^\n]+") do
+    local kind, view, p = line:match("^([rwxsd])([%+%-%?]) (/.*)$")
+    if kind and not seen[p] then
+      local rule, reason
+      local writes = kind == "w" or kind == "d"
+      local inside = false   -- what it may change it may also make: a path there missing before is its own
+      for _, root in ipairs(ctx.writable or {}) do if beneath(p, root) then inside = true break end end
+      if inside or p == "/proc" or p:sub(1, 6) == "/proc/" then
+        rule = nil   -- its own, or the run's own /proc (the host's says nothing of it)
+      elseif writes then
+        rule = "tool.grant.write"
+        reason = kind == "w" and "read-only for the program (the write was refused)"
+          or "its directory is read-only for the program (the change was refused)"
+      elseif view == "-" and seen_on_host(ctx, p) then
+        rule = kind == "x" and "tool.grant.exec" or "tool.grant.read"
+        reason = "outside the program's view, so it found nothing there (ENOENT); the host has it"
+      end
+      if rule then
+        seen[p] = true
+        total = total + 1
+        if total <= M.PATHS_MAX then v[#v + 1] = { kind = "path", what = p, rule = rule, reason = reason } end
+      end
+    end
+  end
+  res.violations = v
+  if total > 0 then res.path_violations_total = total end
   return res
 end
 

@@ -429,6 +429,13 @@ static void push_result(lua_State *L, lrun *lr, const airlock_result *res)
     lua_setfield(L, -2, "refused");
     set_int(L, "refused_total", (lua_Integer)res->refused_total);
   }
+  if (res->observed) {
+    /* learn mode: the observed calls' records, "KV PATH\n" each (airlock.h) */
+    lua_pushlstring(L, res->observed, res->observed_len);
+    lua_setfield(L, -2, "observed");
+    lua_pushboolean(L, res->observed_truncated);
+    lua_setfield(L, -2, "observed_truncated");
+  }
   lua_createtable(L, 0, 7);
   set_num(L, "wall_ms", res->usage.wall_ms);
   set_num(L, "user_ms", res->usage.user_ms);

@@ -20,7 +20,7 @@
 
 #define PREPARED_MT "airlock.confine_prepared"
 
-static const char *const TOP_KEYS[] = {"landlock", "seccomp", "no_new_privs", NULL};
+static const char *const TOP_KEYS[] = {"landlock", "seccomp", "no_new_privs", "observe", NULL};
 static const char *const LL_KEYS[] = {"read", "write", "exec", "bind", "connect", "scope", NULL};
 static const char *const SC_KEYS[] = {"promises", "syscalls", "mode", "refuse", NULL};
 
@@ -227,6 +227,7 @@ static void parse_spec(lua_State *L, int idx, airlock_confine_spec *s)
     luaL_error(L, "confine: seccomp must be a table {promises = ..., syscalls = ..., mode = ...}");
   }
   s->no_new_privs = opt_bool(L, idx, "no_new_privs", 0, "");
+  s->observe = opt_bool(L, idx, "observe", 0, "");
 }
 
 static void push_layer(lua_State *L, const airlock_layer *l)

@@ -357,6 +357,63 @@ static void test_allowlist(void)
   airlock_confine_prepared_free(&shared);
 }
 
+/* ------------------------------------------------------------------ observe (learn mode) */
+
+/* Under "stdio" alone, open and stat are refused (EPERM); with observe they
+** pass: the plain program (no listener here) lets every observed call
+** through, what the notify program sends to the broker's listener instead. */
+static void child_observe(void *arg)
+{
+  int observed = *(const int *)arg;
+  CCHECK(airlock_confine_apply_prepared(&shared) == 0);
+  struct stat st;
+  errno = 0;
+  int fd = open("/etc/hostname", O_RDONLY | O_CLOEXEC);
+  CCHECK(observed ? fd >= 0 : (fd == -1 && errno == EPERM));
+  errno = 0;
+  int sr = stat("/etc/hostname", &st);
+  CCHECK(observed ? sr == 0 : (sr == -1 && errno == EPERM));
+  errno = 0; /* not an observed call: refused either way */
+  CCHECK(syscall(SYS_chdir, "/") == -1 && errno == EPERM);
+  /* A setid mode stays refused when observed: no run makes a setuid file. */
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/airlock-observe-%d", (int)getpid());
+  errno = 0;
+  CCHECK(open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 04755) == -1 && errno == EPERM);
+  errno = 0;
+  CCHECK(open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 02755) == -1 && errno == EPERM);
+  if (observed) { /* the same without the bit is observed, and made */
+    int made = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    CCHECK(made >= 0 && fstat(made, &st) == 0 && (st.st_mode & 06000) == 0);
+    CCHECK(unlink(path) == 0);
+  }
+}
+
+static void test_observe(void)
+{
+  for (int observed = 0; observed < 2; observed++) {
+    airlock_confine_spec s = {.seccomp = 1,
+                              .promises = (const char *const[]){"stdio", NULL},
+                              .refuse_errno = AIRLOCK_REFUSE_CHOSEN,
+                              .observe = observed};
+    if (prepare_ok(&s, &shared) == 0) {
+      CHECK(shared.observe == observed);
+      CHECK(shared.notify_prog.filter != NULL);
+      int st = run_child(child_observe, &observed);
+      CHECK_ST(exited_ok(st), observed ? "observe: open and stat pass" : "no observe: open and stat refused",
+               st);
+    }
+    airlock_confine_prepared_free(&shared);
+  }
+  /* the calls observed are calls of this architecture, execveat never (the
+  ** spawner's own exec of airlock-init) */
+  CHECK(airlock_observed_call_find(SYS_openat) != NULL);
+  CHECK(airlock_observed_call_find(SYS_execve) != NULL &&
+        airlock_observed_call_find(SYS_execve)->kind == 'x');
+  CHECK(airlock_observed_call_find(SYS_execveat) == NULL);
+  CHECK(airlock_observed_call_find(SYS_read) == NULL);
+}
+
 /* ------------------------------------------------------------------ denylist */
 
 static void child_deny_errno(void *arg)
@@ -715,6 +772,7 @@ int main(void)
   test_promises();
   test_errors();
   test_allowlist();
+  test_observe();
   test_denylist();
   test_handover();
   test_no_listener();

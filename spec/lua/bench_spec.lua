@@ -210,6 +210,15 @@ describe("airlock bench exec", function()
       assert(got[name], "no row " .. name)
       positive(got[name].median_us, name)
     end
+    -- learn mode's observation: per call, against the same calls unobserved
+    positive(got["stat-confined"].median_us, "stat-confined")
+    local so = got["stat-observed"]
+    if so.skipped then
+      assert.is_true(type(so.skipped) == "string" and #so.skipped > 0)
+    else
+      assert.equal("stat-confined", so.baseline)
+      positive(so.ratio, "stat-observed.ratio")
+    end
     positive(got["exec-inproc"].ratio, "exec-inproc.ratio")
     assert.equal("fork-exec", got["exec-inproc"].baseline)
     assert.equal("< 3", got["exec-inproc"].target)

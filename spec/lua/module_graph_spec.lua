@@ -17,11 +17,13 @@ local OPTIONAL = {
     ["airlock.cli.bench_exec"] = "subcommand", ["airlock.cli.bench_scale"] = "subcommand",
     ["airlock.cli.bench_net"] = "subcommand", ["airlock.cli.bench_guest"] = "subcommand",
     ["airlock.cli.exec"] = "subcommand", ["airlock.cli.demo"] = "subcommand", ["airlock.cli.ledger"] = "subcommand",
+    ["airlock.learn.cli"] = "learn mode, loaded when run --learn is given",
   },
   ["airlock.cli.bench"] = { ["airlock.cli.bench_guest"] = "the guest benchmark, run when asked" },
   -- `airlock exec` reads its options with the command's own parser, whose
   -- module loads this one when it is named.
-  ["airlock.cli.exec"] = { ["airlock.cli.main"] = "the command's option parser (main loads this module)" },
+  ["airlock.cli.exec"] = { ["airlock.cli.main"] = "the command's option parser (main loads this module)",
+                         ["airlock.learn.cli"] = "learn mode, loaded when --learn is given" },
 }
 
 -- The launch package's layers (a module requires only lower ones), and the

@@ -22,6 +22,14 @@
 -- command at most 1.5x bwrap and under firejail. Then the overlay rows
 -- (airlock.cli.bench_overlay): tool.overlay's make and git commit at most
 -- 1.2x the bind mode's.
+-- And what learn mode's observation (airlock exec --observe, --learn) costs
+-- a program per file system call: airlock-baseline stat N, run confined,
+-- timing its own N stat() calls:
+--   stat-confined  under the tool policy (the bench's directory runnable)
+--   stat-observed  the same with observe: each call a round trip to the
+--                  broker's listener, which reads the path and looks it up
+-- reported per call (median_us is microseconds per call), the ratio against
+-- stat-confined.
 local airlock = require "airlock"
 local core = require "airlock.core"
 local json = require "airlock.json"
@@ -120,6 +128,19 @@ function M.main(args)
     if bw then bwm[#bwm + 1] = assert(forkexec(per, bw)) end
     if fj then fjm[#fjm + 1] = assert(forkexec(math.max(5, per // 4), fj)) end
   end
+  -- Per-call cost of observation: the program times its own calls.
+  local stat_pol = policy.extend("tool", { name = "tool-bench-stat", tool = { grant = { exec = { bindir() } } } })
+  local stat_n = quick and 2000 or 20000
+  local stat_plain, stat_obs = {}, {}
+  local base_prog = core.fs_realpath(bindir() .. "/airlock-baseline")
+  for _ = 1, rounds do
+    for _, v in ipairs { { stat_plain, false }, { stat_obs, true } } do
+      local r = airlock.exec { argv = { base_prog, "stat", tostring(stat_n), "/etc/hostname" }, workspace = ws,
+                               policy = stat_pol, observe = v[2] or nil }
+      local per = r and r.ok and tonumber(r.stdout:match('"per_call_us":([%d.]+)'))
+      if per then v[1][#v[1] + 1] = per end
+    end
+  end
   os.execute("rm -rf " .. ws .. " " .. nocg_file)
 
   -- Batches report medians: the median of the batch medians stands for each.
@@ -134,6 +155,10 @@ function M.main(args)
     command = { median_us = med(command, "median_us"), p99_us = med(command, "p99_us"), n = rounds * per },
     command_nocg = { median_us = med(command_nocg, "median_us"), p99_us = med(command_nocg, "p99_us"), n = rounds * per },
     forkexec = { median_us = med(fe, "median_us"), p99_us = med(fe, "p99_us"), n = rounds * per },
+    stat_plain = #stat_plain > 0 and { median_us = percentile(stat_plain, 0.5), p99_us = percentile(stat_plain, 0.99),
+      n = #stat_plain * stat_n } or { skipped = "airlock-baseline stat did not run under the tool policy" },
+    stat_obs = #stat_obs > 0 and { median_us = percentile(stat_obs, 0.5), p99_us = percentile(stat_obs, 0.99),
+      n = #stat_obs * stat_n } or { skipped = "no seccomp listener here (observe needs one)" },
     bwrap = bw and { median_us = med(bwm, "median_us"), p99_us = med(bwm, "p99_us"), n = rounds * per }
       or { skipped = bwhy },
     firejail = fj and { median_us = med(fjm, "median_us"), p99_us = med(fjm, "p99_us"),
@@ -165,6 +190,8 @@ function M.main(args)
   row("exec-command/firejail", m.command, "firejail-true", m.firejail, "< 1")
   row("exec-inproc-nocg", m.inproc_nocg, "bwrap-true", m.bwrap)
   row("exec-command-nocg", m.command_nocg, "bwrap-true", m.bwrap)
+  row("stat-confined", m.stat_plain)
+  row("stat-observed", m.stat_obs, "stat-confined", m.stat_plain)
   -- tool.overlay against the bind mode (airlock.cli.bench_overlay).
   for _, r in ipairs(bench_overlay.rows(quick)) do rows[#rows + 1] = r end
 

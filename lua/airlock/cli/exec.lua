@@ -100,6 +100,8 @@ function M.main(args)
         if not cok then error({ usage = "--ceiling: " .. cerr }) end
       elseif a == "--ledger" then opts.ledger = value(a)
       elseif a == "--durability" then opts.durability = value(a)
+      elseif a == "--learn" then opts.learn = value(a)
+      elseif a == "--observe" then opts.observe = true
       elseif a == "--json" then as_json = true
       elseif a == "--review" then review = true
       elseif a == "--no-tty" then no_tty = true
@@ -124,6 +126,7 @@ function M.main(args)
     opts.env = opts.env or {}
     opts.env.PATH = os.getenv("PATH")
   end
+  if opts.learn then return require("airlock.learn.cli").main(opts, args) end
   local fresh, taken = ledger.fresh(opts.ledger)
   if not fresh then
     if as_json then io.stdout:write(json.encode { ok = false, cause = "ledger", message = taken }, "\n")
@@ -205,18 +208,19 @@ function M.main(args)
     elseif res.cause == "exit" and res.message:match("^the program could not be started") then
       io.stderr:write("airlock exec: ", res.message, "\n")
     end
-    -- Each connection the policy refused, and each bound of an overlaid
-    -- workspace the run reached, with the field that would allow it (the
-    -- program may have handled it; it is said anyway, since a program seldom
-    -- says why a connection or a write failed).
+    -- Each connection the policy refused, each bound of an overlaid workspace
+    -- the run reached, and with --observe each path the program could not
+    -- reach, with the field that would allow it (the program may have handled
+    -- it; it is said anyway, since a program seldom says why a connection or a
+    -- write failed, and a path outside its view is only a missing file to it).
     local shown = 0
     for _, v in ipairs(res.violations or {}) do
-      if v.kind == "network" or tostring(v.rule):match("^tool%.overlay%.") then
+      if v.kind == "network" or v.kind == "path" or tostring(v.rule):match("^tool%.overlay%.") then
         shown = shown + 1
         if shown <= 5 then io.stderr:write("airlock exec: ", violations.line(v), "\n") end
       end
     end
-    if shown > 5 then io.stderr:write(string.format("airlock exec: and %d more refused connections (--json lists them)\n", shown - 5)) end
+    if shown > 5 then io.stderr:write(string.format("airlock exec: and %d more refusals (--json lists them)\n", shown - 5)) end
     -- Refused calls a program handled are its business; when it failed, they may be why.
     if res.refused and M.exit_status(res) ~= 0 then
       local parts = {}

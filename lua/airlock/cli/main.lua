@@ -176,8 +176,10 @@ function M.run(args)
     end
   end
   local pos, opts = parse(rest, { policy = "value", input = "value", json = "switch",
-                                  ledger = "value", durability = "value", raw = "switch", ceiling = "list" })
+                                  ledger = "value", durability = "value", raw = "switch", ceiling = "list",
+                                  learn = "value" })
   if not pos then return usage_error("run: " .. opts, "run") end
+  if opts.learn then return require("airlock.learn.cli").run_main(opts, pos, usage_error) end
   local cok, cerr = set_ceilings(opts.ceiling)
   if not cok then return usage_error("run: --ceiling: " .. cerr, "run") end
   local path, source

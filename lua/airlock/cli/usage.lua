@@ -26,6 +26,8 @@ M.COMMANDS = {
       { "--raw", nil, "pass control characters through to the terminal" },
       { "--ledger", "DIR", "record every effect in a new session in DIR" },
       { "--durability", "MODE", "none, batch (the default) or always" },
+      { "--learn", "FILE", "draft the policy it needs (modules, effects, limits with headroom) to FILE, " ..
+        "then run it again under the draft and report any difference" },
       CEILING,
     },
     exit = "0 the guest returned; 1 it failed (any cause but ok); 2 bad usage; 3 paused" },
@@ -75,6 +77,10 @@ M.COMMANDS = {
       { "--no-tty", nil, "on a terminal, hand over our descriptors as they are, not a terminal of its own" },
       { "--ledger", "DIR", "record the program's effects in a new session in DIR" },
       { "--durability", "MODE", "none, batch (the default) or always" },
+      { "--observe", nil, "observe its file system calls: each path it could not reach (outside its view, " ..
+        "or read-only) is named with the field that would grant it (learn mode's listener; costs per call)" },
+      { "--learn", "FILE", "run it permissively, observed; write the draft policy that covers what it did " ..
+        "to FILE, then run it again under the draft and report any difference (docs/TOOLS.md, \"Learn mode\")" },
       CEILING,
     },
     exit = "the program's status; 124 at the deadline; 128+N on signal N; 127 not found; " ..
