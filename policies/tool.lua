@@ -1,8 +1,8 @@
 -- tool -- programs run under `airlock exec`: the system read-only (Landlock
 -- read and exec on /usr /lib /lib64 /bin /etc), one writable workspace (the
 -- directory exec is given, else the current one; what is built there may be
--- run, under the same confinement), HOME the caller's, read-only, showing
--- its git and shell configuration alone (tool.home), a private
+-- run, under the same confinement; also HOME, with the caller's git
+-- configuration shown read-only: tool.home), a private
 -- /tmp (a fresh tmpfs in the program's own mount namespace), no network (an
 -- empty net namespace, no inet promise), at most 128 processes, 4 GiB of
 -- memory and 2 cores for the whole run (a cgroup each), and the seccomp

@@ -5,8 +5,9 @@
 -- What a program gets, from the policy (stock: policies/tool.lua):
 --   namespaces, rlimits, no_new_privs, Landlock and seccomp (tool.confine);
 --   a capability drop (always); one writable workspace (its working
---   directory); HOME (tool.home: the caller's, read-only, showing its git and
---   shell configuration alone, or the workspace); a private /tmp (tool.tmp = "private": a tmpfs in its own mount
+--   directory); HOME (tool.home: the workspace, with the caller's git
+--   configuration shown read-only, or the caller's home, read-only, showing
+--   its git and shell configuration alone); a private /tmp (tool.tmp = "private": a tmpfs in its own mount
 --   namespace) or none; a pids cgroup (tool.limits.pids); an environment that
 --   starts empty: tool.env, then the caller's env, then tool.secrets.
 local core = require "airlock.core"
@@ -306,14 +307,15 @@ local function installation(job)
       if p ~= workspace then job.policy_exec[#job.policy_exec + 1] = p end
     end
   end
-  -- HOME: the caller's, showing its git and shell configuration read-only, or the workspace.
-  if not (job.opts.env and job.opts.env.HOME) then
-    local caller = job.opts.home
-    if caller ~= nil and type(caller) ~= "string" then fail("'home' must be a directory path", 4) end
-    -- (with a root file system of its own, the caller's files are not in its tree)
-    local home, files = program.home(job.rootfs and "workspace" or job.auth.home, caller or os.getenv("HOME"),
-      workspace, job.auth.tmp == "private")
+  -- HOME (tool.home), and the caller's git configuration shown read-only.
+  local caller = job.opts.home
+  if caller ~= nil and type(caller) ~= "string" then fail("'home' must be a directory path", 4) end
+  local given = job.opts.env or {}
+  if not job.rootfs and not given.HOME then   -- (another root file system holds none of the caller's files)
+    local home, files, git = program.home(job.auth.home, caller or os.getenv("HOME"), workspace,
+      job.auth.tmp == "private")
     env.HOME = home
+    if git and env.GIT_CONFIG_GLOBAL == nil then env.GIT_CONFIG_GLOBAL = git end
     grants.home(job.grants, files)
   end
   if cmd then

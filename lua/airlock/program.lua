@@ -79,37 +79,49 @@ function M.locate(name, opts)
   return nil, string.format("'%s' not found in PATH (%s)", name, path), 127
 end
 
--- The caller's own configuration a program sees, read-only, in its HOME
--- (tool.home = "caller"): git's and the shells'. Nothing else of the
--- caller's home is there: not its keys, tokens, history or caches.
+-- The caller's own configuration a program may see, read-only: git's and
+-- the shells'. Nothing else of the caller's home is there: not its keys,
+-- tokens, history or caches.
 M.HOME_FILES = { ".gitconfig", ".config/git/config", ".config/git/ignore", ".config/git/attributes",
                  ".profile", ".bashrc", ".bash_profile", ".inputrc", ".zshrc" }
+local GIT_CONFIGS = { [".gitconfig"] = true, [".config/git/config"] = true }
 
---- home(mode, caller_home, workspace, private_tmp) -> the program's HOME and
---- the files of it the program sees (read-only; airlock.policy.grants.home
---- grants them). With mode "caller": the caller's home when it holds any of
---- M.HOME_FILES, each of those present (a link's target too: the view
---- remakes the link), and nothing else of it; else (a home under a private
---- /tmp is hidden by it too), and with mode "workspace", the workspace.
+--- home(mode, caller_home, workspace, private_tmp) -> the program's HOME,
+--- the files of the caller's home it sees (read-only; airlock.policy.grants
+--- .home grants them, a link's target too: the view remakes the link), and
+--- the git configuration to name in GIT_CONFIG_GLOBAL, or nil.
+---   "workspace": HOME is the workspace; the caller's git configuration
+---     (~/.gitconfig, else ~/.config/git/config) is shown and named, so git
+---     commits as the caller and `git config --global` cannot write a
+---     .gitconfig into the repository.
+---   "caller": HOME is the caller's home, read-only, holding those of
+---     M.HOME_FILES present and nothing else; the workspace when it holds
+---     none of them.
+--- A home that lies in the workspace, or under a private /tmp (which hides
+--- it), shows nothing.
 function M.home(mode, caller_home, workspace, private_tmp)
-  if mode ~= "caller" or type(caller_home) ~= "string" or caller_home:sub(1, 1) ~= "/" then return workspace, {} end
+  if type(caller_home) ~= "string" or caller_home:sub(1, 1) ~= "/" then return workspace, {} end
   local home = core.fs_realpath(caller_home)
   if not home or home == "/" or M.beneath(home, workspace) or (private_tmp and M.beneath(home, "/tmp")) then
     return workspace, {}
   end
-  local files = {}
+  local files, git = {}, nil
   for _, name in ipairs(M.HOME_FILES) do
     local p = home .. "/" .. name
     local real = core.fs_realpath(p)
     local dir, base = (real or ""):match("^(.*)/([^/]+)$")
     local ok, st = pcall(core.fs_stat, dir ~= "" and dir or "/", base or ".")
-    if real and ok and st and st.type == "file" then
+    if real and ok and st and st.type == "file" and (mode == "caller" or GIT_CONFIGS[name] and not git) then
       files[#files + 1] = p
       if real ~= p then files[#files + 1] = real end
+      if GIT_CONFIGS[name] and not git then git = p end
     end
   end
-  if #files == 0 then return workspace, {} end
-  return home, files
+  if mode == "caller" then
+    if #files == 0 then return workspace, {} end
+    return home, files
+  end
+  return workspace, files, git
 end
 
 --- is_root() -> whether this process runs as (effective) root.

@@ -261,14 +261,11 @@ local CASES = {
     files = { ["a"] = "same\nold\nend\n", ["b"] = "same\nnew\nend\n" },
     script = "diff a b",
     expect = { out = "2c2\n< old\n---\n> new\n", err = "", rc = 1 } },
-  { name = "git commit as the caller: HOME shows the caller's .gitconfig (and .bashrc), read-only",
-    needs = { "git" },
-    home = { [".gitconfig"] = "[user]\n\tname = Home Person\n\temail = home@example.com\n",
-             [".bashrc"] = "echo from-bashrc\n" },
-    script = "case \"$HOME\" in /var/tmp/airlock-compat-home-*) echo caller-home;; esac; git -c init.defaultBranch=main init -q && echo a > f && git add f && " ..
-      "git commit -q -m first && git log --format='%an <%ae> %s'; bash -i -c true 2>/dev/null",
-    expect = { out = "caller-home\nHome Person <home@example.com> first\n" ..
-      "from-bashrc\n", rc = 0 } },
+  { name = "git commit as the caller: the caller's .gitconfig shown read-only", needs = { "git" },
+    home = { [".gitconfig"] = "[user]\n\tname = Home Person\n\temail = home@example.com\n" },
+    script = "git -c init.defaultBranch=main init -q && echo a > f && git add f && git commit -q -m first && " ..
+      "git log --format='%an <%ae> %s'",
+    expect = { out = "Home Person <home@example.com> first\n", rc = 0 } },
   { name = "git init, add, commit, log in the workspace", needs = { "git" },
     files = { ["README"] = "hello git\n" },
     script = "export GIT_AUTHOR_DATE=2020-01-01T00:00:00Z GIT_COMMITTER_DATE=2020-01-01T00:00:00Z; " ..

@@ -438,10 +438,10 @@ describe("airlock.exec under the stock tool policy", function()
     teardown(function() os.execute("rm -rf " .. home) end)
 
     local script = "echo \"$HOME\"; git init -q repo && cd repo && echo a > f && git add f && " ..
-      "git commit -qm one && git log --format='%an <%ae>'; cat \"$HOME/.ssh/id_spec\" >/dev/null 2>&1 || " ..
+      "git commit -qm one && git log --format='%an <%ae>'; cat " .. home .. "/.ssh/id_spec >/dev/null 2>&1 || " ..
       "echo key-hidden; git config --global x.y z 2>/dev/null || echo global-refused"
 
-    it("is the caller's, read-only, holding its git configuration alone: git commit works", function()
+    it("is the workspace, and git commits as the caller: its git configuration shown read-only", function()
       -- Control: unconfined, the caller's files are in plain view: git commits
       -- as the caller and the key is readable.
       local ctl = H.sh("cd " .. H.tmpdir() .. " && HOME=" .. home .. " sh -c 'echo \"$HOME\"; git init -q repo && " ..
@@ -450,18 +450,23 @@ describe("airlock.exec under the stock tool policy", function()
       assert.are.equal(home .. "\nSpec Person <spec@example.invalid>\nnot a real key\n", ctl)
       local ws = H.tmpdir()
       local res = sh(script, { workspace = ws, home = home })
-      assert.are.equal(home .. "\nSpec Person <spec@example.invalid>\nkey-hidden\nglobal-refused\n", res.stdout,
+      assert.are.equal(ws .. "\nSpec Person <spec@example.invalid>\nkey-hidden\nglobal-refused\n", res.stdout,
         res.stderr)
-      assert.is_nil(io.open(ws .. "/repo/.gitconfig"))   -- --global wrote nothing into the repository
+      assert.is_nil(io.open(ws .. "/.gitconfig"))        -- --global wrote nothing into the workspace
+      assert.is_nil(io.open(ws .. "/repo/.gitconfig"))   -- nor into the repository
       assert.are.equal("[user]\n\tname = Spec Person\n\temail = spec@example.invalid\n", H.slurp(home .. "/.gitconfig"))
+      -- A caller with no git configuration: nothing named, git asks who it is.
+      local bare = H.tmpdir()
+      res = sh(script, { workspace = H.tmpdir(), home = bare })
+      assert.matches("Author identity unknown", res.stderr)
     end)
 
-    it("is the workspace under tool.home = \"workspace\", and git says who is unknown", function()
+    it("is the caller's under tool.home = \"caller\": read-only, its git and shell configuration alone", function()
       local ws = H.tmpdir()
-      local res = sh(script, { workspace = ws, home = home,
-        policy = policy.extend("tool", { tool = { home = "workspace" } }) })
-      assert.matches("^" .. ws:gsub("%p", "%%%0") .. "\n", res.stdout)
-      assert.matches("Author identity unknown", res.stderr)
+      local res = sh(script .. "; ls -a \"$HOME\" >/dev/null 2>&1 || echo home-unlisted",
+        { workspace = ws, home = home, policy = policy.extend("tool", { tool = { home = "caller" } }) })
+      assert.are.equal(home .. "\nSpec Person <spec@example.invalid>\nkey-hidden\nglobal-refused\nhome-unlisted\n",
+        res.stdout, res.stderr)
     end)
   end)
 

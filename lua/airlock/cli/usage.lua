@@ -64,7 +64,7 @@ M.COMMANDS = {
       "and stderr are passed through; on a terminal the program gets one of its own.",
     options = {
       { "--policy", "NAME|FILE", "the policy (default tool)" },
-      { "--workspace", "DIR", "the one writable directory, also the cwd (default .)" },
+      { "--workspace", "DIR", "the one writable directory, also the cwd and HOME (default .)" },
       { "--rootfs", "DIR", "run inside another root file system, read-only" },
       { "--timeout", "DURATION", "a deadline with a unit: 500ms, 30s, 5m (only shorter than the policy's)" },
       { "--capture", "SIZE", "capture stdout and stderr up to SIZE each (64K, 1M) instead of passing them" },

@@ -17,8 +17,8 @@
 --   command(list, path)          the airlock command (`airlock call`)
 --   init(list, path)             airlock-init, PID 1 of the pid namespace
 --   terminal(list, paths)        the program's terminal (/dev/tty, its pts)
---   home(list, paths)            the caller's configuration files in HOME
---                                (tool.home = "caller"; airlock.program.home)
+--   home(list, paths)            the caller's configuration files a program
+--                                sees (tool.home; airlock.program.home)
 --   lists(list)                  -> { read, write, exec }, each path once
 local util = require "airlock.util"
 local program = require "airlock.program"
@@ -103,10 +103,10 @@ function M.terminal(list, paths)
   return list
 end
 
---- The caller's configuration files a program sees in its HOME, read-only.
+--- The caller's configuration files a program sees, read-only (tool.home).
 function M.home(list, paths)
   for _, p in ipairs(paths) do
-    add(list, p, "r", "the caller's git and shell configuration in HOME (tool.home = \"caller\")")
+    add(list, p, "r", "the caller's configuration (tool.home)")
   end
   return list
 end

@@ -281,11 +281,13 @@ M.SCHEMA = section({
       ["*"] = field(function(v) if secret_name(v) then return v end return secret_name(v) end,
         { doc = "the declared secret handed to the program in this variable", looser = looser.grant }) },
       { doc = "variable -> secret name" }),
-    workspace = field(path_, { doc = "the one writable directory (its working directory)" }),
-    home = field(one_of { "caller", "workspace" }, { doc = "the program's HOME. caller: the caller's home, " ..
-      "read-only, showing its git and shell configuration alone (.gitconfig, .config/git/{config,ignore," ..
-      "attributes}, .profile, .bashrc, .bash_profile, .inputrc, .zshrc); the workspace when it holds none " ..
-      "of them. workspace: the workspace", default = "caller", looser = looser.only("workspace") }),
+    workspace = field(path_, { doc = "the one writable directory (its working directory, and HOME by default)" }),
+    home = field(one_of { "workspace", "caller" }, { doc = "the program's HOME. workspace: the workspace; " ..
+      "the caller's git configuration (~/.gitconfig, else ~/.config/git/config) is shown read-only and named " ..
+      "in GIT_CONFIG_GLOBAL, so git commits as the caller. caller: the caller's home, read-only, showing its " ..
+      "git and shell configuration alone (.gitconfig, .config/git/{config,ignore,attributes}, .profile, " ..
+      ".bashrc, .bash_profile, .inputrc, .zshrc); the workspace when it holds none of them",
+      default = "workspace", looser = looser.only("workspace") }),
     protect = field(list_of(function(v)
         if type(v) == "string" and v ~= "" and v:sub(1, 1) ~= "/" and not v:find("\0", 1, true)
            and not ("/" .. v .. "/"):find("/%.%./") then return v end
