@@ -84,9 +84,8 @@ local function scratch_copy(dir)
 end
 
 -- What the base policy covers already: its Landlock paths, the workspace,
--- /proc (its own), airlock's installation. (/tmp is the run's own tmpfs: a
--- path there that the run found is its own and is left out before; one it
--- did not find may be the host's, as a repository in /tmp to clone.)
+-- /proc (its own), airlock's installation. (/tmp, a private tmpfs, is the
+-- run's own: its paths are left out before.)
 local function covered(workspace)
   local base = exec.resolve_policy("tool")
   local ll = base.tool.confine.landlock or {}
@@ -155,9 +154,14 @@ function M.learn(opts)
       return nil, "learn: this kernel or privilege level gave no seccomp listener, so nothing could be " ..
         "observed (airlock probe says what can be enforced)", "confinement"
     end
+    -- Under the stock policy's private /tmp every path there is the run's own
+    -- (a file being made is not there yet when its call is seen), and no
+    -- grant could show the host's /tmp beneath it: none is learned.
+    local private_tmp = exec.resolve_policy("tool").tool.tmp == "private"
     records = {}
     for _, r in ipairs(draft.records(learned.observed)) do
-      if not (r.view ~= "-" and (r.path == "/tmp" or r.path:sub(1, 5) == "/tmp/")) then records[#records + 1] = r end
+      local in_tmp = r.path == "/tmp" or r.path:sub(1, 5) == "/tmp/"
+      if not (in_tmp and (private_tmp or r.view ~= "-")) then records[#records + 1] = r end
     end
     local outside = {}
     for _, r in ipairs(records) do   -- the copy's paths are the workspace's
