@@ -342,6 +342,7 @@ for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", 
       assert.truthy(out:find("L  l -> x", 1, true), out)
       assert.truthy(out:find("3 changes: 1 added, 0 modified, 1 deleted, 1 links, 4 bytes to write", 1, true), out)
       assert.truthy(out:find("rc=0\n", 1, true), out)
+      assert.truthy(out:find("not applied: " .. ws .. " left as it was (3 changes discarded)", 1, true), out)
       assert.are.equal("original\n", H.read(ws .. "/kept.txt"))   -- n: nothing applied
       assert.is_nil(io.open(ws .. "/b", "rb"))
       out = H.sh("(echo y | " .. ex .. " 2>&1; echo rc=$?)")

@@ -145,7 +145,12 @@ function M.main(args)
       io.stderr:write("apply them? [y/N] ")
       io.stderr:flush()
       local answer = io.stdin:read("l")
-      return answer ~= nil and (answer:lower() == "y" or answer:lower() == "yes")
+      local yes = answer ~= nil and (answer:lower() == "y" or answer:lower() == "yes")
+      if not yes then
+        io.stderr:write(answer == nil and "\n" or "", string.format("airlock exec: not applied: %s left as it " ..
+          "was (%d change%s discarded)\n", ctx.workspace, #changes, #changes == 1 and "" or "s"))
+      end
+      return yes
     end
   end
   if stdin == "-" then opts.stdin_inherit = true

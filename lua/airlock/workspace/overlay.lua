@@ -114,8 +114,8 @@ function M.status(changes)
     lines[#lines + 1] = string.format("%s%s %s%s%s", s, c.replaces and "R" or " ", c.path,
       c.kind == "dir" and "/" or "", tail)
   end
-  lines[#lines + 1] = string.format("%d changes: %d added, %d modified, %d deleted, %d links, %d bytes to write",
-    #changes, n.A, n.M, n.D, n.L, bytes)
+  lines[#lines + 1] = string.format("%d change%s: %d added, %d modified, %d deleted, %d links, %d bytes to write",
+    #changes, #changes == 1 and "" or "s", n.A, n.M, n.D, n.L, bytes)
   return lines
 end
 
