@@ -455,6 +455,14 @@ describe("airlock.exec under the stock tool policy", function()
       assert.is_nil(io.open(ws .. "/.gitconfig"))        -- --global wrote nothing into the workspace
       assert.is_nil(io.open(ws .. "/repo/.gitconfig"))   -- nor into the repository
       assert.are.equal("[user]\n\tname = Spec Person\n\temail = spec@example.invalid\n", H.slurp(home .. "/.gitconfig"))
+      -- The home directory the program sees is the view's, not the host's (a
+      -- watch or a lock on it reaches nothing of the caller's): another inode.
+      local host_id = H.sh("stat -c %d:%i " .. home)
+      assert.are.equal(host_id, H.sh("sh -c 'stat -c %d:%i " .. home .. "'"))   -- control: the same, unconfined
+      local inside = sh("stat -c %d:%i " .. home, { workspace = H.tmpdir(), home = home })
+      assert.are.equal(0, inside.exit_code, inside.stderr)
+      assert.matches("^%d+:%d+\n$", inside.stdout)
+      assert.are_not.equal(host_id, inside.stdout)
       -- A caller with no git configuration: nothing named, git asks who it is.
       local bare = H.tmpdir()
       res = sh(script, { workspace = H.tmpdir(), home = bare })
