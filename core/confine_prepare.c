@@ -29,6 +29,7 @@
 #include <seccomp.h>
 
 #include "airlock.h"
+#include "fd_send.h"
 #include "confine.h"
 #include "landlock_compat.h"
 
@@ -978,22 +979,7 @@ int airlock_confine_apply_prepared_fds(const airlock_confine_prepared *p, int ru
         syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &p->notify_prog);
     if (lfd >= 0) {
       /* Only sendmsg on notify_fd and the refused-call path are new here. */
-      union {
-        struct cmsghdr h;
-        char buf[CMSG_SPACE(sizeof(int))];
-      } cm;
-      memset(&cm, 0, sizeof cm);
-      char byte = 'L';
-      struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-      struct msghdr mh = {
-          .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf};
-      struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-      c->cmsg_level = SOL_SOCKET;
-      c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof(int));
-      int ifd = (int)lfd;
-      memcpy(CMSG_DATA(c), &ifd, sizeof ifd);
-      if (syscall(SYS_sendmsg, notify_fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) != 1) {
+      if (airlock_fd_send(notify_fd, (int)lfd, 'L', MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
         *step = "sendmsg(seccomp listener)";
         return -errno;
       }

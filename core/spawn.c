@@ -7,6 +7,7 @@
 */
 #define _GNU_SOURCE
 #include "airlock.h"
+#include "fd_send.h"
 
 #include "ns_holder.h"
 #include "spawn_mount.h"
@@ -238,21 +239,8 @@ __attribute__((no_sanitize("address", "undefined"))) static void egress_listen(s
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 128) < 0)
     fail(x, "egress: listen on 127.0.0.1 in the run's net namespace");
-  union {
-    struct cmsghdr h;
-    char buf[CMSG_SPACE(sizeof(int))];
-  } cm;
-  memset(&cm, 0, sizeof cm);
-  char byte = 'L';
-  struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-  struct msghdr mh = {
-      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf};
-  struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(c), &l, sizeof l);
-  if (sendmsg(x->egress_w, &mh, MSG_NOSIGNAL) != 1) fail(x, "egress: hand the listener to the parent");
+  if (airlock_fd_send(x->egress_w, l, 'L', MSG_NOSIGNAL) < 0)
+    fail(x, "egress: hand the listener to the parent");
   close(l);
   close(x->egress_w);
 }

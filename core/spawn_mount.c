@@ -6,6 +6,7 @@
 */
 #define _GNU_SOURCE
 #include "spawn_mount.h"
+#include "fd_send.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -447,21 +448,8 @@ CHILD static int overlay_workspace(const struct spawn_mount_plan *p, int *lower,
       fchmodat(layer, "upper", st.st_mode & 07777 & ~(mode_t)(S_ISUID | S_ISGID), 0) < 0)
     FAIL("overlay: give upper/ the workspace's owner and mode");
   /* Handed over first: the parent never runs a program whose layer it lacks. */
-  union {
-    struct cmsghdr h;
-    char buf[CMSG_SPACE(sizeof(int))];
-  } cm;
-  memset(&cm, 0, sizeof cm);
-  char byte = 'O';
-  struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-  struct msghdr mh = {
-      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf};
-  struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(c), &layer, sizeof layer);
-  if (sendmsg(p->overlay_w, &mh, MSG_NOSIGNAL) != 1) FAIL("overlay: hand the writable layer to the parent");
+  if (airlock_fd_send(p->overlay_w, layer, 'O', MSG_NOSIGNAL) < 0)
+    FAIL("overlay: hand the writable layer to the parent");
   int up = openat(layer, "upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   int work = openat(layer, "work", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   close(layer);

@@ -243,6 +243,12 @@ static int l_confine(lua_State *L)
   int top = lua_gettop(L);
   airlock_confine_spec s;
   parse_spec(L, 1, &s);
+  /* Observed calls wait for a listener, which only a spawned run has (its
+  ** broker): here they would fail, the caller none the wiser. */
+  if (s.observe)
+    return luaL_error(L,
+                      "confine: observe needs the listener of a spawned run (airlock.exec{observe = true}); "
+                      "this process has none");
   airlock_layer layers[2];
   int rc = airlock_confine_apply(&s, layers);
   lua_settop(L, top);
