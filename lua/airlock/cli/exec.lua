@@ -62,11 +62,11 @@ function M.exit_status(res)
   return res.exit_code or 125
 end
 
-function M.main(args)
-  local opts, env = {}, {}
-  local as_json, stream, stdin, no_tty = false, false, "-", false
-  local review
-  local secrets_declared
+-- The command line -> cmd {opts, env, as_json, stream, stdin, no_tty,
+-- review}, or nil and the exit status (--help: 0; a usage error: 125).
+local function parse(args)
+  local cmd = { opts = {}, env = {}, as_json = false, stream = false, stdin = "-", no_tty = false }
+  local opts, env = cmd.opts, cmd.env
   local i = 1
   local function value(flag)
     i = i + 1
@@ -88,8 +88,7 @@ function M.main(args)
             opts.timeout .. "ms, " .. opts.timeout .. "m" })
         end
       elseif a == "--capture" then opts.capture = value(a)
-      elseif a == "--stdin" then
-        stdin = value(a)
+      elseif a == "--stdin" then cmd.stdin = value(a)
       elseif a == "--env" then
         local v = value(a)
         local k, x = v:match("^([^=]+)=(.*)$")
@@ -102,23 +101,23 @@ function M.main(args)
       elseif a == "--durability" then opts.durability = value(a)
       elseif a == "--learn" then opts.learn = value(a)
       elseif a == "--observe" then opts.observe = true
-      elseif a == "--json" then as_json = true
-      elseif a == "--review" then review = true
-      elseif a == "--no-tty" then no_tty = true
-      elseif a == "--stream" then stream = true
+      elseif a == "--json" then cmd.as_json = true
+      elseif a == "--review" then cmd.review = true
+      elseif a == "--no-tty" then cmd.no_tty = true
+      elseif a == "--stream" then cmd.stream = true
       elseif a:sub(1, 2) == "--" then error({ usage = "unknown option " .. a })
       else break end   -- the program, without a "--" before it
       i = i + 1
     end
   end)
   if not ok then
-    if type(perr) == "table" and perr.help then io.stdout:write(M.USAGE) return 0 end
-    if type(perr) == "table" then return usage_error(perr.usage, args) end
+    if type(perr) == "table" and perr.help then io.stdout:write(M.USAGE) return nil, 0 end
+    if type(perr) == "table" then return nil, usage_error(perr.usage, args) end
     error(perr, 0)
   end
   local argv = {}
   for k = i, #args do argv[#argv + 1] = args[k] end
-  if #argv == 0 then return usage_error("no program given", args) end
+  if #argv == 0 then return nil, usage_error("no program given", args) end
   opts.argv = argv
   if next(env) then opts.env = env end
   -- The caller's PATH finds the program, as a shell would (unless --env sets one).
@@ -126,120 +125,143 @@ function M.main(args)
     opts.env = opts.env or {}
     opts.env.PATH = os.getenv("PATH")
   end
-  if opts.learn then return require("airlock.learn.cli").main(opts, args) end
-  local fresh, taken = ledger.fresh(opts.ledger)
-  if not fresh then
-    if as_json then io.stdout:write(json.encode { ok = false, cause = "ledger", message = taken }, "\n")
-    else io.stderr:write("airlock exec: ", taken, "\n") end
-    return 125
-  end
-  -- --review: with tool.overlay, the change set the policy would apply is
-  -- shown on stderr and applied only on "y" read from our stdin, so the
-  -- program gets none of it (/dev/null unless --stdin FILE).
-  if review then
-    if stdin == "-" then stdin = "none" end
-    opts.review = function(changes, ctx)
-      io.stderr:write(string.format("airlock exec: the program exited with %s; its changes to %s:\n",
-        ctx.exit_code and tostring(ctx.exit_code) or tostring(ctx.cause), ctx.workspace))
-      for _, l in ipairs(overlay.status(changes)) do io.stderr:write("  ", l, "\n") end
-      io.stderr:write("apply them? [y/N] ")
-      io.stderr:flush()
-      local answer = io.stdin:read("l")
-      local yes = answer ~= nil and (answer:lower() == "y" or answer:lower() == "yes")
-      if not yes then
-        io.stderr:write(answer == nil and "\n" or "", string.format("airlock exec: not applied: %s left as it " ..
-          "was (%d change%s discarded)\n", ctx.workspace, #changes, #changes == 1 and "" or "s"))
-      end
-      return yes
+  return cmd
+end
+
+-- --review: with tool.overlay, the change set the policy would apply is shown
+-- on stderr and applied only on "y" read from our stdin, so the program gets
+-- none of it (/dev/null unless --stdin FILE).
+local function reviewer(cmd)
+  if cmd.stdin == "-" then cmd.stdin = "none" end
+  cmd.opts.review = function(changes, ctx)
+    io.stderr:write(string.format("airlock exec: the program exited with %s; its changes to %s:\n",
+      ctx.exit_code and tostring(ctx.exit_code) or tostring(ctx.cause), ctx.workspace))
+    for _, l in ipairs(overlay.status(changes)) do io.stderr:write("  ", l, "\n") end
+    io.stderr:write("apply them? [y/N] ")
+    io.stderr:flush()
+    local answer = io.stdin:read("l")
+    local yes = answer ~= nil and (answer:lower() == "y" or answer:lower() == "yes")
+    if not yes then
+      io.stderr:write(answer == nil and "\n" or "", string.format("airlock exec: not applied: %s left as it " ..
+        "was (%d change%s discarded)\n", ctx.workspace, #changes, #changes == 1 and "" or "s"))
     end
+    return yes
   end
+end
+
+-- Where the program's stdin, stdout and stderr go. Captured when asked
+-- (--json, --capture) or when secrets must be redacted; otherwise the program
+-- writes to our own. On a terminal (stdin and stdout both) it gets a terminal
+-- of its own, relayed to ours: job control, /dev/tty and full-screen programs
+-- work, and ours stays ours; --no-tty passes our descriptors as they are.
+-- -> nil, or a usage error's exit status.
+local function plumb(cmd, args)
+  local opts, stdin = cmd.opts, cmd.stdin
   if stdin == "-" then opts.stdin_inherit = true
   elseif stdin ~= "none" then opts.stdin_file = stdin end
-  -- Captured when asked (--json, --capture) or when secrets must be redacted;
-  -- otherwise the program writes to our own stdout and stderr.
   local pol_ok, pol = pcall(exec.resolve_policy, opts.policy)
-  secrets_declared = pol_ok and pol and pol.tool and pol.tool.secrets and next(pol.tool.secrets) ~= nil
-  if review and pol_ok and pol and not (pol.tool and pol.tool.overlay) then
+  local secrets_declared = pol_ok and pol and pol.tool and pol.tool.secrets and next(pol.tool.secrets) ~= nil
+  if cmd.review and pol_ok and pol and not (pol.tool and pol.tool.overlay) then
     return usage_error("--review needs a policy with tool.overlay (the bind mode writes the workspace as the " ..
       "program runs: there is nothing to review)", args)
   end
-  local capture = as_json or opts.capture ~= nil or secrets_declared
-  -- On a terminal (stdin and stdout both), the program gets a terminal of its
-  -- own, relayed to ours: job control, /dev/tty and full-screen programs work,
-  -- and ours stays ours. --no-tty passes our descriptors as they are.
-  if not capture and not no_tty and stdin == "-" and core.isatty(0) and core.isatty(1) then
+  cmd.capture = cmd.as_json or opts.capture ~= nil or secrets_declared
+  if not cmd.capture and not cmd.no_tty and stdin == "-" and core.isatty(0) and core.isatty(1) then
     opts.terminal, opts.stdin_inherit = true, nil
-  elseif not capture then
+  elseif not cmd.capture then
     opts.output = "inherit"
   end
-  if capture and stream and not as_json then
+  if cmd.capture and cmd.stream and not cmd.as_json then
     opts.stream = function(which, line, complete)
       local out = which == "stdout" and io.stdout or io.stderr
       out:write(line, complete and "\n" or "")
       out:flush()
     end
   end
-  local res, err, code, status
-  ok, perr = pcall(function() res, err, code, status = airlock.exec(opts) end)
-  if not ok then
-    io.stderr:write("airlock exec: ", one_prefix((tostring(perr):gsub("^[^:]*:%d+: ", ""))), "\n")
+end
+
+-- airlock could not run it: one line (or the JSON object). -> exit status.
+local function refused_start(cmd, err, code, status)
+  local msg = one_prefix(err)
+  if code and code ~= "exec" and msg:sub(1, #code + 2) ~= code .. ": " then msg = code .. ": " .. msg end
+  if cmd.as_json then
+    io.stdout:write(json.encode { ok = false, cause = code or "error", message = tostring(err) }, "\n")
+  else
+    io.stderr:write("airlock exec: ", msg, "\n")
+  end
+  return status or 125
+end
+
+-- What airlock says on stderr after the program: a copy passed over on PATH,
+-- a capture cut, an end airlock made, the refusals with the field that would
+-- allow each, and the calls the policy refused when the program failed.
+local function report(res)
+  if res.path_passed then io.stderr:write("airlock exec: ", res.path_passed, "\n") end
+  if res.stdout_truncated then io.stderr:write("airlock exec: stdout cut at the capture limit\n") end
+  if res.stderr_truncated then io.stderr:write("airlock exec: stderr cut at the capture limit\n") end
+  -- A signal the program got from itself or its own is its business (the
+  -- status says it, as a shell's would); what airlock ended is said here.
+  if res.cause ~= "ok" and res.cause ~= "exit" and res.cause ~= "crash" then
+    io.stderr:write("airlock exec: ", one_prefix(res.cause .. ": " .. res.message), "\n")
+  elseif res.cause == "exit" and res.message:match("^the program could not be started") then
+    io.stderr:write("airlock exec: ", res.message, "\n")
+  end
+  -- Each connection the policy refused, each bound of an overlaid workspace
+  -- the run reached, and with --observe each path the program could not
+  -- reach, with the field that would allow it (the program may have handled
+  -- it; it is said anyway, since a program seldom says why a connection or a
+  -- write failed, and a path outside its view is only a missing file to it).
+  local shown = 0
+  for _, v in ipairs(res.violations or {}) do
+    if v.kind == "network" or v.kind == "path" or tostring(v.rule):match("^tool%.overlay%.") then
+      shown = shown + 1
+      if shown <= 5 then io.stderr:write("airlock exec: ", violations.line(v), "\n") end
+    end
+  end
+  if shown > 5 then io.stderr:write(string.format("airlock exec: and %d more refusals (--json lists them)\n", shown - 5)) end
+  -- Refused calls a program handled are its business; when it failed, they may be why.
+  if res.refused and M.exit_status(res) ~= 0 then
+    local parts = {}
+    for _, r in ipairs(res.refused) do
+      parts[#parts + 1] = string.format("%s (%s%s)", r.syscall, r.errno, r.count > 1 and (", " .. r.count .. "x") or "")
+    end
+    io.stderr:write("airlock exec: the policy refused ", table.concat(parts, ", "),
+      res.refused_total > #res.refused and string.format(" and %d more", res.refused_total - #res.refused) or "",
+      " (tool.confine.seccomp)\n")
+  end
+end
+
+function M.main(args)
+  local cmd, code0 = parse(args)
+  if not cmd then return code0 end
+  local opts = cmd.opts
+  if opts.learn then return require("airlock.learn.cli").main(opts, args) end
+  local fresh, taken = ledger.fresh(opts.ledger)
+  if not fresh then
+    if cmd.as_json then io.stdout:write(json.encode { ok = false, cause = "ledger", message = taken }, "\n")
+    else io.stderr:write("airlock exec: ", taken, "\n") end
     return 125
   end
-  if not res then
-    local msg = one_prefix(err)
-    if code and code ~= "exec" and msg:sub(1, #code + 2) ~= code .. ": " then msg = code .. ": " .. msg end
-    if as_json then
-      io.stdout:write(json.encode { ok = false, cause = code or "error", message = tostring(err) }, "\n")
-    else
-      io.stderr:write("airlock exec: ", msg, "\n")
-    end
-    return status or 125
+  if cmd.review then reviewer(cmd) end
+  local perr = plumb(cmd, args)
+  if perr then return perr end
+  local res, err, code, status
+  local ok, xerr = pcall(function() res, err, code, status = airlock.exec(opts) end)
+  if not ok then
+    io.stderr:write("airlock exec: ", one_prefix((tostring(xerr):gsub("^[^:]*:%d+: ", ""))), "\n")
+    return 125
   end
-  if as_json then
+  if not res then return refused_start(cmd, err, code, status) end
+  if cmd.as_json then
     io.stdout:write(json.encode(res), "\n")
-  elseif capture and not stream then
+  elseif cmd.capture and not cmd.stream then
     io.stdout:write(res.stdout)
     io.stderr:write(res.stderr)
   end
-  local cut = res.stdout_truncated or res.stderr_truncated
-  if not as_json then
-    if res.path_passed then io.stderr:write("airlock exec: ", res.path_passed, "\n") end
-    if res.stdout_truncated then io.stderr:write("airlock exec: stdout cut at the capture limit\n") end
-    if res.stderr_truncated then io.stderr:write("airlock exec: stderr cut at the capture limit\n") end
-    -- A signal the program got from itself or its own is its business (the
-    -- status says it, as a shell's would); what airlock ended is said here.
-    if res.cause ~= "ok" and res.cause ~= "exit" and res.cause ~= "crash" then
-      io.stderr:write("airlock exec: ", one_prefix(res.cause .. ": " .. res.message), "\n")
-    elseif res.cause == "exit" and res.message:match("^the program could not be started") then
-      io.stderr:write("airlock exec: ", res.message, "\n")
-    end
-    -- Each connection the policy refused, each bound of an overlaid workspace
-    -- the run reached, and with --observe each path the program could not
-    -- reach, with the field that would allow it (the program may have handled
-    -- it; it is said anyway, since a program seldom says why a connection or a
-    -- write failed, and a path outside its view is only a missing file to it).
-    local shown = 0
-    for _, v in ipairs(res.violations or {}) do
-      if v.kind == "network" or v.kind == "path" or tostring(v.rule):match("^tool%.overlay%.") then
-        shown = shown + 1
-        if shown <= 5 then io.stderr:write("airlock exec: ", violations.line(v), "\n") end
-      end
-    end
-    if shown > 5 then io.stderr:write(string.format("airlock exec: and %d more refusals (--json lists them)\n", shown - 5)) end
-    -- Refused calls a program handled are its business; when it failed, they may be why.
-    if res.refused and M.exit_status(res) ~= 0 then
-      local parts = {}
-      for _, r in ipairs(res.refused) do
-        parts[#parts + 1] = string.format("%s (%s%s)", r.syscall, r.errno, r.count > 1 and (", " .. r.count .. "x") or "")
-      end
-      io.stderr:write("airlock exec: the policy refused ", table.concat(parts, ", "),
-        res.refused_total > #res.refused and string.format(" and %d more", res.refused_total - #res.refused) or "",
-        " (tool.confine.seccomp)\n")
-    end
-  end
+  if not cmd.as_json then report(res) end
   io.stdout:flush()
   local st = M.exit_status(res)
-  if cut and st == 0 then st = 1 end
+  if (res.stdout_truncated or res.stderr_truncated) and st == 0 then st = 1 end
   return st
 end
 
