@@ -108,7 +108,7 @@ end
 --- namespace has only its loopback), and the proxy reaches a destination only
 --- when tool.network.allow names it. ctx: proxy = the proxy's URL (HTTP_PROXY);
 --- allowed(host, port) -> whether the policy lets the proxy reach it.
---- res.direct_connects_total counts every such connect.
+--- result.connects_total counts every such connect.
 function M.connects(res, ctx)
   if not res.connects then return res end
   local v = res.violations or {}
@@ -127,7 +127,6 @@ function M.connects(res, ctx)
     v[#v + 1] = { kind = "network", what = dest, rule = "tool.network.allow", reason = reason }
   end
   res.violations = v
-  res.direct_connects_total = res.connects_total
   return res
 end
 

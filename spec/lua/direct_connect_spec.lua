@@ -89,7 +89,7 @@ describe("tool.network: a direct connect", function()
     assert.are.equal("errno " .. want_errno .. "\n", res.stdout)
     local dest = "127.0.0.1:" .. port
     assert.are.same({ dest }, res.connects)
-    assert.are.equal(1, res.direct_connects_total)
+    assert.are.equal(1, res.connects_total)
     local v = direct_violations(res)
     assert.are.equal(1, #v)
     assert.are.equal(dest, v[1].what)
