@@ -539,6 +539,9 @@ end
 --- file system call the program made, "KV PATH" (core/airlock.h), when the
 --- kernel's seccomp listener could be used; absent otherwise. Each path the
 --- program could not reach is then a violation too (airlock.violations.paths).
+--- With tool.network, result.connects names the destinations the program
+--- connected to directly, not through its proxy, each a violation too
+--- (airlock.violations.connects).
 function M.exec(opts, broker)
   local job = check_options(opts)
   local pol, perr = M.resolve_policy(opts.policy)
