@@ -654,6 +654,28 @@ static int cmd_stat(uint64_t n, const char *path)
   return 0;
 }
 
+/* N connect() calls of one TCP socket to 127.0.0.1:PORT, timed by the
+** program itself: what a direct connect costs it (each fails, refused, in a
+** confined run; the errno of the last is reported). */
+static int cmd_connect(uint64_t n, uint64_t port)
+{
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    fprintf(stderr, "airlock-baseline: socket: %s\n", strerror(errno));
+    return 1;
+  }
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int last = 0;
+  double t0 = now_us();
+  for (uint64_t i = 0; i < n; i++) last = connect(fd, (struct sockaddr *)&a, sizeof a) == 0 ? 0 : errno;
+  double total = now_us() - t0;
+  close(fd);
+  printf("{\"calls\":%" PRIu64 ",\"total_us\":%.1f,\"per_call_us\":%.3f,\"errno\":%d}\n", n, total,
+         total / (double)n, last);
+  return 0;
+}
+
 static int usage(void)
 {
   fputs("usage: airlock-baseline pingpong N BYTES\n"
@@ -661,7 +683,8 @@ static int usage(void)
         "       airlock-baseline httpd PORTFILE [MAX]\n"
         "       airlock-baseline forkexec N PATH [ARGS...]\n"
         "       airlock-baseline prefork N BYTES IDLE_US\n"
-        "       airlock-baseline stat N PATH\n",
+        "       airlock-baseline stat N PATH\n"
+        "       airlock-baseline connect N PORT\n",
         stderr);
   return 2;
 }
@@ -684,5 +707,7 @@ int main(int argc, char **argv)
     return cmd_forkexec(parse_count(argv[2], 1, N_MAX, "N"), argv + 3);
   if (argc == 4 && strcmp(argv[1], "stat") == 0)
     return cmd_stat(parse_count(argv[2], 1, N_MAX, "N"), argv[3]);
+  if (argc == 4 && strcmp(argv[1], "connect") == 0)
+    return cmd_connect(parse_count(argv[2], 1, N_MAX, "N"), parse_count(argv[3], 1, 65535, "PORT"));
   return usage();
 }

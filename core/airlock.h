@@ -553,6 +553,9 @@ typedef struct airlock_refusal {
 } airlock_refusal;
 #define AIRLOCK_REFUSALS_MAX 16 /* distinct calls named per run; the rest only counted */
 
+#define AIRLOCK_CONNECTS_MAX 64 /* direct connects named per run (a run with a proxy) */
+#define AIRLOCK_CONNECT_LEN  56 /* "[" INET6_ADDRSTRLEN "]:65535" */
+
 /* The outcome of a finished run. Pointers live as long as the run. */
 typedef struct airlock_result {
   int ok; /* cause == ok */
@@ -574,6 +577,13 @@ typedef struct airlock_result {
                              ? unknown; PATH absolute as the program saw it); NULL otherwise */
   size_t observed_len;
   int observed_truncated; /* records past AIRLOCK_OBSERVED_MAX bytes were dropped */
+  /* A confine spec with observe_connect: the first AIRLOCK_CONNECTS_MAX
+  ** distinct IPv4 or IPv6 destinations the program connected to directly (not
+  ** the proxy) on a stream socket, as "ADDRESS:PORT" ("[ADDRESS]:PORT" for
+  ** IPv6); the kernel decided each as without the record. */
+  const char (*connects)[AIRLOCK_CONNECT_LEN];
+  size_t nconnects;
+  uint64_t connects_total; /* every such connect, named or not */
 } airlock_result;
 #define AIRLOCK_OBSERVED_MAX (8u << 20) /* bytes of observed records kept per run */
 

@@ -506,6 +506,8 @@ int airlock_broker_start(airlock_broker *b, const airlock_run_opts *o, airlock_r
   r->refuse_chosen = o->spawn.confine && o->spawn.confine->refuse_chosen;
   r->observe = o->spawn.confine && o->spawn.confine->observe;
   if (r->observe) r->res.observed = ""; /* nothing observed yet */
+  r->observe_connect = o->spawn.confine ? o->spawn.confine->observe_connect : 0;
+  r->res.connects = r->connects;
   r->res.exit_code = -1;
   r->res.refused = r->refused;
   airlock_frame_reader_init(&r->rd, o->max_frame ? o->max_frame : AIRLOCK_FRAME_MAX_DEFAULT);

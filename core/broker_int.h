@@ -83,6 +83,9 @@ struct airlock_run {
   size_t observed_len, observed_cap;
   uint32_t observed_recent[64]; /* hashes of the latest records, to skip repeats */
   unsigned observed_at;
+  /* With a proxy (its port): connects elsewhere are recorded (res.connects), then continue. */
+  int observe_connect;
+  char connects[AIRLOCK_CONNECTS_MAX][AIRLOCK_CONNECT_LEN];
   airlock_cause pending; /* set when the parent decided the cause */
   int status;            /* wait status */
   struct rusage ru;
@@ -123,8 +126,10 @@ int broker_verify_program_filter(airlock_run *r, char *why, size_t len);
 
 /* broker_seccomp.c: the listener became readable (or hung up). */
 void broker_on_notify(airlock_run *r, uint32_t events);
-/* broker_observe.c: records an observed call (learn mode) and lets it continue. */
 struct seccomp_notif;
+/* broker_connect.c: records a direct connect (a run with a proxy) and lets it continue. */
+void broker_observe_connect(airlock_run *r, const struct seccomp_notif *n);
+/* broker_observe.c: records an observed call (learn mode) and lets it continue. */
 void broker_observe(airlock_run *r, const struct seccomp_notif *n);
 
 /* broker_end.c: airlock-init's records, then the result and its cause. */

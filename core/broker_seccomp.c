@@ -44,6 +44,10 @@ void broker_on_notify(airlock_run *r, uint32_t events)
         broker_observe(r, &n);
         return;
       }
+      if (r->observe_connect && n.data.nr == SYS_connect) { /* sent only where the filter allows it */
+        broker_observe_connect(r, &n);
+        return;
+      }
       if (r->refuse_chosen) {
         int e = airlock_refusal_errno(n.data.nr);
         struct seccomp_notif_resp resp = {.id = n.id, .val = 0, .error = -e, .flags = 0};

@@ -265,6 +265,12 @@ typedef struct airlock_confine_spec {
                                   promises say, each first shown to the listener, which
                                   records its path and lets it continue. Only a program
                                   the broker runs with a listener is observed */
+  int observe_connect;         /* the port of the run's egress proxy on 127.0.0.1 (1 to
+                                  65535), 0 for none: with seccomp and a listener, connect
+                                  (when the promises let it through) is first shown to the
+                                  listener, which records an IPv4 or IPv6 destination
+                                  other than the proxy and lets the call continue; the
+                                  kernel (Landlock, the namespace) decides it as before */
 } airlock_confine_spec;
 
 /* refuse_errno: each refused call fails with an errno fitting it (EPERM for
@@ -289,6 +295,8 @@ typedef struct airlock_confine_prepared {
                                       listener answers each refused call with an errno */
   int observe;                     /* the notify program sends the observed calls to the
                                       listener (the spec's observe, with a notify program) */
+  int observe_connect;             /* the notify program sends connect to the listener: the
+                                      proxy's port (the spec's observe_connect), or 0 */
   int no_new_privs;                /* set before the layers */
   int allows_exec;                 /* bit 1: the filter lets execve through (a spawned program
                                       needs it); bit 2: execveat too */

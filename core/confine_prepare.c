@@ -450,9 +450,11 @@ static int fcntl_rules(scmp_filter_ctx ctx, const struct entry *e, int deny, uin
 
 /* Compiles rs into a classic BPF program. refuse: the action for refused calls;
 ** notify_fd >= 0 adds "sendmsg on that fd gets HANDOVER_MARK"; observe makes
-** every observed call (airlock_observed_calls) OBSERVE_MARK, whatever rs says. */
+** every observed call (airlock_observed_calls) OBSERVE_MARK, whatever rs says;
+** observe_connect makes connect OBSERVE_MARK only where rs lets it through
+** whole (never a refused connect let through: the listener continues it). */
 static int compile(const struct ruleset *rs, int deny, uint32_t refuse, int notify_fd, int observe,
-                   struct sock_fprog *out, int *nrules, char *err, size_t errlen)
+                   int observe_connect, struct sock_fprog *out, int *nrules, char *err, size_t errlen)
 {
   int rc;
   uint32_t def = deny ? SCMP_ACT_ALLOW : refuse;
@@ -483,7 +485,8 @@ static int compile(const struct ruleset *rs, int deny, uint32_t refuse, int noti
       rc = fcntl_rules(ctx, e, deny, def, mode_action);
       count += 33;
     } else if (e->all) {
-      rc = mode_rule(ctx, def, mode_action, e->nr, NULL, marg);
+      int watched = observe_connect && !deny && e->nr == SCMP_SYS(connect);
+      rc = mode_rule(ctx, def, watched ? OBSERVE_MARK : mode_action, e->nr, NULL, marg);
       count++;
     } else {
       for (int k = 0; k < e->nconds && rc == 0; k++, count++)
@@ -528,6 +531,14 @@ static int compile(const struct ruleset *rs, int deny, uint32_t refuse, int noti
       seccomp_release(ctx);
       return rc;
     }
+  }
+  if (observe_connect && deny && find((struct ruleset *)rs, "connect") == NULL) {
+    if ((rc = rule(ctx, def, OBSERVE_MARK, SCMP_SYS(connect), NULL)) != 0) {
+      snprintf(err, errlen, "seccomp: rule for an observed connect: %s", airlock_strerror(-rc));
+      seccomp_release(ctx);
+      return rc;
+    }
+    count++;
   }
   if (notify_fd >= 0) {
     struct cond c = {0, 0xffffffffu, (uint64_t)notify_fd};
@@ -656,7 +667,7 @@ static int prepare_seccomp(const airlock_confine_spec *s, airlock_confine_prepar
   int can_hand_over = deny ? sendmsg_allowed : 1; /* an allowlist adds the rule it needs */
   if (want_notify && s->refuse_errno <= 0 && can_hand_over &&
       compile(&rs, deny, SCMP_ACT_NOTIFY, sendmsg_allowed ? -1 : AIRLOCK_CONFINE_NOTIFY_FD, s->observe != 0,
-              &p->notify_prog, &nrules, ignored, sizeof ignored) == 0) {
+              s->observe_connect > 0, &p->notify_prog, &nrules, ignored, sizeof ignored) == 0) {
     /* The spawner's variant: refused calls wait for the broker, which names
     ** them and kills the run (or answers them with an errno). Compiled once;
     ** the plain program is the same code with every notify return made the
@@ -678,6 +689,10 @@ static int prepare_seccomp(const airlock_confine_spec *s, airlock_confine_prepar
         if (b->k == HANDOVER_MARK) b->k = SCMP_ACT_ALLOW;
         if (b->k == OBSERVE_MARK) b->k = SCMP_ACT_NOTIFY;
       }
+      /* 1 here, the port in prepare(): connect is sent to the listener only
+      ** where the filter lets it through whole (compile) */
+      struct entry *ce = find(&rs, "connect");
+      p->observe_connect = s->observe_connect > 0 && (deny ? ce == NULL : ce != NULL && ce->all);
     }
   } else {
     /* fixed errno mode, self-application, or no notify support: one plain program
@@ -685,7 +700,7 @@ static int prepare_seccomp(const airlock_confine_spec *s, airlock_confine_prepar
     free(p->notify_prog.filter);
     p->notify_prog.filter = NULL;
     p->notify_prog.len = 0;
-    rc = compile(&rs, deny, refuse, -1, 0, &p->prog, &nrules, err, errlen);
+    rc = compile(&rs, deny, refuse, -1, 0, 0, &p->prog, &nrules, err, errlen);
   }
   ruleset_free(&rs);
   if (rc != 0) return rc;
@@ -716,7 +731,7 @@ static int prepare_seccomp(const airlock_confine_spec *s, airlock_confine_prepar
 struct seccomp_cached {
   char key[SECCOMP_CACHE_KEY_MAX];
   struct sock_fprog prog, notify_prog;
-  int allows_exec;
+  int allows_exec, observe_connect;
   airlock_layer layer;
   unsigned long used;
 };
@@ -727,8 +742,8 @@ static pthread_mutex_t seccomp_cache_lock = PTHREAD_MUTEX_INITIALIZER;
 /* The key, or 0 when the spec is too big to cache. */
 static int seccomp_key(const airlock_confine_spec *s, int want_notify, char *key, size_t len)
 {
-  size_t n = (size_t)snprintf(key, len, "%d|%d|%d|%d|", s->seccomp_deny != 0, s->refuse_errno, want_notify,
-                              s->observe != 0);
+  size_t n = (size_t)snprintf(key, len, "%d|%d|%d|%d%s|", s->seccomp_deny != 0, s->refuse_errno, want_notify,
+                              s->observe != 0, s->observe_connect > 0 ? "c" : "");
   for (size_t i = 0; n < len && s->promises != NULL && s->promises[i] != NULL; i++) {
     /* a word holding the separators could stand for two: not cached (and refused when compiled) */
     if (strpbrk(s->promises[i], " |") != NULL) return 0;
@@ -762,6 +777,7 @@ static int seccomp_cache_get(const char *key, airlock_confine_prepared *p)
     if (c->used == 0 || strcmp(c->key, key) != 0) continue;
     if (fprog_copy(&p->prog, &c->prog) == 0 && fprog_copy(&p->notify_prog, &c->notify_prog) == 0) {
       p->allows_exec = c->allows_exec;
+      p->observe_connect = c->observe_connect;
       p->seccomp = c->layer;
       c->used = ++seccomp_cache_clock;
       hit = 1;
@@ -788,6 +804,7 @@ static void seccomp_cache_put(const char *key, const airlock_confine_prepared *p
   if (fprog_copy(&slot->prog, &p->prog) == 0 && fprog_copy(&slot->notify_prog, &p->notify_prog) == 0) {
     snprintf(slot->key, sizeof slot->key, "%s", key);
     slot->allows_exec = p->allows_exec;
+    slot->observe_connect = p->observe_connect;
     slot->layer = p->seccomp;
     slot->used = ++seccomp_cache_clock;
   } else {
@@ -924,11 +941,19 @@ static int prepare(const airlock_confine_spec *s, airlock_confine_prepared *p, i
     airlock_layer_set_(&p->landlock, "landlock", AIRLOCK_LAYER_FAILED, -rc, "%s", err);
     return rc;
   }
+  if (s->observe_connect < 0 || s->observe_connect > 65535) {
+    snprintf(err, errlen, "seccomp: observe_connect %d is not a port (1 to 65535, 0 for none)",
+             s->observe_connect);
+    airlock_layer_set_(&p->seccomp, "seccomp", AIRLOCK_LAYER_FAILED, EINVAL, "%s", err);
+    return -EINVAL;
+  }
   if (s->seccomp && (rc = prepare_seccomp_cached(s, p, want_notify, err, errlen)) != 0) {
     airlock_layer_set_(&p->seccomp, "seccomp", AIRLOCK_LAYER_FAILED, -rc, "%s", err);
     return rc;
   }
   p->observe = s->seccomp && s->observe && p->notify_prog.filter != NULL;
+  p->observe_connect =
+      s->seccomp && p->observe_connect && p->notify_prog.filter != NULL ? s->observe_connect : 0;
   return 0;
 }
 

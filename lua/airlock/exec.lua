@@ -18,6 +18,7 @@ local util = require "airlock.util"
 local ledger_mod = require "airlock.ledger"
 local violations = require "airlock.violations"
 local egress = require "airlock.egress"
+local network = require "airlock.policy.network"
 local confine_mod = require "airlock.confine"
 local grants = require "airlock.policy.grants"
 local registry = require "airlock.launch.registry"
@@ -407,10 +408,13 @@ local function plan_of(job)
   job.overlay = overlay.configured(tool)   -- tool.overlay: the workspace copy-on-write, bounded
   local ook, oerr = overlay.plan(job.overlay, start)
   if not ook then return nil, oerr, "policy" end
-  if opts.observe then   -- learn mode (airlock.learn): its file system calls recorded, in result.observed
+  if opts.observe or (job.net and start.confine) then
     local c = {}
     for k, v in pairs(start.confine or {}) do c[k] = v end
-    c.observe = true
+    -- learn mode (airlock.learn): its file system calls recorded, in result.observed
+    if opts.observe then c.observe = true end
+    -- with a proxy: connects elsewhere recorded, in result.connects (violations.connects)
+    if job.net then c.observe_connect = egress.PORT end
     start.confine = c
   end
   job.plan = plan
@@ -535,6 +539,9 @@ end
 --- file system call the program made, "KV PATH" (core/airlock.h), when the
 --- kernel's seccomp listener could be used; absent otherwise. Each path the
 --- program could not reach is then a violation too (airlock.violations.paths).
+--- With tool.network, result.connects names the destinations the program
+--- connected to directly, not through its proxy, each a violation too
+--- (airlock.violations.connects).
 function M.exec(opts, broker)
   local job = check_options(opts)
   local pol, perr = M.resolve_policy(opts.policy)
@@ -586,6 +593,12 @@ function M.exec(opts, broker)
   overlay.finish(job.overlay, layer, res, job.workspace, orec and orec.recorder, opts.review)
   violations.add(res)
   if res.observed then violations.paths(res, { stat = host_type, writable = writable_roots(job) }) end
+  if res.connects then   -- direct connects, each named with the proxy and the field
+    local net = job.net
+    violations.connects(res, { proxy = egress.env().HTTP_PROXY, allowed = function(host, port)
+      return network.first(net.allow, host, port) ~= nil and not network.denied(net.deny, host, port)
+    end })
+  end
   if pty then pty:wait(500) end
   res.argv = job.full
   res.program = job.found

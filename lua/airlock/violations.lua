@@ -6,7 +6,7 @@
 -- (airlock.egress); this adds the refused system calls and the limits that
 -- ended the run, and says whether the sandbox ended it (result.sandbox);
 -- with observed calls (airlock.exec's observe), the paths the program could
--- not reach (M.paths).
+-- not reach (M.paths); with a proxy, the program's direct connects (M.connects).
 local M = {}
 
 local LIMIT_RULE = {
@@ -98,6 +98,35 @@ function M.paths(res, ctx)
   end
   res.violations = v
   if total > 0 then res.path_violations_total = total end
+  return res
+end
+
+--- connects(res, ctx): with result.connects (a run with tool.network: the
+--- IPv4 and IPv6 destinations the program connected to directly, not through
+--- its proxy), adds a "network" violation for each: the kernel refused it
+--- (Landlock lets the program connect only to the proxy's port; its network
+--- namespace has only its loopback), and the proxy reaches a destination only
+--- when tool.network.allow names it. ctx: proxy = the proxy's URL (HTTP_PROXY);
+--- allowed(host, port) -> whether the policy lets the proxy reach it.
+--- result.connects_total counts every such connect.
+function M.connects(res, ctx)
+  if not res.connects then return res end
+  local v = res.violations or {}
+  for _, dest in ipairs(res.connects) do
+    local host, port = dest:match("^%[(.*)%]:(%d+)$")
+    if not host then host, port = dest:match("^(.*):(%d+)$") end
+    local through = string.format("a direct connection: a program reaches the network only through the run's " ..
+      "proxy (HTTP_PROXY=%s)", tostring(ctx.proxy))
+    local reason
+    if host and ctx.allowed and ctx.allowed(host, tonumber(port)) then
+      reason = through .. ", which tool.network.allow already lets reach it: connect through the proxy"
+    else
+      reason = string.format("%s; to let the proxy reach it, add %q to tool.network.allow and connect " ..
+        "through the proxy", through, dest)
+    end
+    v[#v + 1] = { kind = "network", what = dest, rule = "tool.network.allow", reason = reason }
+  end
+  res.violations = v
   return res
 end
 

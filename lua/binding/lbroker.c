@@ -429,6 +429,16 @@ static void push_result(lua_State *L, lrun *lr, const airlock_result *res)
     lua_setfield(L, -2, "refused");
     set_int(L, "refused_total", (lua_Integer)res->refused_total);
   }
+  if (res->connects_total) {
+    /* a run with a proxy: connects = { "127.0.0.1:8080", ... }, the direct ones */
+    lua_createtable(L, (int)res->nconnects, 0);
+    for (size_t i = 0; i < res->nconnects; i++) {
+      lua_pushstring(L, res->connects[i]);
+      lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "connects");
+    set_int(L, "connects_total", (lua_Integer)res->connects_total);
+  }
   if (res->observed) {
     /* learn mode: the observed calls' records, "KV PATH\n" each (airlock.h) */
     lua_pushlstring(L, res->observed, res->observed_len);

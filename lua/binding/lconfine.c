@@ -20,7 +20,8 @@
 
 #define PREPARED_MT "airlock.confine_prepared"
 
-static const char *const TOP_KEYS[] = {"landlock", "seccomp", "no_new_privs", "observe", NULL};
+static const char *const TOP_KEYS[] = {"landlock", "seccomp",         "no_new_privs",
+                                       "observe",  "observe_connect", NULL};
 static const char *const LL_KEYS[] = {"read", "write", "exec", "bind", "connect", "scope", NULL};
 static const char *const SC_KEYS[] = {"promises", "syscalls", "mode", "refuse", NULL};
 
@@ -228,6 +229,16 @@ static void parse_spec(lua_State *L, int idx, airlock_confine_spec *s)
   }
   s->no_new_privs = opt_bool(L, idx, "no_new_privs", 0, "");
   s->observe = opt_bool(L, idx, "observe", 0, "");
+  /* the egress proxy's port on 127.0.0.1: direct connects elsewhere recorded */
+  lua_getfield(L, idx, "observe_connect");
+  if (!lua_isnil(L, -1)) {
+    int isnum = 0;
+    lua_Integer port = lua_tointegerx(L, -1, &isnum);
+    if (!isnum || port < 1 || port > 65535)
+      luaL_error(L, "confine: observe_connect must be the proxy's port (an integer from 1 to 65535)");
+    s->observe_connect = (int)port;
+  }
+  lua_pop(L, 1);
 }
 
 static void push_layer(lua_State *L, const airlock_layer *l)

@@ -549,6 +549,117 @@ static void test_handover(void)
   airlock_confine_prepared_free(&shared);
 }
 
+/* ------------------------------------------------------------------ observe_connect (a run with a proxy) */
+
+/* Loads the notify variant with the hand-over, as the spawner's child would;
+** connects to the parent's listening socket on 127.0.0.1:connect_port; then
+** makes a refused call (getpid: "inet" has no stdio) and waits there. */
+static int connect_port;
+
+static void child_connect(void *arg)
+{
+  (void)arg;
+  if (dup3(handover_sock, AIRLOCK_CONFINE_NOTIFY_FD, O_CLOEXEC) < 0) _exit(5);
+  const char *step = NULL;
+  if (airlock_confine_apply_prepared_fds(&shared, -1, AIRLOCK_CONFINE_NOTIFY_FD, &step) != 0) _exit(6);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)connect_port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) _exit(7);
+  syscall(SYS_getpid);
+  _exit(3); /* never: the call waits for the parent */
+}
+
+/* The calls the listener is shown, in order, until the refused getpid: with
+** observe, connect first (answered CONTINUE, as the broker does), else getpid
+** alone: the flag adds the one rule and nothing else reaches the listener. */
+static void connect_seen(int observe_connect)
+{
+  int srv = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t al = sizeof a;
+  CHECK(srv >= 0 && bind(srv, (struct sockaddr *)&a, sizeof a) == 0 && listen(srv, 4) == 0 &&
+        getsockname(srv, (struct sockaddr *)&a, &al) == 0);
+  connect_port = ntohs(a.sin_port);
+  int sp[2];
+  CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) == 0);
+  handover_sock = sp[1];
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(sp[0]);
+    child_connect(NULL);
+  }
+  close(sp[1]);
+  union {
+    struct cmsghdr h;
+    char buf[CMSG_SPACE(sizeof(int))];
+  } cm;
+  char byte = 0;
+  struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+  struct msghdr mh = {
+      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf};
+  int listener = -1;
+  if (recvmsg(sp[0], &mh, MSG_CMSG_CLOEXEC) == 1) {
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    if (c && c->cmsg_type == SCM_RIGHTS) memcpy(&listener, CMSG_DATA(c), sizeof listener);
+  }
+  CHECK_MSG(listener >= 0, "the child handed its seccomp listener over");
+  if (listener >= 0) {
+    struct seccomp_notif n;
+    memset(&n, 0, sizeof n);
+    CHECK(ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, &n) == 0);
+    if (observe_connect) {
+      CHECK_MSG(n.data.nr == SYS_connect, "observe_connect: the listener is shown connect");
+      struct seccomp_notif_resp resp = {.id = n.id, .flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE};
+      CHECK(ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &resp) == 0);
+      memset(&n, 0, sizeof n);
+      CHECK(ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, &n) == 0);
+    }
+    CHECK_MSG(n.data.nr == SYS_getpid, observe_connect ? "the continued connect succeeded, then getpid"
+                                                       : "without observe_connect, connect is not shown");
+    close(listener);
+  }
+  kill(pid, SIGKILL);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  CHECK_ST(killed_by(st, SIGKILL), "observe_connect child waited in its refused call", st);
+  close(sp[0]);
+  close(srv);
+}
+
+static void test_observe_connect(void)
+{
+  const char *const inet[] = {"inet", NULL}, *const rpath[] = {"rpath", NULL};
+  for (int on = 0; on < 2; on++) {
+    airlock_confine_spec s = {.seccomp = 1, .promises = inet, .observe_connect = on ? 3128 : 0};
+    if (prepare_ok(&s, &shared) == 0) {
+      CHECK(shared.observe_connect == (on ? 3128 : 0));
+      connect_seen(on);
+    }
+    airlock_confine_prepared_free(&shared);
+  }
+  /* A connect the promises refuse is never sent to be continued: no rule, no flag. */
+  airlock_confine_spec r = {.seccomp = 1, .promises = rpath, .observe_connect = 3128};
+  if (prepare_ok(&r, &shared) == 0)
+    CHECK_MSG(shared.observe_connect == 0, "rpath: connect refused, not observed");
+  airlock_confine_prepared_free(&shared);
+  /* A denylist lets connect through: observed. A fixed errno has no listener: not. */
+  airlock_confine_spec d = {
+      .seccomp = 1, .seccomp_deny = 1, .refuse_errno = AIRLOCK_REFUSE_CHOSEN, .observe_connect = 3128};
+  if (prepare_ok(&d, &shared) == 0) CHECK(shared.observe_connect == 3128);
+  airlock_confine_prepared_free(&shared);
+  airlock_confine_spec f = {.seccomp = 1, .promises = inet, .refuse_errno = EPERM, .observe_connect = 3128};
+  if (prepare_ok(&f, &shared) == 0) CHECK(shared.observe_connect == 0);
+  airlock_confine_prepared_free(&shared);
+  /* Not a port: refused. */
+  airlock_confine_spec bad = {.seccomp = 1, .promises = inet, .observe_connect = 70000};
+  char err[256];
+  CHECK(airlock_confine_prepare(&bad, &shared, err, sizeof err) == -EINVAL && strstr(err, "observe_connect"));
+  airlock_confine_prepared_free(&shared);
+}
+
 /* No descriptor left for a listener (RLIMIT_NOFILE): the child falls back to
 ** the plain program, whose refusals still kill, unnamed. */
 static void child_no_listener(void *arg)
@@ -775,6 +886,7 @@ int main(void)
   test_observe();
   test_denylist();
   test_handover();
+  test_observe_connect();
   test_no_listener();
   test_landlock();
   test_apply();

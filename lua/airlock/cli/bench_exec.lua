@@ -29,7 +29,14 @@
 --   stat-observed  the same with observe: each call a round trip to the
 --                  broker's listener, which reads the path and looks it up
 -- reported per call (median_us is microseconds per call), the ratio against
--- stat-confined.
+-- stat-confined. And what a run with tool.network pays per connect(2), each
+-- shown to the listener (a direct connect is recorded): airlock-baseline
+-- connect N 9, timing its own N connects to 127.0.0.1:9, each refused:
+--   connect-confined  under the tool policy with the inet promise added and
+--                     no tool.network: refused at once by Landlock, unobserved
+--   connect-observed  under tool.network: each a round trip to the listener,
+--                     which reads the address and records it, then the
+--                     kernel refuses it as before
 local airlock = require "airlock"
 local core = require "airlock.core"
 local json = require "airlock.json"
@@ -141,6 +148,23 @@ function M.main(args)
       if per then v[1][#v[1] + 1] = per end
     end
   end
+  -- Per-connect cost of a run with a proxy (its direct connects observed).
+  local promises = table.concat(policy.extend("tool", {}).tool.confine.seccomp.promises, " ")
+  -- (a bare table laid over tool: the inet promise is more than the stock
+  -- tool policy's, which unconfined = true says; the run is as confined as
+  -- the tool policy otherwise)
+  local conn_plain_pol = { name = "tool-bench-connect", unconfined = true,
+    tool = { grant = { exec = { bindir() } }, confine = { seccomp = { promises = promises .. " inet" } } } }
+  local conn_obs_pol = policy.extend("tool", { name = "tool-bench-connect-net",
+    tool = { grant = { exec = { bindir() } }, network = { allow = { "127.0.0.1:9" } } } })
+  local conn_plain, conn_obs = {}, {}
+  for _ = 1, rounds do
+    for _, v in ipairs { { conn_plain, conn_plain_pol }, { conn_obs, conn_obs_pol } } do
+      local r = airlock.exec { argv = { base_prog, "connect", tostring(stat_n), "9" }, workspace = ws, policy = v[2] }
+      local per = r and r.ok and tonumber(r.stdout:match('"per_call_us":([%d.]+)'))
+      if per then v[1][#v[1] + 1] = per end
+    end
+  end
   os.execute("rm -rf " .. ws .. " " .. nocg_file)
 
   -- Batches report medians: the median of the batch medians stands for each.
@@ -159,6 +183,10 @@ function M.main(args)
       n = #stat_plain * stat_n } or { skipped = "airlock-baseline stat did not run under the tool policy" },
     stat_obs = #stat_obs > 0 and { median_us = percentile(stat_obs, 0.5), p99_us = percentile(stat_obs, 0.99),
       n = #stat_obs * stat_n } or { skipped = "no seccomp listener here (observe needs one)" },
+    conn_plain = #conn_plain > 0 and { median_us = percentile(conn_plain, 0.5), p99_us = percentile(conn_plain, 0.99),
+      n = #conn_plain * stat_n } or { skipped = "airlock-baseline connect did not run under the tool policy with inet" },
+    conn_obs = #conn_obs > 0 and { median_us = percentile(conn_obs, 0.5), p99_us = percentile(conn_obs, 0.99),
+      n = #conn_obs * stat_n } or { skipped = "airlock-baseline connect did not run under tool.network" },
     bwrap = bw and { median_us = med(bwm, "median_us"), p99_us = med(bwm, "p99_us"), n = rounds * per }
       or { skipped = bwhy },
     firejail = fj and { median_us = med(fjm, "median_us"), p99_us = med(fjm, "p99_us"),
@@ -192,6 +220,8 @@ function M.main(args)
   row("exec-command-nocg", m.command_nocg, "bwrap-true", m.bwrap)
   row("stat-confined", m.stat_plain)
   row("stat-observed", m.stat_obs, "stat-confined", m.stat_plain)
+  row("connect-confined", m.conn_plain)
+  row("connect-observed", m.conn_obs, "connect-confined", m.conn_plain)
   -- tool.overlay against the bind mode (airlock.cli.bench_overlay).
   for _, r in ipairs(bench_overlay.rows(quick)) do rows[#rows + 1] = r end
 
