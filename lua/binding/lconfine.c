@@ -256,10 +256,10 @@ static int l_confine(lua_State *L)
   parse_spec(L, 1, &s);
   /* Observed calls wait for a listener, which only a spawned run has (its
   ** broker): here they would fail, the caller none the wiser. */
-  if (s.observe)
+  if (s.observe || s.observe_connect)
     return luaL_error(L,
-                      "confine: observe needs the listener of a spawned run (airlock.exec{observe = true}); "
-                      "this process has none");
+                      "confine: %s needs the listener of a spawned run (airlock.exec); this process has none",
+                      s.observe ? "observe" : "observe_connect");
   airlock_layer layers[2];
   int rc = airlock_confine_apply(&s, layers);
   lua_settop(L, top);

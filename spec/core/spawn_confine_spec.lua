@@ -241,10 +241,12 @@ describe("airlock.confine", function()
     assert.has_error(function() airlock.confine { seccomp = { promises = "stdio", mdoe = "deny" } } end,
       "confine: unknown key 'seccomp.mdoe' (valid: promises, syscalls, mode, refuse)")
     assert.has_error(function() airlock.confine { landlok = true } end,
-      "confine: unknown key 'landlok' (valid: landlock, seccomp, no_new_privs, observe)")
-    -- observe is a spawned run's (its broker listens): this process has no listener
+      "confine: unknown key 'landlok' (valid: landlock, seccomp, no_new_privs, observe, observe_connect)")
+    -- observing is a spawned run's (its broker listens): this process has no listener
     assert.has_error(function() airlock.confine { observe = true } end,
-      "confine: observe needs the listener of a spawned run (airlock.exec{observe = true}); this process has none")
+      "confine: observe needs the listener of a spawned run (airlock.exec); this process has none")
+    assert.has_error(function() airlock.confine { observe_connect = 3128 } end,
+      "confine: observe_connect needs the listener of a spawned run (airlock.exec); this process has none")
     assert.has_error(function() airlock.confine { seccomp = { refuse = "EWHAT" } } end)
   end)
 end)
