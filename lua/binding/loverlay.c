@@ -9,6 +9,7 @@
 #include "lbinding.h"
 #include "overlay_apply.h"
 #include "overlay_changes.h"
+#include "overlay_keep.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 #include <sys/syscall.h>
 #include <string.h>
 #include <sys/file.h>
+#include <stdlib.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
@@ -240,6 +242,84 @@ static int l_apply(lua_State *L)
   return 1;
 }
 
+static const char *const BEFORE_KIND[] = {"none", "file", "link", "dir", "other"};
+
+/* layer:keep(workspace, session_dir, items, max_bytes) -> { {path, sha256,
+** size, before = "none" | "file" | "link" | "dir" | "other", before_sha256,
+** before_mode, before_size}... } in the items' order, each item { path, new
+** = bool (keep the layer's regular file) }: the contents a committed set
+** needs to be undone and done again, kept as the session's blobs
+** (core/overlay_keep.c); or nil, message, "bound" when they would pass
+** max_bytes (0: unbounded), or nil, message, errno. At most 1000000 items. */
+static int l_keep(lua_State *L)
+{
+  llayer *l = check_layer(L);
+  const char *ws = luaL_checkstring(L, 2);
+  const char *dir = luaL_checkstring(L, 3);
+  luaL_checktype(L, 4, LUA_TTABLE);
+  lua_Integer max = luaL_checkinteger(L, 5);
+  lua_Integer n = (lua_Integer)lua_rawlen(L, 4);
+  if (n > 1000000) return luaL_argerror(L, 4, "at most 1000000 items");
+  if (max < 0) return luaL_argerror(L, 5, "a bound of 0 or more bytes");
+  airlock_overlay_kept *items = lua_newuserdatauv(L, sizeof *items * (size_t)(n ? n : 1), 0);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, 4, i);
+    luaL_argcheck(L, lua_istable(L, -1), 4, "items are tables");
+    lua_getfield(L, -1, "path");
+    items[i - 1].path = lua_tostring(L, -1);
+    luaL_argcheck(L, items[i - 1].path != NULL, 4, "an item's path is a string");
+    lua_getfield(L, -2, "new");
+    items[i - 1].want_new = lua_toboolean(L, -1);
+    lua_pop(L, 2); /* the path string stays referenced by the item table, held by the argument */
+    lua_pop(L, 1);
+  }
+  int wfd = open(ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int sfd = wfd < 0 ? -1 : open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (sfd < 0) {
+    int e = errno;
+    if (wfd >= 0) close(wfd);
+    return airlock_l_fail(L, "ledger", wfd < 0 ? "open the workspace" : "open the session directory", e);
+  }
+  char err[512] = "";
+  int rc = airlock_overlay_keep(l->fd, wfd, sfd, items, (size_t)n, (uint64_t)max, err, sizeof err);
+  close(wfd);
+  close(sfd);
+  if (rc > 0) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "ledger: %s", err);
+    lua_pushliteral(L, "bound");
+    return 3;
+  }
+  if (rc < 0) return airlock_l_fail(L, "overlay", bare(err), -rc);
+  lua_createtable(L, (int)n, 0);
+  for (lua_Integer i = 1; i <= n; i++) {
+    airlock_overlay_kept *it = &items[i - 1];
+    lua_createtable(L, 0, 7);
+    lua_pushstring(L, it->path);
+    lua_setfield(L, -2, "path");
+    if (it->sha256[0]) {
+      lua_pushstring(L, it->sha256);
+      lua_setfield(L, -2, "sha256");
+      lua_pushinteger(L, (lua_Integer)it->size);
+      lua_setfield(L, -2, "size");
+    }
+    lua_pushstring(L, BEFORE_KIND[it->before_kind]);
+    lua_setfield(L, -2, "before");
+    if (it->before_kind != AIRLOCK_BEFORE_NONE) {
+      lua_pushinteger(L, (lua_Integer)it->before_mode);
+      lua_setfield(L, -2, "before_mode");
+    }
+    if (it->before_sha256[0]) {
+      lua_pushstring(L, it->before_sha256);
+      lua_setfield(L, -2, "before_sha256");
+      lua_pushinteger(L, (lua_Integer)it->before_size);
+      lua_setfield(L, -2, "before_size");
+    }
+    lua_rawseti(L, -2, i);
+  }
+  return 1;
+}
+
 /* layer:close(): the tmpfs goes once nothing else holds it. Idempotent. */
 static int l_close(lua_State *L)
 {
@@ -290,8 +370,8 @@ void airlock_l_open_overlay(lua_State *L)
   airlock_l_class(L, LOCK_CLASS, lock_methods, lock_meta);
   lua_pushcfunction(L, l_lock);
   lua_setfield(L, -2, "overlay_lock");
-  static const luaL_Reg methods[] = {
-      {"usage", l_usage}, {"changes", l_changes}, {"apply", l_apply}, {"close", l_close}, {NULL, NULL}};
+  static const luaL_Reg methods[] = {{"usage", l_usage}, {"changes", l_changes}, {"apply", l_apply},
+                                     {"keep", l_keep},   {"close", l_close},     {NULL, NULL}};
   static const luaL_Reg meta[] = {{"__gc", l_close}, {"__close", l_close}, {NULL, NULL}};
   airlock_l_class(L, LAYER_CLASS, methods, meta);
 }
