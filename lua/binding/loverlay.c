@@ -10,6 +10,7 @@
 #include "overlay_apply.h"
 #include "overlay_changes.h"
 #include "overlay_keep.h"
+#include "overlay_restore.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -363,8 +364,97 @@ static int l_unlock(lua_State *L)
   return 0;
 }
 
+/* core.overlay_look(workspace, path) -> "none" | "file" | "link" | "other",
+** sha256 (a file's content or a link's text), mode; or nil, message, errno.
+** Nothing is followed (core/overlay_restore.c). */
+static int l_look(lua_State *L)
+{
+  const char *ws = luaL_checkstring(L, 1);
+  const char *path = luaL_checkstring(L, 2);
+  int wfd = open(ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (wfd < 0) {
+    int e = errno;
+    return airlock_l_fail(L, "workspace", "open the workspace", e);
+  }
+  int kind;
+  char hex[65];
+  unsigned mode;
+  int rc = airlock_overlay_look(wfd, path, &kind, hex, &mode);
+  close(wfd);
+  if (rc < 0) return airlock_l_fail(L, "workspace", path, -rc);
+  static const char *const KIND[] = {"none", "file", "link", "other"};
+  lua_pushstring(L, KIND[kind]);
+  if (hex[0])
+    lua_pushstring(L, hex);
+  else
+    lua_pushnil(L);
+  lua_pushinteger(L, (lua_Integer)mode);
+  return 3;
+}
+
+/* core.overlay_restore(workspace, session_dir, items) -> true; or nil,
+** message, "refused" (nothing written), or nil, message, errno. items: {
+** {path, kind = "none" | "file" | "link", sha256, mode, text (a link's, from the journal)}... }, at most
+** 1000000, each path and hash checked by the caller (and again here). */
+static int l_restore(lua_State *L)
+{
+  const char *ws = luaL_checkstring(L, 1);
+  const char *dir = luaL_checkstring(L, 2);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  lua_Integer n = (lua_Integer)lua_rawlen(L, 3);
+  if (n > 1000000) return luaL_argerror(L, 3, "at most 1000000 items");
+  airlock_overlay_restore_item *items = lua_newuserdatauv(L, sizeof *items * (size_t)(n ? n : 1), 0);
+  for (lua_Integer i = 1; i <= n; i++) {
+    airlock_overlay_restore_item *it = &items[i - 1];
+    lua_rawgeti(L, 3, i);
+    luaL_argcheck(L, lua_istable(L, -1), 3, "items are tables");
+    lua_getfield(L, -1, "path");
+    it->path = lua_tostring(L, -1);
+    lua_getfield(L, -2, "kind");
+    const char *k = lua_tostring(L, -1);
+    lua_getfield(L, -3, "sha256");
+    it->sha256 = lua_tostring(L, -1);
+    lua_getfield(L, -4, "mode");
+    it->mode = (unsigned)lua_tointeger(L, -1) & 0777;
+    lua_getfield(L, -5, "text");
+    it->text = lua_tostring(L, -1);
+    luaL_argcheck(L, it->path && k, 3, "an item has a path and a kind");
+    it->kind = strcmp(k, "file") == 0   ? AIRLOCK_RESTORE_FILE
+               : strcmp(k, "link") == 0 ? AIRLOCK_RESTORE_LINK
+                                        : AIRLOCK_RESTORE_NONE;
+    int hexok = it->sha256 && strlen(it->sha256) == 64 && strspn(it->sha256, "0123456789abcdef") == 64;
+    luaL_argcheck(L, it->kind == AIRLOCK_RESTORE_NONE || hexok, 3,
+                  "a file's or link's sha256 is 64 hex digits");
+    lua_pop(L, 5); /* the strings stay referenced by the item tables the argument holds */
+  }
+  int wfd = open(ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int sfd = wfd < 0 ? -1 : open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (sfd < 0) {
+    int e = errno;
+    if (wfd >= 0) close(wfd);
+    return airlock_l_fail(L, "ledger", wfd < 0 ? "open the workspace" : "open the session directory", e);
+  }
+  char err[512] = "";
+  int rc = airlock_overlay_restore(wfd, sfd, items, (size_t)n, err, sizeof err);
+  close(wfd);
+  close(sfd);
+  if (rc > 0) {
+    lua_pushnil(L);
+    lua_pushstring(L, err);
+    lua_pushliteral(L, "refused");
+    return 3;
+  }
+  if (rc < 0) return airlock_l_fail(L, "ledger", strncmp(err, "ledger: ", 8) == 0 ? err + 8 : err, -rc);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 void airlock_l_open_overlay(lua_State *L)
 {
+  lua_pushcfunction(L, l_look);
+  lua_setfield(L, -2, "overlay_look");
+  lua_pushcfunction(L, l_restore);
+  lua_setfield(L, -2, "overlay_restore");
   static const luaL_Reg lock_methods[] = {{"close", l_unlock}, {NULL, NULL}};
   static const luaL_Reg lock_meta[] = {{"__gc", l_unlock}, {"__close", l_unlock}, {NULL, NULL}};
   airlock_l_class(L, LOCK_CLASS, lock_methods, lock_meta);
