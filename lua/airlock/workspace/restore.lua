@@ -134,6 +134,12 @@ function M.run(dir, how, opts)
   if (rdir .. "/"):sub(1, #real + 1) == real .. "/" then
     return nil, string.format("the session %s is inside the workspace %s", dir, real), "refused"
   end
+  -- One writer at a time: an overlaid run holds the same lock while it applies.
+  local lock <close>, lerr = core.overlay_lock(real)
+  if not lock then
+    return nil, string.format("the workspace %s is in use by an overlaid run (%s); run again when it has ended",
+      real, tostring(lerr)), "refused"
+  end
   local from, to, first, last, step = "new", "before", #changes, 1, -1
   if how == "reapply" then from, to, first, last, step = "before", "new", 1, #changes, 1 end
   local cur, order, final = {}, {}, {}
