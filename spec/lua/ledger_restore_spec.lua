@@ -42,6 +42,9 @@ for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", 
       H.write(ws .. "/kept.txt", "kept\n")
       H.write(ws .. "/mod.txt", "old\n")
       H.write(ws .. "/del.txt", "gone\n")
+      assert(os.execute("mkdir " .. ws .. "/sub"))
+      H.write(ws .. "/sub/f.txt", "sub old\n")
+      assert(os.execute("chmod 777 " .. ws .. "/sub && chmod 640 " .. ws .. "/sub/f.txt"))
       assert(os.execute("ln -s kept.txt " .. ws .. "/link && chmod 777 " .. ws .. " && chmod 640 " .. ws ..
         "/*.txt && chmod 755 " .. pdir .. " && chmod 777 " .. ldir))
       if caller.prefix ~= "" then assert(os.execute("chown -h -R 65534:65534 " .. ws)) end
@@ -53,9 +56,9 @@ for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", 
       session = ldir .. "/s"
       local out = H.sh(caller.prefix .. AIRLOCK .. " exec --json --policy " .. pol .. " --workspace " .. ws ..
         " --ledger " .. session .. " -- sh -c 'printf new > new; printf changed > mod.txt; rm del.txt; " ..
-        "ln -sfn elsewhere link' 2>/dev/null")
+        "ln -sfn elsewhere link; printf subnew > sub/f.txt' 2>/dev/null")
       local res = assert(dkjson.decode(out), out)
-      assert.are.equal(4, res.overlay.applied, out)
+      assert.is_true(res.overlay.applied >= 5, out)
       committed = snapshot(ws)
       assert.are_not.equal(original, committed)
     end)
@@ -92,6 +95,35 @@ for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", 
       out, rc = ledger("revert", " --force")   -- the control: the same revert, forced
       assert.are.equal(0, rc, out)
       assert.are.equal(original, snapshot(ws))
+    end)
+
+    it("refuses to reapply over a workspace that is not as the run found it", function()
+      if ABSENT then pending("skipped: " .. ABSENT) return end
+      local out, rc = ledger("reapply")   -- the set is applied already: mod.txt is not "old"
+      assert.are.equal(1, rc, out)
+      assert.truthy(out:find("nothing was changed", 1, true), out)
+      assert.are.equal(committed, snapshot(ws))
+    end)
+
+    it("refuses, even forced, to write through a link planted in place of a directory", function()
+      if ABSENT then pending("skipped: " .. ABSENT) return end
+      local outside = H.tmpdir()
+      H.write(outside .. "/f.txt", "subnew")
+      assert(os.execute("chmod 777 " .. outside .. " && chmod 666 " .. outside .. "/f.txt && mv " .. ws ..
+        "/sub " .. ws .. "/sub.real && ln -s " .. outside .. " " .. ws .. "/sub"))
+      local before = snapshot(ws)
+      local out, rc = ledger("revert", " --force")
+      assert.are.equal(1, rc, out)
+      assert.truthy(out:find("sub/f.txt cannot be looked at through no link", 1, true), out)
+      assert.are.equal("subnew", H.read(outside .. "/f.txt"))
+      assert.are.equal(before, snapshot(ws))
+      -- The control: the directory back in place, the same revert writes it.
+      assert(os.execute("rm " .. ws .. "/sub && mv " .. ws .. "/sub.real " .. ws .. "/sub"))
+      out, rc = ledger("revert", " --force")
+      assert.are.equal(0, rc, out)
+      assert.are.equal(original, snapshot(ws))
+      assert.are.equal("subnew", H.read(outside .. "/f.txt"))
+      os.execute("rm -rf " .. outside)
     end)
 
     it("refuses when a blob is missing or altered, writing nothing", function()

@@ -148,7 +148,10 @@ function M.run(dir, how, opts)
     local now = cur[c.path]
     if not now then
       local kind, sha, err = core.overlay_look(real, c.path)
-      if not kind then return nil, tostring(sha or err), "refused" end
+      if not kind then
+        return nil, string.format("%s cannot be looked at through no link (%s): a link or a file stands where " ..
+          "one of its directories was; nothing was changed", c.path, tostring(sha or err)), "refused"
+      end
       now = { kind = kind, sha256 = sha }
     end
     if not same(now, c[from]) and not opts.force then
