@@ -356,6 +356,11 @@ for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", 
       assert.truthy(v.reason:find("ledger.max_bytes", 1, true), v.reason)
       assert.are.equal(string.rep("b", 300 * 1024), H.read(ws .. "/big"))
       assert.is_nil(io.open(ws .. "/new"))
+      -- Without --json the command says so on its standard error.
+      local said = H.sh("(" .. caller.prefix .. AIRLOCK .. " exec --policy " .. pol .. " --workspace " .. ws ..
+        " --ledger " .. ldir .. "/c -- sh -c '" .. script .. "' 2>&1 >/dev/null)")
+      assert.truthy(said:find("not applied", 1, true) and said:find("ledger.max_bytes", 1, true), said)
+      assert.are.equal(string.rep("b", 300 * 1024), H.read(ws .. "/big"))
       local recs = change_records(ldir .. "/b")
       assert.are.equal("discarded", recs.big.decision)
       assert.truthy(recs.big.reason:find("ledger.max_bytes", 1, true), recs.big.reason)
