@@ -590,7 +590,8 @@ function M.exec(opts, broker)
   if proxy == nil then return nil, perr2, pcode, pstatus end
   local res, werr, wcode = wait(job, b, run, proxy)
   if not res then return nil, werr, wcode end
-  overlay.finish(job.overlay, layer, res, job.workspace, orec and orec.recorder, opts.review)
+  overlay.finish(job.overlay, layer, res, job.workspace, orec and orec.recorder, opts.review,
+    type(opts.ledger) == "string" and { dir = opts.ledger, max_bytes = job.ledger_bound } or nil)
   violations.add(res)
   if res.observed then violations.paths(res, { stat = host_type, writable = writable_roots(job) }) end
   if res.connects then   -- direct connects, each named with the proxy and the field

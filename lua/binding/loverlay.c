@@ -9,6 +9,8 @@
 #include "lbinding.h"
 #include "overlay_apply.h"
 #include "overlay_changes.h"
+#include "overlay_keep.h"
+#include "overlay_restore.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +19,7 @@
 #include <sys/syscall.h>
 #include <string.h>
 #include <sys/file.h>
+#include <stdlib.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
@@ -240,6 +243,84 @@ static int l_apply(lua_State *L)
   return 1;
 }
 
+static const char *const BEFORE_KIND[] = {"none", "file", "link", "dir", "other"};
+
+/* layer:keep(workspace, session_dir, items, max_bytes) -> { {path, sha256,
+** size, before = "none" | "file" | "link" | "dir" | "other", before_sha256,
+** before_mode, before_size}... } in the items' order, each item { path, new
+** = bool (keep the layer's regular file) }: the contents a committed set
+** needs to be undone and done again, kept as the session's blobs
+** (core/overlay_keep.c); or nil, message, "bound" when they would pass
+** max_bytes (0: unbounded), or nil, message, errno. At most 1000000 items. */
+static int l_keep(lua_State *L)
+{
+  llayer *l = check_layer(L);
+  const char *ws = luaL_checkstring(L, 2);
+  const char *dir = luaL_checkstring(L, 3);
+  luaL_checktype(L, 4, LUA_TTABLE);
+  lua_Integer max = luaL_checkinteger(L, 5);
+  lua_Integer n = (lua_Integer)lua_rawlen(L, 4);
+  if (n > 1000000) return luaL_argerror(L, 4, "at most 1000000 items");
+  if (max < 0) return luaL_argerror(L, 5, "a bound of 0 or more bytes");
+  airlock_overlay_kept *items = lua_newuserdatauv(L, sizeof *items * (size_t)(n ? n : 1), 0);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, 4, i);
+    luaL_argcheck(L, lua_istable(L, -1), 4, "items are tables");
+    lua_getfield(L, -1, "path");
+    items[i - 1].path = lua_tostring(L, -1);
+    luaL_argcheck(L, items[i - 1].path != NULL, 4, "an item's path is a string");
+    lua_getfield(L, -2, "new");
+    items[i - 1].want_new = lua_toboolean(L, -1);
+    lua_pop(L, 2); /* the path string stays referenced by the item table, held by the argument */
+    lua_pop(L, 1);
+  }
+  int wfd = open(ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int sfd = wfd < 0 ? -1 : open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (sfd < 0) {
+    int e = errno;
+    if (wfd >= 0) close(wfd);
+    return airlock_l_fail(L, "ledger", wfd < 0 ? "open the workspace" : "open the session directory", e);
+  }
+  char err[512] = "";
+  int rc = airlock_overlay_keep(l->fd, wfd, sfd, items, (size_t)n, (uint64_t)max, err, sizeof err);
+  close(wfd);
+  close(sfd);
+  if (rc > 0) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "ledger: %s", err);
+    lua_pushliteral(L, "bound");
+    return 3;
+  }
+  if (rc < 0) return airlock_l_fail(L, "overlay", bare(err), -rc);
+  lua_createtable(L, (int)n, 0);
+  for (lua_Integer i = 1; i <= n; i++) {
+    airlock_overlay_kept *it = &items[i - 1];
+    lua_createtable(L, 0, 7);
+    lua_pushstring(L, it->path);
+    lua_setfield(L, -2, "path");
+    if (it->sha256[0]) {
+      lua_pushstring(L, it->sha256);
+      lua_setfield(L, -2, "sha256");
+      lua_pushinteger(L, (lua_Integer)it->size);
+      lua_setfield(L, -2, "size");
+    }
+    lua_pushstring(L, BEFORE_KIND[it->before_kind]);
+    lua_setfield(L, -2, "before");
+    if (it->before_kind != AIRLOCK_BEFORE_NONE) {
+      lua_pushinteger(L, (lua_Integer)it->before_mode);
+      lua_setfield(L, -2, "before_mode");
+    }
+    if (it->before_sha256[0]) {
+      lua_pushstring(L, it->before_sha256);
+      lua_setfield(L, -2, "before_sha256");
+      lua_pushinteger(L, (lua_Integer)it->before_size);
+      lua_setfield(L, -2, "before_size");
+    }
+    lua_rawseti(L, -2, i);
+  }
+  return 1;
+}
+
 /* layer:close(): the tmpfs goes once nothing else holds it. Idempotent. */
 static int l_close(lua_State *L)
 {
@@ -283,15 +364,104 @@ static int l_unlock(lua_State *L)
   return 0;
 }
 
+/* core.overlay_look(workspace, path) -> "none" | "file" | "link" | "other",
+** sha256 (a file's content or a link's text), mode; or nil, message, errno.
+** Nothing is followed (core/overlay_restore.c). */
+static int l_look(lua_State *L)
+{
+  const char *ws = luaL_checkstring(L, 1);
+  const char *path = luaL_checkstring(L, 2);
+  int wfd = open(ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (wfd < 0) {
+    int e = errno;
+    return airlock_l_fail(L, "workspace", "open the workspace", e);
+  }
+  int kind;
+  char hex[65];
+  unsigned mode;
+  int rc = airlock_overlay_look(wfd, path, &kind, hex, &mode);
+  close(wfd);
+  if (rc < 0) return airlock_l_fail(L, "workspace", path, -rc);
+  static const char *const KIND[] = {"none", "file", "link", "other"};
+  lua_pushstring(L, KIND[kind]);
+  if (hex[0])
+    lua_pushstring(L, hex);
+  else
+    lua_pushnil(L);
+  lua_pushinteger(L, (lua_Integer)mode);
+  return 3;
+}
+
+/* core.overlay_restore(workspace, session_dir, items) -> true; or nil,
+** message, "refused" (nothing written), or nil, message, errno. items: {
+** {path, kind = "none" | "file" | "link", sha256, mode, text (a link's, from the journal)}... }, at most
+** 1000000, each path and hash checked by the caller (and again here). */
+static int l_restore(lua_State *L)
+{
+  const char *ws = luaL_checkstring(L, 1);
+  const char *dir = luaL_checkstring(L, 2);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  lua_Integer n = (lua_Integer)lua_rawlen(L, 3);
+  if (n > 1000000) return luaL_argerror(L, 3, "at most 1000000 items");
+  airlock_overlay_restore_item *items = lua_newuserdatauv(L, sizeof *items * (size_t)(n ? n : 1), 0);
+  for (lua_Integer i = 1; i <= n; i++) {
+    airlock_overlay_restore_item *it = &items[i - 1];
+    lua_rawgeti(L, 3, i);
+    luaL_argcheck(L, lua_istable(L, -1), 3, "items are tables");
+    lua_getfield(L, -1, "path");
+    it->path = lua_tostring(L, -1);
+    lua_getfield(L, -2, "kind");
+    const char *k = lua_tostring(L, -1);
+    lua_getfield(L, -3, "sha256");
+    it->sha256 = lua_tostring(L, -1);
+    lua_getfield(L, -4, "mode");
+    it->mode = (unsigned)lua_tointeger(L, -1) & 0777;
+    lua_getfield(L, -5, "text");
+    it->text = lua_tostring(L, -1);
+    luaL_argcheck(L, it->path && k, 3, "an item has a path and a kind");
+    it->kind = strcmp(k, "file") == 0   ? AIRLOCK_RESTORE_FILE
+               : strcmp(k, "link") == 0 ? AIRLOCK_RESTORE_LINK
+                                        : AIRLOCK_RESTORE_NONE;
+    int hexok = it->sha256 && strlen(it->sha256) == 64 && strspn(it->sha256, "0123456789abcdef") == 64;
+    luaL_argcheck(L, it->kind == AIRLOCK_RESTORE_NONE || hexok, 3,
+                  "a file's or link's sha256 is 64 hex digits");
+    lua_pop(L, 5); /* the strings stay referenced by the item tables the argument holds */
+  }
+  int wfd = open(ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int sfd = wfd < 0 ? -1 : open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (sfd < 0) {
+    int e = errno;
+    if (wfd >= 0) close(wfd);
+    return airlock_l_fail(L, "ledger", wfd < 0 ? "open the workspace" : "open the session directory", e);
+  }
+  char err[512] = "";
+  int rc = airlock_overlay_restore(wfd, sfd, items, (size_t)n, err, sizeof err);
+  close(wfd);
+  close(sfd);
+  if (rc > 0) {
+    lua_pushnil(L);
+    lua_pushstring(L, err);
+    lua_pushliteral(L, "refused");
+    return 3;
+  }
+  if (rc < 0) return airlock_l_fail(L, "ledger", strncmp(err, "ledger: ", 8) == 0 ? err + 8 : err, -rc);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 void airlock_l_open_overlay(lua_State *L)
 {
+  lua_pushcfunction(L, l_look);
+  lua_setfield(L, -2, "overlay_look");
+  lua_pushcfunction(L, l_restore);
+  lua_setfield(L, -2, "overlay_restore");
   static const luaL_Reg lock_methods[] = {{"close", l_unlock}, {NULL, NULL}};
   static const luaL_Reg lock_meta[] = {{"__gc", l_unlock}, {"__close", l_unlock}, {NULL, NULL}};
   airlock_l_class(L, LOCK_CLASS, lock_methods, lock_meta);
   lua_pushcfunction(L, l_lock);
   lua_setfield(L, -2, "overlay_lock");
-  static const luaL_Reg methods[] = {
-      {"usage", l_usage}, {"changes", l_changes}, {"apply", l_apply}, {"close", l_close}, {NULL, NULL}};
+  static const luaL_Reg methods[] = {{"usage", l_usage}, {"changes", l_changes}, {"apply", l_apply},
+                                     {"keep", l_keep},   {"close", l_close},     {NULL, NULL}};
   static const luaL_Reg meta[] = {{"__gc", l_close}, {"__close", l_close}, {NULL, NULL}};
   airlock_l_class(L, LAYER_CLASS, methods, meta);
 }

@@ -289,6 +289,84 @@ for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", 
       os.execute("rm -rf " .. ldir)
     end)
 
+    -- A blob of a session: its text, and its mode and owner ("600 65534").
+    local function blob(dir, hex)
+      local path = dir .. "/blobs/" .. hex:sub(1, 2) .. "/" .. hex
+      return H.read(path), (H.sh("stat -c '%a %u' " .. path):gsub("\n$", ""))
+    end
+
+    it("keeps a committed set's new contents and what they replaced as blobs of the session", function()
+      if ABSENT then pending("skipped: " .. ABSENT) return end
+      local ldir = H.tmpdir()
+      assert(os.execute("chmod 777 " .. ldir))
+      H.write(ws .. "/mod.txt", "old\n")
+      H.write(ws .. "/del.txt", "gone\n")
+      assert(os.execute("ln -s kept.txt " .. ws .. "/link && chmod 666 " .. ws .. "/*.txt"))
+      if caller.prefix ~= "" then assert(os.execute("chown -h -R 65534:65534 " .. ws)) end
+      local res = assert(overlaid("8M", 1000, "echo n > new; echo changed > mod.txt; rm del.txt; " ..
+        "ln -sfn elsewhere link", '"always"', " --ledger " .. ldir .. "/s"))
+      assert.are.equal(4, res.overlay.applied, dkjson.encode(res.overlay))
+      assert.is_nil(res.overlay.keep_error)
+      local recs, s = change_records(ldir .. "/s"), ldir .. "/s"
+      local owner = caller.prefix == "" and "600 0" or "600 65534"
+      assert.are.equal("none", recs.new.before)
+      assert.are.same({ "n\n", owner }, { blob(s, recs.new.sha256) })
+      assert.are.equal(core.sha256("changed\n"), recs["mod.txt"].sha256)
+      assert.are.same({ "changed\n", owner }, { blob(s, recs["mod.txt"].sha256) })
+      assert.are.equal("file", recs["mod.txt"].before)
+      assert.are.equal(core.sha256("old\n"), recs["mod.txt"].before_sha256)
+      assert.are.same({ "old\n", owner }, { blob(s, recs["mod.txt"].before_sha256) })
+      assert.are.equal(tonumber("666", 8), recs["mod.txt"].before_mode)
+      assert.are.equal(core.sha256("gone\n"), recs["del.txt"].before_sha256)
+      assert.are.equal("gone\n", (blob(s, recs["del.txt"].before_sha256)))
+      assert.are.equal("link", recs.link.before)
+      assert.are.equal("kept.txt", (blob(s, recs.link.before_sha256)))   -- a link's text, not followed
+      assert.are.equal(core.fs_realpath(ws), recs.new.workspace)
+      assert.are.equal("changed\n", H.read(ws .. "/mod.txt"))
+      os.execute("rm -rf " .. ldir)
+    end)
+
+    it("applies nothing of a set whose contents would pass ledger.max_bytes, and names the field", function()
+      if ABSENT then pending("skipped: " .. ABSENT) return end
+      local ldir = H.tmpdir()
+      assert(os.execute("chmod 777 " .. ldir))
+      H.write(ws .. "/big", string.rep("b", 300 * 1024))
+      assert(os.execute("chmod 666 " .. ws .. "/big"))
+      if caller.prefix ~= "" then assert(os.execute("chown 65534:65534 " .. ws .. "/big")) end
+      local pol = pdir .. "/bounded.lua"
+      local script = "head -c 307200 /dev/zero > big; echo n > new"
+      local function run(bound, session)
+        H.write(pol, 'local policy = require "airlock.policy"\nreturn policy.extend("tool", { name = "keep-spec", ' ..
+          'ledger = { max_bytes = "' .. bound .. '" }, tool = { overlay = { max_bytes = "8M", max_files = 1000, ' ..
+          'commit = "always" } } })\n')
+        os.execute("chmod 644 " .. pol)
+        return assert(json_run(caller.prefix, "--policy " .. pol .. " --workspace " .. ws .. " --ledger " ..
+          ldir .. "/" .. session, script))
+      end
+      -- The control: under a bound of 1 MiB both contents and the pre-image fit.
+      local res = run("1M", "a")
+      assert.are.equal(2, res.overlay.applied, dkjson.encode(res.overlay))
+      assert.are.equal(string.rep("\0", 307200), H.read(ws .. "/big"))
+      H.write(ws .. "/big", string.rep("b", 300 * 1024))
+      os.execute("rm -f " .. ws .. "/new")
+      res = run("512K", "b")
+      assert.are.equal(0, res.overlay.applied, dkjson.encode(res.overlay))
+      local v = rule_of(res, "ledger.max_bytes")
+      assert.truthy(v, dkjson.encode(res.violations))
+      assert.truthy(v.reason:find("ledger.max_bytes", 1, true), v.reason)
+      assert.are.equal(string.rep("b", 300 * 1024), H.read(ws .. "/big"))
+      assert.is_nil(io.open(ws .. "/new"))
+      -- Without --json the command says so on its standard error.
+      local said = H.sh("(" .. caller.prefix .. AIRLOCK .. " exec --policy " .. pol .. " --workspace " .. ws ..
+        " --ledger " .. ldir .. "/c -- sh -c '" .. script .. "' 2>&1 >/dev/null)")
+      assert.truthy(said:find("not applied", 1, true) and said:find("ledger.max_bytes", 1, true), said)
+      assert.are.equal(string.rep("b", 300 * 1024), H.read(ws .. "/big"))
+      local recs = change_records(ldir .. "/b")
+      assert.are.equal("discarded", recs.big.decision)
+      assert.truthy(recs.big.reason:find("ledger.max_bytes", 1, true), recs.big.reason)
+      os.execute("rm -rf " .. ldir)
+    end)
+
     it("refuses a second overlaid run on a workspace while one runs there", function()
       if ABSENT then pending("skipped: " .. ABSENT) return end
       local pol = overlay_policy(pdir, "8M", 1000, '"always"')

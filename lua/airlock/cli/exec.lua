@@ -219,6 +219,10 @@ local function report(res)
     end
   end
   if shown > 5 then io.stderr:write(string.format("airlock exec: and %d more refusals (--json lists them)\n", shown - 5)) end
+  -- A committed set whose contents could not be kept in the session was not applied.
+  if res.overlay and res.overlay.keep_error then
+    io.stderr:write("airlock exec: not applied: ", tostring(res.overlay.keep_error), "\n")
+  end
   -- Refused calls a program handled are its business; when it failed, they may be why.
   if res.refused and M.exit_status(res) ~= 0 then
     local parts = {}

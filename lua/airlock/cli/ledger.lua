@@ -1,10 +1,12 @@
--- airlock.cli.ledger -- airlock ledger verify|show|head|checkpoint DIR: exit 0
--- intact, 1 damaged or unreadable midway, 2 bad usage, no journal to read, or
--- a key or checkpoint file that cannot be used.
+-- airlock.cli.ledger -- airlock ledger verify|show|head|checkpoint|revert|reapply
+-- DIR: exit 0 intact (or restored), 1 damaged or unreadable midway (or a
+-- revert or reapply refused or failed), 2 bad usage, no journal to read, or a
+-- key or checkpoint file that cannot be used.
 local json = require "airlock.json"
 local ledger = require "airlock.ledger"
 local checkpoint = require "airlock.checkpoint"
 local core = require "airlock.core"
+local restore = require "airlock.workspace.restore"
 
 local M = {}
 
@@ -13,10 +15,13 @@ function M.main(args, cli)
   local usage_error, parse, cannot_start = cli.usage_error, cli.parse, cli.cannot_start
   local sub = args[1]
   local specs = { verify = { checkpoint = "value", key = "value", json = "switch" }, show = { json = "switch" },
-                  head = {}, checkpoint = { to = "value", key = "value", json = "switch" } }
-  if sub == nil then return usage_error("ledger: expected verify, show, head or checkpoint") end
+                  head = {}, checkpoint = { to = "value", key = "value", json = "switch" },
+                  revert = { run = "value", workspace = "value", force = "switch", json = "switch" },
+                  reapply = { run = "value", workspace = "value", force = "switch", json = "switch" } }
+  if sub == nil then return usage_error("ledger: expected verify, show, head, checkpoint, revert or reapply") end
   if not specs[sub] then
-    return usage_error("ledger: unknown subcommand '" .. sub .. "' (verify, show, head, checkpoint)")
+    return usage_error("ledger: unknown subcommand '" .. sub .. "' (verify, show, head, checkpoint, revert, " ..
+      "reapply)")
   end
   local pos, opts = parse({ table.unpack(args, 2) }, specs[sub])
   if not pos then return usage_error("ledger " .. sub .. ": " .. opts, "ledger " .. sub) end
@@ -119,6 +124,24 @@ function M.main(args, cli)
       end
     end
     return rep.ok and 0 or 1
+  end
+
+  if sub == "revert" or sub == "reapply" then
+    local run = opts.run and tonumber(opts.run)
+    if opts.run and (math.type(run) ~= "integer" or run < 1) then
+      return usage_error("ledger " .. sub .. ": --run takes a run number (1 or more)", "ledger " .. sub)
+    end
+    local n, where, code = restore.run(dir, sub, { run = run, workspace = opts.workspace, force = opts.force })
+    if opts.json then
+      io.stdout:write(json.encode(n and { ok = true, paths = n, workspace = where } or
+        { ok = false, cause = code, message = where }), "\n")
+    elseif n then
+      io.stdout:write(string.format("ledger %s: %s: %d path%s written in %s\n", dir,
+        sub == "revert" and "reverted" or "reapplied", n, n == 1 and "" or "s", where))
+    else
+      io.stderr:write(string.format("airlock: ledger %s: %s: %s\n", sub, code, where))
+    end
+    return n and 0 or 1
   end
 
   if sub == "head" then

@@ -139,6 +139,26 @@ M.COMMANDS = {
                   "32 bytes or more, not a link, not inside DIR)" },
                 { "--json", nil, "one JSON object" } },
     exit = "0 written; 1 damaged; 2 bad usage, no journal, or a key or FILE that cannot be used" },
+  { name = "ledger revert", synopsis = "DIR [--run N] [--workspace WS] [--force] [--json]",
+    about = "Undo the session's committed workspace changes (an overlaid airlock exec's), newest first, " ..
+      "from its journal and the contents it kept (DIR/blobs): files put back as they were, created ones " ..
+      "removed, deleted ones made again. The journal's chain must verify; every path must be as the " ..
+      "records left it and every blob present and of its hash, or nothing is written. Written by you, " ..
+      "through no link, each file renamed into place.",
+    options = { { "--run", "N", "only run N's changes" },
+                { "--workspace", "WS", "the workspace to write (default: the one the records name)" },
+                { "--force", nil, "write a path that changed since, instead of refusing" },
+                { "--json", nil, "one JSON object" } },
+    exit = "0 written; 1 refused (nothing written) or failed; 2 bad usage" },
+  { name = "ledger reapply", synopsis = "DIR [--run N] [--workspace WS] [--force] [--json]",
+    about = "Apply the session's committed workspace changes again, oldest first, from its journal and " ..
+      "kept contents: every path must be as the records found it (as a revert leaves it), checked as " ..
+      "ledger revert checks, before anything is written.",
+    options = { { "--run", "N", "only run N's changes" },
+                { "--workspace", "WS", "the workspace to write (default: the one the records name)" },
+                { "--force", nil, "write a path that changed since, instead of refusing" },
+                { "--json", nil, "one JSON object" } },
+    exit = "0 written; 1 refused (nothing written) or failed; 2 bad usage" },
   { name = "version", synopsis = "", about = "Print the version (also airlock --version).",
     options = {}, exit = "0" },
   { name = "help", synopsis = "[COMMAND] [--man [COMMAND] | --completion]",

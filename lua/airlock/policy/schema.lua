@@ -363,7 +363,9 @@ M.SCHEMA = section({
   }, { doc = "programs run by airlock exec (docs/TOOLS.md)" }),
   ledger = section({
     max_bytes = field(size, { doc = "bytes a session's journal may hold in all, over every run and resume " ..
-      "recorded in it (then cause ledger, naming this field; 0: unbounded). Enforced by the ledger process",
+      "recorded in it (then cause ledger, naming this field; 0: unbounded), with the contents an overlaid " ..
+      "run's committed changes keep there (a set that would pass it is not applied). Enforced by the ledger " ..
+      "process and, for the contents, by the parent before they are written",
       default = 1024 * 1024 * 1024, looser = UNLIMITED }),
   }, { doc = "the session a run records into (its process's confinement is fixed: SECURITY.md)" }),
 }, { doc = "a policy" })

@@ -119,6 +119,38 @@ function M.status(changes)
   return lines
 end
 
+--- keep(layer, take, workspace, keep, violations) -> { [path] = kept },
+--- or {}, message: the contents of the changes taken kept as blobs of the
+--- session keep.dir (core/overlay_keep.c), bounded by keep.max_bytes with what
+--- the session holds; each kept { before = "none" | "file" | "link" | "dir" |
+--- "other", before_sha256, before_mode, sha256 }. Contents that would pass
+--- the bound are a violation naming ledger.max_bytes.
+function M.keep(layer, take, workspace, keep, v)
+  local items = {}
+  for _, c in ipairs(take) do
+    if c.kind ~= "dir" and c.kind ~= "special" then
+      items[#items + 1] = { path = c.path, new = c.kind == "created" or c.kind == "modified" }
+    end
+  end
+  local list, err, code = layer:keep(workspace, keep.dir, items, keep.max_bytes or 0)
+  if not list then
+    if code == "bound" then
+      v[#v + 1] = { kind = "limit", what = "the change set's contents", rule = "ledger.max_bytes", reason = err }
+    end
+    return {}, err
+  end
+  local kept, want = {}, {}
+  for _, c in ipairs(take) do want[c.path] = c.sha256 end
+  for _, k in ipairs(list) do
+    if k.sha256 and k.sha256 ~= want[k.path] then
+      return {}, string.format("overlay: keep %s: its content is not the one read from the writable layer; " ..
+        "nothing was applied", k.path)
+    end
+    kept[k.path] = k
+  end
+  return kept
+end
+
 local function mib(n) return string.format("%.1f MiB", n / 1048576) end
 
 --- finish(ov, layer, res, workspace): res.overlay = { bytes_used, bytes_max,
@@ -131,8 +163,12 @@ local function mib(n) return string.format("%.1f MiB", n / 1048576) end
 --- first; nil with changes_error when it could not be read. recorder: the
 --- run's (a ledger), which gets a "workspace.change" record per change { path,
 --- change (its kind), size, sha256, mode, target, decision = "committed" |
---- "refused" | "failed" | "discarded" }. Closes the layer.
-function M.finish(ov, layer, res, workspace, recorder, review)
+--- "refused" | "failed" | "discarded" }. keep: { dir, max_bytes } of the
+--- ledger's session: the committed changes' contents are kept there first
+--- (M.keep) and their records add before, before_sha256, before_mode and
+--- workspace; contents that cannot be kept leave the set unapplied
+--- (res.overlay.keep_error). Closes the layer.
+function M.finish(ov, layer, res, workspace, recorder, review, keep)
   if not layer then return end
   local u, err = layer:usage()
   local changes, cerr = layer:changes(workspace)
@@ -170,12 +206,25 @@ function M.finish(ov, layer, res, workspace, recorder, review)
     o.reviewed, take = #reviewed, reviewed
     if rerr then o.commit_error = rerr:gsub("^tool%.overlay%.commit", "review") end
   end
+  -- With a session to keep them in, what the taken changes need to be undone
+  -- and done again is kept before one is applied; what cannot be kept (the
+  -- bound, a failure) leaves the whole set unapplied.
+  local kept, unkept = {}, nil
+  if keep and recorder and #take > 0 then
+    kept, unkept = M.keep(layer, take, workspace, keep, v)
+    if unkept then take = {} end
+  end
+  o.keep_error = unkept
   local chosen = {}
   for _, c in ipairs(take) do chosen[c.path] = true end
   local function record(c, outcome, reason)
     if not recorder or o.ledger_error then return not o.ledger_error end
+    local k = kept[c.path] or {}
     local ok, lerr = recorder:append("workspace.change", { path = c.path, change = c.kind, size = c.size,
-      sha256 = c.sha256, mode = c.mode, target = c.target, decision = outcome, reason = reason })
+      sha256 = c.sha256, mode = c.mode, target = c.target, decision = outcome,
+      reason = reason or (outcome == "discarded" and unkept or nil),
+      before = k.before, before_sha256 = k.before_sha256, before_mode = k.before_mode,
+      workspace = keep and workspace or nil })
     if ok then return true end
     o.ledger_error = lerr
     v[#v + 1] = { kind = "limit", what = "the ledger", rule = "limits.ledger, ledger.max_bytes",

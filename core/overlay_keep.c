@@ -1,0 +1,309 @@
+/*
+** overlay_keep.c -- a committed change set's contents kept as blobs of the
+** ledger's session before it is applied (see the header).
+*/
+#define _GNU_SOURCE
+#include "overlay_keep.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <openssl/evp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define KEEP_CHUNK (256 * 1024)
+
+__attribute__((format(printf, 4, 5))) static int say(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+/* path (relative) beneath base through no link, or -1 with errno. */
+static int open_beneath(int base, const char *path, int flags)
+{
+  struct open_how how;
+  memset(&how, 0, sizeof how);
+  how.flags = (unsigned)(flags | O_NOFOLLOW | O_CLOEXEC);
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  return (int)syscall(SYS_openat2, base, path[0] ? path : ".", &how, sizeof how);
+}
+
+/* The directory of path in the workspace (through no link) and its last
+** name: the directory's fd, or -1 with errno (ENOENT: not there). */
+static int parent_of(int ws_fd, const char *path, const char **base)
+{
+  char dir[PATH_MAX];
+  size_t pl = strlen(path);
+  if (pl == 0 || pl >= sizeof dir || path[0] == '/') {
+    errno = EINVAL;
+    return -1;
+  }
+  memcpy(dir, path, pl + 1);
+  char *slash = strrchr(dir, '/');
+  *base = slash ? path + (slash - dir) + 1 : path;
+  if (slash)
+    *slash = 0;
+  else
+    dir[0] = 0;
+  if (!(*base)[0] || strcmp(*base, ".") == 0 || strcmp(*base, "..") == 0) {
+    errno = EINVAL;
+    return -1;
+  }
+  return open_beneath(ws_fd, dir, O_RDONLY | O_DIRECTORY);
+}
+
+/* Bytes of the regular files in dir (not following links), with those of
+** its subdirectories to depth more levels. */
+static int dir_bytes(int dir, int depth, uint64_t *total)
+{
+  int fd = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR *d = fd < 0 ? NULL : fdopendir(fd);
+  if (!d) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  struct dirent *de;
+  int rc = 0;
+  while (rc == 0 && (de = readdir(d))) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+    struct stat st;
+    if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) continue;
+    if (S_ISREG(st.st_mode)) {
+      *total += (uint64_t)st.st_size;
+    } else if (S_ISDIR(st.st_mode) && depth > 0) {
+      int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (sub < 0 || dir_bytes(sub, depth - 1, total) < 0) rc = -1;
+      if (sub >= 0) close(sub);
+    }
+  }
+  int e = errno;
+  closedir(d);
+  errno = e;
+  return rc;
+}
+
+static void hex_of(const unsigned char md[32], char hex[65])
+{
+  for (unsigned i = 0; i < 32; i++) {
+    hex[2 * i] = "0123456789abcdef"[md[i] >> 4];
+    hex[2 * i + 1] = "0123456789abcdef"[md[i] & 15];
+  }
+  hex[64] = 0;
+}
+
+/* One blob: size bytes from src (a file, read to its end, which must come
+** at size) or from buf, written under a temporary name in blobs, synced,
+** hashed, and renamed to blobs/ab/<hex>. 0 or -errno (EIO: the file's size
+** changed while it was kept). */
+static int write_blob(int blobs, int src, const char *buf, uint64_t size, char hex[65])
+{
+  static unsigned serial;
+  char tmp[64];
+  int out = -1;
+  for (int tries = 0; out < 0 && tries < 100; tries++) {
+    snprintf(tmp, sizeof tmp, ".keep.%d.%u", (int)getpid(), ++serial);
+    out = openat(blobs, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (out < 0 && errno != EEXIST) return -errno;
+  }
+  if (out < 0) return -EEXIST;
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+  char *chunk = src >= 0 ? malloc(KEEP_CHUNK) : NULL;
+  int rc = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 && (src < 0 || chunk) ? 0 : -ENOMEM;
+  uint64_t left = size;
+  while (rc == 0 && left > 0) {
+    ssize_t n;
+    const char *p;
+    if (src >= 0) {
+      n = read(src, chunk, left < KEEP_CHUNK ? (size_t)left : KEEP_CHUNK);
+      p = chunk;
+      if (n <= 0) {
+        rc = n == 0 ? -EIO : -errno;
+        break;
+      }
+    } else {
+      n = (ssize_t)left;
+      p = buf;
+    }
+    if (EVP_DigestUpdate(ctx, p, (size_t)n) != 1) rc = -EIO;
+    for (ssize_t w = 0; rc == 0 && w < n;) {
+      ssize_t k = write(out, p + w, (size_t)(n - w));
+      if (k < 0)
+        rc = -errno;
+      else
+        w += k;
+    }
+    left -= (uint64_t)n;
+  }
+  if (rc == 0 && src >= 0) { /* the file must end where its size said */
+    char one;
+    ssize_t n = read(src, &one, 1);
+    if (n != 0) rc = n < 0 ? -errno : -EIO;
+  }
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned len = 0;
+  if (rc == 0 && (EVP_DigestFinal_ex(ctx, md, &len) != 1 || len != 32)) rc = -EIO;
+  EVP_MD_CTX_free(ctx);
+  free(chunk);
+  if (rc == 0 && fsync(out) < 0) rc = -errno;
+  close(out);
+  int sub = -1;
+  if (rc == 0) {
+    hex_of(md, hex);
+    char two[3] = {hex[0], hex[1], 0};
+    if (mkdirat(blobs, two, 0700) < 0 && errno != EEXIST) rc = -errno;
+    if (rc == 0) sub = openat(blobs, two, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (rc == 0 && sub < 0) rc = -errno;
+    if (rc == 0 && renameat(blobs, tmp, sub, hex) < 0) rc = -errno;
+    if (rc == 0 && fsync(sub) < 0) rc = -errno;
+  }
+  if (sub >= 0) close(sub);
+  if (rc < 0) unlinkat(blobs, tmp, 0);
+  return rc;
+}
+
+/* What the workspace holds at the item's path now, into it (kind, mode,
+** size). 0 or -errno. */
+static int look_before(int ws_fd, airlock_overlay_kept *it, struct stat *st)
+{
+  const char *base;
+  it->before_kind = AIRLOCK_BEFORE_NONE;
+  it->before_size = 0;
+  int wp = parent_of(ws_fd, it->path, &base);
+  if (wp < 0) return errno == ENOENT ? 0 : -errno;
+  int rc = 0;
+  if (fstatat(wp, base, st, AT_SYMLINK_NOFOLLOW) < 0) {
+    rc = errno == ENOENT ? 0 : -errno;
+  } else {
+    it->before_mode = st->st_mode & 07777;
+    it->before_kind = S_ISREG(st->st_mode)   ? AIRLOCK_BEFORE_FILE
+                      : S_ISLNK(st->st_mode) ? AIRLOCK_BEFORE_LINK
+                      : S_ISDIR(st->st_mode) ? AIRLOCK_BEFORE_DIR
+                                             : AIRLOCK_BEFORE_OTHER;
+    if (it->before_kind == AIRLOCK_BEFORE_FILE || it->before_kind == AIRLOCK_BEFORE_LINK)
+      it->before_size = (uint64_t)st->st_size;
+  }
+  close(wp);
+  return rc;
+}
+
+/* The pre-image's blob: the file's content or the link's text, as it was
+** when looked at (the same inode, the same size). 0 or -errno. */
+static int keep_before(int ws_fd, int blobs, airlock_overlay_kept *it, const struct stat *was)
+{
+  const char *base;
+  int wp = parent_of(ws_fd, it->path, &base);
+  if (wp < 0) return -errno;
+  int rc = 0;
+  if (it->before_kind == AIRLOCK_BEFORE_LINK) {
+    char target[PATH_MAX];
+    ssize_t n = readlinkat(wp, base, target, sizeof target);
+    if (n < 0)
+      rc = -errno;
+    else if ((uint64_t)n != it->before_size)
+      rc = -EIO;
+    else
+      rc = write_blob(blobs, -1, target, (uint64_t)n, it->before_sha256);
+  } else {
+    int fd = openat(wp, base, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat now;
+    if (fd < 0 || fstat(fd, &now) < 0)
+      rc = -errno;
+    else if (now.st_ino != was->st_ino || now.st_dev != was->st_dev || !S_ISREG(now.st_mode))
+      rc = -EIO;
+    else
+      rc = write_blob(blobs, fd, NULL, it->before_size, it->before_sha256);
+    if (fd >= 0) close(fd);
+  }
+  close(wp);
+  return rc;
+}
+
+int airlock_overlay_keep(int layer_fd, int ws_fd, int session_fd, airlock_overlay_kept *items, size_t n,
+                         uint64_t max_bytes, char *err, size_t errlen)
+{
+  int upper = openat(layer_fd, "upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (upper < 0)
+    return say(err, errlen, -errno, "overlay: keep: open the writable layer: %s", strerror(errno));
+  uint64_t need = 0, held = 0;
+  int rc = 0;
+  struct stat *was = calloc(n ? n : 1, sizeof *was);
+  if (!was) rc = say(err, errlen, -ENOMEM, "overlay: keep: out of memory");
+  /* First what there is to keep and how many bytes it is, before one is written. */
+  for (size_t i = 0; rc == 0 && i < n; i++) {
+    airlock_overlay_kept *it = &items[i];
+    it->sha256[0] = it->before_sha256[0] = 0;
+    it->size = 0;
+    it->before_mode = 0;
+    int r = look_before(ws_fd, it, &was[i]);
+    if (r < 0) {
+      rc = say(err, errlen, r, "overlay: keep %s: look at it in the workspace (through no link): %s",
+               it->path, strerror(-r));
+      break;
+    }
+    need += it->before_size;
+    if (it->want_new) {
+      struct stat st;
+      int fd = open_beneath(upper, it->path, O_PATH);
+      int ok = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+      if (fd >= 0) close(fd);
+      if (!ok) {
+        rc =
+            say(err, errlen, -EINVAL, "overlay: keep %s: not a regular file of the writable layer", it->path);
+        break;
+      }
+      it->size = (uint64_t)st.st_size;
+      need += it->size;
+    }
+  }
+  if (rc == 0 && dir_bytes(session_fd, 2, &held) < 0)
+    rc = say(err, errlen, -errno, "overlay: keep: count the session directory's bytes: %s", strerror(errno));
+  if (rc == 0 && max_bytes > 0 && (need > max_bytes || held > max_bytes - need))
+    rc = say(err, errlen, 1,
+             "the change set's contents (%llu bytes, with the %llu the session holds) would pass the "
+             "session's bound of %llu bytes, the policy's ledger.max_bytes; nothing was applied (raise "
+             "ledger.max_bytes, or record in a new session)",
+             (unsigned long long)need, (unsigned long long)held, (unsigned long long)max_bytes);
+  int blobs = -1;
+  if (rc == 0) {
+    if (mkdirat(session_fd, "blobs", 0700) < 0 && errno != EEXIST)
+      rc = say(err, errlen, -errno, "overlay: keep: make the session's blobs/: %s", strerror(errno));
+    else if ((blobs = openat(session_fd, "blobs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+      rc = say(err, errlen, -errno, "overlay: keep: open the session's blobs/ (not a link): %s",
+               strerror(errno));
+  }
+  for (size_t i = 0; rc == 0 && i < n; i++) {
+    airlock_overlay_kept *it = &items[i];
+    int r = 0;
+    if (it->before_kind == AIRLOCK_BEFORE_FILE || it->before_kind == AIRLOCK_BEFORE_LINK)
+      r = keep_before(ws_fd, blobs, it, &was[i]);
+    if (r < 0) {
+      rc = say(err, errlen, r, "overlay: keep %s: its previous content: %s%s", it->path, strerror(-r),
+               r == -EIO ? " (it changed while it was kept)" : "");
+      break;
+    }
+    if (it->want_new) {
+      int fd = open_beneath(upper, it->path, O_RDONLY);
+      r = fd < 0 ? -errno : write_blob(blobs, fd, NULL, it->size, it->sha256);
+      if (fd >= 0) close(fd);
+      if (r < 0) rc = say(err, errlen, r, "overlay: keep %s: its new content: %s", it->path, strerror(-r));
+    }
+  }
+  if (rc == 0 && blobs >= 0 && fsync(blobs) < 0)
+    rc = say(err, errlen, -errno, "overlay: keep: sync the session's blobs/: %s", strerror(errno));
+  if (blobs >= 0) close(blobs);
+  free(was);
+  close(upper);
+  return rc;
+}

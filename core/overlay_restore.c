@@ -1,0 +1,314 @@
+/*
+** overlay_restore.c -- a committed change set undone or done again from a
+** session's blobs (see the header).
+*/
+#define _GNU_SOURCE
+#include "overlay_restore.h"
+
+#include "overlay_apply.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <openssl/evp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define RESTORE_CHUNK (256 * 1024)
+#define RESTORE_DEPTH 128
+
+__attribute__((format(printf, 4, 5))) static int say(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+static int open_beneath(int base, const char *path, int flags)
+{
+  struct open_how how;
+  memset(&how, 0, sizeof how);
+  how.flags = (unsigned)(flags | O_NOFOLLOW | O_CLOEXEC);
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  return (int)syscall(SYS_openat2, base, path[0] ? path : ".", &how, sizeof how);
+}
+
+/* path's directory (made in base when make, each part 0700) and last name:
+** the directory's fd or -1 with errno (EINVAL: not a plain relative path). */
+static int parent_of(int base, const char *path, const char **name, int make)
+{
+  char dir[PATH_MAX];
+  size_t pl = strlen(path);
+  if (pl == 0 || pl >= sizeof dir || path[0] == '/') {
+    errno = EINVAL;
+    return -1;
+  }
+  memcpy(dir, path, pl + 1);
+  for (char *p = dir, *e; p; p = e ? e + 1 : NULL) { /* no empty, "." or ".." part */
+    e = strchr(p, '/');
+    size_t k = e ? (size_t)(e - p) : strlen(p);
+    if (k == 0 || (k == 1 && p[0] == '.') || (k == 2 && p[0] == '.' && p[1] == '.')) {
+      errno = EINVAL;
+      return -1;
+    }
+  }
+  char *slash = strrchr(dir, '/');
+  *name = slash ? path + (slash - dir) + 1 : path;
+  if (!slash) return open_beneath(base, "", O_RDONLY | O_DIRECTORY);
+  *slash = 0;
+  if (make) {
+    for (char *p = strchr(dir, '/');; p = strchr(p + 1, '/')) {
+      if (p) *p = 0;
+      if (mkdirat(base, dir, 0700) < 0 && errno != EEXIST) return -1;
+      if (!p) break;
+      *p = '/';
+    }
+  }
+  return open_beneath(base, dir, O_RDONLY | O_DIRECTORY);
+}
+
+static void hex_of(const unsigned char md[32], char hex[65])
+{
+  for (unsigned i = 0; i < 32; i++) {
+    hex[2 * i] = "0123456789abcdef"[md[i] >> 4];
+    hex[2 * i + 1] = "0123456789abcdef"[md[i] & 15];
+  }
+  hex[64] = 0;
+}
+
+/* Everything read from fd (to its end), hashed into hex, and written to out
+** (-1: only hashed) or kept in buf (up to cap bytes; *len set). 0 or -errno
+** (EFBIG: more than cap). */
+static int hash_copy(int fd, int out, char *buf, size_t cap, size_t *len, char hex[65])
+{
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+  char *chunk = malloc(RESTORE_CHUNK);
+  int rc = ctx && chunk && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 ? 0 : -ENOMEM;
+  size_t kept = 0;
+  ssize_t n;
+  while (rc == 0 && (n = read(fd, chunk, RESTORE_CHUNK)) != 0) {
+    if (n < 0) {
+      rc = -errno;
+      break;
+    }
+    if (EVP_DigestUpdate(ctx, chunk, (size_t)n) != 1) rc = -EIO;
+    if (buf) {
+      if ((size_t)n > cap - kept)
+        rc = -EFBIG;
+      else
+        memcpy(buf + kept, chunk, (size_t)n), kept += (size_t)n;
+    }
+    for (ssize_t w = 0; rc == 0 && out >= 0 && w < n;) {
+      ssize_t k = write(out, chunk + w, (size_t)(n - w));
+      if (k < 0)
+        rc = -errno;
+      else
+        w += k;
+    }
+  }
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned mlen = 0;
+  if (rc == 0 && (EVP_DigestFinal_ex(ctx, md, &mlen) != 1 || mlen != 32)) rc = -EIO;
+  if (rc == 0) hex_of(md, hex);
+  if (len) *len = kept;
+  EVP_MD_CTX_free(ctx);
+  free(chunk);
+  return rc;
+}
+
+int airlock_overlay_look(int ws_fd, const char *path, int *kind, char hex[65], unsigned *mode)
+{
+  const char *name;
+  *kind = 0;
+  hex[0] = 0;
+  *mode = 0;
+  int dir = parent_of(ws_fd, path, &name, 0);
+  if (dir < 0) return errno == ENOENT ? 0 : -errno;
+  struct stat st;
+  int rc = 0;
+  if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+    rc = errno == ENOENT ? 0 : -errno;
+  } else if (S_ISREG(st.st_mode)) {
+    *kind = 1;
+    *mode = st.st_mode & 07777;
+    int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    rc = fd < 0 ? -errno : hash_copy(fd, -1, NULL, 0, NULL, hex);
+    if (fd >= 0) close(fd);
+  } else if (S_ISLNK(st.st_mode)) {
+    *kind = 2;
+    char text[PATH_MAX];
+    ssize_t n = readlinkat(dir, name, text, sizeof text);
+    if (n < 0) {
+      rc = -errno;
+    } else {
+      unsigned char md[32];
+      unsigned mlen = 0;
+      rc = EVP_Digest(text, (size_t)n, md, &mlen, EVP_sha256(), NULL) == 1 && mlen == 32 ? 0 : -EIO;
+      if (rc == 0) hex_of(md, hex);
+    }
+  } else {
+    *kind = 3;
+  }
+  close(dir);
+  return rc;
+}
+
+/* Removes dir's contents (fd owned), depth bounded. */
+static void remove_tree(int fd, int depth)
+{
+  DIR *d = fdopendir(fd);
+  if (!d) {
+    close(fd);
+    return;
+  }
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+    if (unlinkat(dirfd(d), de->d_name, 0) == 0 || depth >= RESTORE_DEPTH) continue;
+    int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sub >= 0) remove_tree(sub, depth + 1);
+    unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
+  }
+  closedir(d);
+}
+
+/* One item's blob, checked, into the staging directory's upper/. 0, 1
+** (refused: the reason in err) or -errno. */
+static int stage_blob(int blobs, int upper, const airlock_overlay_restore_item *it, char *err, size_t errlen)
+{
+  if (it->kind == AIRLOCK_RESTORE_LINK && it->text) { /* the journal's own text: no blob */
+    const char *name;
+    int dir = parent_of(upper, it->path, &name, 1);
+    int rc = dir < 0 || symlinkat(it->text, dir, name) < 0 ? -errno : 0;
+    if (dir >= 0) close(dir);
+    if (rc < 0) return say(err, errlen, rc, "ledger: %s: stage the link: %s", it->path, strerror(-rc));
+    return 0;
+  }
+  char two[3] = {it->sha256[0], it->sha256[1], 0}, where[80];
+  snprintf(where, sizeof where, "%s/%s", two, it->sha256);
+  int src = open_beneath(blobs, where, O_RDONLY);
+  struct stat st;
+  if (src < 0 || fstat(src, &st) < 0 || !S_ISREG(st.st_mode)) {
+    if (src >= 0) close(src);
+    return say(err, errlen, 1, "ledger: %s: its blob blobs/%s is missing or not a regular file (%s)",
+               it->path, where, src < 0 ? strerror(errno) : "not a file");
+  }
+  const char *name;
+  int dir = parent_of(upper, it->path, &name, 1);
+  if (dir < 0) {
+    close(src);
+    return say(err, errlen, -errno, "ledger: %s: stage it: %s", it->path, strerror(errno));
+  }
+  char hex[65] = "";
+  int rc;
+  if (it->kind == AIRLOCK_RESTORE_LINK) {
+    char text[PATH_MAX];
+    size_t len = 0;
+    rc = hash_copy(src, -1, text, sizeof text - 1, &len, hex);
+    if (rc == 0 && strcmp(hex, it->sha256) == 0) {
+      text[len] = 0;
+      if (strlen(text) != len || len == 0)
+        rc = say(err, errlen, 1, "ledger: %s: its blob is not a link's text", it->path);
+      else if (symlinkat(text, dir, name) < 0)
+        rc = -errno;
+    }
+  } else {
+    int out = openat(dir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    rc = out < 0 ? -errno : hash_copy(src, out, NULL, 0, NULL, hex);
+    if (rc == 0 && fchmod(out, it->mode & 0777) < 0) rc = -errno;
+    if (out >= 0) close(out);
+  }
+  close(src);
+  close(dir);
+  if (rc == -EFBIG)
+    return say(err, errlen, 1, "ledger: %s: its blob is too long for a link's text", it->path);
+  if (rc < 0) return say(err, errlen, rc, "ledger: %s: stage its blob: %s", it->path, strerror(-rc));
+  if (rc == 0 && strcmp(hex, it->sha256) != 0)
+    return say(err, errlen, 1, "ledger: %s: its blob blobs/%s has been altered (its SHA-256 is %s)", it->path,
+               where, hex);
+  return rc;
+}
+
+/* A path to be absent removed through no link (a directory is refused). */
+static int remove_path(int ws_fd, const char *path, char *err, size_t errlen)
+{
+  const char *name;
+  int dir = parent_of(ws_fd, path, &name, 0);
+  if (dir < 0)
+    return errno == ENOENT ? 0 : say(err, errlen, -errno, "ledger: remove %s: %s", path, strerror(errno));
+  struct stat st;
+  int rc = 0;
+  if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    if (S_ISDIR(st.st_mode))
+      rc = say(err, errlen, -EISDIR, "ledger: remove %s: it is a directory now", path);
+    else if (unlinkat(dir, name, 0) < 0)
+      rc = say(err, errlen, -errno, "ledger: remove %s: %s", path, strerror(errno));
+  }
+  close(dir);
+  return rc;
+}
+
+int airlock_overlay_restore(int ws_fd, int session_fd, const airlock_overlay_restore_item *items, size_t n,
+                            char *err, size_t errlen)
+{
+  char stage_name[64];
+  snprintf(stage_name, sizeof stage_name, ".restore.%d", (int)getpid());
+  int blobs = openat(session_fd, "blobs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (blobs < 0 && n > 0)
+    return say(err, errlen, 1, "ledger: the session has no blobs/ (%s): nothing was kept to restore from",
+               strerror(errno));
+  if (mkdirat(session_fd, stage_name, 0700) < 0) {
+    int e = errno;
+    if (blobs >= 0) close(blobs);
+    return say(err, errlen, -e, "ledger: make the staging directory %s: %s", stage_name, strerror(e));
+  }
+  int stage = openat(session_fd, stage_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int upper = -1, rc = 0;
+  if (stage < 0 || mkdirat(stage, "upper", 0700) < 0 ||
+      (upper = openat(stage, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+    rc = say(err, errlen, -errno, "ledger: the staging directory: %s", strerror(errno));
+  /* Every blob staged and checked before the workspace is written. */
+  for (size_t i = 0; rc == 0 && i < n; i++)
+    if (items[i].kind != AIRLOCK_RESTORE_NONE) rc = stage_blob(blobs, upper, &items[i], err, errlen);
+  airlock_overlay_staged *st = rc == 0 ? calloc(n ? n : 1, sizeof *st) : NULL;
+  if (rc == 0 && !st) rc = say(err, errlen, -ENOMEM, "ledger: out of memory");
+  size_t staged = 0;
+  for (size_t i = 0; rc == 0 && i < n; i++, staged++) {
+    st[i].dirfd = -1;
+    if (items[i].kind == AIRLOCK_RESTORE_NONE) {
+      rc = remove_path(ws_fd, items[i].path, err, errlen);
+    } else {
+      int r = airlock_overlay_stage(stage, ws_fd, items[i].path, &st[i], err, errlen);
+      if (r != 0) rc = r < 0 ? r : -EPERM;
+    }
+  }
+  if (rc == 0) {
+    int r = airlock_overlay_sync(ws_fd);
+    if (r < 0) rc = say(err, errlen, r, "ledger: sync the workspace's file system: %s", strerror(-r));
+  }
+  for (size_t i = 0; i < staged; i++) {
+    if (rc == 0) {
+      int r = airlock_overlay_place(&st[i], items[i].path, err, errlen);
+      if (r < 0) rc = r;
+    } else {
+      airlock_overlay_unstage(&st[i]);
+    }
+  }
+  free(st);
+  if (upper >= 0) close(upper);
+  if (stage >= 0) {
+    remove_tree(stage, 0);
+    unlinkat(session_fd, stage_name, AT_REMOVEDIR);
+  }
+  if (blobs >= 0) close(blobs);
+  return rc;
+}

@@ -1,0 +1,39 @@
+/*
+** overlay_restore.h -- a committed change set undone or done again from the
+** contents a session kept (core/overlay_keep.h), by the caller: each file
+** and link is first staged from its blob into a private directory of the
+** session (its SHA-256 checked as it is copied), then written into the
+** workspace through the overlay applier (core/overlay_apply.h: a temporary
+** beside its place, one syncfs, a rename into place, every path beneath the
+** workspace through no link); a path to be absent is removed through no
+** link. Nothing is written to the workspace until every blob is staged and
+** checked.
+*/
+#ifndef AIRLOCK_OVERLAY_RESTORE_H
+#define AIRLOCK_OVERLAY_RESTORE_H
+
+#include <stddef.h>
+
+enum { AIRLOCK_RESTORE_NONE = 0, AIRLOCK_RESTORE_FILE, AIRLOCK_RESTORE_LINK };
+
+typedef struct airlock_overlay_restore_item {
+  const char *path;   /* relative to the workspace, checked by the caller */
+  int kind;           /* AIRLOCK_RESTORE_*: what the path is to hold */
+  const char *sha256; /* a file's content or a link's text: its blob's name (64 hex) */
+  const char *text;   /* a link's text itself (no blob read), or NULL */
+  unsigned mode;      /* a file's permission bits */
+} airlock_overlay_restore_item;
+
+/* Puts items[0..n) into the workspace at ws_fd from the blobs of session_fd.
+** Returns 0; 1 when it refused before writing anything (a blob missing, not
+** a regular file, or not of its hash; the reason in err); or -errno with a
+** message in err (from the applying on, the items before stay applied). */
+int airlock_overlay_restore(int ws_fd, int session_fd, const airlock_overlay_restore_item *items, size_t n,
+                            char *err, size_t errlen);
+
+/* What the workspace holds at path (through no link): kind (0 absent, 1 a
+** regular file, 2 a link, 3 anything else), the SHA-256 of a file's content
+** or a link's text in hex[65], and its permission bits. 0 or -errno. */
+int airlock_overlay_look(int ws_fd, const char *path, int *kind, char hex[65], unsigned *mode);
+
+#endif

@@ -1,0 +1,167 @@
+-- ledger_restore_spec.lua -- airlock ledger revert and reapply: an overlaid
+-- run's committed change set (a file created, one modified, one deleted, a
+-- link replaced) undone and done again from the session's journal and the
+-- contents it kept, byte for byte; refused, with nothing written, when a path
+-- changed since, a blob is missing or altered, or the journal was tampered
+-- with. Each refusal has its control: the same session, untouched, is
+-- restored. Run as root and as uid 65534 (setpriv); where this kernel cannot
+-- mount an overlay in a user namespace the cases print "skipped: <reason>".
+local H = require "helper"
+require "airlock"
+local core = require "airlock.core"
+local dkjson = require "dkjson"
+
+local AIRLOCK = core.fs_realpath(H.bin .. "/airlock")
+local NOBODY = H.NOBODY
+
+local function overlay_absent()
+  local out, rc = H.sh(NOBODY .. "env -u LD_PRELOAD unshare -Urm sh -c 'd=$(mktemp -d) && " ..
+    "mkdir $d/l $d/t $d/m && mount -t tmpfs -o size=1m tmpfs $d/t && mkdir $d/t/u $d/t/w && " ..
+    "mount -t overlay -o userxattr,lowerdir=$d/l,upperdir=$d/t/u,workdir=$d/t/w overlay $d/m && " ..
+    "echo x > $d/m/f && cat $d/m/f; umount $d/m $d/t; rm -rf $d'")
+  if rc ~= 0 or out ~= "x\n" then
+    return "an unprivileged user namespace cannot mount an overlay on a tmpfs here: " .. (out:match("[^\n]*") or "")
+  end
+end
+
+local ABSENT = overlay_absent()
+
+-- Every entry of a workspace: its type, mode, and content's hash or link's text.
+local function snapshot(ws)
+  return (H.sh("cd " .. ws .. " && find . -mindepth 1 | sort | while read f; do if [ -L \"$f\" ]; then " ..
+    "echo \"L $f $(readlink \"$f\")\"; elif [ -f \"$f\" ]; then echo \"F $f $(stat -c %a \"$f\") " ..
+    "$(sha256sum < \"$f\")\"; else echo \"D $f\"; fi; done"))
+end
+
+for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", prefix = NOBODY } } do
+  describe("ledger revert and reapply run by " .. caller.name, function()
+    local ws, pdir, ldir, session, original, committed
+    before_each(function()
+      if ABSENT then return end
+      ws, pdir, ldir = H.tmpdir(), H.tmpdir(), H.tmpdir()
+      H.write(ws .. "/kept.txt", "kept\n")
+      H.write(ws .. "/mod.txt", "old\n")
+      H.write(ws .. "/del.txt", "gone\n")
+      assert(os.execute("mkdir " .. ws .. "/sub"))
+      H.write(ws .. "/sub/f.txt", "sub old\n")
+      assert(os.execute("chmod 777 " .. ws .. "/sub && chmod 640 " .. ws .. "/sub/f.txt"))
+      assert(os.execute("ln -s kept.txt " .. ws .. "/link && chmod 777 " .. ws .. " && chmod 640 " .. ws ..
+        "/*.txt && chmod 755 " .. pdir .. " && chmod 777 " .. ldir))
+      if caller.prefix ~= "" then assert(os.execute("chown -h -R 65534:65534 " .. ws)) end
+      local pol = pdir .. "/p.lua"
+      H.write(pol, 'local policy = require "airlock.policy"\nreturn policy.extend("tool", { name = "restore-spec", ' ..
+        'tool = { overlay = { max_bytes = "8M", max_files = 1000, commit = "always" } } })\n')
+      os.execute("chmod 644 " .. pol)
+      original = snapshot(ws)
+      session = ldir .. "/s"
+      local out = H.sh(caller.prefix .. AIRLOCK .. " exec --json --policy " .. pol .. " --workspace " .. ws ..
+        " --ledger " .. session .. " -- sh -c 'printf new > new; printf changed > mod.txt; rm del.txt; " ..
+        "ln -sfn elsewhere link; printf subnew > sub/f.txt' 2>/dev/null")
+      local res = assert(dkjson.decode(out), out)
+      assert.is_true(res.overlay.applied >= 5, out)
+      committed = snapshot(ws)
+      assert.are_not.equal(original, committed)
+    end)
+    after_each(function() if ws then os.execute("rm -rf " .. ws .. " " .. pdir .. " " .. ldir) end end)
+
+    local function ledger(sub, extra)
+      return H.sh(caller.prefix .. AIRLOCK .. " ledger " .. sub .. " " .. session .. (extra or "") .. " 2>&1")
+    end
+
+    it("reverts a committed set byte for byte, and reapplies it", function()
+      if ABSENT then pending("skipped: " .. ABSENT) return end
+      local out, rc = ledger("revert")
+      assert.are.equal(0, rc, out)
+      assert.are.equal(original, snapshot(ws))
+      assert.are.equal("old\n", H.read(ws .. "/mod.txt"))
+      assert.are.equal("kept.txt", H.readlink(ws .. "/link"))
+      out, rc = ledger("reapply")
+      assert.are.equal(0, rc, out)
+      assert.are.equal(committed, snapshot(ws))
+      -- Reverting again from the reapplied state, one run's changes by number.
+      out, rc = ledger("revert", " --run 1")
+      assert.are.equal(0, rc, out)
+      assert.are.equal(original, snapshot(ws))
+    end)
+
+    it("refuses to revert a file changed since, writing nothing, unless --force", function()
+      if ABSENT then pending("skipped: " .. ABSENT) return end
+      H.write(ws .. "/mod.txt", "edited by hand\n")
+      local before = snapshot(ws)
+      local out, rc = ledger("revert")
+      assert.are.equal(1, rc, out)
+      assert.truthy(out:find("mod.txt", 1, true) and out:find("--force", 1, true), out)
+      assert.are.equal(before, snapshot(ws))
+      out, rc = ledger("revert", " --force")   -- the control: the same revert, forced
+      assert.are.equal(0, rc, out)
+      assert.are.equal(original, snapshot(ws))
+    end)
+
+    it("refuses to reapply over a workspace that is not as the run found it", function()
+      if ABSENT then pending("skipped: " .. ABSENT) return end
+      local out, rc = ledger("reapply")   -- the set is applied already: mod.txt is not "old"
+      assert.are.equal(1, rc, out)
+      assert.truthy(out:find("nothing was changed", 1, true), out)
+      assert.are.equal(committed, snapshot(ws))
+    end)
+
+    it("refuses, even forced, to write through a link planted in place of a directory", function()
+      if ABSENT then pending("skipped: " .. ABSENT) return end
+      local outside = H.tmpdir()
+      H.write(outside .. "/f.txt", "subnew")
+      assert(os.execute("chmod 777 " .. outside .. " && chmod 666 " .. outside .. "/f.txt && mv " .. ws ..
+        "/sub " .. ws .. "/sub.real && ln -s " .. outside .. " " .. ws .. "/sub"))
+      local before = snapshot(ws)
+      local out, rc = ledger("revert", " --force")
+      assert.are.equal(1, rc, out)
+      assert.truthy(out:find("sub/f.txt cannot be looked at through no link", 1, true), out)
+      assert.are.equal("subnew", H.read(outside .. "/f.txt"))
+      assert.are.equal(before, snapshot(ws))
+      -- The control: the directory back in place, the same revert writes it.
+      assert(os.execute("rm " .. ws .. "/sub && mv " .. ws .. "/sub.real " .. ws .. "/sub"))
+      out, rc = ledger("revert", " --force")
+      assert.are.equal(0, rc, out)
+      assert.are.equal(original, snapshot(ws))
+      assert.are.equal("subnew", H.read(outside .. "/f.txt"))
+      os.execute("rm -rf " .. outside)
+    end)
+
+    it("refuses when a blob is missing or altered, writing nothing", function()
+      if ABSENT then pending("skipped: " .. ABSENT) return end
+      local old = core.sha256("old\n")
+      local blob = session .. "/blobs/" .. old:sub(1, 2) .. "/" .. old
+      assert.are.equal("old\n", H.read(blob))
+      assert(os.execute("mv " .. blob .. " " .. blob .. ".away"))
+      local out, rc = ledger("revert")
+      assert.are.equal(1, rc, out)
+      assert.truthy(out:find("missing", 1, true), out)
+      assert.are.equal(committed, snapshot(ws))
+      assert(os.execute("mv " .. blob .. ".away " .. blob .. " && chmod u+w " .. blob))
+      H.write(blob, "not old\n")
+      out, rc = ledger("revert")
+      assert.are.equal(1, rc, out)
+      assert.truthy(out:find("altered", 1, true), out)
+      assert.are.equal(committed, snapshot(ws))
+      H.write(blob, "old\n")   -- the control: the blob as it was kept
+      out, rc = ledger("revert")
+      assert.are.equal(0, rc, out)
+      assert.are.equal(original, snapshot(ws))
+    end)
+
+    it("refuses a tampered journal, writing nothing", function()
+      if ABSENT then pending("skipped: " .. ABSENT) return end
+      local j = assert(io.open(session .. "/journal", "rb"))
+      local bytes = j:read("a")
+      j:close()
+      local at = assert(bytes:find("mod.txt", 1, true))
+      local w = assert(io.open(session .. "/journal", "r+b"))
+      w:seek("set", at - 1)
+      w:write("del")   -- a record of mod.txt now names del.txt
+      w:close()
+      local out, rc = ledger("revert")
+      assert.are.equal(1, rc, out)
+      assert.truthy(out:find("does not verify", 1, true), out)
+      assert.are.equal(committed, snapshot(ws))
+    end)
+  end)
+end
