@@ -272,15 +272,23 @@ describe("airlock.exec under the stock tool policy", function()
     -- The program prints its second line only once the first has reached
     -- the callback (which makes "seen" in the workspace): were the lines
     -- collected until the end, it would say "not streamed" instead.
+    -- The third waits for the second the same way, so the order the
+    -- callback sees never depends on which pipe is read first.
     local got = {}
     os.remove(H.ws .. "/seen")
-    local res = sh("echo one; i=0; until [ -e seen ] || [ $i -ge " .. H.GUARD_S * 20 .. " ]; do sleep 0.05; " ..
-      "i=$((i+1)); done; [ -e seen ] && echo two >&2 || echo not streamed >&2; printf three", {
+    os.remove(H.ws .. "/seen2")
+    local wait = function(f)
+      return "i=0; until [ -e " .. f .. " ] || [ $i -ge " .. H.GUARD_S * 20 .. " ]; do sleep 0.05; i=$((i+1)); done; "
+    end
+    local res = sh("echo one; " .. wait("seen") .. "[ -e seen ] && echo two >&2 || echo not streamed >&2; " ..
+      wait("seen2") .. "printf three", {
       stream = function(which, line)
         got[#got + 1] = { which, line }
         if line == "one" then H.write(H.ws .. "/seen", "") end
+        if line == "two" then H.write(H.ws .. "/seen2", "") end
       end })
     os.remove(H.ws .. "/seen")
+    os.remove(H.ws .. "/seen2")
     assert.are.equal("ok", res.cause)
     assert.are.same({ { "stdout", "one" }, { "stderr", "two" }, { "stdout", "three" } }, got)
   end)
