@@ -209,18 +209,29 @@ describe("airlock bench exec", function()
       local t = assert(dk.decode(line), "not a JSON line: " .. line)
       got[t.bench] = t
     end
-    -- stderr holds only the warning its own connect baseline earns (it adds
-    -- the inet promise to the tool policy, which is less than the stock one)
+    -- airlock says nothing on stderr but the warning its own connect baseline
+    -- earns (it adds the inet promise to the tool policy, less than the stock
+    -- one); a sanitizer build's runtime may add lines of its own
     for line in err:gmatch("[^\n]+") do
-      assert.matches("^airlock: WARNING: policy 'tool%-bench%-connect' runs programs WITHOUT confinement %(less " ..
-        "than the stock 'tool': tool%.confine%.seccomp%)$", line)
+      if line:match("^airlock") then
+        assert.matches("^airlock: WARNING: policy 'tool%-bench%-connect' runs programs WITHOUT confinement %(less " ..
+          "than the stock 'tool': tool%.confine%.seccomp%)$", line)
+      end
     end
     for _, name in ipairs { "fork-exec", "exec-inproc", "exec-command", "exec-inproc-nocg", "exec-command-nocg" } do
       assert(got[name], "no row " .. name)
       positive(got[name].median_us, name)
     end
     -- learn mode's observation: per call, against the same calls unobserved
-    positive(got["stat-confined"].median_us, "stat-confined")
+    -- (the baseline program runs confined: a sanitizer build's cannot, and
+    -- the row says why instead)
+    local sc = got["stat-confined"]
+    if sc.skipped then
+      assert.is_true(type(sc.skipped) == "string" and #sc.skipped > 0)
+      pending("stat rows skipped on this build: " .. sc.skipped)
+    else
+      positive(sc.median_us, "stat-confined")
+    end
     local so = got["stat-observed"]
     if so.skipped then
       assert.is_true(type(so.skipped) == "string" and #so.skipped > 0)
