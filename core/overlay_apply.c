@@ -34,7 +34,7 @@ __attribute__((format(printf, 4, 5))) static int say(char *err, size_t errlen, i
 
 /* dir (relative; "" is base itself) beneath base through no link, opened as
 ** flags, or -1 with errno. */
-static int open_beneath(int base, const char *dir, int flags)
+int airlock_overlay_open_beneath(int base, const char *dir, int flags)
 {
   struct open_how how;
   memset(&how, 0, sizeof how);
@@ -167,13 +167,13 @@ int airlock_overlay_stage(int layer_fd, int ws_fd, const char *path, airlock_ove
     return say(err, errlen, -EINVAL, "overlay: apply: '%s' is not a path inside the workspace", path);
   int up = -1, lp = -1, wp = -1, rc = 0;
   up = openat(layer_fd, "upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (up >= 0) lp = open_beneath(up, dir, O_RDONLY | O_DIRECTORY);
+  if (up >= 0) lp = airlock_overlay_open_beneath(up, dir, O_RDONLY | O_DIRECTORY);
   if (lp < 0) {
     rc = say(err, errlen, -errno, "overlay: apply %s: open its directory in the writable layer: %s", path,
              strerror(errno));
     goto out;
   }
-  wp = open_beneath(ws_fd, dir, O_RDONLY | O_DIRECTORY);
+  wp = airlock_overlay_open_beneath(ws_fd, dir, O_RDONLY | O_DIRECTORY);
   if (wp < 0) {
     rc = say(err, errlen, -errno,
              "overlay: apply %s: open its directory in the workspace (through no link): %s", path,

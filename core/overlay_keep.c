@@ -4,6 +4,7 @@
 */
 #define _GNU_SOURCE
 #include "overlay_keep.h"
+#include "overlay_apply.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -30,16 +31,6 @@ __attribute__((format(printf, 4, 5))) static int say(char *err, size_t errlen, i
   return rc;
 }
 
-/* path (relative) beneath base through no link, or -1 with errno. */
-static int open_beneath(int base, const char *path, int flags)
-{
-  struct open_how how;
-  memset(&how, 0, sizeof how);
-  how.flags = (unsigned)(flags | O_NOFOLLOW | O_CLOEXEC);
-  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-  return (int)syscall(SYS_openat2, base, path[0] ? path : ".", &how, sizeof how);
-}
-
 /* The directory of path in the workspace (through no link) and its last
 ** name: the directory's fd, or -1 with errno (ENOENT: not there). */
 static int parent_of(int ws_fd, const char *path, const char **base)
@@ -61,7 +52,7 @@ static int parent_of(int ws_fd, const char *path, const char **base)
     errno = EINVAL;
     return -1;
   }
-  return open_beneath(ws_fd, dir, O_RDONLY | O_DIRECTORY);
+  return airlock_overlay_open_beneath(ws_fd, dir, O_RDONLY | O_DIRECTORY);
 }
 
 /* Bytes of the regular files in dir (not following links), with those of
@@ -255,7 +246,7 @@ int airlock_overlay_keep(int layer_fd, int ws_fd, int session_fd, airlock_overla
     need += it->before_size;
     if (it->want_new) {
       struct stat st;
-      int fd = open_beneath(upper, it->path, O_PATH);
+      int fd = airlock_overlay_open_beneath(upper, it->path, O_PATH);
       int ok = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
       if (fd >= 0) close(fd);
       if (!ok) {
@@ -294,7 +285,7 @@ int airlock_overlay_keep(int layer_fd, int ws_fd, int session_fd, airlock_overla
       break;
     }
     if (it->want_new) {
-      int fd = open_beneath(upper, it->path, O_RDONLY);
+      int fd = airlock_overlay_open_beneath(upper, it->path, O_RDONLY);
       r = fd < 0 ? -errno : write_blob(blobs, fd, NULL, it->size, it->sha256);
       if (fd >= 0) close(fd);
       if (r < 0) rc = say(err, errlen, r, "overlay: keep %s: its new content: %s", it->path, strerror(-r));

@@ -33,15 +33,6 @@ __attribute__((format(printf, 4, 5))) static int say(char *err, size_t errlen, i
   return rc;
 }
 
-static int open_beneath(int base, const char *path, int flags)
-{
-  struct open_how how;
-  memset(&how, 0, sizeof how);
-  how.flags = (unsigned)(flags | O_NOFOLLOW | O_CLOEXEC);
-  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-  return (int)syscall(SYS_openat2, base, path[0] ? path : ".", &how, sizeof how);
-}
-
 /* path's directory (made in base when make, each part 0700) and last name:
 ** the directory's fd or -1 with errno (EINVAL: not a plain relative path). */
 static int parent_of(int base, const char *path, const char **name, int make)
@@ -63,7 +54,7 @@ static int parent_of(int base, const char *path, const char **name, int make)
   }
   char *slash = strrchr(dir, '/');
   *name = slash ? path + (slash - dir) + 1 : path;
-  if (!slash) return open_beneath(base, "", O_RDONLY | O_DIRECTORY);
+  if (!slash) return airlock_overlay_open_beneath(base, "", O_RDONLY | O_DIRECTORY);
   *slash = 0;
   if (make) {
     for (char *p = strchr(dir, '/');; p = strchr(p + 1, '/')) {
@@ -73,7 +64,7 @@ static int parent_of(int base, const char *path, const char **name, int make)
       *p = '/';
     }
   }
-  return open_beneath(base, dir, O_RDONLY | O_DIRECTORY);
+  return airlock_overlay_open_beneath(base, dir, O_RDONLY | O_DIRECTORY);
 }
 
 static void hex_of(const unsigned char md[32], char hex[65])
@@ -195,7 +186,7 @@ static int stage_blob(int blobs, int upper, const airlock_overlay_restore_item *
   }
   char two[3] = {it->sha256[0], it->sha256[1], 0}, where[80];
   snprintf(where, sizeof where, "%s/%s", two, it->sha256);
-  int src = open_beneath(blobs, where, O_RDONLY);
+  int src = airlock_overlay_open_beneath(blobs, where, O_RDONLY);
   struct stat st;
   if (src < 0 || fstat(src, &st) < 0 || !S_ISREG(st.st_mode)) {
     if (src >= 0) close(src);
