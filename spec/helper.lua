@@ -107,6 +107,13 @@ function H.sh(cmd)
   return (out:gsub("rc=%d+\n$", "")), rc
 end
 
+-- H.sh for a host tool (curl, git, python3, ...): without the sanitizer run's
+-- preloaded runtime, which only lua5.4 loading the sanitizer build needs and
+-- under which some tools hang (curl waits on a futex forever).
+function H.host(cmd)
+  return H.sh("env -u LD_PRELOAD sh -c '" .. cmd:gsub("'", "'\\''") .. "'")
+end
+
 -- H.sh for an installed tree, which must not lean on the build: sh -c cmd
 -- without the build's worker and directory, the sanitizer run's preloaded
 -- runtime or a policy from the environment.

@@ -3,13 +3,28 @@
 -- case: "failed: FILE:LINE: NAME -- FIRST LINE OF THE MESSAGE". A skip is pending("reason")
 -- inside the case, said when a control finds the machine lacks what the case
 -- needs; spec/run gathers these lines, and counts a skip without a reason as
--- a failure (a case that skips without saying why is a defect).
+-- a failure (a case that skips without saying why is a defect). With
+-- AIRLOCK_SPEC_NOW set, each case's "FILE:LINE: NAME" is written to that file
+-- as it starts, so spec/run can name the case a suite was stopped in.
 return function(options)
   local busted = require("busted")
   local handler = require("busted.outputHandlers.utfTerminal")(options)
   local subscribe = handler.subscribe
   function handler:subscribe(opts)
     subscribe(self, opts)
+    local now = os.getenv("AIRLOCK_SPEC_NOW")
+    if now and now ~= "" then
+      busted.subscribe({ "test", "start" }, function(element)
+        local f = io.open(now, "w")
+        if f then
+          local t = element.trace
+          f:write(string.format("%s:%s: %s\n", t and t.short_src or "?", t and tostring(t.currentline) or "?",
+            handler.getFullName(element)))
+          f:close()
+        end
+        return nil, true
+      end)
+    end
     busted.subscribe({ "suite", "end" }, function()
       for _, p in ipairs(handler.pendings) do
         local where = p.trace and (p.trace.short_src .. ":" .. tostring(p.trace.currentline)) or "?"

@@ -126,6 +126,18 @@ for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", 
       end
       os.remove(out)
     end)
+
+    it("ends each run at --timeout: a program that hangs is stopped while learning and in the proof run", function()
+      local out = ws .. ".draft.lua"
+      local res = run(caller.prefix .. AIRLOCK .. " exec --workspace " .. ws .. " --timeout 1s --learn " .. out ..
+        " -- sleep 600")
+      assert.matches("failed in the learning run too %(deadline", res)
+      assert.matches("rc=1\n$", res)
+      assert.is_truthy(H.slurp(out), res)   -- the draft was written all the same
+      os.remove(out)
+      -- a timeout without a unit is refused, as for a plain run
+      assert.matches("needs a unit", run(AIRLOCK .. " exec --timeout 1 --learn " .. out .. " -- true"))
+    end)
   end)
 end
 
@@ -235,7 +247,7 @@ describe("learn mode's corpus of everyday commands", function()
       assert(os.execute("chmod 777 " .. ws))
       opts = opts or {}
       local rep, err = learn.learn { argv = argv, out = ws .. ".draft.lua", workspace = ws, ports = opts.ports,
-                                     env = opts.env }
+                                     env = opts.env, timeout = H.GUARD_S * 1000 }
       os.execute("rm -rf " .. ws .. " " .. ws .. ".draft.lua")
       assert.is_truthy(rep, err)
       results[#results + 1] = { name = name, tried = true, ran = rep.runs and rep.learned_ok }
@@ -297,7 +309,7 @@ describe("learn mode's corpus of everyday commands", function()
     os.execute("cd " .. site .. " && (python3 -m http.server " .. port ..
       " --bind 127.0.0.1 >/dev/null 2>&1 & echo $! > " .. fx .. "/server.pid)")
     H.wait_until("the local server", function()
-      return H.sh("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:" .. port .. "/index.html") == "200"
+      return H.host("curl -s -m 5 -o /dev/null -w '%{http_code}' http://127.0.0.1:" .. port .. "/index.html") == "200"
     end)
     finally(function() os.execute("kill $(cat " .. fx .. "/server.pid)") end)
     -- its port is none the learning run starts with: learned again with it allowed
@@ -306,7 +318,7 @@ describe("learn mode's corpus of everyday commands", function()
 
   case("apt-get download from the mirror", function()
     if not have("apt-get") then return "apt-get is not installed" end
-    local probe = H.sh("curl -s -m 20 -o /dev/null -w '%{http_code}' http://deb.debian.org/debian/ 2>&1")
+    local probe = H.host("curl -s -m 20 -o /dev/null -w '%{http_code}' http://deb.debian.org/debian/ 2>&1")
     if probe ~= "200" then return "the Debian mirror is unreachable from here (control: " .. probe .. ")" end
     if H.sh("apt-cache show hello >/dev/null 2>&1 && echo yes") ~= "yes\n" then
       return "the package lists do not know 'hello' (apt-get update has not run)"

@@ -1,6 +1,7 @@
 -- airlock.learn.cli -- `airlock run --learn FILE GUEST.lua` (run_main,
 -- airlock.learn.guest) and `airlock exec --learn FILE [--workspace DIR] [--env
--- NAME=VALUE] -- PROGRAM ...`: the learning run passes the program's output
+-- NAME=VALUE] [--timeout DURATION] -- PROGRAM ...`: each run (learning and
+-- proof) ends at the timeout when one is given; the learning run passes the program's output
 -- through; the draft goes to FILE; the proof run is captured, and what it
 -- shows is said on stderr. Exit status: 0 when the program exited 0 in the
 -- learning run and the draft ran it with no violation and the same ending;
@@ -12,15 +13,15 @@ local json = require "airlock.json"
 local M = {}
 
 function M.main(opts)
-  for _, k in ipairs { "policy", "rootfs", "timeout", "capture", "ledger", "durability", "observe" } do
+  for _, k in ipairs { "policy", "rootfs", "capture", "ledger", "durability", "observe" } do
     if opts[k] ~= nil then
-      io.stderr:write("airlock exec: --learn takes --workspace and --env, not --", k,
+      io.stderr:write("airlock exec: --learn takes --workspace, --env and --timeout, not --", k,
         " (the learning run's policy is the stock tool policy made permissive; docs/TOOLS.md, \"Learn mode\")\n")
       return 125
     end
   end
   local rep, err = learn.learn { argv = opts.argv, out = opts.learn, workspace = opts.workspace, env = opts.env,
-                                 output = "inherit", stdin_inherit = opts.stdin_inherit }
+                                 timeout = opts.timeout, output = "inherit", stdin_inherit = opts.stdin_inherit }
   if not rep then
     io.stderr:write("airlock exec: ", tostring(err), "\n")
     return 125
@@ -32,8 +33,9 @@ function M.main(opts)
   if rep.runs then
     io.stderr:write("airlock exec: the draft ran again with no violation and the same ending\n")
     if not rep.learned_ok then
-      io.stderr:write(string.format("airlock exec: but the program failed in the learning run too (%s, exit %s): " ..
-        "the draft covers a failing run\n", rep.learned.cause, tostring(rep.learned.exit_code)))
+      local l = rep.learned
+      io.stderr:write(string.format("airlock exec: but the program failed in the learning run too (%s%s): " ..
+        "the draft covers a failing run\n", l.cause, l.exit_code and (", exit " .. l.exit_code) or ""))
       return 1
     end
     return 0

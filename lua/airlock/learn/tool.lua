@@ -115,7 +115,8 @@ local function gaps(learned, proved, flagged)
   return out
 end
 
---- learn{argv, out, workspace, env, stdin_inherit, output, ports = {more ports}, prove = true}
+--- learn{argv, out, workspace, env, stdin_inherit, output, ports = {more ports}, prove = true,
+---   timeout = ms | "30s" (each run's deadline; none by default, as for exec)}
 ---   -> report, or nil, message, cause. report: {draft = path, learned = result,
 ---   proved = result (with prove), differences = {lines}, runs = bool (the
 ---   draft ran with no violation and the same exit status), learned_ok (the
@@ -130,7 +131,7 @@ function M.learn(opts)
   local real = found and core.fs_realpath(found:match("^(.*)/[^/]+$") or "/")
   local function run(pol, where, output)
     return exec.exec { argv = argv, policy = pol, workspace = where, env = opts.env, observe = true,
-                       output = output, stdin_inherit = output == "inherit" and opts.stdin_inherit or nil }
+                       timeout = opts.timeout, output = output, stdin_inherit = output == "inherit" and opts.stdin_inherit or nil }
   end
   -- A path outside the learning view that the draft grants may have changed
   -- what the program did (git cannot clone a repository it cannot see): the
@@ -217,8 +218,11 @@ function M.learn(opts)
     said[p] = true
     d[#d + 1] = "missing under the draft: " .. p
   end
+  -- A violation the learning run had too (its deadline, say) is no difference.
+  local had = {}
+  for _, v in ipairs(learned.violations or {}) do had[tostring(v.kind) .. "\0" .. tostring(v.what)] = true end
   for _, v in ipairs(proved.violations or {}) do
-    if v.kind ~= "syscall" and not said[v.what] then
+    if v.kind ~= "syscall" and not said[v.what] and not had[tostring(v.kind) .. "\0" .. tostring(v.what)] then
       d[#d + 1] = string.format("violation: %s: %s (%s)", tostring(v.what), tostring(v.reason), tostring(v.rule))
     end
   end
