@@ -4,44 +4,21 @@
 */
 #define _GNU_SOURCE
 #include "overlay_apply.h"
+#include "overlay_io.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/openat2.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #define REMOVE_DEPTH 128
-#define COPY_CHUNK   (256 * 1024)
-
-__attribute__((format(printf, 4, 5))) static int say(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-  return rc;
-}
-
-/* dir (relative; "" is base itself) beneath base through no link, opened as
-** flags, or -1 with errno. */
-int airlock_overlay_open_beneath(int base, const char *dir, int flags)
-{
-  struct open_how how;
-  memset(&how, 0, sizeof how);
-  how.flags = (unsigned)(flags | O_NOFOLLOW | O_CLOEXEC);
-  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-  return (int)syscall(SYS_openat2, base, dir[0] ? dir : ".", &how, sizeof how);
-}
 
 /* Everything inside the directory fd (owned), then nothing more; depth bounded. */
 static int empty_dir(int fd, int depth)
@@ -98,26 +75,12 @@ static int stage_file(int src, off_t size, mode_t mode, int parent, char tmp[64]
 {
   int out = temp_file(parent, tmp);
   if (out < 0) return -1;
-  char *buf = malloc(COPY_CHUNK);
-  off_t left = size;
-  int rc = buf ? 0 : -1;
-  while (rc == 0 && left > 0) {
-    ssize_t n = read(src, buf, left < COPY_CHUNK ? (size_t)left : COPY_CHUNK);
-    if (n <= 0) {
-      if (n == 0) errno = EIO; /* shorter than it said: the layer changed under the copy */
-      rc = -1;
-      break;
-    }
-    for (ssize_t w = 0; rc == 0 && w < n;) {
-      ssize_t k = write(out, buf + w, (size_t)(n - w));
-      if (k < 0)
-        rc = -1;
-      else
-        w += k;
-    }
-    left -= n;
+  airlock_overlay_sink sink = {.out = out};
+  int rc = airlock_overlay_copy(src, (uint64_t)size, &sink);
+  if (rc < 0) {
+    errno = -rc;
+    rc = -1;
   }
-  free(buf);
   if (rc == 0 && fchmod(out, mode) < 0) rc = -1;
   int e = errno;
   close(out);
@@ -143,7 +106,8 @@ int airlock_overlay_place(airlock_overlay_staged *st, const char *path, char *er
 {
   if (st->dirfd < 0) return 0;
   int rc = renameat(st->dirfd, st->tmp, st->dirfd, st->base) < 0 ? -errno : 0;
-  if (rc < 0) say(err, errlen, rc, "overlay: apply %s: rename into place: %s", path, strerror(-rc));
+  if (rc < 0)
+    airlock_overlay_say(err, errlen, rc, "overlay: apply %s: rename into place: %s", path, strerror(-rc));
   airlock_overlay_unstage(st); /* after a rename, the temporary's name is free: nothing is removed */
   return rc;
 }
@@ -154,7 +118,8 @@ int airlock_overlay_stage(int layer_fd, int ws_fd, const char *path, airlock_ove
   staged->dirfd = -1;
   size_t pl = strlen(path);
   if (pl == 0 || pl >= PATH_MAX || path[0] == '/')
-    return say(err, errlen, -EINVAL, "overlay: apply: '%s' is not a path inside the workspace", path);
+    return airlock_overlay_say(err, errlen, -EINVAL,
+                               "overlay: apply: '%s' is not a path inside the workspace", path);
   char dir[PATH_MAX];
   memcpy(dir, path, pl + 1);
   char *slash = strrchr(dir, '/');
@@ -164,25 +129,28 @@ int airlock_overlay_stage(int layer_fd, int ws_fd, const char *path, airlock_ove
   else
     dir[0] = 0;
   if (!base[0] || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
-    return say(err, errlen, -EINVAL, "overlay: apply: '%s' is not a path inside the workspace", path);
+    return airlock_overlay_say(err, errlen, -EINVAL,
+                               "overlay: apply: '%s' is not a path inside the workspace", path);
   int up = -1, lp = -1, wp = -1, rc = 0;
   up = openat(layer_fd, "upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (up >= 0) lp = airlock_overlay_open_beneath(up, dir, O_RDONLY | O_DIRECTORY);
   if (lp < 0) {
-    rc = say(err, errlen, -errno, "overlay: apply %s: open its directory in the writable layer: %s", path,
-             strerror(errno));
+    rc = airlock_overlay_say(err, errlen, -errno,
+                             "overlay: apply %s: open its directory in the writable layer: %s", path,
+                             strerror(errno));
     goto out;
   }
   wp = airlock_overlay_open_beneath(ws_fd, dir, O_RDONLY | O_DIRECTORY);
   if (wp < 0) {
-    rc = say(err, errlen, -errno,
-             "overlay: apply %s: open its directory in the workspace (through no link): %s", path,
-             strerror(errno));
+    rc = airlock_overlay_say(err, errlen, -errno,
+                             "overlay: apply %s: open its directory in the workspace (through no link): %s",
+                             path, strerror(errno));
     goto out;
   }
   struct stat st, real;
   if (fstatat(lp, base, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-    rc = say(err, errlen, -errno, "overlay: apply %s: not in the writable layer: %s", path, strerror(errno));
+    rc = airlock_overlay_say(err, errlen, -errno, "overlay: apply %s: not in the writable layer: %s", path,
+                             strerror(errno));
     goto out;
   }
   int have = fstatat(wp, base, &real, AT_SYMLINK_NOFOLLOW) == 0;
@@ -195,19 +163,20 @@ int airlock_overlay_stage(int layer_fd, int ws_fd, const char *path, airlock_ove
     if (S_ISDIR(real.st_mode)) {
       int d = openat(wp, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (d < 0 || empty_dir(d, 0) < 0 || unlinkat(wp, base, AT_REMOVEDIR) < 0)
-        rc = say(err, errlen, -errno, "overlay: apply %s: remove the directory: %s", path, strerror(errno));
+        rc = airlock_overlay_say(err, errlen, -errno, "overlay: apply %s: remove the directory: %s", path,
+                                 strerror(errno));
     } else if (unlinkat(wp, base, 0) < 0) {
-      rc = say(err, errlen, -errno, "overlay: apply %s: remove: %s", path, strerror(errno));
+      rc = airlock_overlay_say(err, errlen, -errno, "overlay: apply %s: remove: %s", path, strerror(errno));
     }
   } else if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) {
     if (have && S_ISDIR(real.st_mode)) {
-      rc = say(err, errlen, 1, "overlay: apply %s: refused: it would replace a directory of the workspace",
-               path);
+      rc = airlock_overlay_say(
+          err, errlen, 1, "overlay: apply %s: refused: it would replace a directory of the workspace", path);
       goto out;
     }
     if (strlen(base) >= sizeof staged->base) {
-      rc = say(err, errlen, -ENAMETOOLONG, "overlay: apply %s: its name is over %zu bytes", path,
-               sizeof staged->base - 1);
+      rc = airlock_overlay_say(err, errlen, -ENAMETOOLONG, "overlay: apply %s: its name is over %zu bytes",
+                               path, sizeof staged->base - 1);
       goto out;
     }
     if (S_ISLNK(st.st_mode)) {
@@ -219,7 +188,8 @@ int airlock_overlay_stage(int layer_fd, int ws_fd, const char *path, airlock_ove
         unlinkat(wp, staged->tmp, 0);
       }
       if (n < 0 || t < 0 || (target[n] = 0, symlinkat(target, wp, staged->tmp)) < 0) {
-        rc = say(err, errlen, -errno, "overlay: apply %s: make the symbolic link: %s", path, strerror(errno));
+        rc = airlock_overlay_say(err, errlen, -errno, "overlay: apply %s: make the symbolic link: %s", path,
+                                 strerror(errno));
         goto out;
       }
     } else {
@@ -227,7 +197,8 @@ int airlock_overlay_stage(int layer_fd, int ws_fd, const char *path, airlock_ove
       struct stat s2;
       if (src < 0 || fstat(src, &s2) < 0 || !S_ISREG(s2.st_mode) || s2.st_ino != st.st_ino ||
           stage_file(src, s2.st_size, perm, wp, staged->tmp) < 0) {
-        rc = say(err, errlen, -errno, "overlay: apply %s: write the file: %s", path, strerror(errno));
+        rc = airlock_overlay_say(err, errlen, -errno, "overlay: apply %s: write the file: %s", path,
+                                 strerror(errno));
         if (src >= 0) close(src);
         goto out;
       }
@@ -238,8 +209,9 @@ int airlock_overlay_stage(int layer_fd, int ws_fd, const char *path, airlock_ove
     wp = -1;
   } else if (S_ISDIR(st.st_mode)) {
     if (have && !S_ISDIR(real.st_mode)) {
-      rc = say(err, errlen, 1,
-               "overlay: apply %s: refused: a directory would replace a file of the workspace", path);
+      rc = airlock_overlay_say(
+          err, errlen, 1, "overlay: apply %s: refused: a directory would replace a file of the workspace",
+          path);
       goto out;
     }
     int opaque = 0;
@@ -250,16 +222,17 @@ int airlock_overlay_stage(int layer_fd, int ws_fd, const char *path, airlock_ove
       close(ld);
     }
     if (!have && mkdirat(wp, base, dperm) < 0) {
-      rc = say(err, errlen, -errno, "overlay: apply %s: mkdir: %s", path, strerror(errno));
+      rc = airlock_overlay_say(err, errlen, -errno, "overlay: apply %s: mkdir: %s", path, strerror(errno));
       goto out;
     }
     int d = openat(wp, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (d < 0 || fchmod(d, dperm) < 0 || (opaque && have && empty_dir(dup(d), 0) < 0))
-      rc = say(err, errlen, -errno, "overlay: apply %s: the directory: %s", path, strerror(errno));
+      rc = airlock_overlay_say(err, errlen, -errno, "overlay: apply %s: the directory: %s", path,
+                               strerror(errno));
     if (d >= 0) close(d);
   } else {
-    rc = say(err, errlen, 1, "overlay: apply %s: refused: a device node, fifo or socket is never applied",
-             path);
+    rc = airlock_overlay_say(
+        err, errlen, 1, "overlay: apply %s: refused: a device node, fifo or socket is never applied", path);
   }
 out:
   if (up >= 0) close(up);

@@ -33,10 +33,6 @@ typedef struct airlock_overlay_staged {
 ** -errno with a message in err. */
 int airlock_overlay_stage(int layer_fd, int ws_fd, const char *path, airlock_overlay_staged *st, char *err,
                           size_t errlen);
-/* dir (relative; "" is base itself) beneath base through no link (openat2
-** RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS), opened as flags | O_NOFOLLOW |
-** O_CLOEXEC, or -1 with errno: the one way the overlay code opens a path. */
-int airlock_overlay_open_beneath(int base, const char *dir, int flags);
 /* syncfs of the workspace's file system: what was staged is on disk. */
 int airlock_overlay_sync(int ws_fd);
 /* Renames a staged file or link into place and lets st go (also on failure,

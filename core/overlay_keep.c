@@ -5,31 +5,17 @@
 #define _GNU_SOURCE
 #include "overlay_keep.h"
 #include "overlay_apply.h"
+#include "overlay_io.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/openat2.h>
-#include <openssl/evp.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
-
-#define KEEP_CHUNK (256 * 1024)
-
-__attribute__((format(printf, 4, 5))) static int say(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-  return rc;
-}
 
 /* The directory of path in the workspace (through no link) and its last
 ** name: the directory's fd, or -1 with errno (ENOENT: not there). */
@@ -85,15 +71,6 @@ static int dir_bytes(int dir, int depth, uint64_t *total)
   return rc;
 }
 
-static void hex_of(const unsigned char md[32], char hex[65])
-{
-  for (unsigned i = 0; i < 32; i++) {
-    hex[2 * i] = "0123456789abcdef"[md[i] >> 4];
-    hex[2 * i + 1] = "0123456789abcdef"[md[i] & 15];
-  }
-  hex[64] = 0;
-}
-
 /* One blob: size bytes from src (a file, read to its end, which must come
 ** at size) or from buf, written under a temporary name in blobs, synced,
 ** hashed, and renamed to blobs/ab/<hex>. 0 or -errno (EIO: the file's size
@@ -109,49 +86,24 @@ static int write_blob(int blobs, int src, const char *buf, uint64_t size, char h
     if (out < 0 && errno != EEXIST) return -errno;
   }
   if (out < 0) return -EEXIST;
-  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-  char *chunk = src >= 0 ? malloc(KEEP_CHUNK) : NULL;
-  int rc = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 && (src < 0 || chunk) ? 0 : -ENOMEM;
-  uint64_t left = size;
-  while (rc == 0 && left > 0) {
-    ssize_t n;
-    const char *p;
-    if (src >= 0) {
-      n = read(src, chunk, left < KEEP_CHUNK ? (size_t)left : KEEP_CHUNK);
-      p = chunk;
-      if (n <= 0) {
-        rc = n == 0 ? -EIO : -errno;
-        break;
-      }
-    } else {
-      n = (ssize_t)left;
-      p = buf;
+  int rc;
+  if (src >= 0) {
+    airlock_overlay_sink sink = {.out = out, .hash = 1};
+    rc = airlock_overlay_copy(src, size, &sink);
+    if (rc == 0) memcpy(hex, sink.hex, sizeof sink.hex);
+    if (rc == 0) { /* the file must end where its size said */
+      char one;
+      ssize_t n = read(src, &one, 1);
+      if (n != 0) rc = n < 0 ? -errno : -EIO;
     }
-    if (EVP_DigestUpdate(ctx, p, (size_t)n) != 1) rc = -EIO;
-    for (ssize_t w = 0; rc == 0 && w < n;) {
-      ssize_t k = write(out, p + w, (size_t)(n - w));
-      if (k < 0)
-        rc = -errno;
-      else
-        w += k;
-    }
-    left -= (uint64_t)n;
+  } else {
+    rc = airlock_overlay_write_all(out, buf, (size_t)size);
+    if (rc == 0) rc = airlock_overlay_hash(buf, (size_t)size, hex);
   }
-  if (rc == 0 && src >= 0) { /* the file must end where its size said */
-    char one;
-    ssize_t n = read(src, &one, 1);
-    if (n != 0) rc = n < 0 ? -errno : -EIO;
-  }
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned len = 0;
-  if (rc == 0 && (EVP_DigestFinal_ex(ctx, md, &len) != 1 || len != 32)) rc = -EIO;
-  EVP_MD_CTX_free(ctx);
-  free(chunk);
   if (rc == 0 && fsync(out) < 0) rc = -errno;
   close(out);
   int sub = -1;
   if (rc == 0) {
-    hex_of(md, hex);
     char two[3] = {hex[0], hex[1], 0};
     if (mkdirat(blobs, two, 0700) < 0 && errno != EEXIST) rc = -errno;
     if (rc == 0) sub = openat(blobs, two, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -226,11 +178,12 @@ int airlock_overlay_keep(int layer_fd, int ws_fd, int session_fd, airlock_overla
 {
   int upper = openat(layer_fd, "upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (upper < 0)
-    return say(err, errlen, -errno, "overlay: keep: open the writable layer: %s", strerror(errno));
+    return airlock_overlay_say(err, errlen, -errno, "overlay: keep: open the writable layer: %s",
+                               strerror(errno));
   uint64_t need = 0, held = 0;
   int rc = 0;
   struct stat *was = calloc(n ? n : 1, sizeof *was);
-  if (!was) rc = say(err, errlen, -ENOMEM, "overlay: keep: out of memory");
+  if (!was) rc = airlock_overlay_say(err, errlen, -ENOMEM, "overlay: keep: out of memory");
   /* First what there is to keep and how many bytes it is, before one is written. */
   for (size_t i = 0; rc == 0 && i < n; i++) {
     airlock_overlay_kept *it = &items[i];
@@ -239,8 +192,9 @@ int airlock_overlay_keep(int layer_fd, int ws_fd, int session_fd, airlock_overla
     it->before_mode = 0;
     int r = look_before(ws_fd, it, &was[i]);
     if (r < 0) {
-      rc = say(err, errlen, r, "overlay: keep %s: look at it in the workspace (through no link): %s",
-               it->path, strerror(-r));
+      rc = airlock_overlay_say(err, errlen, r,
+                               "overlay: keep %s: look at it in the workspace (through no link): %s",
+                               it->path, strerror(-r));
       break;
     }
     need += it->before_size;
@@ -250,8 +204,8 @@ int airlock_overlay_keep(int layer_fd, int ws_fd, int session_fd, airlock_overla
       int ok = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
       if (fd >= 0) close(fd);
       if (!ok) {
-        rc =
-            say(err, errlen, -EINVAL, "overlay: keep %s: not a regular file of the writable layer", it->path);
+        rc = airlock_overlay_say(err, errlen, -EINVAL,
+                                 "overlay: keep %s: not a regular file of the writable layer", it->path);
         break;
       }
       it->size = (uint64_t)st.st_size;
@@ -259,20 +213,23 @@ int airlock_overlay_keep(int layer_fd, int ws_fd, int session_fd, airlock_overla
     }
   }
   if (rc == 0 && dir_bytes(session_fd, 2, &held) < 0)
-    rc = say(err, errlen, -errno, "overlay: keep: count the session directory's bytes: %s", strerror(errno));
+    rc = airlock_overlay_say(err, errlen, -errno, "overlay: keep: count the session directory's bytes: %s",
+                             strerror(errno));
   if (rc == 0 && max_bytes > 0 && (need > max_bytes || held > max_bytes - need))
-    rc = say(err, errlen, 1,
-             "the change set's contents (%llu bytes, with the %llu the session holds) would pass the "
-             "session's bound of %llu bytes, the policy's ledger.max_bytes; nothing was applied (raise "
-             "ledger.max_bytes, or record in a new session)",
-             (unsigned long long)need, (unsigned long long)held, (unsigned long long)max_bytes);
+    rc = airlock_overlay_say(
+        err, errlen, 1,
+        "the change set's contents (%llu bytes, with the %llu the session holds) would pass the "
+        "session's bound of %llu bytes, the policy's ledger.max_bytes; nothing was applied (raise "
+        "ledger.max_bytes, or record in a new session)",
+        (unsigned long long)need, (unsigned long long)held, (unsigned long long)max_bytes);
   int blobs = -1;
   if (rc == 0) {
     if (mkdirat(session_fd, "blobs", 0700) < 0 && errno != EEXIST)
-      rc = say(err, errlen, -errno, "overlay: keep: make the session's blobs/: %s", strerror(errno));
+      rc = airlock_overlay_say(err, errlen, -errno, "overlay: keep: make the session's blobs/: %s",
+                               strerror(errno));
     else if ((blobs = openat(session_fd, "blobs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-      rc = say(err, errlen, -errno, "overlay: keep: open the session's blobs/ (not a link): %s",
-               strerror(errno));
+      rc = airlock_overlay_say(err, errlen, -errno,
+                               "overlay: keep: open the session's blobs/ (not a link): %s", strerror(errno));
   }
   for (size_t i = 0; rc == 0 && i < n; i++) {
     airlock_overlay_kept *it = &items[i];
@@ -280,19 +237,22 @@ int airlock_overlay_keep(int layer_fd, int ws_fd, int session_fd, airlock_overla
     if (it->before_kind == AIRLOCK_BEFORE_FILE || it->before_kind == AIRLOCK_BEFORE_LINK)
       r = keep_before(ws_fd, blobs, it, &was[i]);
     if (r < 0) {
-      rc = say(err, errlen, r, "overlay: keep %s: its previous content: %s%s", it->path, strerror(-r),
-               r == -EIO ? " (it changed while it was kept)" : "");
+      rc = airlock_overlay_say(err, errlen, r, "overlay: keep %s: its previous content: %s%s", it->path,
+                               strerror(-r), r == -EIO ? " (it changed while it was kept)" : "");
       break;
     }
     if (it->want_new) {
       int fd = airlock_overlay_open_beneath(upper, it->path, O_RDONLY);
       r = fd < 0 ? -errno : write_blob(blobs, fd, NULL, it->size, it->sha256);
       if (fd >= 0) close(fd);
-      if (r < 0) rc = say(err, errlen, r, "overlay: keep %s: its new content: %s", it->path, strerror(-r));
+      if (r < 0)
+        rc = airlock_overlay_say(err, errlen, r, "overlay: keep %s: its new content: %s", it->path,
+                                 strerror(-r));
     }
   }
   if (rc == 0 && blobs >= 0 && fsync(blobs) < 0)
-    rc = say(err, errlen, -errno, "overlay: keep: sync the session's blobs/: %s", strerror(errno));
+    rc = airlock_overlay_say(err, errlen, -errno, "overlay: keep: sync the session's blobs/: %s",
+                             strerror(errno));
   if (blobs >= 0) close(blobs);
   free(was);
   close(upper);

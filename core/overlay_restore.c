@@ -6,32 +6,19 @@
 #include "overlay_restore.h"
 
 #include "overlay_apply.h"
+#include "overlay_io.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/openat2.h>
-#include <openssl/evp.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
-#define RESTORE_CHUNK (256 * 1024)
 #define RESTORE_DEPTH 128
-
-__attribute__((format(printf, 4, 5))) static int say(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-  return rc;
-}
 
 /* path's directory (made in base when make, each part 0700) and last name:
 ** the directory's fd or -1 with errno (EINVAL: not a plain relative path). */
@@ -67,52 +54,16 @@ static int parent_of(int base, const char *path, const char **name, int make)
   return airlock_overlay_open_beneath(base, dir, O_RDONLY | O_DIRECTORY);
 }
 
-static void hex_of(const unsigned char md[32], char hex[65])
-{
-  for (unsigned i = 0; i < 32; i++) {
-    hex[2 * i] = "0123456789abcdef"[md[i] >> 4];
-    hex[2 * i + 1] = "0123456789abcdef"[md[i] & 15];
-  }
-  hex[64] = 0;
-}
-
 /* Everything read from fd (to its end), hashed into hex, and written to out
 ** (-1: only hashed) or kept in buf (up to cap bytes; *len set). 0 or -errno
 ** (EFBIG: more than cap). */
 static int hash_copy(int fd, int out, char *buf, size_t cap, size_t *len, char hex[65])
 {
-  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-  char *chunk = malloc(RESTORE_CHUNK);
-  int rc = ctx && chunk && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 ? 0 : -ENOMEM;
   size_t kept = 0;
-  ssize_t n;
-  while (rc == 0 && (n = read(fd, chunk, RESTORE_CHUNK)) != 0) {
-    if (n < 0) {
-      rc = -errno;
-      break;
-    }
-    if (EVP_DigestUpdate(ctx, chunk, (size_t)n) != 1) rc = -EIO;
-    if (buf) {
-      if ((size_t)n > cap - kept)
-        rc = -EFBIG;
-      else
-        memcpy(buf + kept, chunk, (size_t)n), kept += (size_t)n;
-    }
-    for (ssize_t w = 0; rc == 0 && out >= 0 && w < n;) {
-      ssize_t k = write(out, chunk + w, (size_t)(n - w));
-      if (k < 0)
-        rc = -errno;
-      else
-        w += k;
-    }
-  }
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned mlen = 0;
-  if (rc == 0 && (EVP_DigestFinal_ex(ctx, md, &mlen) != 1 || mlen != 32)) rc = -EIO;
-  if (rc == 0) hex_of(md, hex);
+  airlock_overlay_sink sink = {.out = out, .hash = 1, .keep = buf, .cap = cap, .kept = &kept};
+  int rc = airlock_overlay_copy(fd, AIRLOCK_OVERLAY_TO_END, &sink);
+  if (rc == 0) memcpy(hex, sink.hex, sizeof sink.hex);
   if (len) *len = kept;
-  EVP_MD_CTX_free(ctx);
-  free(chunk);
   return rc;
 }
 
@@ -138,14 +89,7 @@ int airlock_overlay_look(int ws_fd, const char *path, int *kind, char hex[65], u
     *kind = 2;
     char text[PATH_MAX];
     ssize_t n = readlinkat(dir, name, text, sizeof text);
-    if (n < 0) {
-      rc = -errno;
-    } else {
-      unsigned char md[32];
-      unsigned mlen = 0;
-      rc = EVP_Digest(text, (size_t)n, md, &mlen, EVP_sha256(), NULL) == 1 && mlen == 32 ? 0 : -EIO;
-      if (rc == 0) hex_of(md, hex);
-    }
+    rc = n < 0 ? -errno : airlock_overlay_hash(text, (size_t)n, hex);
   } else {
     *kind = 3;
   }
@@ -181,7 +125,8 @@ static int stage_blob(int blobs, int upper, const airlock_overlay_restore_item *
     int dir = parent_of(upper, it->path, &name, 1);
     int rc = dir < 0 || symlinkat(it->text, dir, name) < 0 ? -errno : 0;
     if (dir >= 0) close(dir);
-    if (rc < 0) return say(err, errlen, rc, "ledger: %s: stage the link: %s", it->path, strerror(-rc));
+    if (rc < 0)
+      return airlock_overlay_say(err, errlen, rc, "ledger: %s: stage the link: %s", it->path, strerror(-rc));
     return 0;
   }
   char two[3] = {it->sha256[0], it->sha256[1], 0}, where[80];
@@ -190,14 +135,15 @@ static int stage_blob(int blobs, int upper, const airlock_overlay_restore_item *
   struct stat st;
   if (src < 0 || fstat(src, &st) < 0 || !S_ISREG(st.st_mode)) {
     if (src >= 0) close(src);
-    return say(err, errlen, 1, "ledger: %s: its blob blobs/%s is missing or not a regular file (%s)",
-               it->path, where, src < 0 ? strerror(errno) : "not a file");
+    return airlock_overlay_say(err, errlen, 1,
+                               "ledger: %s: its blob blobs/%s is missing or not a regular file (%s)",
+                               it->path, where, src < 0 ? strerror(errno) : "not a file");
   }
   const char *name;
   int dir = parent_of(upper, it->path, &name, 1);
   if (dir < 0) {
     close(src);
-    return say(err, errlen, -errno, "ledger: %s: stage it: %s", it->path, strerror(errno));
+    return airlock_overlay_say(err, errlen, -errno, "ledger: %s: stage it: %s", it->path, strerror(errno));
   }
   char hex[65] = "";
   int rc;
@@ -208,7 +154,7 @@ static int stage_blob(int blobs, int upper, const airlock_overlay_restore_item *
     if (rc == 0 && strcmp(hex, it->sha256) == 0) {
       text[len] = 0;
       if (strlen(text) != len || len == 0)
-        rc = say(err, errlen, 1, "ledger: %s: its blob is not a link's text", it->path);
+        rc = airlock_overlay_say(err, errlen, 1, "ledger: %s: its blob is not a link's text", it->path);
       else if (symlinkat(text, dir, name) < 0)
         rc = -errno;
     }
@@ -221,11 +167,14 @@ static int stage_blob(int blobs, int upper, const airlock_overlay_restore_item *
   close(src);
   close(dir);
   if (rc == -EFBIG)
-    return say(err, errlen, 1, "ledger: %s: its blob is too long for a link's text", it->path);
-  if (rc < 0) return say(err, errlen, rc, "ledger: %s: stage its blob: %s", it->path, strerror(-rc));
+    return airlock_overlay_say(err, errlen, 1, "ledger: %s: its blob is too long for a link's text",
+                               it->path);
+  if (rc < 0)
+    return airlock_overlay_say(err, errlen, rc, "ledger: %s: stage its blob: %s", it->path, strerror(-rc));
   if (rc == 0 && strcmp(hex, it->sha256) != 0)
-    return say(err, errlen, 1, "ledger: %s: its blob blobs/%s has been altered (its SHA-256 is %s)", it->path,
-               where, hex);
+    return airlock_overlay_say(err, errlen, 1,
+                               "ledger: %s: its blob blobs/%s has been altered (its SHA-256 is %s)", it->path,
+                               where, hex);
   return rc;
 }
 
@@ -235,14 +184,16 @@ static int remove_path(int ws_fd, const char *path, char *err, size_t errlen)
   const char *name;
   int dir = parent_of(ws_fd, path, &name, 0);
   if (dir < 0)
-    return errno == ENOENT ? 0 : say(err, errlen, -errno, "ledger: remove %s: %s", path, strerror(errno));
+    return errno == ENOENT
+               ? 0
+               : airlock_overlay_say(err, errlen, -errno, "ledger: remove %s: %s", path, strerror(errno));
   struct stat st;
   int rc = 0;
   if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
     if (S_ISDIR(st.st_mode))
-      rc = say(err, errlen, -EISDIR, "ledger: remove %s: it is a directory now", path);
+      rc = airlock_overlay_say(err, errlen, -EISDIR, "ledger: remove %s: it is a directory now", path);
     else if (unlinkat(dir, name, 0) < 0)
-      rc = say(err, errlen, -errno, "ledger: remove %s: %s", path, strerror(errno));
+      rc = airlock_overlay_say(err, errlen, -errno, "ledger: remove %s: %s", path, strerror(errno));
   }
   close(dir);
   return rc;
@@ -255,23 +206,25 @@ int airlock_overlay_restore(int ws_fd, int session_fd, const airlock_overlay_res
   snprintf(stage_name, sizeof stage_name, ".restore.%d", (int)getpid());
   int blobs = openat(session_fd, "blobs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (blobs < 0 && n > 0)
-    return say(err, errlen, 1, "ledger: the session has no blobs/ (%s): nothing was kept to restore from",
-               strerror(errno));
+    return airlock_overlay_say(err, errlen, 1,
+                               "ledger: the session has no blobs/ (%s): nothing was kept to restore from",
+                               strerror(errno));
   if (mkdirat(session_fd, stage_name, 0700) < 0) {
     int e = errno;
     if (blobs >= 0) close(blobs);
-    return say(err, errlen, -e, "ledger: make the staging directory %s: %s", stage_name, strerror(e));
+    return airlock_overlay_say(err, errlen, -e, "ledger: make the staging directory %s: %s", stage_name,
+                               strerror(e));
   }
   int stage = openat(session_fd, stage_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   int upper = -1, rc = 0;
   if (stage < 0 || mkdirat(stage, "upper", 0700) < 0 ||
       (upper = openat(stage, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-    rc = say(err, errlen, -errno, "ledger: the staging directory: %s", strerror(errno));
+    rc = airlock_overlay_say(err, errlen, -errno, "ledger: the staging directory: %s", strerror(errno));
   /* Every blob staged and checked before the workspace is written. */
   for (size_t i = 0; rc == 0 && i < n; i++)
     if (items[i].kind != AIRLOCK_RESTORE_NONE) rc = stage_blob(blobs, upper, &items[i], err, errlen);
   airlock_overlay_staged *st = rc == 0 ? calloc(n ? n : 1, sizeof *st) : NULL;
-  if (rc == 0 && !st) rc = say(err, errlen, -ENOMEM, "ledger: out of memory");
+  if (rc == 0 && !st) rc = airlock_overlay_say(err, errlen, -ENOMEM, "ledger: out of memory");
   size_t staged = 0;
   for (size_t i = 0; rc == 0 && i < n; i++, staged++) {
     st[i].dirfd = -1;
@@ -284,7 +237,8 @@ int airlock_overlay_restore(int ws_fd, int session_fd, const airlock_overlay_res
   }
   if (rc == 0) {
     int r = airlock_overlay_sync(ws_fd);
-    if (r < 0) rc = say(err, errlen, r, "ledger: sync the workspace's file system: %s", strerror(-r));
+    if (r < 0)
+      rc = airlock_overlay_say(err, errlen, r, "ledger: sync the workspace's file system: %s", strerror(-r));
   }
   for (size_t i = 0; i < staged; i++) {
     if (rc == 0) {

@@ -9,14 +9,12 @@
 #include "lbinding.h"
 #include "overlay_apply.h"
 #include "overlay_changes.h"
+#include "overlay_io.h"
 #include "overlay_keep.h"
 #include "overlay_restore.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
-#include <openssl/evp.h>
-#include <sys/syscall.h>
 #include <string.h>
 #include <sys/file.h>
 #include <stdlib.h>
@@ -85,32 +83,12 @@ struct change_walk {
 ** hex, into hex[65]. Returns 0 or -errno. */
 static int file_sha256(int upper, const char *path, char hex[65])
 {
-  struct open_how how;
-  memset(&how, 0, sizeof how);
-  how.flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC;
-  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-  int fd = (int)syscall(SYS_openat2, upper, path, &how, sizeof how);
+  int fd = airlock_overlay_open_beneath(upper, path, O_RDONLY);
   if (fd < 0) return -errno;
-  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-  int rc = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 ? 0 : -ENOMEM;
-  unsigned char buf[65536];
-  ssize_t n;
-  while (rc == 0 && (n = read(fd, buf, sizeof buf)) != 0) {
-    if (n < 0)
-      rc = -errno;
-    else if (EVP_DigestUpdate(ctx, buf, (size_t)n) != 1)
-      rc = -EIO;
-  }
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned len = 0;
-  if (rc == 0 && (EVP_DigestFinal_ex(ctx, md, &len) != 1 || len != 32)) rc = -EIO;
-  EVP_MD_CTX_free(ctx);
+  airlock_overlay_sink sink = {.out = -1, .hash = 1};
+  int rc = airlock_overlay_copy(fd, AIRLOCK_OVERLAY_TO_END, &sink);
   close(fd);
-  for (unsigned i = 0; rc == 0 && i < 32; i++) {
-    hex[2 * i] = "0123456789abcdef"[md[i] >> 4];
-    hex[2 * i + 1] = "0123456789abcdef"[md[i] & 15];
-  }
-  hex[64] = 0;
+  if (rc == 0) memcpy(hex, sink.hex, sizeof sink.hex);
   return rc;
 }
 
