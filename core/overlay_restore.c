@@ -91,7 +91,8 @@ int airlock_overlay_look(int ws_fd, const char *path, int *kind, char hex[65], u
     ssize_t n = readlinkat(dir, name, text, sizeof text);
     rc = n < 0 ? -errno : airlock_overlay_hash(text, (size_t)n, hex);
   } else {
-    *kind = 3;
+    *kind = S_ISDIR(st.st_mode) ? 4 : 3;
+    *mode = st.st_mode & 07777;
   }
   close(dir);
   return rc;
@@ -178,7 +179,8 @@ static int stage_blob(int blobs, int upper, const airlock_overlay_restore_item *
   return rc;
 }
 
-/* A path to be absent removed through no link (a directory is refused). */
+/* A path to be absent removed through no link; a directory only when it is
+** empty (one that holds anything is left as it is). */
 static int remove_path(int ws_fd, const char *path, char *err, size_t errlen)
 {
   const char *name;
@@ -190,10 +192,27 @@ static int remove_path(int ws_fd, const char *path, char *err, size_t errlen)
   struct stat st;
   int rc = 0;
   if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-    if (S_ISDIR(st.st_mode))
-      rc = airlock_overlay_say(err, errlen, -EISDIR, "ledger: remove %s: it is a directory now", path);
-    else if (unlinkat(dir, name, 0) < 0)
+    int isdir = S_ISDIR(st.st_mode);
+    if (unlinkat(dir, name, isdir ? AT_REMOVEDIR : 0) < 0 &&
+        !(isdir && (errno == ENOTEMPTY || errno == EEXIST)))
       rc = airlock_overlay_say(err, errlen, -errno, "ledger: remove %s: %s", path, strerror(errno));
+  }
+  close(dir);
+  return rc;
+}
+
+/* A directory to be there made through no link (one already there kept). */
+static int make_dir(int ws_fd, const char *path, unsigned mode, char *err, size_t errlen)
+{
+  const char *name;
+  int dir = parent_of(ws_fd, path, &name, 0);
+  if (dir < 0) return airlock_overlay_say(err, errlen, -errno, "ledger: make %s: %s", path, strerror(errno));
+  struct stat st;
+  int rc = 0;
+  if (mkdirat(dir, name, mode & 0777) < 0) {
+    if (errno != EEXIST || fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+      rc = airlock_overlay_say(err, errlen, -EEXIST, "ledger: make the directory %s: %s", path,
+                               errno == EEXIST ? "something else is there" : strerror(errno));
   }
   close(dir);
   return rc;
@@ -222,7 +241,8 @@ int airlock_overlay_restore(int ws_fd, int session_fd, const airlock_overlay_res
     rc = airlock_overlay_say(err, errlen, -errno, "ledger: the staging directory: %s", strerror(errno));
   /* Every blob staged and checked before the workspace is written. */
   for (size_t i = 0; rc == 0 && i < n; i++)
-    if (items[i].kind != AIRLOCK_RESTORE_NONE) rc = stage_blob(blobs, upper, &items[i], err, errlen);
+    if (items[i].kind == AIRLOCK_RESTORE_FILE || items[i].kind == AIRLOCK_RESTORE_LINK)
+      rc = stage_blob(blobs, upper, &items[i], err, errlen);
   airlock_overlay_staged *st = rc == 0 ? calloc(n ? n : 1, sizeof *st) : NULL;
   if (rc == 0 && !st) rc = airlock_overlay_say(err, errlen, -ENOMEM, "ledger: out of memory");
   size_t staged = 0;
@@ -230,6 +250,8 @@ int airlock_overlay_restore(int ws_fd, int session_fd, const airlock_overlay_res
     st[i].dirfd = -1;
     if (items[i].kind == AIRLOCK_RESTORE_NONE) {
       rc = remove_path(ws_fd, items[i].path, err, errlen);
+    } else if (items[i].kind == AIRLOCK_RESTORE_DIR) {
+      rc = make_dir(ws_fd, items[i].path, items[i].mode, err, errlen);
     } else {
       int r = airlock_overlay_stage(stage, ws_fd, items[i].path, &st[i], err, errlen);
       if (r != 0) rc = r < 0 ? r : -EPERM;

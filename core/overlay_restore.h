@@ -6,22 +6,24 @@
 ** workspace through the overlay applier (core/overlay_apply.h: a temporary
 ** beside its place, one syncfs, a rename into place, every path beneath the
 ** workspace through no link); a path to be absent is removed through no
-** link. Nothing is written to the workspace until every blob is staged and
-** checked.
+** link; a directory to be made is made (one already there is kept), one to
+** be absent is removed only when empty (one that holds anything is left:
+** nothing the records do not name is removed). Nothing is written to the
+** workspace until every blob is staged and checked.
 */
 #ifndef AIRLOCK_OVERLAY_RESTORE_H
 #define AIRLOCK_OVERLAY_RESTORE_H
 
 #include <stddef.h>
 
-enum { AIRLOCK_RESTORE_NONE = 0, AIRLOCK_RESTORE_FILE, AIRLOCK_RESTORE_LINK };
+enum { AIRLOCK_RESTORE_NONE = 0, AIRLOCK_RESTORE_FILE, AIRLOCK_RESTORE_LINK, AIRLOCK_RESTORE_DIR };
 
 typedef struct airlock_overlay_restore_item {
   const char *path;   /* relative to the workspace, checked by the caller */
   int kind;           /* AIRLOCK_RESTORE_*: what the path is to hold */
   const char *sha256; /* a file's content or a link's text: its blob's name (64 hex) */
   const char *text;   /* a link's text itself (no blob read), or NULL */
-  unsigned mode;      /* a file's permission bits */
+  unsigned mode;      /* a file's or directory's permission bits */
 } airlock_overlay_restore_item;
 
 /* Puts items[0..n) into the workspace at ws_fd from the blobs of session_fd.
@@ -32,8 +34,9 @@ int airlock_overlay_restore(int ws_fd, int session_fd, const airlock_overlay_res
                             char *err, size_t errlen);
 
 /* What the workspace holds at path (through no link): kind (0 absent, 1 a
-** regular file, 2 a link, 3 anything else), the SHA-256 of a file's content
-** or a link's text in hex[65], and its permission bits. 0 or -errno. */
+** regular file, 2 a link, 3 anything else, 4 a directory), the SHA-256 of
+** a file's content or a link's text in hex[65], and its permission bits. 0
+** or -errno. */
 int airlock_overlay_look(int ws_fd, const char *path, int *kind, char hex[65], unsigned *mode);
 
 #endif

@@ -342,7 +342,7 @@ static int l_unlock(lua_State *L)
   return 0;
 }
 
-/* core.overlay_look(workspace, path) -> "none" | "file" | "link" | "other",
+/* core.overlay_look(workspace, path) -> "none" | "file" | "link" | "other" | "dir",
 ** sha256 (a file's content or a link's text), mode; or nil, message, errno.
 ** Nothing is followed (core/overlay_restore.c). */
 static int l_look(lua_State *L)
@@ -360,7 +360,7 @@ static int l_look(lua_State *L)
   int rc = airlock_overlay_look(wfd, path, &kind, hex, &mode);
   close(wfd);
   if (rc < 0) return airlock_l_fail(L, "workspace", path, -rc);
-  static const char *const KIND[] = {"none", "file", "link", "other"};
+  static const char *const KIND[] = {"none", "file", "link", "other", "dir"};
   lua_pushstring(L, KIND[kind]);
   if (hex[0])
     lua_pushstring(L, hex);
@@ -372,7 +372,8 @@ static int l_look(lua_State *L)
 
 /* core.overlay_restore(workspace, session_dir, items) -> true; or nil,
 ** message, "refused" (nothing written), or nil, message, errno. items: {
-** {path, kind = "none" | "file" | "link", sha256, mode, text (a link's, from the journal)}... }, at most
+** {path, kind = "none" | "file" | "link" | "dir", sha256, mode, text (a link's, from the journal)}... }, at
+*most
 ** 1000000, each path and hash checked by the caller (and again here). */
 static int l_restore(lua_State *L)
 {
@@ -399,10 +400,13 @@ static int l_restore(lua_State *L)
     luaL_argcheck(L, it->path && k, 3, "an item has a path and a kind");
     it->kind = strcmp(k, "file") == 0   ? AIRLOCK_RESTORE_FILE
                : strcmp(k, "link") == 0 ? AIRLOCK_RESTORE_LINK
-                                        : AIRLOCK_RESTORE_NONE;
+               : strcmp(k, "dir") == 0  ? AIRLOCK_RESTORE_DIR
+               : strcmp(k, "none") == 0 ? AIRLOCK_RESTORE_NONE
+                                        : -1;
+    luaL_argcheck(L, it->kind >= 0, 3, "an item's kind is none, file, link or dir");
     int hexok = it->sha256 && strlen(it->sha256) == 64 && strspn(it->sha256, "0123456789abcdef") == 64;
-    luaL_argcheck(L, it->kind == AIRLOCK_RESTORE_NONE || hexok, 3,
-                  "a file's or link's sha256 is 64 hex digits");
+    int blob = it->kind == AIRLOCK_RESTORE_FILE || it->kind == AIRLOCK_RESTORE_LINK;
+    luaL_argcheck(L, !blob || hexok, 3, "a file's or link's sha256 is 64 hex digits");
     lua_pop(L, 5); /* the strings stay referenced by the item tables the argument holds */
   }
   int wfd = open(ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

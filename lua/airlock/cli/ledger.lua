@@ -109,12 +109,16 @@ function SUB.revert(c)
     return usage_error("ledger " .. sub .. ": --run takes a run number (1 or more)", "ledger " .. sub)
   end
   local n, where, code = restore.run(dir, sub, { run = run, workspace = opts.workspace, force = opts.force })
+  local left = n and code or {}
   if opts.json then
-    io.stdout:write(json.encode(n and { ok = true, paths = n, workspace = where } or
+    io.stdout:write(json.encode(n and { ok = true, paths = n, workspace = where, left = left } or
       { ok = false, cause = code, message = where }), "\n")
   elseif n then
     io.stdout:write(string.format("ledger %s: %s: %d path%s written in %s\n", dir,
       sub == "revert" and "reverted" or "reapplied", n, n == 1 and "" or "s", where))
+    for _, p in ipairs(left) do
+      io.stdout:write(string.format("ledger %s: left the directory %s: it holds what no record names\n", dir, p))
+    end
   else
     io.stderr:write(string.format("airlock: ledger %s: %s: %s\n", sub, code, where))
   end

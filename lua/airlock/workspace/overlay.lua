@@ -123,7 +123,8 @@ end
 --- or {}, message: the contents of the changes taken kept as blobs of the
 --- session keep.dir (core/overlay_keep.c), bounded by keep.max_bytes with what
 --- the session holds; each kept { before = "none" | "file" | "link" | "dir" |
---- "other", before_sha256, before_mode, sha256 }. Contents that would pass
+--- "other" | "emptied dir" (a directory change that emptied one), before_sha256,
+--- before_mode, sha256 }. Contents that would pass
 --- the bound are a violation naming ledger.max_bytes.
 function M.keep(layer, take, workspace, keep, v)
   local items = {}
@@ -147,6 +148,15 @@ function M.keep(layer, take, workspace, keep, v)
         "nothing was applied", k.path)
     end
     kept[k.path] = k
+  end
+  -- A directory has no contents to keep: what stood at its place is looked
+  -- at, so a revert knows whether the run made it (before "none") or found
+  -- it; one the run emptied (opaque) is said so, for no revert can refill it.
+  for _, c in ipairs(take) do
+    if c.kind == "dir" then
+      local kind = core.overlay_look(workspace, c.path)
+      kept[c.path] = { before = (kind == "dir" and c.opaque) and "emptied dir" or kind or "other" }
+    end
   end
   return kept
 end

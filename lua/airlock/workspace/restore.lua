@@ -13,7 +13,8 @@ local ledger = require "airlock.ledger"
 
 local M = {}
 
-local PATH_MAX, KINDS = 4095, { created = true, modified = true, deleted = true, symlink = true }
+local PATH_MAX = 4095
+local KINDS = { created = true, modified = true, deleted = true, symlink = true, dir = true }
 
 local function hex64(s) return type(s) == "string" and #s == 64 and s:match("^[0-9a-f]+$") ~= nil end
 
@@ -37,6 +38,9 @@ local function states(r)
     new = { kind = "file", sha256 = r.sha256, mode = r.mode }
   elseif r.change == "deleted" then
     new = { kind = "none" }
+  elseif r.change == "dir" then
+    if math.type(r.mode) ~= "integer" or r.mode < 0 or r.mode > 4095 then return nil, "its mode is not one" end
+    new = { kind = "dir", mode = r.mode }
   else
     local t = r.target
     if type(t) ~= "string" or #t == 0 or #t > PATH_MAX or t:find("\0", 1, true) then
@@ -52,8 +56,12 @@ local function states(r)
     local m = r.before_mode
     if math.type(m) ~= "integer" or m < 0 or m > 4095 then return nil, "its before_mode is not one" end
     before = { kind = r.before, sha256 = r.before_sha256, mode = m }
+  elseif r.before == "dir" and r.change == "dir" then
+    before = { kind = "dir" }   -- a directory the run found and kept (its mode, say, changed)
   elseif r.before == nil then
     return nil, "its contents were not kept (no before field: run with a session directory)"
+  elseif r.before == "dir" or r.before == "emptied dir" then
+    return nil, "it deleted or emptied a directory, whose contents are not kept"
   else
     return nil, "it replaced a " .. tostring(r.before) .. ", which is not kept"
   end
@@ -61,12 +69,13 @@ local function states(r)
 end
 
 local function same(a, b)
-  return a.kind == b.kind and (a.kind == "none" or a.kind == "other" or a.sha256 == b.sha256)
+  return a.kind == b.kind and (a.kind == "none" or a.kind == "other" or a.kind == "dir" or a.sha256 == b.sha256)
 end
 
 local function said(s)
   if s.kind == "none" then return "absent" end
-  if s.kind == "other" then return "neither a file nor a link" end
+  if s.kind == "other" then return "neither a file, a link nor a directory" end
+  if s.kind == "dir" then return "a directory" end
   return string.format("a %s of SHA-256 %s", s.kind, s.sha256 and s.sha256:sub(1, 12) .. "..." or "?")
 end
 
@@ -113,8 +122,10 @@ function M.committed(dir, run)
   return out, workspace
 end
 
---- run(dir, how, opts) -> count of paths written, workspace; or nil, message,
---- code ("refused": nothing was written; else it failed while writing).
+--- run(dir, how, opts) -> count of paths written, workspace, left (the
+--- directories a revert would remove that hold what no record names, left in
+--- place); or nil, message, code ("refused": nothing was written; else it
+--- failed while writing).
 --- how: "revert" (the changes undone, newest first) or "reapply" (done
 --- again, oldest first). opts: run (one run's changes), workspace (instead
 --- of the records'), force (a path that is not as the records expect is
@@ -142,7 +153,7 @@ function M.run(dir, how, opts)
   end
   local from, to, first, last, step = "new", "before", #changes, 1, -1
   if how == "reapply" then from, to, first, last, step = "before", "new", 1, #changes, 1 end
-  local cur, order, final = {}, {}, {}
+  local cur, order, final, emptied = {}, {}, {}, {}
   for i = first, last, step do
     local c = changes[i]
     local now = cur[c.path]
@@ -159,6 +170,7 @@ function M.run(dir, how, opts)
         c.path, said(now), said(c[from]), tostring(c.run), how == "revert" and "left" or "found", how), "refused"
     end
     cur[c.path] = c[to]
+    if c[from].kind == "dir" and c[to].kind == "none" then emptied[#emptied + 1] = c.path end
     if final[c.path] then order[final[c.path]] = false end
     order[#order + 1] = c.path
     final[c.path] = #order
@@ -172,7 +184,13 @@ function M.run(dir, how, opts)
   end
   local ok, err, code = core.overlay_restore(real, dir, items)
   if not ok then return nil, tostring(err):gsub("^ledger: ", ""), code == "refused" and "refused" or "failed" end
-  return #items, real
+  -- A directory the run made is removed only when empty: one that now holds
+  -- what no record names (a file made since) is left, and said.
+  local left = {}
+  for _, path in ipairs(emptied) do
+    if cur[path].kind == "none" and core.overlay_look(real, path) == "dir" then left[#left + 1] = path end
+  end
+  return #items, real, left
 end
 
 return M
