@@ -127,6 +127,21 @@ for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", 
       os.remove(out)
     end)
 
+    it("lists the effects a program asked for that the base refuses, commented out, never granted", function()
+      local out = ws .. ".draft.lua"
+      local cmd = "sh -c 'airlock call log \"{\\\"text\\\":\\\"hi\\\"}\"; airlock call kv.get \"{}\"; " ..
+        "airlock call kv.get \"{}\"; echo done'"
+      local res = run(caller.prefix .. AIRLOCK .. " exec --workspace " .. ws .. " --learn " .. out .. " -- " .. cmd)
+      assert.matches("1 effects asked for that the base policy does not grant", res)
+      assert.matches("draft ran again with no violation", res)
+      local text = H.read(out)
+      assert.matches('\n    %-%- NOT GRANTED: %["kv%.get"%] = <a handler>,   %-%- the program asked for it 2 times', text)
+      assert.is_nil(text:find('"log"', 1, true), text)   -- the control: log, which the base grants, is not listed
+      local p = assert(loadfile(out))   -- the draft is a policy file all the same
+      assert.is_table(p())
+      os.remove(out)
+    end)
+
     it("ends each run at --timeout: a program that hangs is stopped while learning and in the proof run", function()
       local out = ws .. ".draft.lua"
       local res = run(caller.prefix .. AIRLOCK .. " exec --workspace " .. ws .. " --timeout 1s --learn " .. out ..

@@ -27,9 +27,12 @@ function M.main(opts)
     return 125
   end
   local p = rep.plan
+  local asked = 0
+  for _, c in ipairs(p.effects or {}) do if c.denied > 0 then asked = asked + 1 end end
   io.stderr:write(string.format("airlock exec: learned %d read, %d write and %d exec grants, %d network " ..
-    "patterns; %d secrets or home-directory files flagged, not granted; draft written to %s\n",
-    #p.read, #p.write, #p.exec, #p.network, #p.flagged, rep.draft))
+    "patterns; %d secrets or home-directory files flagged, not granted; %d effects asked for that the base " ..
+    "policy does not grant; draft written to %s\n",
+    #p.read, #p.write, #p.exec, #p.network, #p.flagged, asked, rep.draft))
   if rep.runs then
     io.stderr:write("airlock exec: the draft ran again with no violation and the same ending\n")
     if not rep.learned_ok then

@@ -194,7 +194,10 @@ end
 
 local function quote(s) return string.format("%q", s) end
 
---- text(d, about) -> the policy file: about = {argv, base ("tool")}.
+--- text(d, about) -> the policy file: about = {argv, base ("tool")}; d.effects
+--- (optional) = {{effect, n, denied}...}, the effects the program asked for
+--- with `airlock call`: each the base refused is a commented-out line (no
+--- draft can write its handler).
 function M.text(d, about)
   local o = {}
   local function w(...) o[#o + 1] = table.concat({ ... }) end
@@ -236,6 +239,16 @@ function M.text(d, about)
     w("    },")
   end
   w("  },")
+  local asked = {}
+  for _, c in ipairs(d.effects or {}) do if c.denied > 0 then asked[#asked + 1] = c end end
+  if #asked > 0 then
+    w("  effects = {")
+    for _, c in ipairs(asked) do
+      w(string.format("    -- NOT GRANTED: [%q] = <a handler>,   -- the program asked for it %s (airlock call); " ..
+        "the base policy does not grant it", c.effect, c.n == 1 and "once" or (c.n .. " times")))
+    end
+    w("  },")
+  end
   w("})")
   return table.concat(o, "\n") .. "\n"
 end

@@ -22,8 +22,36 @@ local exec = require "airlock.exec"
 local policy = require "airlock.policy"
 local program = require "airlock.program"
 local draft = require "airlock.learn.draft"
+local ledger = require "airlock.ledger"
 
 local M = {}
+
+local function tmpdir()
+  local p = io.popen("mktemp -d \"${TMPDIR:-/tmp}/airlock-learn.XXXXXX\"")
+  local d = p and p:read("l")
+  if p then p:close() end
+  return d ~= "" and d or nil
+end
+
+-- The effects a run's ledger records calls of: a list, in first-call order,
+-- of { effect, n, denied (how many the policy refused) }.
+local function effect_calls(dir)
+  local by, list = {}, {}
+  local ok = pcall(function()
+    for rec in ledger.records(dir) do
+      if rec.kind == "call" and type(rec.effect) == "string" and #rec.effect <= 128 then
+        local c = by[rec.effect]
+        if not c then
+          c = { effect = rec.effect, n = 0, denied = 0 }
+          by[rec.effect], list[#list + 1] = c, c
+        end
+        c.n = c.n + 1
+        if rec.decision == "deny" then c.denied = c.denied + 1 end
+      end
+    end
+  end)
+  return ok and list or {}
+end
 
 M.ROUNDS = 3
 
@@ -72,10 +100,8 @@ local function shell_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
 -- A fresh copy of dir (cp -a) in a new temporary directory. -> path, or nil, message.
 local function scratch_copy(dir)
-  local p = io.popen("mktemp -d \"${TMPDIR:-/tmp}/airlock-learn.XXXXXX\"")
-  local tmp = p and p:read("l")
-  if p then p:close() end
-  if not tmp or tmp == "" then return nil, "learn: could not make a temporary directory (mktemp -d)" end
+  local tmp = tmpdir()
+  if not tmp then return nil, "learn: could not make a temporary directory (mktemp -d)" end
   if not os.execute("cp -a " .. shell_quote(dir) .. "/. " .. shell_quote(tmp) .. "/") then
     os.execute("rm -rf " .. shell_quote(tmp))
     return nil, "learn: could not copy the workspace " .. dir .. " (cp -a) for the learning run"
@@ -129,9 +155,17 @@ function M.learn(opts)
   local path = (opts.env and opts.env.PATH) or os.getenv("PATH") or program.DEFAULT_PATH
   local found = program.locate(argv[1], { path = path, cwd = ws, runnable = function() return true end })
   local real = found and core.fs_realpath(found:match("^(.*)/[^/]+$") or "/")
+  -- Each run keeps a ledger in a temporary directory, read for the effects
+  -- the program asked for (airlock call) and whether the policy granted them.
   local function run(pol, where, output)
-    return exec.exec { argv = argv, policy = pol, workspace = where, env = opts.env, observe = true,
-                       timeout = opts.timeout, output = output, stdin_inherit = output == "inherit" and opts.stdin_inherit or nil }
+    local tmp = tmpdir()
+    if not tmp then return nil, "learn: could not make a temporary directory (mktemp -d)", "io" end
+    local res, err, code = exec.exec { argv = argv, policy = pol, workspace = where, env = opts.env,
+      observe = true, timeout = opts.timeout, output = output, ledger = tmp .. "/l",
+      stdin_inherit = output == "inherit" and opts.stdin_inherit or nil }
+    if res then res.effect_calls = effect_calls(tmp .. "/l") end
+    os.execute("rm -rf " .. shell_quote(tmp))
+    return res, err, code
   end
   -- A path outside the learning view that the draft grants may have changed
   -- what the program did (git cannot clone a repository it cannot see): the
@@ -196,6 +230,7 @@ function M.learn(opts)
     end
     if not again then break end
   end
+  plan.effects = learned.effect_calls or {}
   local text = draft.text(plan, { argv = argv, base = "tool" })
   local f, ferr = io.open(opts.out, "w")
   if not f then return nil, "learn: cannot write the draft: " .. tostring(ferr), "io" end
@@ -225,6 +260,11 @@ function M.learn(opts)
     if v.kind ~= "syscall" and not said[v.what] and not had[tostring(v.kind) .. "\0" .. tostring(v.what)] then
       d[#d + 1] = string.format("violation: %s: %s (%s)", tostring(v.what), tostring(v.reason), tostring(v.rule))
     end
+  end
+  local refused_before = {}
+  for _, c in ipairs(learned.effect_calls or {}) do refused_before[c.effect] = c.denied > 0 end
+  for _, c in ipairs(proved.effect_calls or {}) do
+    if c.denied > 0 and not refused_before[c.effect] then d[#d + 1] = "refused under the draft: the effect " .. c.effect end
   end
   if proved.cause ~= learned.cause or proved.exit_code ~= learned.exit_code then
     d[#d + 1] = string.format("the learning run ended %s (exit %s), the proof run %s (exit %s)", learned.cause,
