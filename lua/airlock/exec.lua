@@ -422,10 +422,10 @@ local function plan_of(job)
 end
 
 -- The ledger is written by this (trusted) process: never inside the
--- workspace, where the program could plant what it opens. With a proxy or an
--- overlaid workspace, it stays open past the program's end, for the records
--- of connections that end after it (net.end) and of the change set: opened
--- here, closed by the closer returned.
+-- workspace, where the program could plant what it opens. It stays open past
+-- the program's end, for the records of connections that end after it
+-- (net.end), of the change set and of the refusals read from the run once it
+-- ended: opened here, closed by the closer returned.
 local function ledger_of(job)
   local opts = job.opts
   local ledger = opts.ledger
@@ -438,8 +438,6 @@ local function ledger_of(job)
     return nil, string.format("ledger: %s is inside the workspace %s, which the program may change; " ..
       "keep the ledger outside it", ledger, job.workspace), "ledger"
   end
-  job.ledger = ledger
-  if not job.net and not job.overlay then return true end
   local fresh, taken, code = ledger_mod.fresh(ledger, true)
   if not fresh then return nil, taken, code end
   local lerr
@@ -593,12 +591,20 @@ function M.exec(opts, broker)
   overlay.finish(job.overlay, layer, res, job.workspace, orec and orec.recorder, opts.review,
     type(opts.ledger) == "string" and { dir = opts.ledger, max_bytes = job.ledger_bound } or nil)
   violations.add(res)
+  local seen = #(res.violations or {})
   if res.observed then violations.paths(res, { stat = host_type, writable = writable_roots(job) }) end
   if res.connects then   -- direct connects, each named with the proxy and the field
     local net = job.net
     violations.connects(res, { proxy = egress.env().HTTP_PROXY, allowed = function(host, port)
       return network.first(net.allow, host, port) ~= nil and not network.denied(net.deny, host, port)
     end })
+  end
+  -- The refusals read from the run once it ended (paths it could not reach,
+  -- direct connects) go to its ledger too, like those seen while it ran.
+  local rec = job.ledger and registry.record_of(run)
+  for i = seen + 1, rec and rec.recorder and #(res.violations or {}) or 0 do
+    local v = res.violations[i]
+    rec.recorder:append("violation", { violation = v.kind, what = v.what, rule = v.rule, reason = v.reason })
   end
   if pty then pty:wait(500) end
   res.argv = job.full

@@ -105,6 +105,24 @@ describe("tool.network: a direct connect", function()
       direct_violations(other)[1].reason, 1, true)
   end)
 
+  it("writes the refusal to the run's ledger, beside the proxy's decisions", function()
+    local ws, dir = H.tmpdir(), H.tmpdir() .. "/l"
+    H.write(ws .. "/client.py", CLIENT)
+    local res = assert(airlock.exec { argv = { "/usr/bin/python3", "client.py", tostring(port) }, workspace = ws,
+      timeout = H.GUARD_S .. "s", policy = pol, ledger = dir })
+    os.execute("rm -rf " .. ws)
+    assert.are.equal("errno " .. want_errno .. "\n", res.stdout)
+    local found
+    for rec in airlock.ledger.records(dir) do
+      if rec.kind == "violation" and rec.violation == "network" and rec.what == "127.0.0.1:" .. port then found = rec end
+    end
+    assert.is_truthy(found, "no violation record of the direct connect")
+    assert.are.equal("tool.network.allow", found.rule)
+    assert.matches("^a direct connection", found.reason)
+    assert.is_true(assert(airlock.ledger.verify(dir)).ok)
+    os.execute("rm -rf " .. dir:match("^(.*)/l$"))
+  end)
+
   it("records nothing in a run without tool.network", function()
     local res = exec({ "/usr/bin/python3", "client.py", tostring(port) }, {})
     assert.matches("^errno %d+\n$", res.stdout)   -- no network at all: refused, as always
