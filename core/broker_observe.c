@@ -126,8 +126,13 @@ static void observe_path(airlock_run *r, const struct seccomp_notif *n, int memf
 {
   char path[PATH_MAX], full[PATH_MAX * 2 + 2];
   int len = read_string(memfd, n->data.args[path_arg], path, sizeof path);
-  if (len <= 0) return; /* unreadable, or "" (fstat of the dirfd itself) */
-  if (path[0] == '/') {
+  /* "" with AT_EMPTY_PATH: an execveat of the fd itself (fexecve), recorded
+  ** as the file it names; any other "" (fstat of the dirfd) is left out. */
+  int fd_itself = len == 0 && n->data.nr == SYS_execveat && (n->data.args[4] & AT_EMPTY_PATH);
+  if (len < 0 || (len == 0 && !fd_itself)) return;
+  if (fd_itself) {
+    if (base_dir((pid_t)n->pid, (int)(uint32_t)n->data.args[dirfd_arg], full, PATH_MAX) != 0) return;
+  } else if (path[0] == '/') {
     snprintf(full, sizeof full, "%s", path);
   } else {
     char base[PATH_MAX];

@@ -335,6 +335,13 @@ int airlock_seccomp_stock_check(unsigned long *usable, unsigned long *hits, char
 ** It is O_CLOEXEC, gone once the program runs. */
 #define AIRLOCK_CONFINE_NOTIFY_FD  63
 #define AIRLOCK_CONFINE_RULESET_FD 62 /* where the spawner's child keeps the ruleset */
+/* The fds the spawner's child (airlock-init, or the program itself) and then
+** airlock-init (the program; init/main.c's PROGRAM_FD) are started from with
+** execveat. Learn mode observes every execveat but from these: the parent,
+** which answers the listener, waits for the child's own exec (CLONE_VFORK),
+** and the program named is known already. */
+#define AIRLOCK_SPAWN_INIT_FD      59
+#define AIRLOCK_SPAWN_EXEC_FD      61
 
 /* Builds the Landlock ruleset (opening every listed path O_PATH; a missing one is
 ** an error naming it) and compiles the filter. *p is always initialised (safe to

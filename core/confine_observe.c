@@ -11,10 +11,12 @@
 #include <sys/syscall.h>
 
 /* {nr, kind, path_arg, dirfd_arg, flags_arg, path2_arg, dirfd2_arg}.
-** execveat is not among them: the spawner's child starts airlock-init with it
-** after its filter is on, while the parent, which answers the listener, waits
-** for that exec (CLONE_VFORK); observed, it would wait for itself. A program
-** started by fexecve is therefore not seen; one started by path is. */
+** execveat is observed from any fd but AIRLOCK_SPAWN_INIT_FD and
+** AIRLOCK_SPAWN_EXEC_FD (confine.h; the filter lets those through): the
+** spawner's child starts airlock-init from one after its filter is on, while
+** the parent, which answers the listener, waits for that exec (CLONE_VFORK).
+** A program started by fexecve (execveat of "" with AT_EMPTY_PATH) is
+** recorded as the file its fd names. */
 const airlock_observed_call airlock_observed_calls[] = {
 #ifdef SYS_open
     {SYS_open, 'r', 0, -1, 1, -1, -1},
@@ -24,6 +26,7 @@ const airlock_observed_call airlock_observed_calls[] = {
 #endif
     {SYS_openat, 'r', 1, 0, 2, -1, -1},
     {SYS_execve, 'x', 0, -1, -1, -1, -1},
+    {SYS_execveat, 'x', 1, 0, -1, -1, -1},
 #ifdef SYS_stat
     {SYS_stat, 's', 0, -1, -1, -1, -1},
 #endif

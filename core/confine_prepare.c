@@ -448,9 +448,31 @@ static int fcntl_rules(scmp_filter_ctx ctx, const struct entry *e, int deny, uin
 ** program, allowed in the plain one. */
 #define OBSERVE_MARK  SCMP_ACT_TRACE(0x7a2)
 
+/* The observe rule of execveat: OBSERVE_MARK but from the fds the spawner's
+** child and airlock-init start airlock-init and the program from, which are
+** let through (confine.h says why). */
+static int observe_execveat(scmp_filter_ctx ctx, uint32_t def)
+{
+  _Static_assert(AIRLOCK_SPAWN_EXEC_FD == AIRLOCK_SPAWN_INIT_FD + 2, "the fds between are observed");
+  int nr = SCMP_SYS(execveat), rc = 0;
+  const struct scmp_arg_cmp observed[] = {
+      {.arg = 0, .op = SCMP_CMP_LT, .datum_a = AIRLOCK_SPAWN_INIT_FD, .datum_b = 0},
+      {.arg = 0, .op = SCMP_CMP_EQ, .datum_a = AIRLOCK_SPAWN_INIT_FD + 1, .datum_b = 0},
+      {.arg = 0, .op = SCMP_CMP_GT, .datum_a = AIRLOCK_SPAWN_EXEC_FD, .datum_b = 0}};
+  for (size_t i = 0; i < sizeof observed / sizeof *observed && rc == 0; i++) {
+    rc = seccomp_rule_add_exact(ctx, OBSERVE_MARK, nr, 1, observed[i]);
+    if (rc == -EEXIST) rc = 0;
+  }
+  const int spawn_fds[] = {AIRLOCK_SPAWN_INIT_FD, AIRLOCK_SPAWN_EXEC_FD};
+  for (size_t i = 0; i < sizeof spawn_fds / sizeof *spawn_fds && rc == 0; i++)
+    rc = rule(ctx, def, SCMP_ACT_ALLOW, nr, &(struct cond){0, 0xffffffffu, (uint64_t)spawn_fds[i]});
+  return rc;
+}
+
 /* Compiles rs into a classic BPF program. refuse: the action for refused calls;
 ** notify_fd >= 0 adds "sendmsg on that fd gets HANDOVER_MARK"; observe makes
-** every observed call (airlock_observed_calls) OBSERVE_MARK, whatever rs says;
+** every observed call (airlock_observed_calls) OBSERVE_MARK, whatever rs says
+** (execveat but from the spawner's fds: observe_execveat);
 ** observe_connect makes connect OBSERVE_MARK only where rs lets it through
 ** whole (never a refused connect let through: the listener continues it). */
 static int compile(const struct ruleset *rs, int deny, uint32_t refuse, int notify_fd, int observe,
@@ -523,6 +545,15 @@ static int compile(const struct ruleset *rs, int deny, uint32_t refuse, int noti
   /* An observed call that sets a mode is observed only without a setid bit:
   ** with one it stays refused (setid_refusals, above), as in every filter. */
   for (const airlock_observed_call *c = airlock_observed_calls; observe && c->nr >= 0; c++, count++) {
+    if (c->nr == SCMP_SYS(execveat)) {
+      if ((rc = observe_execveat(ctx, def)) != 0) {
+        snprintf(err, errlen, "seccomp: rule for an observed execveat: %s", airlock_strerror(-rc));
+        seccomp_release(ctx);
+        return rc;
+      }
+      count += 2;
+      continue;
+    }
     int marg = -1;
     for (size_t k = 0; k < sizeof setid_calls / sizeof *setid_calls; k++)
       if (seccomp_syscall_resolve_name(setid_calls[k].name) == c->nr) marg = (int)setid_calls[k].arg;

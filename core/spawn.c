@@ -165,9 +165,9 @@ static int drop_capabilities(void)
   return (int)syscall(SYS_capset, &h, d);
 }
 
-#define INIT_FD        59 /* where the child keeps airlock-init, opened by the parent */
-#define INIT_STATUS_FD 60 /* airlock-init's end of the status pipe (init/main.c) */
-#define EXEC_FD        61 /* where the child keeps the program opened by the parent */
+#define INIT_FD        AIRLOCK_SPAWN_INIT_FD /* where the child keeps airlock-init, opened by the parent */
+#define INIT_STATUS_FD 60                    /* airlock-init's end of the status pipe (init/main.c) */
+#define EXEC_FD        AIRLOCK_SPAWN_EXEC_FD /* where the child keeps the program opened by the parent */
 #define NKEEP          5
 
 /* Closes every fd from lo up, except those in keep (ascending, -1 = unused). */

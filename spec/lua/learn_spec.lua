@@ -166,6 +166,23 @@ for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", 
     end)
     after_each(function() os.execute("rm -rf " .. ws .. " " .. fx) end)
 
+    it("records a program started from a file descriptor (fexecve), as it records one started by path", function()
+      local py = "/usr/bin/python3"
+      if not core.fs_realpath(py) then pending("skipped: " .. py .. " is not installed") return end
+      -- python's os.execve takes a descriptor and runs it with fexecve
+      -- (execveat of "" with AT_EMPTY_PATH); /bin/echo then prints
+      local script = "import os\nfd = os.open('/bin/echo', os.O_RDONLY)\nos.execve(fd, ['echo', 'from fd'], {})\n"
+      H.write(ws .. "/fx.py", script)
+      assert(os.execute("chmod 644 " .. ws .. "/fx.py"))
+      assert.are.equal("from fd\nrc=0\n", run("cd " .. ws .. " && " .. caller.prefix .. py .. " fx.py"))   -- the control
+      local out = run(caller.prefix .. AIRLOCK .. " exec --observe --json --workspace " .. ws .. " -- " .. py .. " fx.py")
+      local res = assert(require("dkjson").decode(out:match("^[^\n]+")), out)
+      assert.are.equal("from fd\n", res.stdout)
+      local echo = core.fs_realpath("/bin/echo")
+      assert.is_truthy(res.observed:find("x+ " .. echo .. "\n", 1, true) or
+        res.observed:find("x+ /bin/echo\n", 1, true), res.observed)
+    end)
+
     it("names the field that would grant a path outside the view or a write refused, as violations", function()
       H.write(fx .. "/data.txt", "there\n")
       assert(os.execute("chmod 644 " .. fx .. "/data.txt"))
