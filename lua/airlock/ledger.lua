@@ -143,12 +143,52 @@ function M.verify(dir, checkpoint)
   return core.ledger_proc_verify(prog, dir, checkpoint)
 end
 
---- branch(src, at, dst) -> true, or nil, message, errno: a new session in dst
--- starting from src's records 1..at (the new session record says where from).
+-- A blob's name: 64 hex digits (a record's field is untrusted bytes).
+local function blob_name(h) return type(h) == "string" and #h == 64 and h:match("^[0-9a-f]+$") ~= nil end
+
+-- The kept contents (blobs/ab/<sha256>) the branch's records name, copied
+-- from src through no link; a blob src lacks is left out (a revert of the
+-- branch then says which). -> how many were copied, how many were missing.
+local function copy_blobs(src, dst)
+  local want, list = {}, {}
+  local ok = pcall(function()
+    for rec in M.records(dst) do
+      if rec.kind == "workspace.change" then
+        for _, field in ipairs { "sha256", "before_sha256" } do   -- either may be absent
+          local h = rec[field]
+          if blob_name(h) and not want[h] then want[h], list[#list + 1] = true, h end
+        end
+      end
+    end
+  end)
+  local copied, missing = 0, 0
+  for _, h in ipairs(ok and list or {}) do
+    local rel = "blobs/" .. h:sub(1, 2) .. "/" .. h
+    local fine, done = pcall(function()
+      local st = core.fs_stat(src, rel)
+      local data = st and st.type == "file" and core.fs_read(src, rel, st.size)
+      return data and core.sha256(data) == h and core.fs_write(dst, rel, data, true)
+    end)
+    if fine and done then
+      copied = copied + 1
+    else
+      missing = missing + 1
+    end
+  end
+  return copied, missing
+end
+
+--- branch(src, at, dst) -> true, {blobs = copied, blobs_missing = n}; or nil,
+-- message, errno: a new session in dst starting from src's records 1..at (the
+-- new session record says where from), with the contents an overlaid run
+-- kept (blobs/) that those records name, so the branch can be reverted.
 function M.branch(src, at, dst)
   local prog, err, code = program()
   if not prog then return nil, err, code end
-  return core.ledger_proc_branch(prog, src, at, dst)
+  local ok, berr, bcode = core.ledger_proc_branch(prog, src, at, dst)
+  if not ok then return nil, berr, bcode end
+  local copied, missing = copy_blobs(src, dst)
+  return true, { blobs = copied, blobs_missing = missing }
 end
 
 --- head(dir) -> "SEQ:HEX" of the last verified record, or nil, message, errno

@@ -132,6 +132,43 @@ for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", 
       assert.are.equal(now, snapshot(ws))
     end)
 
+    it("reverts a branch of the session, whose kept contents the branch copied", function()
+      if ABSENT then pending("skipped: " .. ABSENT) return end
+      -- The branch is made by the session's owner (the ledger process it
+      -- starts opens the journal as that user).
+      if caller.prefix ~= "" and H.sanitized then
+        pending("skipped: release build only: the sanitizer's preloaded runtime is root's")
+        return
+      end
+      local branch = ldir .. "/b"
+      local script = ldir .. "/branch.lua"
+      H.write(script, string.format([[
+        package.cpath = %q .. "/lib/?.so;" .. package.cpath
+        local ledger = require("airlock").ledger
+        local last = 0
+        for rec in ledger.records(%q) do last = rec.seq end
+        local ok, info = ledger.branch(%q, last, %q)
+        print(ok, info and info.blobs, info and info.blobs_missing)
+      ]], core.fs_realpath(H.build), session, session, branch))
+      assert(os.execute("chmod 644 " .. script))
+      local made = H.sh("cd / && " .. caller.prefix .. "lua5.4 " .. script)
+      local copied, missing = made:match("^true\t(%d+)\t(%d+)\n$")
+      assert.is_truthy(copied, made)
+      assert.is_true(tonumber(copied) >= 5, made)
+      assert.are.equal("0", missing)
+      local out, rc = H.sh(caller.prefix .. AIRLOCK .. " ledger revert " .. branch .. " 2>&1")
+      assert.are.equal(0, rc, out)
+      assert.are.equal(original, snapshot(ws))
+      -- The control: a branch whose blobs are gone is refused, writing nothing.
+      out, rc = H.sh(caller.prefix .. AIRLOCK .. " ledger reapply " .. branch .. " 2>&1")
+      assert.are.equal(0, rc, out)
+      assert(os.execute("rm -rf " .. branch .. "/blobs"))
+      out, rc = H.sh(caller.prefix .. AIRLOCK .. " ledger revert " .. branch .. " 2>&1")
+      assert.are.equal(1, rc, out)
+      assert.truthy(out:find("no blobs/", 1, true) or out:find("missing", 1, true), out)
+      assert.are.equal(committed, snapshot(ws))
+    end)
+
     it("refuses to revert a file changed since, writing nothing, unless --force", function()
       if ABSENT then pending("skipped: " .. ABSENT) return end
       H.write(ws .. "/mod.txt", "edited by hand\n")

@@ -287,8 +287,13 @@ function M.branch(args)
     io.stderr:write("airlock: branch: ", err, "\n")
     return 1
   end
-  io.stdout:write(string.format("branch %s: records 1..%d of %s, head %s\n", pos[2], at, pos[1],
-    ledger.head(pos[2]) or "?"))
+  local kept = type(err) == "table" and err or {}
+  io.stdout:write(string.format("branch %s: records 1..%d of %s, head %s%s\n", pos[2], at, pos[1],
+    ledger.head(pos[2]) or "?", (kept.blobs or 0) > 0 and string.format(", %d kept contents copied", kept.blobs) or ""))
+  if (kept.blobs_missing or 0) > 0 then
+    io.stderr:write(string.format("airlock: branch: %d kept contents the records name are missing from %s/blobs " ..
+      "or altered: a revert of the branch will be refused\n", kept.blobs_missing, pos[1]))
+  end
   return 0
 end
 
