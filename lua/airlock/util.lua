@@ -56,6 +56,15 @@ function M.shell_quote(s)
   return "'" .. s:gsub("'", "'\\''") .. "'"
 end
 
+--- tmpdir(prefix) -> a new directory under $TMPDIR (or /tmp), named
+--- PREFIX.XXXXXX (mktemp -d), or nil: for the caller to remove.
+function M.tmpdir(prefix)
+  local p = io.popen("mktemp -d " .. M.shell_quote((os.getenv("TMPDIR") or "/tmp") .. "/" .. prefix .. ".XXXXXX"))
+  local d = p and p:read("l")
+  if p then p:close() end
+  return d ~= "" and d or nil
+end
+
 --- wrap(text, width, indent) -> text word-wrapped to width, later lines indented; a `command` stays whole.
 function M.wrap(text, width, indent)
   local lines, line = {}, ""

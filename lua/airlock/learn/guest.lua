@@ -19,6 +19,7 @@
 --               the base policy's).
 local airlock = require "airlock"
 local core = require "airlock.core"
+local util = require "airlock.util"
 local policy = require "airlock.policy"
 local handlers = require "airlock.handlers"
 local ledger = require "airlock.ledger"
@@ -26,23 +27,16 @@ local json = require "airlock.json"
 
 local M = {}
 
-local function shell_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
-local function tmpdir()
-  local p = io.popen("mktemp -d \"${TMPDIR:-/tmp}/airlock-learn.XXXXXX\"")
-  local d = p and p:read("l")
-  if p then p:close() end
-  return d ~= "" and d or nil
-end
 
 -- Runs the guest under pol with a ledger; -> result, calls {effect -> {n, denied}}, or nil, message.
 local function observed_run(source, name, pol, input)
-  local dir = tmpdir()
+  local dir = util.tmpdir("airlock-learn")
   if not dir then return nil, "learn: could not make a temporary directory (mktemp -d)" end
   local b <close> = airlock.broker()
   local run, err = b:start { guest = source, name = name, policy = pol, input = input, ledger = dir .. "/l" }
   if not run then
-    os.execute("rm -rf " .. shell_quote(dir))
+    os.execute("rm -rf " .. util.shell_quote(dir))
     return nil, "learn: the guest did not start: " .. tostring(err)
   end
   local res = run:wait(b)
@@ -55,7 +49,7 @@ local function observed_run(source, name, pol, input)
       if rec.decision == "deny" then c.denied = (c.denied or 0) + 1 end
     end
   end
-  os.execute("rm -rf " .. shell_quote(dir))
+  os.execute("rm -rf " .. util.shell_quote(dir))
   return res, calls, order
 end
 

@@ -18,6 +18,7 @@
 -- directory, removed after), so the proof run, in the workspace itself, finds
 -- it as the learning run did, and the command's effects happen once.
 local core = require "airlock.core"
+local util = require "airlock.util"
 local exec = require "airlock.exec"
 local policy = require "airlock.policy"
 local program = require "airlock.program"
@@ -26,12 +27,6 @@ local ledger = require "airlock.ledger"
 
 local M = {}
 
-local function tmpdir()
-  local p = io.popen("mktemp -d \"${TMPDIR:-/tmp}/airlock-learn.XXXXXX\"")
-  local d = p and p:read("l")
-  if p then p:close() end
-  return d ~= "" and d or nil
-end
 
 -- The effects a run's ledger records calls of: a list, in first-call order,
 -- of { effect, n, denied (how many the policy refused) }.
@@ -96,14 +91,13 @@ function M.learning_policy(program_dir, ports, more)
   })
 end
 
-local function shell_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
 -- A fresh copy of dir (cp -a) in a new temporary directory. -> path, or nil, message.
 local function scratch_copy(dir)
-  local tmp = tmpdir()
+  local tmp = util.tmpdir("airlock-learn")
   if not tmp then return nil, "learn: could not make a temporary directory (mktemp -d)" end
-  if not os.execute("cp -a " .. shell_quote(dir) .. "/. " .. shell_quote(tmp) .. "/") then
-    os.execute("rm -rf " .. shell_quote(tmp))
+  if not os.execute("cp -a " .. util.shell_quote(dir) .. "/. " .. util.shell_quote(tmp) .. "/") then
+    os.execute("rm -rf " .. util.shell_quote(tmp))
     return nil, "learn: could not copy the workspace " .. dir .. " (cp -a) for the learning run"
   end
   return tmp
@@ -158,13 +152,13 @@ function M.learn(opts)
   -- Each run keeps a ledger in a temporary directory, read for the effects
   -- the program asked for (airlock call) and whether the policy granted them.
   local function run(pol, where, output)
-    local tmp = tmpdir()
+    local tmp = util.tmpdir("airlock-learn")
     if not tmp then return nil, "learn: could not make a temporary directory (mktemp -d)", "io" end
     local res, err, code = exec.exec { argv = argv, policy = pol, workspace = where, env = opts.env,
       observe = true, timeout = opts.timeout, output = output, ledger = tmp .. "/l",
       stdin_inherit = output == "inherit" and opts.stdin_inherit or nil }
     if res then res.effect_calls = effect_calls(tmp .. "/l") end
-    os.execute("rm -rf " .. shell_quote(tmp))
+    os.execute("rm -rf " .. util.shell_quote(tmp))
     return res, err, code
   end
   -- A path outside the learning view that the draft grants may have changed
@@ -181,11 +175,11 @@ function M.learn(opts)
     learned, lerr, lcode = run(M.learning_policy(real, opts.ports, more), copy,
       round == 1 and (opts.output or "capture") or "capture")
     if not learned then
-      os.execute("rm -rf " .. shell_quote(copy))
+      os.execute("rm -rf " .. util.shell_quote(copy))
       return nil, "learn: the learning run did not start: " .. tostring(lerr), lcode
     end
     if learned.observed == nil then
-      os.execute("rm -rf " .. shell_quote(copy))
+      os.execute("rm -rf " .. util.shell_quote(copy))
       return nil, "learn: this kernel or privilege level gave no seccomp listener, so nothing could be " ..
         "observed (airlock probe says what can be enforced)", "confinement"
     end
@@ -206,7 +200,7 @@ function M.learn(opts)
     plan = draft.plan({ records = records, network = learned.network, refused = learned.refused }, {
       covered = covered(ws), stat = host_type,
     })
-    os.execute("rm -rf " .. shell_quote(copy))
+    os.execute("rm -rf " .. util.shell_quote(copy))
     local again = false
     for _, list in ipairs { "read", "write", "exec" } do
       for _, g in ipairs(plan[list]) do
