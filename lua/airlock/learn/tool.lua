@@ -27,7 +27,6 @@ local ledger = require "airlock.ledger"
 
 local M = {}
 
-
 -- The effects a run's ledger records calls of: a list, in first-call order,
 -- of { effect, n, denied (how many the policy refused) }.
 local function effect_calls(dir)
@@ -90,7 +89,6 @@ function M.learning_policy(program_dir, ports, more)
     },
   })
 end
-
 
 -- A fresh copy of dir (cp -a) in a new temporary directory. -> path, or nil, message.
 local function scratch_copy(dir)

@@ -62,6 +62,8 @@ local function states(r)
     return nil, "its contents were not kept (no before field: run with a session directory)"
   elseif r.before == "dir" or r.before == "emptied dir" then
     return nil, "it deleted or emptied a directory, whose contents are not kept"
+  elseif r.before == "other" then
+    return nil, "it replaced something neither a file, a link nor a directory, which is not kept"
   else
     return nil, "it replaced a " .. tostring(r.before) .. ", which is not kept"
   end
