@@ -201,21 +201,35 @@ static int remove_path(int ws_fd, const char *path, char *err, size_t errlen)
   return rc;
 }
 
-/* A directory to be there made through no link (one already there kept). */
+/* A directory to be there made through no link (one already there kept).
+** 1 when it was made, 0 when it was there, or -errno with a message. */
 static int make_dir(int ws_fd, const char *path, unsigned mode, char *err, size_t errlen)
 {
   const char *name;
   int dir = parent_of(ws_fd, path, &name, 0);
   if (dir < 0) return airlock_overlay_say(err, errlen, -errno, "ledger: make %s: %s", path, strerror(errno));
   struct stat st;
-  int rc = 0;
+  int rc = 1;
   if (mkdirat(dir, name, mode & 0777) < 0) {
+    rc = 0;
     if (errno != EEXIST || fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
-      rc = airlock_overlay_say(err, errlen, -EEXIST, "ledger: make the directory %s: %s", path,
+      rc = airlock_overlay_say(err, errlen, errno == EEXIST ? -EEXIST : -errno,
+                               "ledger: make the directory %s: %s", path,
                                errno == EEXIST ? "something else is there" : strerror(errno));
   }
   close(dir);
   return rc;
+}
+
+/* A directory make_dir made, removed again (a restore that failed before
+** writing anything else). */
+static void unmake_dir(int ws_fd, const char *path)
+{
+  const char *name;
+  int dir = parent_of(ws_fd, path, &name, 0);
+  if (dir < 0) return;
+  unlinkat(dir, name, AT_REMOVEDIR);
+  close(dir);
 }
 
 int airlock_overlay_restore(int ws_fd, int session_fd, const airlock_overlay_restore_item *items, size_t n,
@@ -243,16 +257,21 @@ int airlock_overlay_restore(int ws_fd, int session_fd, const airlock_overlay_res
   for (size_t i = 0; rc == 0 && i < n; i++)
     if (items[i].kind == AIRLOCK_RESTORE_FILE || items[i].kind == AIRLOCK_RESTORE_LINK)
       rc = stage_blob(blobs, upper, &items[i], err, errlen);
+  /* The workspace in two steps. First what only adds (directories made,
+  ** files and links staged beside their places), undone whole when one
+  ** fails (a full disk, say); then, once synced, what replaces or removes
+  ** (renames into place, removals), which needs no space. */
   airlock_overlay_staged *st = rc == 0 ? calloc(n ? n : 1, sizeof *st) : NULL;
-  if (rc == 0 && !st) rc = airlock_overlay_say(err, errlen, -ENOMEM, "ledger: out of memory");
+  unsigned char *made = rc == 0 ? calloc(n ? n : 1, 1) : NULL;
+  if (rc == 0 && (!st || !made)) rc = airlock_overlay_say(err, errlen, -ENOMEM, "ledger: out of memory");
   size_t staged = 0;
   for (size_t i = 0; rc == 0 && i < n; i++, staged++) {
     st[i].dirfd = -1;
-    if (items[i].kind == AIRLOCK_RESTORE_NONE) {
-      rc = remove_path(ws_fd, items[i].path, err, errlen);
-    } else if (items[i].kind == AIRLOCK_RESTORE_DIR) {
-      rc = make_dir(ws_fd, items[i].path, items[i].mode, err, errlen);
-    } else {
+    if (items[i].kind == AIRLOCK_RESTORE_DIR) {
+      int r = make_dir(ws_fd, items[i].path, items[i].mode, err, errlen);
+      if (r > 0) made[i] = 1;
+      if (r < 0) rc = r;
+    } else if (items[i].kind != AIRLOCK_RESTORE_NONE) {
       int r = airlock_overlay_stage(stage, ws_fd, items[i].path, &st[i], err, errlen);
       if (r != 0) rc = r < 0 ? r : -EPERM;
     }
@@ -262,14 +281,26 @@ int airlock_overlay_restore(int ws_fd, int session_fd, const airlock_overlay_res
     if (r < 0)
       rc = airlock_overlay_say(err, errlen, r, "ledger: sync the workspace's file system: %s", strerror(-r));
   }
+  if (rc != 0) { /* nothing replaced or removed yet: undo what was added */
+    for (size_t i = 0; i < staged; i++) airlock_overlay_unstage(&st[i]);
+    for (size_t i = staged; made && i-- > 0;)
+      if (made[i]) unmake_dir(ws_fd, items[i].path);
+    size_t len = strlen(err);
+    if (rc < 0 && len + 40 < errlen)
+      snprintf(err + len, errlen - len, "; nothing in the workspace was changed");
+    staged = 0;
+  }
   for (size_t i = 0; i < staged; i++) {
-    if (rc == 0) {
+    if (rc == 0 && items[i].kind == AIRLOCK_RESTORE_NONE) {
+      rc = remove_path(ws_fd, items[i].path, err, errlen);
+    } else if (rc == 0) {
       int r = airlock_overlay_place(&st[i], items[i].path, err, errlen);
       if (r < 0) rc = r;
     } else {
       airlock_overlay_unstage(&st[i]);
     }
   }
+  free(made);
   free(st);
   if (upper >= 0) close(upper);
   if (stage >= 0) {

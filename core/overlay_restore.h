@@ -29,7 +29,10 @@ typedef struct airlock_overlay_restore_item {
 /* Puts items[0..n) into the workspace at ws_fd from the blobs of session_fd.
 ** Returns 0; 1 when it refused before writing anything (a blob missing, not
 ** a regular file, or not of its hash; the reason in err); or -errno with a
-** message in err (from the applying on, the items before stay applied). */
+** message in err. A failure while adding (a directory made, a file staged
+** beside its place: a full disk, say) undoes what was added, and err ends
+** "nothing in the workspace was changed"; only a failure of a rename or a
+** removal after those (an I/O error) leaves the items before it applied. */
 int airlock_overlay_restore(int ws_fd, int session_fd, const airlock_overlay_restore_item *items, size_t n,
                             char *err, size_t errlen);
 

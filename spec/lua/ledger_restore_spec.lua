@@ -250,3 +250,43 @@ for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", 
     end)
   end)
 end
+
+-- A revert that runs out of space while writing: the workspace is a small
+-- tmpfs (mounted in a mount namespace of the spec's own, as root: the
+-- behaviour under test is the restorer's, whoever runs it), filled before
+-- the revert; the revert then fails with nothing in the workspace changed,
+-- and, the space given back, the same revert is done (the control).
+describe("ledger revert on a full disk", function()
+  it("fails before anything is replaced or removed, and undoes what it had added", function()
+    if ABSENT then pending("skipped: " .. ABSENT) return end
+    local root = H.tmpdir()
+    local pol = root .. "/p.lua"
+    H.write(pol, 'local policy = require "airlock.policy"\nreturn policy.extend("tool", { name = "full-spec", ' ..
+      'tool = { overlay = { max_bytes = "8M", max_files = 1000, commit = "always" } } })\n')
+    local script = string.format([[
+set -u
+ws=%s/ws; s=%s/s
+mkdir $ws && mount -t tmpfs -o size=512k tmpfs $ws || { echo "cannot mount"; exit 3; }
+head -c 307200 /dev/zero > $ws/big.txt
+mkdir $ws/keep && printf kept > $ws/keep/f
+%s exec --policy %s --workspace $ws --ledger $s -- sh -c 'printf small > big.txt; printf new > new.txt; mkdir made; printf in > made/f' >/dev/null 2>&1 || { echo "the run failed"; exit 3; }
+head -c 360000 /dev/zero > $ws/fill 2>/dev/null
+echo "before: $(wc -c < $ws/big.txt) $(cat $ws/new.txt) $(ls $ws | tr '\n' ' ')"
+%s ledger revert $s 2>&1; echo "rc=$?"
+echo "after: $(wc -c < $ws/big.txt) $(cat $ws/new.txt) $(ls -A $ws | tr '\n' ' ')"
+rm $ws/fill
+%s ledger revert $s >/dev/null 2>&1; echo "control rc=$?"
+echo "control: $(wc -c < $ws/big.txt) $(ls -A $ws | tr '\n' ' ')"
+umount $ws
+]], root, root, AIRLOCK, pol, AIRLOCK, AIRLOCK)
+    H.write(root .. "/full.sh", script)
+    local out = H.sh("env -u LD_PRELOAD unshare -m --propagation private sh " .. root .. "/full.sh")
+    os.execute("rm -rf " .. root)
+    assert.matches("before: 5 new big.txt fill keep made new.txt \n", out, 1, true)
+    assert.matches("No space left on device; nothing in the workspace was changed", out, 1, true)
+    assert.matches("\nrc=1\n", out, 1, true)
+    assert.matches("after: 5 new big.txt fill keep made new.txt \n", out, 1, true)
+    assert.matches("control rc=0\n", out, 1, true)
+    assert.matches("control: 307200 big.txt keep \n", out, 1, true)
+  end)
+end)
