@@ -4,6 +4,7 @@
 */
 #define _GNU_SOURCE
 #include "overlay_io.h"
+#include "ledger.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,21 +41,12 @@ int airlock_overlay_write_all(int fd, const char *p, size_t n)
   return 0;
 }
 
-static void hex_of(const unsigned char md[32], char hex[65])
-{
-  for (unsigned i = 0; i < 32; i++) {
-    hex[2 * i] = "0123456789abcdef"[md[i] >> 4];
-    hex[2 * i + 1] = "0123456789abcdef"[md[i] & 15];
-  }
-  hex[64] = 0;
-}
-
 static int finish(EVP_MD_CTX *ctx, char hex[65])
 {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned len = 0;
   if (EVP_DigestFinal_ex(ctx, md, &len) != 1 || len != 32) return -EIO;
-  hex_of(md, hex);
+  airlock_ledger_hex(md, hex);
   return 0;
 }
 

@@ -26,8 +26,8 @@ typedef struct airlock_overlay_sink {
 } airlock_overlay_sink;
 
 /* Reads src until size bytes (AIRLOCK_OVERLAY_TO_END: to its end) into the
-** sink. 0, or -errno: EIO when src ends before size (or, read to size,
-** holds more), EFBIG when more than cap would be kept, ENOMEM. */
+** sink. 0, or -errno: EIO when src ends before size (what follows size is
+** not read), EFBIG when more than cap would be kept, ENOMEM. */
 #define AIRLOCK_OVERLAY_TO_END UINT64_MAX
 int airlock_overlay_copy(int src, uint64_t size, airlock_overlay_sink *sink);
 

@@ -131,6 +131,30 @@ function M.records(dir)
   return it, reader, ctl, close
 end
 
+--- calls(dir) -> list, by_effect: the effects the journal in dir records calls
+-- of, in first-call order, each { effect, n (calls), denied (how many the
+-- policy refused) }, and the same entries by effect name. An effect name over
+-- 128 bytes is left out (a record's fields are untrusted). Raises as records does.
+function M.calls(dir)
+  local list, by = {}, {}
+  for rec in M.records(dir) do
+    if rec.kind == "call" and type(rec.effect) == "string" and #rec.effect <= 128 then
+      local c = by[rec.effect]
+      if not c then
+        c = { effect = rec.effect, n = 0, denied = 0 }
+        by[rec.effect], list[#list + 1] = c, c
+      end
+      c.n = c.n + 1
+      if rec.decision == "deny" then c.denied = c.denied + 1 end
+    end
+  end
+  return list, by
+end
+
+--- is_sha256_hex(s) -> whether s is a SHA-256 as 64 lower-case hex digits (a
+-- blob's name; a record's field is untrusted bytes).
+function M.is_sha256_hex(s) return type(s) == "string" and #s == 64 and s:match("^[0-9a-f]+$") ~= nil end
+
 --- verify(dir, checkpoint) -> report, or nil, message, errno (unreadable).
 -- report: ok, records, last_seq, bytes, head ("SEQ:HEX"), torn_bytes,
 -- session_id, and when damaged first_bad_seq, damage (the word) and reason
@@ -143,9 +167,6 @@ function M.verify(dir, checkpoint)
   return core.ledger_proc_verify(prog, dir, checkpoint)
 end
 
--- A blob's name: 64 hex digits (a record's field is untrusted bytes).
-local function blob_name(h) return type(h) == "string" and #h == 64 and h:match("^[0-9a-f]+$") ~= nil end
-
 -- The kept contents (blobs/ab/<sha256>) the branch's records name, copied
 -- from src through no link; a blob src lacks is left out (a revert of the
 -- branch then says which). -> how many were copied, how many were missing.
@@ -156,7 +177,7 @@ local function copy_blobs(src, dst)
       if rec.kind == "workspace.change" then
         for _, field in ipairs { "sha256", "before_sha256" } do   -- either may be absent
           local h = rec[field]
-          if blob_name(h) and not want[h] then want[h], list[#list + 1] = true, h end
+          if M.is_sha256_hex(h) and not want[h] then want[h], list[#list + 1] = true, h end
         end
       end
     end

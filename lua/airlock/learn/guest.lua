@@ -27,9 +27,8 @@ local json = require "airlock.json"
 
 local M = {}
 
-
-
--- Runs the guest under pol with a ledger; -> result, calls {effect -> {n, denied}}, or nil, message.
+-- Runs the guest under pol with a ledger; -> result, calls {effect -> {effect, n,
+-- denied}}, order {effects in first-call order}, or nil, message.
 local function observed_run(source, name, pol, input)
   local dir = util.tmpdir("airlock-learn")
   if not dir then return nil, "learn: could not make a temporary directory (mktemp -d)" end
@@ -40,15 +39,9 @@ local function observed_run(source, name, pol, input)
     return nil, "learn: the guest did not start: " .. tostring(err)
   end
   local res = run:wait(b)
-  local calls, order = {}, {}
-  for rec in ledger.records(dir .. "/l") do
-    if rec.kind == "call" and type(rec.effect) == "string" then
-      local c = calls[rec.effect]
-      if not c then c = { n = 0 }; calls[rec.effect] = c; order[#order + 1] = rec.effect end
-      c.n = c.n + 1
-      if rec.decision == "deny" then c.denied = (c.denied or 0) + 1 end
-    end
-  end
+  local list, calls = ledger.calls(dir .. "/l")
+  local order = {}
+  for i, c in ipairs(list) do order[i] = c.effect end
   os.execute("rm -rf " .. util.shell_quote(dir))
   return res, calls, order
 end
@@ -124,7 +117,7 @@ function M.learn(opts)
   }
   used.memory_limit = ((used.memory_limit + (1 << 20) - 1) >> 20) << 20   -- whole MiB
   for _, e in ipairs(order) do
-    if calls[e].denied and e ~= "module.load" then used.denied[#used.denied + 1] = { effect = e, n = calls[e].n } end
+    if calls[e].denied > 0 and e ~= "module.load" then used.denied[#used.denied + 1] = { effect = e, n = calls[e].n } end
   end
   local out, ferr = io.open(opts.out, "w")
   if not out then return nil, "learn: cannot write the draft: " .. tostring(ferr) end
@@ -149,7 +142,7 @@ function M.learn(opts)
   end
   for e, c in pairs(pcalls) do
     local was = calls[e]
-    if c.denied and not (was and was.denied) then d[#d + 1] = "refused under the draft: host." .. e end
+    if c.denied > 0 and not (was and was.denied > 0) then d[#d + 1] = "refused under the draft: host." .. e end
   end
   report.runs = #d == 0
   return report

@@ -27,23 +27,10 @@ local ledger = require "airlock.ledger"
 
 local M = {}
 
--- The effects a run's ledger records calls of: a list, in first-call order,
--- of { effect, n, denied (how many the policy refused) }.
+-- The effects a run's ledger records calls of (airlock.ledger.calls), or {}
+-- when it cannot be read.
 local function effect_calls(dir)
-  local by, list = {}, {}
-  local ok = pcall(function()
-    for rec in ledger.records(dir) do
-      if rec.kind == "call" and type(rec.effect) == "string" and #rec.effect <= 128 then
-        local c = by[rec.effect]
-        if not c then
-          c = { effect = rec.effect, n = 0, denied = 0 }
-          by[rec.effect], list[#list + 1] = c, c
-        end
-        c.n = c.n + 1
-        if rec.decision == "deny" then c.denied = c.denied + 1 end
-      end
-    end
-  end)
+  local ok, list = pcall(ledger.calls, dir)
   return ok and list or {}
 end
 

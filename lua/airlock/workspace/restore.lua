@@ -16,8 +16,6 @@ local M = {}
 local PATH_MAX = 4095
 local KINDS = { created = true, modified = true, deleted = true, symlink = true, dir = true }
 
-local function hex64(s) return type(s) == "string" and #s == 64 and s:match("^[0-9a-f]+$") ~= nil end
-
 local function plain_path(p)
   if type(p) ~= "string" or #p == 0 or #p > PATH_MAX or p:find("\0", 1, true) or p:sub(1, 1) == "/" then
     return false
@@ -33,7 +31,7 @@ end
 local function states(r)
   local new
   if r.change == "created" or r.change == "modified" then
-    if not hex64(r.sha256) then return nil, "its sha256 is not 64 hex digits" end
+    if not ledger.is_sha256_hex(r.sha256) then return nil, "its sha256 is not 64 hex digits" end
     if math.type(r.mode) ~= "integer" or r.mode < 0 or r.mode > 4095 then return nil, "its mode is not one" end
     new = { kind = "file", sha256 = r.sha256, mode = r.mode }
   elseif r.change == "deleted" then
@@ -52,7 +50,7 @@ local function states(r)
   if r.before == "none" then
     before = { kind = "none" }
   elseif r.before == "file" or r.before == "link" then
-    if not hex64(r.before_sha256) then return nil, "its before_sha256 is not 64 hex digits" end
+    if not ledger.is_sha256_hex(r.before_sha256) then return nil, "its before_sha256 is not 64 hex digits" end
     local m = r.before_mode
     if math.type(m) ~= "integer" or m < 0 or m > 4095 then return nil, "its before_mode is not one" end
     before = { kind = r.before, sha256 = r.before_sha256, mode = m }
