@@ -58,7 +58,7 @@ project "airlock-module"
   targetname "airlock"
   targetprefix ""
   files(BINDING)
-  links { "airlock-convert", "airlock-core", "msgpackc", "crypto", "seccomp", "dl" }
+  links { "airlock-convert", "airlock-core", "msgpackc", "seccomp", "dl" }
   outdirs(false)
 
 -- airlock: a Lua 5.4 host with the module built in, plus subcommands.
@@ -66,7 +66,7 @@ project "airlock"
   kind "ConsoleApp"
   files(BINDING)
   files { "lua/main.c", "build/gen/embedded_cli.c" }
-  links { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "crypto", "seccomp", "readline", "m", "dl" }
+  links { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "seccomp", "readline", "m", "dl" }
   linkoptions { "-Wl,-E" }
   outdirs(true)
 
@@ -80,7 +80,7 @@ project "airlock"
 project "airlock-worker"
   kind "ConsoleApp"
   files { "worker/*.c" }
-  links { "airlock-convert", "airlock-core", ":liblua5.4.a", "msgpackc", "crypto", "seccomp", "m", "dl" }
+  links { "airlock-convert", "airlock-core", ":liblua5.4.a", "msgpackc", "seccomp", "m", "dl" }
   linkoptions { "-Wl,--wrap=lua_resume", "-Wl,--wrap=lua_resetthread" }
   outdirs(true)
 
@@ -133,7 +133,7 @@ project "airlock-init"
 project "airlock-egress"
   kind "ConsoleApp"
   files { "egress/*.c" }
-  links { "airlock-core", "msgpackc", "crypto", "seccomp" }
+  links { "airlock-core", "msgpackc", "seccomp" }
   outdirs(true)
 
 -- Writes build/gen/seccomp_stock.c (the Makefile runs it before the rest).
@@ -151,15 +151,15 @@ local function tool(name, srcs, libs)
     links(libs or {})
     outdirs(true)
 end
-tool("test-codec", { "spec/c/test_codec.c" }, { "airlock-core", "msgpackc", "crypto" })
-tool("test-convert", { "spec/c/test_convert.c" }, { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "crypto", "m" })
-tool("test-confine", { "spec/c/test_confine.c" }, { "airlock-core", "crypto", "seccomp" })
-tool("test-broker-loop", { "spec/c/test_broker_loop.c" }, { "airlock-core", "msgpackc", "crypto", "seccomp" })
+tool("test-codec", { "spec/c/test_codec.c" }, { "airlock-core", "msgpackc" })
+tool("test-convert", { "spec/c/test_convert.c" }, { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "m" })
+tool("test-confine", { "spec/c/test_confine.c" }, { "airlock-core", "seccomp" })
+tool("test-broker-loop", { "spec/c/test_broker_loop.c" }, { "airlock-core", "msgpackc", "seccomp" })
 tool("test-confine-prepare", { "spec/c/test_confine_prepare.c" }, { "airlock-core", "seccomp" })
-tool("test-spawn-mount", { "spec/c/test_spawn_mount.c" }, { "airlock-core", "msgpackc", "crypto", "seccomp" })
-tool("attack", { "spec/fixtures/attack.c" }, { "airlock-core", "crypto", "seccomp" })
-tool("hostile-worker", { "spec/fixtures/hostile_worker.c" }, { "airlock-core", "msgpackc", "crypto", "seccomp" })
-tool("c-defaults", { "spec/fixtures/c_defaults.c" }, { "airlock-core", "msgpackc", "crypto", "seccomp" })
+tool("test-spawn-mount", { "spec/c/test_spawn_mount.c" }, { "airlock-core", "msgpackc", "seccomp" })
+tool("attack", { "spec/fixtures/attack.c" }, { "airlock-core", "seccomp" })
+tool("hostile-worker", { "spec/fixtures/hostile_worker.c" }, { "airlock-core", "msgpackc", "seccomp" })
+tool("c-defaults", { "spec/fixtures/c_defaults.c" }, { "airlock-core", "msgpackc", "seccomp" })
 tool("airlock-baseline", { "bench/baseline.c" }, { "msgpackc" })
 tool("airlock-netns", { "bench/netns.c" })
 tool("test-ledger", { "spec/c/test_ledger.c", "ledger/zstd.c" }, { "airlock-journal", "airlock-core", "msgpackc", "crypto", "zstd" })
@@ -173,10 +173,10 @@ project "plugin-host"
   files(BINDING)
   files { "examples/plugin-host/main.c" }
   buildoptions { "'-DPLUGIN_HOST_DIR=\"" .. path.getabsolute("examples/plugin-host") .. "\"'" }
-  links { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "crypto", "seccomp", "m", "dl" }
+  links { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "seccomp", "m", "dl" }
   linkoptions { "-Wl,-E" }
   outdirs(true)
-tool("c-embed", { "examples/c-embed/main.c" }, { "airlock-core", "msgpackc", "crypto", "seccomp" })
+tool("c-embed", { "examples/c-embed/main.c" }, { "airlock-core", "msgpackc", "seccomp" })
 
 -- Fuzzing (make fuzz): libFuzzer targets in their own solution, built with
 -- clang (make -C build/fuzz CC=clang config=fuzz); each links the core it tests.

@@ -5,11 +5,11 @@
 #define _GNU_SOURCE
 #include "overlay_io.h"
 #include "ledger.h"
+#include "sha256.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
-#include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,29 +41,15 @@ int airlock_overlay_write_all(int fd, const char *p, size_t n)
   return 0;
 }
 
-static int finish(EVP_MD_CTX *ctx, char hex[65])
-{
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned len = 0;
-  if (EVP_DigestFinal_ex(ctx, md, &len) != 1 || len != 32) return -EIO;
-  airlock_ledger_hex(md, hex);
-  return 0;
-}
-
 int airlock_overlay_hash(const void *p, size_t n, char hex[65])
 {
-  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-  int rc = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 ? 0 : -ENOMEM;
-  if (rc == 0 && EVP_DigestUpdate(ctx, p, n) != 1) rc = -EIO;
-  if (rc == 0) rc = finish(ctx, hex);
-  EVP_MD_CTX_free(ctx);
-  return rc;
+  return airlock_sha256_hex(p, n, hex, NULL, 0);
 }
 
-/* One chunk of n bytes into the sink. */
-static int sink_chunk(airlock_overlay_sink *s, EVP_MD_CTX *ctx, const char *p, size_t n)
+/* One chunk of n bytes into the sink (and into the hash when ctx). */
+static int sink_chunk(airlock_overlay_sink *s, airlock_sha256_ctx *ctx, const char *p, size_t n)
 {
-  if (ctx && EVP_DigestUpdate(ctx, p, n) != 1) return -EIO;
+  if (ctx && airlock_sha256_update(ctx, p, n, NULL, 0) != 0) return -EIO;
   if (s->keep) {
     if (n > s->cap - *s->kept) return -EFBIG;
     memcpy(s->keep + *s->kept, p, n);
@@ -74,9 +60,11 @@ static int sink_chunk(airlock_overlay_sink *s, EVP_MD_CTX *ctx, const char *p, s
 
 int airlock_overlay_copy(int src, uint64_t size, airlock_overlay_sink *s)
 {
-  EVP_MD_CTX *ctx = s->hash ? EVP_MD_CTX_new() : NULL;
+  airlock_sha256_ctx hctx;
+  airlock_sha256_ctx *ctx = s->hash ? &hctx : NULL;
   char *chunk = malloc(COPY_CHUNK);
-  int rc = chunk && (!s->hash || (ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1)) ? 0 : -ENOMEM;
+  int rc = chunk ? 0 : -ENOMEM;
+  if (rc == 0 && ctx) rc = airlock_sha256_init(ctx, NULL, 0);
   if (s->kept) *s->kept = 0;
   uint64_t left = size;
   while (rc == 0 && left > 0) {
@@ -92,8 +80,11 @@ int airlock_overlay_copy(int src, uint64_t size, airlock_overlay_sink *s)
       if (size != AIRLOCK_OVERLAY_TO_END) left -= (uint64_t)n;
     }
   }
-  if (rc == 0 && ctx) rc = finish(ctx, s->hex);
-  EVP_MD_CTX_free(ctx);
+  uint8_t md[AIRLOCK_SHA256_LEN];
+  if (rc == 0 && ctx) {
+    rc = airlock_sha256_final(ctx, md, NULL, 0) == 0 ? 0 : -EIO;
+    if (rc == 0) airlock_ledger_hex(md, s->hex);
+  }
   free(chunk);
   return rc;
 }

@@ -31,7 +31,8 @@ local M = {}
 local EXEC_KEYS = { argv = true, policy = true, workspace = true, stdin = true, stdin_file = true,
                     stdin_inherit = true, output = true, terminal = true, rootfs = true, env = true,
                     timeout = true, capture = true, home = true,
-                    stream = true, ledger = true, durability = true, review = true, observe = true }
+                    stream = true, ledger = true, durability = true, review = true, observe = true,
+                    digest = true }
 
 local function fail(msg, level) error("exec: " .. msg, (level or 1) + 1) end
 
@@ -174,6 +175,7 @@ local function check_options(opts)
          "(the program writes to this process's own)", 3)
   end
   if opts.terminal ~= nil and type(opts.terminal) ~= "boolean" then fail("'terminal' must be a boolean", 3) end
+  if opts.digest ~= nil and type(opts.digest) ~= "boolean" then fail("'digest' must be a boolean", 3) end
   if opts.terminal and (opts.output == "capture" or opts.stream or opts.stdin ~= nil or opts.stdin_file ~= nil) then
     fail("'terminal' gives the program a terminal of its own, relayed to this process's stdin and stdout; " ..
          "it takes no 'output', 'stream', 'stdin' or 'stdin_file'", 3)
@@ -524,7 +526,7 @@ end
 ---   workspace = dir, stdin = string | stdin_file = path | stdin_inherit = true,
 ---   output = "capture" | "inherit", env = {NAME = "value"}, timeout = ms | "2s",
 ---   capture = bytes | "64K", stream = function(which, line, complete),
----   ledger = dir, durability = "batch", review = function(changes, ctx)}
+---   ledger = dir, durability = "batch", review = function(changes, ctx), digest = false}
 ---   (review: with tool.overlay, asked after the policy's commit with what it
 ---   took; true keeps them, false none, a list those of them)
 ---   -> result, or nil, message, cause word, exit status (127: not found, 126:
@@ -533,6 +535,10 @@ end
 --- redacted; *_truncated when over the capture limit; empty with output =
 --- "inherit"), refused (the calls the policy refused, each with its errno and
 --- count), usage, confinement, policy, digest, argv, workspace; ledger when recorded.
+--- digest = false: no policy digest in the result when nothing records the
+--- run (a ledger always has it): the digest is SHA-256, and loading OpenSSL
+--- for it is about 2 ms of a short run (the command asks this unless --json
+--- or --ledger).
 --- observe = true (learn mode, airlock.learn): result.observed holds a line per
 --- file system call the program made, "KV PATH" (core/airlock.h), when the
 --- kernel's seccomp listener could be used; absent otherwise. Each path the
@@ -569,6 +575,7 @@ function M.exec(opts, broker)
   local deadline = job.deadline
   local run, err, code, step = launch.start(b, run_spec.program {
     policy = pol, ledger = job.ledger, durability = opts.durability, ledger_bound = job.ledger_bound,
+    digest = opts.digest,
     program = { name = job.argv[1], argv = job.full, plan = job.plan,
                 deadline_ms = deadline and deadline > 0 and deadline or nil, capture = job.capture },
   })

@@ -16,25 +16,16 @@
 ** The files are the host's, so the host opens them; the journal is the
 ** ledger process's alone. A failure is nil and a message starting with its
 ** cause word (key:, checkpoint:, ledger:); a wrong argument raises.
-**
-** core.sha256 uses OpenSSL's own SHA-256 functions (SHA256_Init, _Update,
-** _Final), not EVP: every run digests its policy, and the first EVP digest
-** in a process sets up OpenSSL's library context, reads its configuration
-** and loads its default provider, which took 2 to 5 ms of each `airlock exec`
-** (the functions here take microseconds). OpenSSL 3 marks them deprecated;
-** they remain in the 3.x series. The HMAC of checkpoints stays on EVP.
+** Both digests are OpenSSL's, loaded on first use (core/sha256.h).
 */
-#define OPENSSL_SUPPRESS_DEPRECATED /* SHA256_Init and the rest: see above */
 #include "lbinding.h"
 #include "ledger.h"
 #include "ledger_proc.h"
+#include "sha256.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,27 +43,13 @@ static int fail(lua_State *L, const char *message, int err)
   return 3;
 }
 
-static void hex_of(const unsigned char *p, size_t n, char *out)
-{
-  static const char digits[] = "0123456789abcdef";
-  for (size_t i = 0; i < n; i++) {
-    out[2 * i] = digits[p[i] >> 4];
-    out[2 * i + 1] = digits[p[i] & 15];
-  }
-  out[2 * n] = '\0';
-}
-
 /* core.sha256(data) -> hex (the policy digest, specs) */
 static int l_sha256(lua_State *L)
 {
   size_t len;
   const char *s = luaL_checklstring(L, 1, &len);
-  unsigned char md[SHA256_DIGEST_LENGTH];
-  SHA256_CTX ctx;
-  if (SHA256_Init(&ctx) != 1 || SHA256_Update(&ctx, s, len) != 1 || SHA256_Final(md, &ctx) != 1)
-    return luaL_error(L, "sha256: OpenSSL's digest failed");
-  char hex[65];
-  hex_of(md, 32, hex);
+  char hex[65], err[300];
+  if (airlock_sha256_hex(s, len, hex, err, sizeof err) != 0) return luaL_error(L, "%s", err);
   lua_pushstring(L, hex);
   return 1;
 }
@@ -84,12 +61,10 @@ static int l_hmac_sha256(lua_State *L)
   const char *key = luaL_checklstring(L, 1, &klen);
   const char *data = luaL_checklstring(L, 2, &dlen);
   if (klen == 0 || klen > INT_MAX) return luaL_argerror(L, 1, "a key of 1 byte or more");
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  if (HMAC(EVP_sha256(), key, (int)klen, (const unsigned char *)data, dlen, md, &n) == NULL || n != 32)
-    return luaL_error(L, "hmac_sha256: OpenSSL's HMAC failed");
-  char hex[65];
-  hex_of(md, 32, hex);
+  uint8_t md[AIRLOCK_SHA256_LEN];
+  char hex[65], err[300];
+  if (airlock_hmac_sha256(key, klen, data, dlen, md, err, sizeof err) != 0) return luaL_error(L, "%s", err);
+  airlock_ledger_hex(md, hex);
   lua_pushstring(L, hex);
   return 1;
 }
@@ -289,7 +264,7 @@ static int l_verify_at(lua_State *L)
   for (lua_Integer i = 0; i < n; i++) {
     if (found[i]) {
       char hex[65];
-      hex_of(hashes[i], AIRLOCK_LEDGER_HASH_LEN, hex);
+      airlock_ledger_hex(hashes[i], hex);
       lua_pushstring(L, hex);
     } else {
       lua_pushboolean(L, 0);

@@ -13,6 +13,7 @@
 ** calling process; broker:_start{confine = spec} prepares it for the spawner.
 */
 #include "lbinding.h"
+#include "sha256.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -260,6 +261,10 @@ static int l_confine(lua_State *L)
     return luaL_error(L,
                       "confine: %s needs the listener of a spawned run (airlock.exec); this process has none",
                       s.observe ? "observe" : "observe_connect");
+  /* OpenSSL is loaded on first use (core/sha256.h): load it now, while
+  ** Landlock still lets this process read it, so that the policy digest of
+  ** every later run still works. Failing here is not fatal: a digest says why. */
+  (void)airlock_sha256_load(NULL, 0);
   airlock_layer layers[2];
   int rc = airlock_confine_apply(&s, layers);
   lua_settop(L, top);

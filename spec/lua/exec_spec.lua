@@ -642,3 +642,50 @@ describe("airlock.exec under the stock tool policy", function()
     assert.are.equal("ok", exec({ "true" }).cause)   -- the control: a workspace of its own
   end)
 end)
+
+describe("what a run of airlock exec loads and digests", function()
+  -- OpenSSL's libcrypto is opened on first use (core/sha256.c): a plain
+  -- `airlock exec` hashes nothing, so it never loads it; --json shows the
+  -- policy's digest, so it does. The dynamic loader says what it loads
+  -- (LD_DEBUG=files); the program's environment is the policy's, so only the
+  -- command's own loads are seen.
+  local root
+  setup(function() root = H.tmpdir() end)
+  local function command(flags)
+    return H.sh(string.format("LD_DEBUG=files %s/airlock exec --no-tty --workspace %s %s -- /bin/true", H.bin, root,
+      flags))
+  end
+
+  it("does not load libcrypto for a plain run", function()
+    local out, rc = command("")
+    assert.equal(0, rc, out)
+    assert.truthy(out:find("file=libc.so.6", 1, true), out)   -- the loader did speak
+    assert.falsy(out:find("libcrypto", 1, true), out)
+  end)
+
+  it("loads it when the result shows the policy's digest (the control)", function()
+    local out, rc = command("--json")
+    assert.equal(0, rc, out)
+    assert.truthy(out:find("libcrypto", 1, true), out)
+    assert.truthy(out:match('"digest":"%x+"'), out)
+  end)
+
+  it("takes the digest unless asked not to, and always for a ledger", function()
+    local function run(extra)
+      local opts = { argv = { "/bin/true" }, workspace = root, timeout = H.GUARD_S .. "s" }
+      for k, v in pairs(extra) do opts[k] = v end
+      return assert(airlock.exec(opts))
+    end
+    local full = run({})
+    assert.truthy(full.ok)
+    assert.equal(64, #full.digest)
+    assert.equal(full.digest, airlock.policy.digest(airlock.policy.load("tool")))
+    local none = run({ digest = false })
+    assert.truthy(none.ok)
+    assert.is_nil(none.digest)
+    local recorded = run({ digest = false, ledger = H.tmpdir() .. "/ledger" })
+    assert.equal(full.digest, recorded.digest)
+    assert.has_error(function() airlock.exec { argv = { "/bin/true" }, digest = "no" } end,
+      "exec: 'digest' must be a boolean")
+  end)
+end)

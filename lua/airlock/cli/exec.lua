@@ -19,9 +19,9 @@ local ledger = require "airlock.ledger"
 local exec = require "airlock.exec"
 local violations = require "airlock.violations"
 
-local M = {}
+local usage = require "airlock.cli.usage"
 
-M.USAGE = require("airlock.cli.usage").command("exec")
+local M = {}
 
 local SIGNALS = { SIGHUP = 1, SIGINT = 2, SIGQUIT = 3, SIGILL = 4, SIGTRAP = 5, SIGABRT = 6, SIGBUS = 7,
                   SIGFPE = 8, SIGKILL = 9, SIGUSR1 = 10, SIGSEGV = 11, SIGUSR2 = 12, SIGPIPE = 13,
@@ -40,7 +40,7 @@ local function usage_error(msg, args)
     end
     k = k + (TAKES_VALUE[args[k]] and 2 or 1)
   end
-  io.stderr:write("airlock exec: ", msg, "\n", M.USAGE)
+  io.stderr:write("airlock exec: ", msg, "\n", usage.command("exec"))
   return 125
 end
 
@@ -111,7 +111,7 @@ local function parse(args)
     end
   end)
   if not ok then
-    if type(perr) == "table" and perr.help then io.stdout:write(M.USAGE) return nil, 0 end
+    if type(perr) == "table" and perr.help then io.stdout:write(usage.command("exec")) return nil, 0 end
     if type(perr) == "table" then return nil, usage_error(perr.usage, args) end
     error(perr, 0)
   end
@@ -166,6 +166,8 @@ local function plumb(cmd, args)
       "program runs: there is nothing to review)", args)
   end
   cmd.capture = cmd.as_json or opts.capture ~= nil or secrets_declared
+  -- Only --json shows the policy's digest, and a ledger records it anyway.
+  if not cmd.as_json then opts.digest = false end
   if not cmd.capture and not cmd.no_tty and stdin == "-" and core.isatty(0) and core.isatty(1) then
     opts.terminal, opts.stdin_inherit = true, nil
   elseif not cmd.capture then

@@ -13,7 +13,9 @@
 --                  the broker's snapshot, else AIRLOCK_POLICY, else untrusted)
 --   the run        input, seed, on_log
 --   record         ledger (a directory or an open ledger), durability,
---                  ledger_bound (the bound an open ledger was opened with)
+--                  ledger_bound (the bound an open ledger was opened with);
+--                  digest = false: an unrecorded program run needs no policy
+--                  digest (its result has none)
 --   journal        serve (a journal's server: replay, resume), resume_inputs
 --                  (the inputs its resumes gave), resume_of ({input, run}:
 --                  the resume to record), next_run (the next run number in it)
@@ -39,11 +41,11 @@ function M.of_start(opts)
 end
 
 --- program(f) -> the spec of a program's run (airlock.exec): f = { policy,
---- ledger, durability, ledger_bound, program = {name, argv, plan,
+--- ledger, durability, ledger_bound, digest, program = {name, argv, plan,
 --- deadline_ms, capture} }.
 function M.program(f)
   return { policy = f.policy, ledger = f.ledger, durability = f.durability, ledger_bound = f.ledger_bound,
-           program = f.program }
+           digest = f.digest, program = f.program }
 end
 
 --- process(f) -> the spec of a plain program under no policy (airlock.spawn):

@@ -40,11 +40,15 @@ local pool = require "airlock.launch.pool"
 local M = {}
 
 -- spec, the run's policy, what runs -> the run's record (airlock.launch.registry).
+-- Its policy digest is taken unless the spec says no one reads it (a
+-- recorded run's ledger always does).
 local function new_record(spec, rp, what)
   local pol = rp.policy
+  local digest = not rp.none and (spec.digest ~= false or spec.ledger ~= nil or spec.nested ~= nil
+                                  or spec.serve ~= nil)
   local st = { log = {}, log_bytes = 0, log_max = rp.limits.output or init_map.OUTPUT_DEFAULT, policy = pol.name,
                policy_base = not rp.none and policy.base_of(pol) or nil, on_log = spec.on_log, plan = what.plan,
-               digest = not rp.none and policy.digest(pol) or nil, redact = rp.redact }
+               digest = digest and policy.digest(pol) or nil, redact = rp.redact }
   if rp.redact and spec.on_log then
     local on_log, redact = spec.on_log, rp.redact
     st.on_log = function(text) return on_log(redact(text)) end
