@@ -6,10 +6,8 @@
 local core = require "airlock.core"
 local policy = require "airlock.policy"
 local ledger = require "airlock.ledger"
-local probe = require "airlock.probe"
 local exec = require "airlock.exec"
 local broker = require "airlock.launch.broker"
-local journal = require "airlock.launch.journal"
 local process = require "airlock.launch.process"
 require "airlock.launch.pool"   -- b:warm, b:pooled
 require "airlock.launch.step"   -- b:step, run:reply, run:fail, run:wait
@@ -26,12 +24,14 @@ M.broker = core.broker
 
 --- airlock.probe() -> what this kernel and privilege level can enforce (see
 --- airlock.probe for the fields); `airlock probe` prints it.
-function M.probe() return probe.report() end
+--- (Loaded on first use, like replay, resume and branch: a host that never
+--- calls them, and the command's exec, do not pay for loading them.)
+function M.probe() return require("airlock.probe").report() end
 
 M.run = broker.run
-M.replay = journal.replay
-M.resume = journal.resume
-M.branch = journal.branch
+function M.replay(...) return require("airlock.launch.journal").replay(...) end
+function M.resume(...) return require("airlock.launch.journal").resume(...) end
+function M.branch(...) return require("airlock.launch.journal").branch(...) end
 
 --- airlock.handlers: ready-made effect handlers (workspace, kv, clock, random,
 --- log, modules, http, deny); see lua/airlock/handlers/ (one file per family). Loaded on first

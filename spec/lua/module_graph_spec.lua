@@ -10,7 +10,11 @@
 -- when first used, each with why. (pcall(require, NAME) is optional by its
 -- form and is not counted.)
 local OPTIONAL = {
-  ["airlock.init"] = { ["airlock.handlers"] = "airlock.handlers, loaded on first use of airlock.handlers" },
+  -- What `airlock exec` never uses is loaded on first use: each module
+  -- loaded is part of every command's start.
+  ["airlock.init"] = { ["airlock.handlers"] = "airlock.handlers, loaded on first use of airlock.handlers",
+                       ["airlock.probe"] = "airlock.probe(), loaded when called",
+                       ["airlock.launch.journal"] = "replay, resume and branch, loaded when called" },
   ["airlock.cli.main"] = {
     -- The command's subcommands: each loaded when the command line names it.
     ["airlock.cli.repl"] = "subcommand", ["airlock.cli.bench"] = "subcommand",
@@ -18,6 +22,7 @@ local OPTIONAL = {
     ["airlock.cli.bench_net"] = "subcommand", ["airlock.cli.bench_guest"] = "subcommand",
     ["airlock.cli.exec"] = "subcommand", ["airlock.cli.demo"] = "subcommand", ["airlock.cli.ledger"] = "subcommand",
     ["airlock.learn.cli"] = "learn mode, loaded when run --learn is given",
+    ["airlock.probe"] = "the probe subcommand",
   },
   ["airlock.cli.bench"] = { ["airlock.cli.bench_guest"] = "the guest benchmark, run when asked" },
   -- `airlock exec` reads its options with the command's own parser, whose

@@ -6,13 +6,11 @@ local json = require "airlock.json"
 local util = require "airlock.util"
 local core = require "airlock.core"
 local ledger = require "airlock.ledger"
-local probe = require "airlock.probe"
 local ceilings = require "airlock.policy.ceilings"
 
 local M = {}
 
 local usage = require "airlock.cli.usage"
-local USAGE = usage.global()
 
 -- Set by main when the command line asks for --json: then even a usage
 -- error is one JSON object on stdout.
@@ -301,6 +299,7 @@ function M.probe(args)
   local pos, opts = parse(args, { json = "switch" })
   if not pos then return usage_error("probe: " .. opts, "probe") end
   if #pos > 0 then return usage_error("probe: unexpected argument '" .. pos[1] .. "'", "probe") end
+  local probe = require "airlock.probe"   -- the probe subcommand
   local report = probe.report()
   if opts.json then
     io.stdout:write(probe.json(report), "\n")
@@ -435,7 +434,7 @@ function M.help(args)
     io.stdout:write(page)
     return 0
   end
-  if name == "" then io.stdout:write(USAGE) return 0 end
+  if name == "" then io.stdout:write(usage.global()) return 0 end
   if name == "ledger" then
     for _, c in ipairs(usage.COMMANDS) do
       if c.name:match("^ledger ") then io.stdout:write(usage.command(c.name), "\n") end

@@ -21,7 +21,9 @@ local function freeze(t, path)
   -- Handler objects (tables with a metatable) are code, not data: left as they are.
   if type(t) ~= "table" or frozen[t] or getmetatable(t) ~= nil then return t end
   local proxy = {}
-  for k, v in pairs(t) do t[k] = freeze(v, path_of(path, k)) end
+  for k, v in pairs(t) do   -- a leaf needs no path: only a table is frozen (and named in errors)
+    if type(v) == "table" then t[k] = freeze(v, path_of(path, k)) end
+  end
   frozen[proxy] = t
   return setmetatable(proxy, {
     __index = t,
