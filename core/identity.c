@@ -26,13 +26,12 @@
 static int cached[2] = {0, 0}; /* 0: not made yet; > 0: fd; < 0: -errno */
 static char cached_err[2][200];
 
-/* Makes a user namespace whose uid_map and gid_map are the given lines. */
-static int userns_new(const char *uid_map, const char *gid_map, char *err, size_t errlen)
+/* Writes the maps of a helper that has unshared a user namespace and opens
+** it; ends the helper. Returns the fd, or -errno with a message. */
+static int userns_finish(airlock_ns_holder *h, const char *uid_map, const char *gid_map, char *err,
+                         size_t errlen)
 {
-  airlock_ns_holder h;
-  int rc = airlock_ns_holder_start_(&h, CLONE_NEWUSER, "identity", err, errlen);
-  if (rc < 0) return rc;
-  pid_t pid = h.pid;
+  pid_t pid = h->pid;
   char path[64];
   const struct {
     const char *file, *text;
@@ -56,7 +55,7 @@ static int userns_new(const char *uid_map, const char *gid_map, char *err, size_
       step = "open ns/user";
     }
   }
-  airlock_ns_holder_end_(&h);
+  airlock_ns_holder_end_(h);
   if (fd < 0) {
     snprintf(err, errlen,
              "identity: cannot make the user namespace that maps runs to uid %d "
@@ -67,21 +66,56 @@ static int userns_new(const char *uid_map, const char *gid_map, char *err, size_
   return fd;
 }
 
+/* The maps of namespace i (0: the run's, 1: the idmap's). */
+static void maps_of(int i, char um[48], char gm[48])
+{
+  if (i) { /* the caller's ids on disk are the run's ids through the mount */
+    snprintf(um, 48, "%u %d 1", (unsigned)geteuid(), AIRLOCK_RUN_UID);
+    snprintf(gm, 48, "%u %d 1", (unsigned)getegid(), AIRLOCK_RUN_GID);
+  } else { /* the run's ids are the same number inside and out */
+    snprintf(um, 48, "%d %d 1", AIRLOCK_RUN_UID, AIRLOCK_RUN_UID);
+    snprintf(gm, 48, "%d %d 1", AIRLOCK_RUN_GID, AIRLOCK_RUN_GID);
+  }
+}
+
+/* Makes the namespaces of want[0..1] not made yet, both helpers begun
+** before either is waited for; each outcome is cached. */
+static void make(const int want[2])
+{
+  airlock_ns_holder h[2];
+  int begun[2] = {0, 0};
+  for (int i = 0; i < 2; i++) {
+    if (!want[i] || cached[i] != 0) continue;
+    int rc = airlock_ns_holder_begin_(&h[i], CLONE_NEWUSER, "identity", cached_err[i], sizeof cached_err[i]);
+    if (rc < 0)
+      cached[i] = rc;
+    else
+      begun[i] = 1;
+  }
+  for (int i = 0; i < 2; i++) {
+    if (!begun[i]) continue;
+    int rc = airlock_ns_holder_ready_(&h[i], "identity", cached_err[i], sizeof cached_err[i]);
+    if (rc == 0) {
+      char um[48], gm[48];
+      maps_of(i, um, gm);
+      rc = userns_finish(&h[i], um, gm, cached_err[i], sizeof cached_err[i]);
+    }
+    cached[i] = rc > 0 ? rc : (rc < 0 ? rc : -EBADF);
+  }
+}
+
+void airlock_identity_prepare_(void)
+{
+  if (geteuid() != 0) return;
+  const int both[2] = {1, 1};
+  make(both);
+}
+
 int airlock_identity_userns(airlock_identity_ns which, char *err, size_t errlen)
 {
   int i = which == AIRLOCK_IDMAP_USERNS;
-  if (cached[i] == 0) {
-    char um[48], gm[48];
-    if (i) { /* the caller's ids on disk are the run's ids through the mount */
-      snprintf(um, sizeof um, "%u %d 1", (unsigned)geteuid(), AIRLOCK_RUN_UID);
-      snprintf(gm, sizeof gm, "%u %d 1", (unsigned)getegid(), AIRLOCK_RUN_GID);
-    } else { /* the run's ids are the same number inside and out */
-      snprintf(um, sizeof um, "%d %d 1", AIRLOCK_RUN_UID, AIRLOCK_RUN_UID);
-      snprintf(gm, sizeof gm, "%d %d 1", AIRLOCK_RUN_GID, AIRLOCK_RUN_GID);
-    }
-    int fd = userns_new(um, gm, cached_err[i], sizeof cached_err[i]);
-    cached[i] = fd > 0 ? fd : (fd < 0 ? fd : -EBADF);
-  }
+  int want[2] = {i == 0, i == 1};
+  make(want);
   if (cached[i] < 0) snprintf(err, errlen, "%s", cached_err[i]);
   return cached[i];
 }

@@ -50,9 +50,10 @@ static int holder_main(void *arg)
   return 0;
 }
 
-int airlock_ns_holder_start_(airlock_ns_holder *h, int flags, const char *what, char *err, size_t errlen)
+int airlock_ns_holder_begin_(airlock_ns_holder *h, int flags, const char *what, char *err, size_t errlen)
 {
   h->pid = -1;
+  h->ready = -1;
   h->stack =
       mmap(NULL, HOLDER_STACK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (h->stack == MAP_FAILED) {
@@ -68,8 +69,13 @@ int airlock_ns_holder_start_(airlock_ns_holder *h, int flags, const char *what, 
     snprintf(err, errlen, "%s: pipe2: %s", what, airlock_strerror(e));
     return -e;
   }
-  struct holder_args args = {flags, ready[1]};
-  pid_t pid = clone(holder_main, (char *)h->stack + HOLDER_STACK_SIZE, HOLDER_FLAGS, &args);
+  /* The arguments live at the top of the helper's stack, above where it
+  ** starts (16-byte aligned), not on ours: it reads them after we return. */
+  char *top = (char *)h->stack + HOLDER_STACK_SIZE;
+  struct holder_args *args = (struct holder_args *)(top - 64);
+  args->flags = flags;
+  args->ready = ready[1];
+  pid_t pid = clone(holder_main, top - 128, HOLDER_FLAGS, args);
   if (pid < 0) {
     int e = errno;
     close(ready[0]);
@@ -79,12 +85,19 @@ int airlock_ns_holder_start_(airlock_ns_holder *h, int flags, const char *what, 
     return -e;
   }
   h->pid = pid;
+  h->ready = ready[0];
   close(ready[1]);
+  return 0;
+}
+
+int airlock_ns_holder_ready_(airlock_ns_holder *h, const char *what, char *err, size_t errlen)
+{
   int e = EPIPE;
   ssize_t n;
-  do n = read(ready[0], &e, sizeof e);
+  do n = read(h->ready, &e, sizeof e);
   while (n < 0 && errno == EINTR);
-  close(ready[0]);
+  close(h->ready);
+  h->ready = -1;
   if (n != sizeof e || e != 0) {
     if (n != sizeof e) e = EPIPE;
     airlock_ns_holder_end_(h);
@@ -94,8 +107,16 @@ int airlock_ns_holder_start_(airlock_ns_holder *h, int flags, const char *what, 
   return 0;
 }
 
+int airlock_ns_holder_start_(airlock_ns_holder *h, int flags, const char *what, char *err, size_t errlen)
+{
+  int rc = airlock_ns_holder_begin_(h, flags, what, err, errlen);
+  return rc < 0 ? rc : airlock_ns_holder_ready_(h, what, err, errlen);
+}
+
 void airlock_ns_holder_end_(airlock_ns_holder *h)
 {
+  if (h->ready >= 0) close(h->ready);
+  h->ready = -1;
   if (h->pid > 0) {
     kill(h->pid, SIGKILL);
     while (waitpid(h->pid, NULL, 0) < 0 && errno == EINTR) {

@@ -11,6 +11,7 @@
 typedef struct {
   pid_t pid;   /* the helper, or -1 */
   void *stack; /* its stack (it shares the parent's memory), or NULL */
+  int ready;   /* begun, not yet ready: the pipe it says how unshare went on; else -1 */
 } airlock_ns_holder;
 
 /* Starts a helper that calls unshare(flags) and waits. Returns 0 once it
@@ -18,7 +19,19 @@ typedef struct {
 ** (prefixed by what, "netns"). The caller ends it with
 ** airlock_ns_holder_end_ when done with it (on failure it is already ended). */
 int airlock_ns_holder_start_(airlock_ns_holder *h, int flags, const char *what, char *err, size_t errlen);
+/* The same in two halves, so that several helpers unshare at once (each
+** new namespace is a fraction of a millisecond of the kernel's time): begin
+** starts the helper, ready waits until it has unshared. Each returns 0, or
+** -errno with a message (the helper then already ended). */
+int airlock_ns_holder_begin_(airlock_ns_holder *h, int flags, const char *what, char *err, size_t errlen);
+int airlock_ns_holder_ready_(airlock_ns_holder *h, const char *what, char *err, size_t errlen);
 /* Kills and reaps the helper, and frees its stack. */
 void airlock_ns_holder_end_(airlock_ns_holder *h);
+
+/* As root: makes the run's and the idmap's user namespaces (identity.c)
+** now if not made yet, both helpers at once; a failure is kept for
+** airlock_identity_userns to report. The shared net namespace calls it
+** while its own helper unshares. */
+void airlock_identity_prepare_(void);
 
 #endif

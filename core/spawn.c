@@ -638,6 +638,7 @@ static int open_channels(struct spawn_ctx *x, const airlock_spawn_opts *o, const
 static int prepare_identity(struct spawn_ctx *x, const airlock_spawn_opts *o, char *err, size_t errlen)
 {
   if (!x->root) return 0;
+  if ((o->namespaces & CLONE_NEWUSER) && x->mounts.workspace) airlock_identity_prepare_(); /* both at once */
   if ((o->namespaces & CLONE_NEWUSER) &&
       (x->userns_fd = airlock_identity_userns(AIRLOCK_RUN_USERNS, err, errlen)) < 0)
     return x->userns_fd;
@@ -839,7 +840,13 @@ done:
 int airlock_netns_new(char *err, size_t errlen)
 {
   airlock_ns_holder h;
-  int rc = airlock_ns_holder_start_(&h, CLONE_NEWNET, "netns", err, errlen);
+  int rc = airlock_ns_holder_begin_(&h, CLONE_NEWNET, "netns", err, errlen);
+  /* A new net namespace is the kernel's slowest (half a millisecond): a
+  ** root parent makes its two user namespaces (identity.c) meanwhile. */
+  if (rc == 0) {
+    airlock_identity_prepare_();
+    rc = airlock_ns_holder_ready_(&h, "netns", err, errlen);
+  }
   if (rc < 0) {
     snprintf(err, errlen, "netns: cannot make an empty net namespace: %s", airlock_strerror(-rc));
     return rc;
