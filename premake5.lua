@@ -61,12 +61,16 @@ project "airlock-module"
   links { "airlock-convert", "airlock-core", "msgpackc", "seccomp", "dl" }
   outdirs(false)
 
--- airlock: a Lua 5.4 host with the module built in, plus subcommands.
+-- airlock: a Lua 5.4 host with the module built in, plus subcommands. Lua is
+-- linked in from liblua5.4.a, as for the worker below: the shared library
+-- cost each start its loading and a symbol lookup at the first call of each
+-- Lua API function; -E exports the API to the C modules a REPL may load.
+-- readline is opened only by the REPL at a terminal (lua/repl_readline.c).
 project "airlock"
   kind "ConsoleApp"
   files(BINDING)
-  files { "lua/main.c", "build/gen/embedded_cli.c" }
-  links { "airlock-convert", "airlock-core", "lua5.4", "msgpackc", "seccomp", "readline", "m", "dl" }
+  files { "lua/main.c", "lua/repl_readline.c", "build/gen/embedded_cli.c" }
+  links { "airlock-convert", "airlock-core", ":liblua5.4.a", "msgpackc", "seccomp", "m", "dl" }
   linkoptions { "-Wl,-E" }
   outdirs(true)
 

@@ -1,7 +1,8 @@
 /*
 ** main.c -- the airlock command: a Lua 5.4 host with the module built in.
 ** All behaviour lives in the embedded airlock.cli.main module; this file only sets
-** up the state, readline for the REPL, and maps errors to exit status 2.
+** up the state (the REPL's line editing is repl_readline.c), and maps errors
+** to exit status 2.
 */
 #include <lua.h>
 #include <lauxlib.h>
@@ -16,9 +17,8 @@
 #include <malloc.h>
 #include <stdint.h>
 #include <sys/mman.h>
-#include <readline/readline.h>
-#include <readline/history.h>
 #include "binding/embedded.h"
+#include "repl_readline.h"
 
 int luaopen_airlock(lua_State *L);
 
@@ -57,164 +57,6 @@ static int l_interrupted(lua_State *L)
   return 1;
 }
 
-/* readline's callback interface, driven by select(), so that Ctrl-C at the
-** prompt abandons the line (select returns EINTR) instead of being lost. */
-static char *rl_got;
-static int rl_finished;
-
-static void on_line(char *line)
-{
-  rl_got = line;
-  rl_finished = 1;
-  rl_callback_handler_remove();
-}
-
-/* airlock.core.readline(prompt) -> line, or nil at end of input, or
-** nil, "interrupted" after Ctrl-C */
-static int l_readline(lua_State *L)
-{
-  const char *prompt = luaL_optstring(L, 1, "> ");
-  rl_got = NULL;
-  rl_finished = 0;
-  interrupted = 0;
-  fflush(stdout);
-  rl_callback_handler_install(prompt, on_line);
-  while (!rl_finished) {
-    int fd = fileno(rl_instream ? rl_instream : stdin);
-    fd_set in;
-    FD_ZERO(&in);
-    FD_SET(fd, &in);
-    int n = select(fd + 1, &in, NULL, NULL, NULL);
-    if (n < 0) {
-      if (errno != EINTR) {
-        rl_callback_handler_remove();
-        return luaL_error(L, "select: %s", strerror(errno));
-      }
-      if (interrupted) {
-        FILE *out = rl_outstream ? rl_outstream : stdout;
-        interrupted = 0;
-        fputs("^C\n", out); /* after what was typed, which is dropped */
-        fflush(out);
-        rl_free_line_state();
-        rl_callback_sigcleanup();
-        rl_callback_handler_remove();
-        lua_pushnil(L);
-        lua_pushliteral(L, "interrupted");
-        return 2;
-      }
-      continue;
-    }
-    rl_callback_read_char();
-  }
-  if (!rl_got) return 0;
-  lua_pushstring(L, rl_got);
-  free(rl_got);
-  return 1;
-}
-
-static int l_add_history(lua_State *L)
-{
-  const char *line = luaL_checkstring(L, 1);
-  if (*line) add_history(line);
-  return 0;
-}
-
-/* airlock.core.history_load(path) / history_save(path, max): the REPL's history file */
-static int l_history_load(lua_State *L)
-{
-  int rc = read_history(luaL_checkstring(L, 1));
-  lua_pushboolean(L, rc == 0);
-  return 1;
-}
-
-static int l_history_save(lua_State *L)
-{
-  const char *path = luaL_checkstring(L, 1);
-  int max = (int)luaL_optinteger(L, 2, 1000);
-  int rc = write_history(path);
-  if (rc == 0 && max > 0) history_truncate_file(path, max);
-  if (rc != 0) {
-    lua_pushnil(L);
-    lua_pushstring(L, strerror(rc));
-    return 2;
-  }
-  lua_pushboolean(L, 1);
-  return 1;
-}
-
-/* Tab completion: readline asks, the REPL's Lua completer answers.
-** airlock.core.set_completer(fn): fn(word, line) -> { candidates... }. */
-static lua_State *rl_L;
-static int completer_ref = LUA_NOREF;
-static char **candidates;
-static size_t ncandidates;
-
-static void free_candidates(void)
-{
-  for (size_t i = 0; i < ncandidates; i++) free(candidates[i]);
-  free(candidates);
-  candidates = NULL;
-  ncandidates = 0;
-}
-
-static char *next_candidate(const char *text, int state)
-{
-  static size_t at;
-  (void)text;
-  if (state == 0) at = 0;
-  return at < ncandidates ? strdup(candidates[at++]) : NULL;
-}
-
-/* Calls the completer in protected mode: an error in it completes nothing. */
-static int call_completer(lua_State *L)
-{
-  lua_rawgeti(L, LUA_REGISTRYINDEX, completer_ref);
-  lua_pushvalue(L, 1);
-  lua_pushvalue(L, 2);
-  lua_call(L, 2, 1);
-  return 1;
-}
-
-static char **complete(const char *text, int start, int end)
-{
-  (void)start;
-  (void)end;
-  rl_attempted_completion_over = 1;   /* never file names */
-  rl_completion_append_character = 0; /* "airlock.pol" -> "airlock.policy", ready for ".load" */
-  free_candidates();
-  if (!rl_L || completer_ref == LUA_NOREF) return NULL;
-  lua_State *L = rl_L;
-  int top = lua_gettop(L);
-  lua_pushcfunction(L, call_completer);
-  lua_pushstring(L, text);
-  lua_pushstring(L, rl_line_buffer ? rl_line_buffer : "");
-  if (lua_pcall(L, 2, 1, 0) == LUA_OK && lua_istable(L, -1)) {
-    size_t n = (size_t)lua_rawlen(L, -1);
-    if (n > 4096) n = 4096;
-    candidates = calloc(n ? n : 1, sizeof *candidates);
-    for (size_t i = 0; candidates && i < n; i++) {
-      lua_rawgeti(L, -1, (lua_Integer)i + 1);
-      const char *c = lua_tostring(L, -1);
-      if (c && (candidates[ncandidates] = strdup(c)) != NULL) ncandidates++;
-      lua_pop(L, 1);
-    }
-  }
-  lua_settop(L, top);
-  return ncandidates ? rl_completion_matches(text, next_candidate) : NULL;
-}
-
-static int l_set_completer(lua_State *L)
-{
-  luaL_checktype(L, 1, LUA_TFUNCTION);
-  luaL_unref(L, LUA_REGISTRYINDEX, completer_ref);
-  lua_pushvalue(L, 1);
-  completer_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  rl_L = L;
-  rl_attempted_completion_function = complete;
-  rl_completer_word_break_characters = " \t\n\"\\'`@$><=;|&{(,+-*/%^#~[]";
-  return 0;
-}
-
 static int traceback(lua_State *L)
 {
   const char *msg = lua_tostring(L, 1);
@@ -236,19 +78,7 @@ static int pmain(lua_State *L)
   lua_setfield(L, -2, "catch_sigint");
   lua_pushcfunction(L, l_interrupted);
   lua_setfield(L, -2, "interrupted");
-  if (isatty(0) && isatty(1)) { /* readline only for a person at a terminal */
-    rl_catch_signals = 0;       /* Ctrl-C is ours (on_sigint), at the prompt too */
-    lua_pushcfunction(L, l_readline);
-    lua_setfield(L, -2, "readline");
-    lua_pushcfunction(L, l_add_history);
-    lua_setfield(L, -2, "add_history");
-    lua_pushcfunction(L, l_history_load);
-    lua_setfield(L, -2, "history_load");
-    lua_pushcfunction(L, l_history_save);
-    lua_setfield(L, -2, "history_save");
-    lua_pushcfunction(L, l_set_completer);
-    lua_setfield(L, -2, "set_completer");
-  }
+  if (isatty(0) && isatty(1)) airlock_repl_readline_install(L, &interrupted); /* for a person at a terminal */
   lua_pop(L, 2);
   lua_createtable(L, argc, 1);
   for (int i = 0; i < argc; i++) {
