@@ -55,7 +55,7 @@ static int userns_finish(airlock_ns_holder *h, const char *uid_map, const char *
       step = "open ns/user";
     }
   }
-  airlock_ns_holder_end_(h);
+  airlock_ns_holder_kill_(h); /* reaped by airlock_identity_end_ */
   if (fd < 0) {
     snprintf(err, errlen,
              "identity: cannot make the user namespace that maps runs to uid %d "
@@ -78,44 +78,61 @@ static void maps_of(int i, char um[48], char gm[48])
   }
 }
 
-/* Makes the namespaces of want[0..1] not made yet, both helpers begun
-** before either is waited for; each outcome is cached. */
-static void make(const int want[2])
+void airlock_identity_begin_(airlock_identity_batch_ *b, int run, int idmap)
 {
-  airlock_ns_holder h[2];
-  int begun[2] = {0, 0};
+  const int want[2] = {run, idmap};
   for (int i = 0; i < 2; i++) {
+    b->begun[i] = 0;
     if (!want[i] || cached[i] != 0) continue;
-    int rc = airlock_ns_holder_begin_(&h[i], CLONE_NEWUSER, "identity", cached_err[i], sizeof cached_err[i]);
+    int rc =
+        airlock_ns_holder_begin_(&b->h[i], CLONE_NEWUSER, "identity", cached_err[i], sizeof cached_err[i]);
     if (rc < 0)
       cached[i] = rc;
     else
-      begun[i] = 1;
+      b->begun[i] = 1;
   }
+}
+
+void airlock_identity_take_(airlock_identity_batch_ *b)
+{
   for (int i = 0; i < 2; i++) {
-    if (!begun[i]) continue;
-    int rc = airlock_ns_holder_ready_(&h[i], "identity", cached_err[i], sizeof cached_err[i]);
-    if (rc == 0) {
+    if (!b->begun[i]) continue;
+    int rc = airlock_ns_holder_ready_(&b->h[i], "identity", cached_err[i], sizeof cached_err[i]);
+    if (rc < 0) {
+      b->begun[i] = 0; /* ended by ready */
+    } else {
       char um[48], gm[48];
       maps_of(i, um, gm);
-      rc = userns_finish(&h[i], um, gm, cached_err[i], sizeof cached_err[i]);
+      rc = userns_finish(&b->h[i], um, gm, cached_err[i], sizeof cached_err[i]);
     }
     cached[i] = rc > 0 ? rc : (rc < 0 ? rc : -EBADF);
+  }
+}
+
+void airlock_identity_end_(airlock_identity_batch_ *b)
+{
+  for (int i = 0; i < 2; i++) {
+    if (b->begun[i]) airlock_ns_holder_end_(&b->h[i]);
+    b->begun[i] = 0;
   }
 }
 
 void airlock_identity_prepare_(void)
 {
   if (geteuid() != 0) return;
-  const int both[2] = {1, 1};
-  make(both);
+  airlock_identity_batch_ b;
+  airlock_identity_begin_(&b, 1, 1);
+  airlock_identity_take_(&b);
+  airlock_identity_end_(&b);
 }
 
 int airlock_identity_userns(airlock_identity_ns which, char *err, size_t errlen)
 {
   int i = which == AIRLOCK_IDMAP_USERNS;
-  int want[2] = {i == 0, i == 1};
-  make(want);
+  airlock_identity_batch_ b;
+  airlock_identity_begin_(&b, i == 0, i == 1);
+  airlock_identity_take_(&b);
+  airlock_identity_end_(&b);
   if (cached[i] < 0) snprintf(err, errlen, "%s", cached_err[i]);
   return cached[i];
 }

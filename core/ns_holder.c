@@ -54,6 +54,7 @@ int airlock_ns_holder_begin_(airlock_ns_holder *h, int flags, const char *what, 
 {
   h->pid = -1;
   h->ready = -1;
+  h->killed = 0;
   h->stack =
       mmap(NULL, HOLDER_STACK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (h->stack == MAP_FAILED) {
@@ -113,12 +114,18 @@ int airlock_ns_holder_start_(airlock_ns_holder *h, int flags, const char *what, 
   return rc < 0 ? rc : airlock_ns_holder_ready_(h, what, err, errlen);
 }
 
+void airlock_ns_holder_kill_(airlock_ns_holder *h)
+{
+  if (h->pid > 0 && !h->killed) kill(h->pid, SIGKILL);
+  h->killed = 1;
+}
+
 void airlock_ns_holder_end_(airlock_ns_holder *h)
 {
   if (h->ready >= 0) close(h->ready);
   h->ready = -1;
   if (h->pid > 0) {
-    kill(h->pid, SIGKILL);
+    airlock_ns_holder_kill_(h);
     while (waitpid(h->pid, NULL, 0) < 0 && errno == EINTR) {
     }
   }
@@ -126,4 +133,5 @@ void airlock_ns_holder_end_(airlock_ns_holder *h)
   if (h->stack) munmap(h->stack, HOLDER_STACK_SIZE);
   h->pid = -1;
   h->stack = NULL;
+  h->killed = 0;
 }

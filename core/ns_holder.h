@@ -12,6 +12,7 @@ typedef struct {
   pid_t pid;   /* the helper, or -1 */
   void *stack; /* its stack (it shares the parent's memory), or NULL */
   int ready;   /* begun, not yet ready: the pipe it says how unshare went on; else -1 */
+  int killed;  /* let go (airlock_ns_holder_kill_), not yet reaped */
 } airlock_ns_holder;
 
 /* Starts a helper that calls unshare(flags) and waits. Returns 0 once it
@@ -27,11 +28,25 @@ int airlock_ns_holder_begin_(airlock_ns_holder *h, int flags, const char *what, 
 int airlock_ns_holder_ready_(airlock_ns_holder *h, const char *what, char *err, size_t errlen);
 /* Kills and reaps the helper, and frees its stack. */
 void airlock_ns_holder_end_(airlock_ns_holder *h);
+/* Kills it without waiting: its namespace, opened, outlives it. A helper's
+** death takes a fifth of a millisecond to be reaped; several let go first
+** and ended afterwards die at once. */
+void airlock_ns_holder_kill_(airlock_ns_holder *h);
 
-/* As root: makes the run's and the idmap's user namespaces (identity.c)
-** now if not made yet, both helpers at once; a failure is kept for
-** airlock_identity_userns to report. The shared net namespace calls it
-** while its own helper unshares. */
+/* As root: the run's and the idmap's user namespaces (identity.c), made now
+** if not made yet, both helpers at once, in three steps so that a caller's
+** own helper runs alongside: begin starts the helpers, take waits for them,
+** writes their maps, opens and caches each namespace and lets the helpers
+** go, end reaps them. A failure is cached for airlock_identity_userns to
+** report. */
+typedef struct {
+  airlock_ns_holder h[2];
+  int begun[2];
+} airlock_identity_batch_;
+void airlock_identity_begin_(airlock_identity_batch_ *b, int run, int idmap);
+void airlock_identity_take_(airlock_identity_batch_ *b);
+void airlock_identity_end_(airlock_identity_batch_ *b);
+/* All three, for both namespaces (root only; else nothing). */
 void airlock_identity_prepare_(void);
 
 #endif

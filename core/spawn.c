@@ -839,21 +839,29 @@ done:
 
 int airlock_netns_new(char *err, size_t errlen)
 {
-  airlock_ns_holder h;
-  int rc = airlock_ns_holder_begin_(&h, CLONE_NEWNET, "netns", err, errlen);
   /* A new net namespace is the kernel's slowest (half a millisecond): a
-  ** root parent makes its two user namespaces (identity.c) meanwhile. */
+  ** root parent makes its two user namespaces (identity.c) meanwhile, and
+  ** the three helpers are let go together, then reaped. */
+  airlock_identity_batch_ ids;
+  airlock_ns_holder h;
+  int root = geteuid() == 0;
+  int rc = airlock_ns_holder_begin_(&h, CLONE_NEWNET, "netns", err, errlen);
+  airlock_identity_begin_(&ids, root, root);
+  airlock_identity_take_(&ids);
+  if (rc == 0) rc = airlock_ns_holder_ready_(&h, "netns", err, errlen);
+  int fd = -1, e = 0;
   if (rc == 0) {
-    airlock_identity_prepare_();
-    rc = airlock_ns_holder_ready_(&h, "netns", err, errlen);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/ns/net", (int)h.pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    e = errno;
+    airlock_ns_holder_kill_(&h);
   }
+  airlock_identity_end_(&ids);
   if (rc < 0) {
     snprintf(err, errlen, "netns: cannot make an empty net namespace: %s", airlock_strerror(-rc));
     return rc;
   }
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/ns/net", (int)h.pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC), e = errno;
   airlock_ns_holder_end_(&h);
   if (fd < 0) {
     snprintf(err, errlen, "netns: cannot make an empty net namespace: %s", airlock_strerror(e));
