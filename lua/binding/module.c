@@ -91,6 +91,13 @@ static int self_dir(char *buf, size_t len)
 ** libexec copy. */
 static int l_worker_path(lua_State *L)
 {
+  /* Found once per process: where this code lives does not change, and a
+  ** command asks three times before its program starts. */
+  static char found[PATH_MAX + 64];
+  if (found[0]) {
+    lua_pushstring(L, found);
+    return 1;
+  }
   char dir[PATH_MAX], cand[PATH_MAX + 64];
   if (self_dir(dir, sizeof dir) == 0) {
     static const char *const rel[] = {
@@ -104,14 +111,16 @@ static int l_worker_path(lua_State *L)
       snprintf(cand, sizeof cand, "%s%s", dir, rel[i]);
       if (access(cand, X_OK) == 0) {
         char real[PATH_MAX];
-        lua_pushstring(L, realpath(cand, real) ? real : cand);
+        snprintf(found, sizeof found, "%s", realpath(cand, real) ? real : cand);
+        lua_pushstring(L, found);
         return 1;
       }
     }
   }
   snprintf(cand, sizeof cand, "%s/airlock-worker", AIRLOCK_LIBEXECDIR);
   if (access(cand, X_OK) == 0) {
-    lua_pushstring(L, cand);
+    snprintf(found, sizeof found, "%s", cand);
+    lua_pushstring(L, found);
     return 1;
   }
   return airlock_l_fail(L, "worker",
