@@ -16,55 +16,76 @@
 ** exit ends the namespace: the kernel kills whatever the program left.
 **
 ** It runs under the program's own confinement (seccomp, Landlock, identity),
-** so it holds nothing the program does not; it is linked statically, so it
-** needs no file of the program's tree. If it cannot fork (a policy without
-** the "proc" promise), it becomes the program instead.
+** so it holds nothing the program does not; it is linked statically and
+** without a C library (sys.h says why), so it needs no file of the program's
+** tree. If it cannot fork (a policy without the "proc" promise), it becomes
+** the program instead.
 **
 ** Status record on fd 60: 8 bytes, two native-endian uint32: kind, value.
 **   kind 1: value is the program's wait status.
 **   kind 2: the program could not be executed; value is the errno.
 */
-#define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
-#include <stdint.h>
-#include <string.h>
-#include <sys/ioctl.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include "sys.h"
 
 #define STATUS_FD  60
 #define PROGRAM_FD 61
 
-extern char **environ;
+#define ENOENT 2
+#define EINTR  4
 
-static void report(uint32_t kind, uint32_t value)
+void *memset(void *d, int c, unsigned long n)
 {
-  uint32_t rec[2] = {kind, value};
-  ssize_t n;
-  do n = write(STATUS_FD, rec, sizeof rec);
-  while (n < 0 && errno == EINTR);
+  unsigned char *p = d;
+  while (n--) *p++ = (unsigned char)c;
+  return d;
 }
 
-/* Runs the program in this process; returns only on failure, with errno. */
-static void run_program(const char *path, char **argv)
+void *memcpy(void *d, const void *s, unsigned long n)
 {
-  if (path[0] == 0)
-    syscall(SYS_execveat, PROGRAM_FD, "", argv, environ, AT_EMPTY_PATH);
-  else
-    execve(path, argv, environ);
+  unsigned char *p = d;
+  const unsigned char *q = s;
+  while (n--) *p++ = *q++;
+  return d;
+}
+
+static unsigned long length(const char *s)
+{
+  unsigned long n = 0;
+  while (s[n]) n++;
+  return n;
+}
+
+static void report(unsigned kind, unsigned value)
+{
+  unsigned rec[2] = {kind, value};
+  long n;
+  do n = sys_write(STATUS_FD, rec, sizeof rec);
+  while (n == -EINTR);
+}
+
+/* Runs the program in this process; returns only on failure, with the errno. */
+static int run_program(const char *path, char **argv, char **envp)
+{
+  long rc = path[0] == 0 ? sys_execveat(PROGRAM_FD, argv, envp) : sys_execve(path, argv, envp);
+  return (int)-rc;
 }
 
 static void say(const char *a, const char *b, const char *c)
 {
   const char *parts[] = {"airlock-init: ", a, b, c, "\n"};
-  for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
-    if (write(2, parts[i], strlen(parts[i])) < 0) return;
+  for (unsigned long i = 0; i < sizeof parts / sizeof *parts; i++)
+    if (sys_write(2, parts[i], length(parts[i])) < 0) return;
 }
 
-int main(int argc, char **argv)
+/* A terminal on fd 0 that is no session's yet: made the controlling one. */
+static void take_terminal(void)
+{
+  unsigned char termios[64]; /* TCGETS's struct termios, 60 bytes */
+  int sid;
+  if (sys_ioctl(0, TCGETS, termios) == 0 && sys_ioctl(0, TIOCGSID, &sid) < 0) sys_ioctl(0, TIOCSCTTY, 0);
+}
+
+static int init_main(int argc, char **argv, char **envp)
 {
   if (argc < 3) {
     say("usage: airlock-init PATH ARGV0 [ARGS...] (started by airlock's spawner only)", "", "");
@@ -73,19 +94,17 @@ int main(int argc, char **argv)
   const char *path = argv[1];
   char **prog_argv = argv + 2;
   /* Neither descriptor may reach the program. */
-  fcntl(STATUS_FD, F_SETFD, FD_CLOEXEC);
-  fcntl(PROGRAM_FD, F_SETFD, FD_CLOEXEC);
+  sys_fcntl(STATUS_FD, F_SETFD, FD_CLOEXEC);
+  sys_fcntl(PROGRAM_FD, F_SETFD, FD_CLOEXEC);
 
-  sigset_t all, old;
-  sigfillset(&all);
-  sigprocmask(SIG_SETMASK, &all, &old);
-  pid_t child = fork();
+  kernel_sigset all = ~0UL, old = 0;
+  sys_sigmask(&all, &old);
+  long child = sys_fork();
   if (child < 0) {
     /* No fork (the policy does not promise "proc"): be the program. */
-    sigprocmask(SIG_SETMASK, &old, NULL);
-    run_program(path, prog_argv);
-    int e = errno;
-    report(2, (uint32_t)e);
+    sys_sigmask(&old, 0);
+    int e = run_program(path, prog_argv, envp);
+    report(2, (unsigned)e);
     say("cannot run ", prog_argv[0], e == ENOENT ? ": not found" : ": not executable or not permitted");
     return e == ENOENT ? 127 : 126;
   }
@@ -94,32 +113,33 @@ int main(int argc, char **argv)
     ** program handed a terminal leads its session. A terminal that is no
     ** session's yet (the pseudo-terminal airlock made for it) becomes its
     ** controlling terminal; the caller's own, which is its session's, never. */
-    setsid();
-    pid_t sid;
-    if (isatty(0) && ioctl(0, TIOCGSID, &sid) < 0) ioctl(0, TIOCSCTTY, 0);
-    sigprocmask(SIG_SETMASK, &old, NULL);
-    run_program(path, prog_argv);
-    int e = errno;
-    report(2, (uint32_t)e);
-    _exit(e == ENOENT ? 127 : 126);
+    sys_setsid();
+    take_terminal();
+    sys_sigmask(&old, 0);
+    int e = run_program(path, prog_argv, envp);
+    report(2, (unsigned)e);
+    sys_exit(e == ENOENT ? 127 : 126);
   }
   for (;;) {
-    siginfo_t si;
-    int sig = sigwaitinfo(&all, &si);
+    long info[16]; /* siginfo_t: 128 bytes, unread */
+    long sig = sys_sigwait(&all, info);
     if (sig < 0) continue;
     if (sig != SIGCHLD) {
       /* From the host (the broker, a terminal) or from the program itself:
       ** the program is the one meant. */
-      kill(child, sig);
+      sys_kill((int)child, (int)sig);
       continue;
     }
     int status;
-    pid_t p;
-    while ((p = waitpid(-1, &status, WNOHANG)) > 0) {
+    long p;
+    while ((p = sys_wait4(-1, &status, WNOHANG)) > 0) {
       if (p != child) continue; /* an orphan, reaped */
-      report(1, (uint32_t)status);
-      if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-      return WEXITSTATUS(status);
+      report(1, (unsigned)status);
+      if ((status & 0x7f) != 0 && (status & 0x7f) != 0x7f) return 128 + (status & 0x7f); /* WIFSIGNALED */
+      return (status >> 8) & 0xff;                                                       /* WEXITSTATUS */
     }
   }
 }
+
+AIRLOCK_INIT_START
+AIRLOCK_INIT_ENTRY

@@ -39,6 +39,28 @@ for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", 
       assert.are.equal("crash", res.cause)
     end)
 
+    it("runs the program as pid 1 itself when the policy refuses fork (no proc promise)", function()
+      -- airlock-init cannot fork under it, so it becomes the program: the
+      -- shell is pid 1, its status still the run's. The control is the same
+      -- policy with proc: pid 2.
+      local dir = H.tmpdir()
+      local function policy_file(name, promises)
+        local f = assert(io.open(dir .. "/" .. name .. ".lua", "w"))
+        f:write('return require("airlock.policy").extend("tool", { name = "', name,
+                '", tool = { confine = { seccomp = { promises = "', promises, '" } } } })\n')
+        f:close()
+        os.execute("chmod 755 " .. dir .. "; chmod 644 " .. dir .. "/" .. name .. ".lua")
+        return dir .. "/" .. name .. ".lua"
+      end
+      local noproc = policy_file("noproc", "stdio rpath wpath cpath fattr exec tty id unix")
+      local withproc = policy_file("withproc", "stdio rpath wpath cpath fattr proc exec tty id unix")
+      local pex = ex:gsub(" exec ", " exec --no-tty --policy %%s ")
+      assert.are.equal("1\nrc=3\n", run(pex:format(noproc) .. "sh -c 'echo $$; exit 3' 2>/dev/null"))
+      assert.are.equal("2\nrc=3\n", run(pex:format(withproc) .. "sh -c 'echo $$; exit 3'"))
+      -- Not found is a shell's 127 either way.
+      assert.are.equal("rc=127\n", run(pex:format(noproc) .. "/nonexistent 2>/dev/null"))
+    end)
+
     it("reaps orphans: no zombie is left in the run", function()
       -- Its parent exits at once and leaves it to init, which must reap it:
       -- the script waits until its pid is gone (a zombie keeps /proc/PID),
