@@ -179,9 +179,34 @@ static int stage_blob(int blobs, int upper, const airlock_overlay_restore_item *
   return rc;
 }
 
-/* A path to be absent removed through no link; a directory only when it is
-** empty (one that holds anything is left as it is). */
-static int remove_path(int ws_fd, const char *path, char *err, size_t errlen)
+/* What the second step did to one path, so that a later failure can undo
+** it: nothing is lost until every step has been taken. */
+enum { DONE_NONE = 0, DONE_NEW, DONE_SWAP, DONE_ASIDE, DONE_DIR, DONE_FINAL };
+typedef struct {
+  int kind;       /* DONE_*: NEW placed where nothing was; SWAP placed, the old entry now under
+                     other; ASIDE removed, renamed to other; DIR a directory to remove once the
+                     rest is settled; FINAL done for good (this file system cannot exchange) */
+  int dirfd;      /* its directory, or -1 */
+  char name[256]; /* its name there */
+  char other[64]; /* SWAP: the staged temporary's name; ASIDE: the name it was moved to */
+} done_t;
+
+/* A free name beside the entry, for one removed until the restore is done. */
+static int move_aside(int dir, const char *name, char aside[64])
+{
+  static unsigned serial;
+  for (int tries = 0; tries < 100; tries++) {
+    snprintf(aside, 64, ".airlock-restore.%d.%u", (int)getpid(), ++serial);
+    if (renameat2(dir, name, dir, aside, RENAME_NOREPLACE) == 0) return 0;
+    if (errno != EEXIST) return -errno;
+  }
+  return -EEXIST;
+}
+
+/* A path to be absent: a file or link moved aside (removed when every step
+** is taken), a directory marked for removal then (only if empty: one that
+** holds anything is left as it is). */
+static int remove_path(int ws_fd, const char *path, done_t *d, char *err, size_t errlen)
 {
   const char *name;
   int dir = parent_of(ws_fd, path, &name, 0);
@@ -191,14 +216,84 @@ static int remove_path(int ws_fd, const char *path, char *err, size_t errlen)
                : airlock_overlay_say(err, errlen, -errno, "ledger: remove %s: %s", path, strerror(errno));
   struct stat st;
   int rc = 0;
-  if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-    int isdir = S_ISDIR(st.st_mode);
-    if (unlinkat(dir, name, isdir ? AT_REMOVEDIR : 0) < 0 &&
-        !(isdir && (errno == ENOTEMPTY || errno == EEXIST)))
-      rc = airlock_overlay_say(err, errlen, -errno, "ledger: remove %s: %s", path, strerror(errno));
+  if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && strlen(name) < sizeof d->name) {
+    snprintf(d->name, sizeof d->name, "%s", name);
+    if (S_ISDIR(st.st_mode)) {
+      d->kind = DONE_DIR;
+    } else if ((rc = move_aside(dir, name, d->other)) == 0) {
+      d->kind = DONE_ASIDE;
+    } else {
+      airlock_overlay_say(err, errlen, rc, "ledger: remove %s: %s", path, strerror(-rc));
+    }
   }
-  close(dir);
+  if (d->kind != DONE_NONE)
+    d->dirfd = dir;
+  else
+    close(dir);
   return rc;
+}
+
+/* A staged file or link renamed into place, what was there kept under the
+** temporary's name (an exchange) until every step is taken. */
+static int place(airlock_overlay_staged *st, const char *path, done_t *d, char *err, size_t errlen)
+{
+  if (st->dirfd < 0) return 0;
+  struct stat cur;
+  int there = fstatat(st->dirfd, st->base, &cur, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(cur.st_mode);
+  if (there && renameat2(st->dirfd, st->tmp, st->dirfd, st->base, RENAME_EXCHANGE) == 0) {
+    d->kind = DONE_SWAP;
+  } else if (there && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) {
+    int e = errno;
+    airlock_overlay_unstage(st);
+    return airlock_overlay_say(err, errlen, -e, "ledger: %s: rename into place: %s", path, strerror(e));
+  } else { /* nothing there, or this file system cannot exchange */
+    int keep = fcntl(st->dirfd, F_DUPFD_CLOEXEC, 0);
+    if (keep < 0) {
+      int e = errno;
+      airlock_overlay_unstage(st);
+      return airlock_overlay_say(err, errlen, -e, "ledger: %s: %s", path, strerror(e));
+    }
+    snprintf(d->name, sizeof d->name, "%s", st->base);
+    int rc = airlock_overlay_place(st, path, err, errlen); /* lets st go */
+    if (rc < 0) {
+      close(keep);
+      return rc;
+    }
+    d->kind = there ? DONE_FINAL : DONE_NEW;
+    d->dirfd = keep;
+    return 0;
+  }
+  d->dirfd = st->dirfd;
+  snprintf(d->name, sizeof d->name, "%s", st->base);
+  snprintf(d->other, sizeof d->other, "%s", st->tmp);
+  st->dirfd = -1; /* its directory and temporary are d's now */
+  return 0;
+}
+
+/* Undoes one step: 0, or -errno. */
+static int undo(done_t *d)
+{
+  int rc = 0;
+  if (d->kind == DONE_SWAP) {
+    if (renameat2(d->dirfd, d->other, d->dirfd, d->name, RENAME_EXCHANGE) < 0)
+      rc = -errno;
+    else
+      unlinkat(d->dirfd, d->other, 0);
+  } else if (d->kind == DONE_NEW) {
+    if (unlinkat(d->dirfd, d->name, 0) < 0) rc = -errno;
+  } else if (d->kind == DONE_ASIDE) {
+    if (renameat2(d->dirfd, d->other, d->dirfd, d->name, RENAME_NOREPLACE) < 0) rc = -errno;
+  } else if (d->kind == DONE_FINAL) {
+    rc = -EOPNOTSUPP;
+  }
+  return rc;
+}
+
+/* Takes one step for good: what it replaced or removed goes. */
+static void settle(done_t *d)
+{
+  if (d->kind == DONE_SWAP || d->kind == DONE_ASIDE) unlinkat(d->dirfd, d->other, 0);
+  if (d->kind == DONE_DIR) unlinkat(d->dirfd, d->name, AT_REMOVEDIR); /* only when empty */
 }
 
 /* A directory to be there made through no link (one already there kept).
@@ -263,10 +358,13 @@ int airlock_overlay_restore(int ws_fd, int session_fd, const airlock_overlay_res
   ** (renames into place, removals), which needs no space. */
   airlock_overlay_staged *st = rc == 0 ? calloc(n ? n : 1, sizeof *st) : NULL;
   unsigned char *made = rc == 0 ? calloc(n ? n : 1, 1) : NULL;
-  if (rc == 0 && (!st || !made)) rc = airlock_overlay_say(err, errlen, -ENOMEM, "ledger: out of memory");
+  done_t *done = rc == 0 ? calloc(n ? n : 1, sizeof *done) : NULL;
+  if (rc == 0 && (!st || !made || !done))
+    rc = airlock_overlay_say(err, errlen, -ENOMEM, "ledger: out of memory");
   size_t staged = 0;
   for (size_t i = 0; rc == 0 && i < n; i++, staged++) {
     st[i].dirfd = -1;
+    done[i].dirfd = -1;
     if (items[i].kind == AIRLOCK_RESTORE_DIR) {
       int r = make_dir(ws_fd, items[i].path, items[i].mode, err, errlen);
       if (r > 0) made[i] = 1;
@@ -281,25 +379,60 @@ int airlock_overlay_restore(int ws_fd, int session_fd, const airlock_overlay_res
     if (r < 0)
       rc = airlock_overlay_say(err, errlen, r, "ledger: sync the workspace's file system: %s", strerror(-r));
   }
-  if (rc != 0) { /* nothing replaced or removed yet: undo what was added */
-    for (size_t i = 0; i < staged; i++) airlock_overlay_unstage(&st[i]);
-    for (size_t i = staged; made && i-- > 0;)
+  size_t added = staged;    /* how far the first step went, for its undoing */
+  int undo_first = rc != 0; /* nothing replaced or removed yet */
+  /* The second step: each replacement an exchange, each removal a rename
+  ** aside, so that a failure (an I/O error) undoes the steps before it. */
+  size_t failed = staged;
+  for (size_t i = 0; !undo_first && i < staged; i++) {
+    if (rc != 0) {
+      airlock_overlay_unstage(&st[i]);
+    } else if (items[i].kind == AIRLOCK_RESTORE_NONE) {
+      if ((rc = remove_path(ws_fd, items[i].path, &done[i], err, errlen)) != 0) failed = i;
+    } else if (items[i].kind != AIRLOCK_RESTORE_DIR) {
+      if ((rc = place(&st[i], items[i].path, &done[i], err, errlen)) != 0) failed = i;
+    }
+  }
+  if (!undo_first && rc == 0) {
+    for (size_t i = 0; i < staged; i++)
+      if (done[i].kind != DONE_DIR) settle(&done[i]);
+    for (size_t i = 0; i < staged; i++) /* directories once what was in them has gone */
+      if (done[i].kind == DONE_DIR) settle(&done[i]);
+  } else if (!undo_first) {
+    size_t undone = 0;
+    const char *stuck = NULL;
+    int stuck_rc = 0;
+    for (size_t i = failed; i-- > 0;) {
+      if (done[i].kind == DONE_NONE || done[i].kind == DONE_DIR) continue;
+      int r = undo(&done[i]);
+      if (r == 0) {
+        undone++;
+      } else if (!stuck) {
+        stuck = items[i].path;
+        stuck_rc = r;
+      }
+    }
+    size_t len = strlen(err);
+    if (stuck)
+      snprintf(err + len, errlen - len,
+               "; undoing the changes before it failed at %s (%s): the workspace holds part of the restore",
+               stuck, strerror(-stuck_rc));
+    else
+      snprintf(err + len, errlen - len, "; the %zu change%s before it undone", undone,
+               undone == 1 ? "" : "s");
+    undo_first = !stuck;
+  }
+  if (undo_first) {
+    for (size_t i = 0; st && i < added; i++) airlock_overlay_unstage(&st[i]);
+    for (size_t i = added; made && i-- > 0;)
       if (made[i]) unmake_dir(ws_fd, items[i].path);
     size_t len = strlen(err);
     if (rc < 0 && len + 40 < errlen)
       snprintf(err + len, errlen - len, "; nothing in the workspace was changed");
-    staged = 0;
   }
-  for (size_t i = 0; i < staged; i++) {
-    if (rc == 0 && items[i].kind == AIRLOCK_RESTORE_NONE) {
-      rc = remove_path(ws_fd, items[i].path, err, errlen);
-    } else if (rc == 0) {
-      int r = airlock_overlay_place(&st[i], items[i].path, err, errlen);
-      if (r < 0) rc = r;
-    } else {
-      airlock_overlay_unstage(&st[i]);
-    }
-  }
+  for (size_t i = 0; done && i < added; i++)
+    if (done[i].dirfd >= 0) close(done[i].dirfd);
+  free(done);
   free(made);
   free(st);
   if (upper >= 0) close(upper);

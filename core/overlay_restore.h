@@ -31,8 +31,13 @@ typedef struct airlock_overlay_restore_item {
 ** a regular file, or not of its hash; the reason in err); or -errno with a
 ** message in err. A failure while adding (a directory made, a file staged
 ** beside its place: a full disk, say) undoes what was added, and err ends
-** "nothing in the workspace was changed"; only a failure of a rename or a
-** removal after those (an I/O error) leaves the items before it applied. */
+** "nothing in the workspace was changed". So does a failure of a rename or
+** a removal after those (an I/O error, an immutable file): each file or
+** link was put in place by exchanging it with what was there, and each one
+** removed was renamed aside, both kept until every step was taken, so the
+** steps before it are undone too; only when an undoing fails as well does
+** err say the workspace holds part of the restore, and where. (A file
+** system that cannot exchange names replaces for good, as a rename.) */
 int airlock_overlay_restore(int ws_fd, int session_fd, const airlock_overlay_restore_item *items, size_t n,
                             char *err, size_t errlen);
 
