@@ -26,8 +26,9 @@
 static int cached[2] = {0, 0}; /* 0: not made yet; > 0: fd; < 0: -errno */
 static char cached_err[2][200];
 
-/* Writes the maps of a helper that has unshared a user namespace and opens
-** it; ends the helper. Returns the fd, or -errno with a message. */
+/* Writes the maps of a helper that has unshared a user namespace, opens it
+** and lets the helper go (killed; airlock_identity_end_ reaps it). Returns
+** the fd, or -errno with a message. */
 static int userns_finish(airlock_ns_holder *h, const char *uid_map, const char *gid_map, char *err,
                          size_t errlen)
 {

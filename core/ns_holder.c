@@ -108,12 +108,6 @@ int airlock_ns_holder_ready_(airlock_ns_holder *h, const char *what, char *err, 
   return 0;
 }
 
-int airlock_ns_holder_start_(airlock_ns_holder *h, int flags, const char *what, char *err, size_t errlen)
-{
-  int rc = airlock_ns_holder_begin_(h, flags, what, err, errlen);
-  return rc < 0 ? rc : airlock_ns_holder_ready_(h, what, err, errlen);
-}
-
 void airlock_ns_holder_kill_(airlock_ns_holder *h)
 {
   if (h->pid > 0 && !h->killed) kill(h->pid, SIGKILL);

@@ -15,15 +15,12 @@ typedef struct {
   int killed;  /* let go (airlock_ns_holder_kill_), not yet reaped */
 } airlock_ns_holder;
 
-/* Starts a helper that calls unshare(flags) and waits. Returns 0 once it
-** has unshared (h->pid is its pid), or -errno with a message in err
-** (prefixed by what, "netns"). The caller ends it with
-** airlock_ns_holder_end_ when done with it (on failure it is already ended). */
-int airlock_ns_holder_start_(airlock_ns_holder *h, int flags, const char *what, char *err, size_t errlen);
-/* The same in two halves, so that several helpers unshare at once (each
-** new namespace is a fraction of a millisecond of the kernel's time): begin
-** starts the helper, ready waits until it has unshared. Each returns 0, or
-** -errno with a message (the helper then already ended). */
+/* A helper that calls unshare(flags) and waits, in two halves, so that
+** several helpers unshare at once (a new namespace is a fraction of a
+** millisecond of the kernel's time): begin starts it, ready waits until it
+** has unshared (h->pid is its pid). Each returns 0, or -errno with a
+** message in err (prefixed by what, "netns"), the helper then already ended.
+** The caller ends it with airlock_ns_holder_end_ when done with it. */
 int airlock_ns_holder_begin_(airlock_ns_holder *h, int flags, const char *what, char *err, size_t errlen);
 int airlock_ns_holder_ready_(airlock_ns_holder *h, const char *what, char *err, size_t errlen);
 /* Kills and reaps the helper, and frees its stack. */
