@@ -7,8 +7,9 @@
 ** trusted parent. Nothing is followed: the workspace and the layer are read
 ** through openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS), a link's text is
 ** kept as its content, and a blob is written to a temporary name in the
-** session's blobs/ (O_EXCL, O_NOFOLLOW, mode 0600), synced, then renamed to
-** its name. Their bytes are counted against the session's bound before one
+** session's blobs/ (O_EXCL, O_NOFOLLOW, mode 0600); when all are written,
+** one syncfs, each renamed to its name, and one syncfs more. Their bytes are counted against the session's
+*bound before one
 ** is written.
 */
 #ifndef AIRLOCK_OVERLAY_KEEP_H
