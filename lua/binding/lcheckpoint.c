@@ -5,6 +5,7 @@
 ** in a read-only ledger process, that learns the chain hash at many seqs.
 **
 **   core.sha256(data)                        -> 64 lowercase hex digits
+**   core.sha256_load()                       -> true, or nil, message
 **   core.hmac_sha256(key, data)              -> 64 lowercase hex digits
 **   core.checkpoint_outside(path, dir)       -> true, or nil, message
 **   core.checkpoint_key(path, dir)           -> key bytes, or nil, message
@@ -51,6 +52,21 @@ static int l_sha256(lua_State *L)
   char hex[65], err[300];
   if (airlock_sha256_hex(s, len, hex, err, sizeof err) != 0) return luaL_error(L, "%s", err);
   lua_pushstring(L, hex);
+  return 1;
+}
+
+/* core.sha256_load() -> true, or nil, message: OpenSSL opened now (it is
+** opened on first use: core/sha256.h), for a caller that will hash later and
+** is idle now. */
+static int l_sha256_load(lua_State *L)
+{
+  char err[300];
+  if (airlock_sha256_load(err, sizeof err) != 0) {
+    lua_pushnil(L);
+    lua_pushstring(L, err);
+    return 2;
+  }
+  lua_pushboolean(L, 1);
   return 1;
 }
 
@@ -278,6 +294,8 @@ void airlock_l_open_checkpoint(lua_State *L)
 {
   lua_pushcfunction(L, l_sha256);
   lua_setfield(L, -2, "sha256");
+  lua_pushcfunction(L, l_sha256_load);
+  lua_setfield(L, -2, "sha256_load");
   lua_pushcfunction(L, l_hmac_sha256);
   lua_setfield(L, -2, "hmac_sha256");
   lua_pushcfunction(L, l_outside);

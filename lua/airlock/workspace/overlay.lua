@@ -59,6 +59,10 @@ function M.take(ov, run)
   if not ov then return false end
   local layer = run:_overlay_take()
   if not layer then return nil, "confinement: overlay: the run's writable layer did not arrive" end
+  -- The change set is hashed when the run ends, and OpenSSL is opened on
+  -- first use (2 ms): it is opened now, while the program runs. (Failing
+  -- here is not fatal: the hashing says why.)
+  core.sha256_load()
   return layer
 end
 
