@@ -91,10 +91,10 @@ for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", 
       -- chattr +i makes renaming over mod.txt fail (EPERM) after the revert
       -- has put other files in place and moved others aside; those are
       -- undone. The control: the same revert once the flag is cleared.
-      local _, crc = H.sh("chattr +i " .. ws .. "/mod.txt 2>&1")
+      local _, crc = H.host("chattr +i " .. ws .. "/mod.txt 2>&1")
       if crc ~= 0 then pending("skipped: chattr +i does not work on " .. ws .. "'s file system") return end
       local out, rc = ledger("revert")
-      H.sh("chattr -i " .. ws .. "/mod.txt")
+      H.host("chattr -i " .. ws .. "/mod.txt")
       assert.are.equal(1, rc, out)
       assert.matches("mod.txt: rename into place: Operation not permitted; the %d+ changes? before it undone; " ..
         "nothing in the workspace was changed", out)
