@@ -216,7 +216,7 @@ static int remove_path(int ws_fd, const char *path, done_t *d, char *err, size_t
                : airlock_overlay_say(err, errlen, -errno, "ledger: remove %s: %s", path, strerror(errno));
   struct stat st;
   int rc = 0;
-  if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && strlen(name) < sizeof d->name) {
+  if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0) { /* a name of at most NAME_MAX bytes */
     snprintf(d->name, sizeof d->name, "%s", name);
     if (S_ISDIR(st.st_mode)) {
       d->kind = DONE_DIR;

@@ -30,9 +30,6 @@
 #define STATUS_FD  60
 #define PROGRAM_FD 61
 
-#define ENOENT 2
-#define EINTR  4
-
 void *memset(void *d, int c, unsigned long n)
 {
   unsigned char *p = d;

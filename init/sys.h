@@ -16,6 +16,7 @@
 #ifndef AIRLOCK_INIT_SYS_H
 #define AIRLOCK_INIT_SYS_H
 
+#include <asm-generic/errno-base.h>
 #include <asm/ioctls.h>
 #include <asm/signal.h>
 #include <asm/unistd.h>

@@ -11,7 +11,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/select.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <malloc.h>
