@@ -487,6 +487,10 @@ typedef struct airlock_child {
                                       holding the overlay's writable layer (upper/, work/), an
                                       directory the parent may read once the run
                                       has ended, or -1 */
+  int overlay_mount;               /* with an AIRLOCK_MOUNT_OVERLAY record: the overlay mount itself,
+                                      held so that its teardown (every inode the program looked up)
+                                      happens off the caller's path, in airlock_close_later (from
+                                      airlock_child_close); not to be read, or -1 */
   struct airlock_protect *protect; /* with AIRLOCK_MOUNT_PROTECT records: the paths
                      held for the run and the placeholders made; airlock_child_close
                      removes those once the child has exited */
@@ -509,6 +513,16 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
 ** O_CLOEXEC fd to it, for many children to join through netns_fd. Needs
 ** CAP_SYS_ADMIN. Returns the fd, or -errno with a message in err. */
 int airlock_netns_new(char *err, size_t errlen);
+/* Closes fd (if >= 0) in a helper process, so that the kernel's work when
+** it is the last reference (an overlay mount: freeing every inode and
+** dentry the program's lookups made, milliseconds for a few thousand files)
+** does not hold up the caller. The helper shares our memory and descriptor
+** table, is born with every signal blocked and without an exit signal (a
+** host's waitpid(-1) never sees it), and is reaped by a later call, or by
+** init once this process has exited. Without a helper the close is done
+** here. core/release.c */
+void airlock_close_later(int fd);
+
 /* Closes the parent's fds of a child (not the process). Idempotent. */
 void airlock_child_close(airlock_child *c);
 
@@ -793,8 +807,12 @@ uint64_t airlock_run_serial(const airlock_run *r); /* 1, 2, ... per broker */
 int airlock_run_egress_fd(const airlock_run *r);
 void airlock_run_egress_close(airlock_run *r);
 /* The run's overlay layer (airlock_child.overlay), handed to the caller, who
-** then owns it (closes it); -1 when there is none or it was taken. */
-int airlock_run_overlay_take(airlock_run *r);
+** then owns it (closes it); -1 when there is none or it was taken. With
+** mount not NULL, the overlay mount itself (airlock_child.overlay_mount) is
+** handed over too, into *mount (or -1), for the caller to let go with
+** airlock_close_later once the layer has been read; with NULL the run lets
+** it go when its child is closed. */
+int airlock_run_overlay_take(airlock_run *r, int *mount);
 void *airlock_run_udata(const airlock_run *r);
 int airlock_run_live(const airlock_run *r);
 /* Captured output so far (which: 1 stdout, 2 stderr), for streaming it while

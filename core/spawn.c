@@ -476,6 +476,8 @@ void airlock_child_close(airlock_child *c)
   c->protect = NULL;
   close_fd(&c->egress);
   close_fd(&c->overlay);
+  airlock_close_later(c->overlay_mount); /* the overlay's teardown, off our path */
+  c->overlay_mount = -1;
   close_fd(&c->pidfd);
   close_fd(&c->status);
   close_fd(&c->notify);
@@ -715,10 +717,12 @@ static int take_child(struct spawn_ctx *x, const airlock_spawn_opts *o, airlock_
   if (x->nt[0] >= 0) c->notify = receive_listener(x->nt[0]);
   if (x->eg[0] >= 0) c->egress = receive_listener(x->eg[0]);
   if (x->ov[0] >= 0) c->overlay = receive_listener(x->ov[0]);
+  if (c->overlay >= 0) c->overlay_mount = receive_listener(x->ov[0]);
   if (x->rep->step) { /* the child failed before exec and has exited */
     close_fd(&c->notify);
     close_fd(&c->egress);
     close_fd(&c->overlay);
+    close_fd(&c->overlay_mount);
     waitpid(c->pid, NULL, 0);
     c->pid = -1;
     errno = x->rep->err;
@@ -737,8 +741,11 @@ static int take_child(struct spawn_ctx *x, const airlock_spawn_opts *o, airlock_
     return step_failed(c, AIRLOCK_STEP_EGRESS, "egress: the listener did not arrive from the child", err,
                        errlen);
   }
-  if (x->ov[0] >= 0 && c->overlay < 0) { /* the same: no run without its bound layer in hand */
+  if (x->ov[0] >= 0 &&
+      (c->overlay < 0 || c->overlay_mount < 0)) { /* the same: no run without its bound layer in hand */
     discard_child(c);
+    close_fd(&c->overlay);
+    close_fd(&c->overlay_mount);
     close_fd(&c->notify);
     close_fd(&c->egress);
     errno = EPROTO;
@@ -785,7 +792,8 @@ int airlock_spawn(const airlock_spawn_opts *o, airlock_child *c, char *err, size
   int rc;
 
   c->pid = -1;
-  c->pidfd = c->chan = c->out = c->err = c->notify = c->status = c->egress = c->overlay = -1;
+  c->pidfd = c->chan = c->out = c->err = c->notify = c->status = c->egress = c->overlay = c->overlay_mount =
+      -1;
   c->protect = NULL;
   c->step = AIRLOCK_STEP_OPTIONS;
   memset(&x, 0, sizeof x);

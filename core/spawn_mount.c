@@ -470,6 +470,10 @@ CHILD static int overlay_workspace(const struct spawn_mount_plan *p, int *lower,
   close(up);
   close(work);
   if (m < 0) FAIL("overlay: fsmount(overlay)");
+  /* The parent holds the mount too, so that its teardown (every inode the
+  ** program's lookups made) is not airlock-init's exit's (core/release.c). */
+  if (airlock_fd_send(p->overlay_w, m, 'M', MSG_NOSIGNAL) < 0)
+    FAIL("overlay: hand the overlay to the parent");
   close(*lower);
   *lower = m;
   return 0;

@@ -74,7 +74,7 @@ void airlock_l_open_denial(lua_State *L);
 /* loverlay.c: an overlaid workspace's writable layer (airlock.overlay_layer),
 ** owning fd. */
 void airlock_l_open_overlay(lua_State *L);
-void airlock_l_push_overlay_layer(lua_State *L, int fd);
+void airlock_l_push_overlay_layer(lua_State *L, int fd, int mount);
 /* The reason of the denial at idx (a value core.deny raised), or NULL when it
 ** is not one. The text lives as long as the value does. */
 const char *airlock_l_denial_reason(lua_State *L, int idx);

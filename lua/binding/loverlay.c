@@ -25,7 +25,8 @@
 #define OWN_INODES  ((lua_Integer)AIRLOCK_OVERLAY_OWN_INODES)
 
 typedef struct {
-  int fd;
+  int fd;    /* the tmpfs's root */
+  int mount; /* the overlay mount, held for its teardown to happen at close, off our path; or -1 */
 } llayer;
 
 static llayer *check_layer(lua_State *L)
@@ -35,10 +36,11 @@ static llayer *check_layer(lua_State *L)
   return l;
 }
 
-void airlock_l_push_overlay_layer(lua_State *L, int fd)
+void airlock_l_push_overlay_layer(lua_State *L, int fd, int mount)
 {
   llayer *l = lua_newuserdatauv(L, sizeof *l, 0);
   l->fd = fd;
+  l->mount = mount;
   luaL_setmetatable(L, LAYER_CLASS);
 }
 
@@ -299,16 +301,24 @@ static int l_keep(lua_State *L)
   return 1;
 }
 
-/* layer:close(): the tmpfs goes once nothing else holds it. Idempotent. */
+/* layer:close(): the tmpfs goes once nothing else holds it, and the overlay
+** mount (which holds it) is let go in a helper (airlock_close_later), so the
+** kernel frees both off our path. Idempotent. */
 static int l_close(lua_State *L)
 {
   llayer *l = luaL_checkudata(L, 1, LAYER_CLASS);
   if (l->fd >= 0) close(l->fd);
   l->fd = -1;
+  airlock_close_later(l->mount);
+  l->mount = -1;
   return 0;
 }
 
 #define LOCK_CLASS "airlock.overlay_lock"
+
+typedef struct {
+  int fd; /* the workspace directory, flocked */
+} llock;
 
 /* core.overlay_lock(workspace) -> a lock held until it is closed (or
 ** collected): flock(LOCK_EX | LOCK_NB) on the workspace directory itself, so
@@ -317,7 +327,7 @@ static int l_close(lua_State *L)
 static int l_lock(lua_State *L)
 {
   const char *ws = luaL_checkstring(L, 1);
-  llayer *k = lua_newuserdatauv(L, sizeof *k, 0);
+  llock *k = lua_newuserdatauv(L, sizeof *k, 0);
   k->fd = open(ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (k->fd < 0) {
     int e = errno;
@@ -336,7 +346,7 @@ static int l_lock(lua_State *L)
 
 static int l_unlock(lua_State *L)
 {
-  llayer *k = luaL_checkudata(L, 1, LOCK_CLASS);
+  llock *k = luaL_checkudata(L, 1, LOCK_CLASS);
   if (k->fd >= 0) close(k->fd);
   k->fd = -1;
   return 0;

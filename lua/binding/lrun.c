@@ -325,9 +325,13 @@ static int l_run_egress_close(lua_State *L)
 static int l_run_overlay_take(lua_State *L)
 {
   lrun *lr = airlock_l_check_run(L, 1);
-  int fd = lr->finished || !lr->r ? -1 : airlock_run_overlay_take(lr->r);
-  if (fd < 0) return 0;
-  airlock_l_push_overlay_layer(L, fd);
+  int mount = -1;
+  int fd = lr->finished || !lr->r ? -1 : airlock_run_overlay_take(lr->r, &mount);
+  if (fd < 0) {
+    airlock_close_later(mount);
+    return 0;
+  }
+  airlock_l_push_overlay_layer(L, fd, mount);
   return 1;
 }
 
