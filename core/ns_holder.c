@@ -7,7 +7,8 @@
 ** stack of its own) instead of being a fork: a fork copies the parent's page
 ** tables and makes every page the parent writes afterwards a copy-on-write
 ** fault, which in a Lua host with a few megabytes of heap cost more than the
-** namespace itself. The helper only calls unshare, write and pause.
+** namespace itself. The helper only calls unshare, write and pause, with
+** every signal blocked.
 */
 #define _GNU_SOURCE
 #include "ns_holder.h"
@@ -15,6 +16,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -76,7 +78,13 @@ int airlock_ns_holder_begin_(airlock_ns_holder *h, int flags, const char *what, 
   struct holder_args *args = (struct holder_args *)(top - 64);
   args->flags = flags;
   args->ready = ready[1];
+  /* Born with every signal blocked: no handler of ours may run on its stack
+  ** (a terminal's Ctrl-C reaches the whole process group); SIGKILL ends it. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
   pid_t pid = clone(holder_main, top - 128, HOLDER_FLAGS, args);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (pid < 0) {
     int e = errno;
     close(ready[0]);

@@ -1,16 +1,20 @@
 /*
-** test_close_later.c -- airlock_close_later (core/release.c): the descriptor
-** is closed (its reader sees the end), by a helper a host's waitpid(-1)
-** never sees and no signal of ours reaches, with at most a bounded number of
-** helpers left behind however many closes are asked for.
+** test_helpers.c -- the helper processes that share our memory.
 **
-** A helper lives for microseconds, so the signal case gives it a close that
-** takes seconds: a TCP socket with SO_LINGER whose unsent data the peer will
-** not read, whose close waits out the linger time.
+** airlock_close_later (core/release.c): the descriptor is closed (its reader
+** sees the end), by a helper a host's waitpid(-1) never sees and no signal
+** of ours reaches, with at most a bounded number of helpers left behind
+** however many closes are asked for. A helper lives for microseconds, so the
+** signal case gives it a close that takes seconds: a TCP socket with
+** SO_LINGER whose unsent data the peer will not read, whose close waits out
+** the linger time.
+**
+** A namespace holder (core/ns_holder.c) waits with our signals blocked too.
 */
 #define _GNU_SOURCE
 #include "airlock.h"
 #include "check.h"
+#include "ns_holder.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -196,11 +200,31 @@ static void test_signals_blocked(void)
   signal(SIGUSR1, SIG_DFL);
 }
 
+static void test_holder_signals(void)
+{
+  struct sigaction sa = {.sa_handler = on_sigusr1}; /* before the clone, which copies handlers */
+  sigaction(SIGUSR1, &sa, NULL);
+  sigusr1_seen = 0;
+  airlock_ns_holder h;
+  char err[256];
+  CHECK(airlock_ns_holder_begin_(&h, 0, "holder", err, sizeof err) == 0);
+  CHECK(airlock_ns_holder_ready_(&h, "holder", err, sizeof err) == 0);
+  CHECK_MSG(h.pid > 0 && blocks_usr1(h.pid), "a namespace holder waits with our signals blocked");
+  kill(h.pid, SIGUSR1);
+  usleep(20 * 1000);
+  CHECK_MSG(sigusr1_seen == 0, "a signal sent to the holder runs no handler of ours");
+  kill(getpid(), SIGUSR1);
+  CHECK_MSG(sigusr1_seen == 1, "control: one sent to us runs it");
+  airlock_ns_holder_end_(&h);
+  signal(SIGUSR1, SIG_DFL);
+}
+
 int main(void)
 {
   test_closes();
   test_unseen_by_waitpid();
   test_bounded();
   test_signals_blocked();
+  test_holder_signals();
   return check_summary();
 }
