@@ -69,19 +69,28 @@ static int temp_file(int parent, char name[64])
   return -1;
 }
 
-/* The regular file src (size bytes) into a new temporary in parent, mode
-** set: 0 with its name in tmp, or -1 (errno; nothing left behind). */
-static int stage_file(int src, off_t size, mode_t mode, int parent, char tmp[64])
+/* The access and modification times of st, as futimens and utimensat take them. */
+static void times_of(const struct stat *st, struct timespec ts[2])
+{
+  ts[0] = st->st_atim;
+  ts[1] = st->st_mtim;
+}
+
+/* The regular file src (its stat in st) into a new temporary in parent, mode
+** and times set: 0 with its name in tmp, or -1 (errno; nothing left behind). */
+static int stage_file(int src, const struct stat *st, mode_t mode, int parent, char tmp[64])
 {
   int out = temp_file(parent, tmp);
   if (out < 0) return -1;
   airlock_overlay_sink sink = {.out = out};
-  int rc = airlock_overlay_copy(src, (uint64_t)size, &sink);
+  int rc = airlock_overlay_copy(src, (uint64_t)st->st_size, &sink);
   if (rc < 0) {
     errno = -rc;
     rc = -1;
   }
-  if (rc == 0 && fchmod(out, mode) < 0) rc = -1;
+  struct timespec ts[2];
+  times_of(st, ts);
+  if (rc == 0 && (fchmod(out, mode) < 0 || futimens(out, ts) < 0)) rc = -1;
   int e = errno;
   close(out);
   if (rc < 0) unlinkat(parent, tmp, 0);
@@ -116,6 +125,7 @@ int airlock_overlay_stage(int layer_fd, int ws_fd, const char *path, airlock_ove
                           char *err, size_t errlen)
 {
   staged->dirfd = -1;
+  staged->dir_times = 0;
   size_t pl = strlen(path);
   if (pl == 0 || pl >= PATH_MAX || path[0] == '/')
     return airlock_overlay_say(err, errlen, -EINVAL,
@@ -187,7 +197,11 @@ int airlock_overlay_stage(int layer_fd, int ws_fd, const char *path, airlock_ove
         close(t);
         unlinkat(wp, staged->tmp, 0);
       }
-      if (n < 0 || t < 0 || (target[n] = 0, symlinkat(target, wp, staged->tmp)) < 0) {
+      struct timespec ts[2];
+      times_of(&st, ts);
+      if (n < 0 || t < 0 || (target[n] = 0, symlinkat(target, wp, staged->tmp)) < 0 ||
+          utimensat(wp, staged->tmp, ts, AT_SYMLINK_NOFOLLOW) < 0) {
+        if (n >= 0 && t >= 0) unlinkat(wp, staged->tmp, 0);
         rc = airlock_overlay_say(err, errlen, -errno, "overlay: apply %s: make the symbolic link: %s", path,
                                  strerror(errno));
         goto out;
@@ -196,7 +210,7 @@ int airlock_overlay_stage(int layer_fd, int ws_fd, const char *path, airlock_ove
       int src = openat(lp, base, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
       struct stat s2;
       if (src < 0 || fstat(src, &s2) < 0 || !S_ISREG(s2.st_mode) || s2.st_ino != st.st_ino ||
-          stage_file(src, s2.st_size, perm, wp, staged->tmp) < 0) {
+          stage_file(src, &s2, perm, wp, staged->tmp) < 0) {
         rc = airlock_overlay_say(err, errlen, -errno, "overlay: apply %s: write the file: %s", path,
                                  strerror(errno));
         if (src >= 0) close(src);
@@ -230,6 +244,7 @@ int airlock_overlay_stage(int layer_fd, int ws_fd, const char *path, airlock_ove
       rc = airlock_overlay_say(err, errlen, -errno, "overlay: apply %s: the directory: %s", path,
                                strerror(errno));
     if (d >= 0) close(d);
+    staged->dir_times = rc == 0; /* its times once what is beneath it is placed */
   } else {
     rc = airlock_overlay_say(
         err, errlen, 1, "overlay: apply %s: refused: a device node, fifo or socket is never applied", path);
@@ -238,5 +253,21 @@ out:
   if (up >= 0) close(up);
   if (lp >= 0) close(lp);
   if (wp >= 0) close(wp);
+  return rc;
+}
+
+int airlock_overlay_dir_times(int layer_fd, int ws_fd, const char *path, char *err, size_t errlen)
+{
+  int up = openat(layer_fd, "upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int from = up < 0 ? -1 : airlock_overlay_open_beneath(up, path, O_RDONLY | O_DIRECTORY);
+  int to = from < 0 ? -1 : airlock_overlay_open_beneath(ws_fd, path, O_RDONLY | O_DIRECTORY);
+  struct stat st;
+  struct timespec ts[2];
+  int rc = to >= 0 && fstat(from, &st) == 0 && (times_of(&st, ts), futimens(to, ts) == 0) ? 0 : -errno;
+  if (rc < 0)
+    airlock_overlay_say(err, errlen, rc, "overlay: apply %s: the directory's times: %s", path, strerror(-rc));
+  if (up >= 0) close(up);
+  if (from >= 0) close(from);
+  if (to >= 0) close(to);
   return rc;
 }

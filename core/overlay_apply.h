@@ -6,7 +6,10 @@
 ** RESOLVE_NO_SYMLINKS), so neither a link the program made nor one in the
 ** workspace is followed; a file written to a temporary name beside its place,
 ** synced, then renamed into place (the workspace holds the file as it was or
-** as it is, never a part); setuid, setgid and sticky bits stripped; device
+** as it is, never a part); the access and modification times the program
+** left kept (a file's and a link's when staged, a directory's once what is
+** beneath it is placed: `make` and `tar` see the times they would have seen
+** in the bind mode); setuid, setgid and sticky bits stripped; device
 ** nodes, fifos and sockets refused; a change that would replace a directory
 ** with a file or link refused.
 */
@@ -21,6 +24,7 @@ typedef struct airlock_overlay_staged {
   int dirfd;      /* its directory in the workspace, or -1: nothing staged */
   char tmp[64];   /* the temporary's name there */
   char base[256]; /* its own name there */
+  int dir_times;  /* a directory made or changed: its times to set by airlock_overlay_dir_times */
 } airlock_overlay_staged;
 
 /* The first step of applying the change at path (relative, as
@@ -40,5 +44,10 @@ int airlock_overlay_sync(int ws_fd);
 int airlock_overlay_place(airlock_overlay_staged *st, const char *path, char *err, size_t errlen);
 /* Lets a staged file go without placing it (its temporary removed). */
 void airlock_overlay_unstage(airlock_overlay_staged *st);
+/* The access and modification times of the directory at path in the layer
+** given to the same directory of the workspace (both opened through no link):
+** for a directory change (st->dir_times), once every change is placed, since
+** placing one beneath it sets its time. Returns 0 or -errno with a message. */
+int airlock_overlay_dir_times(int layer_fd, int ws_fd, const char *path, char *err, size_t errlen);
 
 #endif

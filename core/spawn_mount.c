@@ -439,7 +439,10 @@ CHILD static int overlay_workspace(const struct spawn_mount_plan *p, int *lower,
       syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "mode", "0700", 0) < 0 ||
       syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
     FAIL("overlay: configure the writable layer's tmpfs (fsconfig)");
-  int layer = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+  /* noatime: reading the change set (hashing, keeping, applying) must not
+  ** stamp the access times the program left, which are applied with it. */
+  int layer = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC,
+                           MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOATIME);
   close(fs);
   if (layer < 0) FAIL("overlay: fsmount(tmpfs)");
   if (mkdirat(layer, "upper", 0700) < 0 || mkdirat(layer, "work", 0700) < 0)

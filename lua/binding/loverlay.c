@@ -167,7 +167,8 @@ static int l_changes(lua_State *L)
 ** reason} | {path, error = message}... }: each path staged in the order given
 ** from what the layer holds (core/overlay_apply.c), the workspace's file
 ** system synced once, then each staged file renamed into place in the same
-** order; or nil, message, errno when the workspace cannot be opened or
+** order, then each directory given the times the program left it with (each
+** file and link has its own already); or nil, message, errno when the workspace cannot be opened or
 ** synced (then nothing staged is placed). At most 1000000 paths. */
 static int l_apply(lua_State *L)
 {
@@ -202,7 +203,6 @@ static int l_apply(lua_State *L)
     lua_pop(L, 1);
   }
   int rc = airlock_overlay_sync(wfd);
-  close(wfd);
   for (lua_Integer i = 1; i <= n; i++) {
     if (rc < 0) {
       airlock_overlay_unstage(&st[i - 1]);
@@ -219,6 +219,21 @@ static int l_apply(lua_State *L)
     }
     lua_pop(L, 2);
   }
+  /* Directories last: placing what is beneath one sets its times. */
+  for (lua_Integer i = 1; rc == 0 && i <= n; i++) {
+    if (!st[i - 1].dir_times) continue;
+    char err[512] = "";
+    lua_rawgeti(L, -1, i);
+    lua_getfield(L, -1, "path");
+    if (airlock_overlay_dir_times(l->fd, wfd, lua_tostring(L, -1), err, sizeof err) < 0) {
+      lua_pushnil(L);
+      lua_setfield(L, -3, "applied");
+      lua_pushstring(L, err);
+      lua_setfield(L, -3, "error");
+    }
+    lua_pop(L, 2);
+  }
+  close(wfd);
   if (rc < 0) return airlock_l_fail(L, "overlay", "sync the workspace's file system (syncfs)", -rc);
   return 1;
 }

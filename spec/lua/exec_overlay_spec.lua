@@ -184,6 +184,27 @@ for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", 
       assert.is_nil(listing():find(".airlock-apply", 1, true))      -- no temporary left
     end)
 
+    it("applies a change with the times the program left on it, as the bind mode leaves them", function()
+      if ABSENT then pending("skipped: " .. ABSENT) return end
+      local script = 'echo a > f; touch -d "2001-02-03 04:05:06" f; echo b > g; ' ..
+        'touch -a -d "2002-03-04 05:06:07" g; ln -s f l; touch -h -d "2003-01-01 00:00:00" l; ' ..
+        'mkdir -p d/e; echo x > d/e/h; touch -d "2004-01-01 00:00:00" d/e/h d/e d'
+      script = script:gsub("'", "")
+      local function times()   -- modification and access times, g's access time alone (its mtime is now)
+        return H.sh("cd " .. ws .. " && stat -c '%n %Y %X' f l d d/e d/e/h && stat -c '%n %X' g")
+      end
+      -- The control: in the bind mode the program's times are the workspace's.
+      local res = assert(bind(script:gsub('"', '\"')))
+      assert.are.equal(0, res.exit_code, res.stderr)
+      local want = times()
+      assert.truthy(want:find("f 981173106 981173106", 1, true), want)
+      assert(os.execute("cd " .. ws .. " && rm -rf f g l d"))
+      res = assert(overlaid("8M", 1000, script:gsub('"', '\"'), '"always"'))
+      assert.are.equal(0, res.exit_code, res.stderr)
+      assert.are.equal(6, res.overlay.applied)
+      assert.are.equal(want, times())
+    end)
+
     it("applies through no link: a planted symlink to a directory outside stays untouched", function()
       if ABSENT then pending("skipped: " .. ABSENT) return end
       local outside = H.tmpdir()
