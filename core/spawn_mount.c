@@ -320,6 +320,13 @@ int spawn_mount_plan(struct spawn_mount_plan *p, const airlock_spawn_opts *o, ai
       return refuse(err, errlen, EINVAL,
                     "spawn: an overlay covers the workspace: its target must be the "
                     "workspace's");
+    /* The program is the caller's identity on the workspace (idmapped, or
+    ** in the caller's user namespace): a root it does not own grants it no
+    ** owner's rights in the bind mode, nor may upper/ (overlay_workspace). */
+    struct stat ws;
+    int known = stat(p->workspace, &ws) == 0;
+    p->overlay_.not_owner = !known || ws.st_uid != geteuid();
+    p->overlay_.not_group = !known || ws.st_gid != getegid();
   }
   if (p->workspace) p->trees[p->ntrees++] = (struct spawn_mount_tree){p->workspace, -1, 1};
   /* A kept directory matters below a tmpfs, or in a view (elsewhere it is
@@ -447,8 +454,14 @@ CHILD static int overlay_workspace(const struct spawn_mount_plan *p, int *lower,
   if (layer < 0) FAIL("overlay: fsmount(tmpfs)");
   if (mkdirat(layer, "upper", 0700) < 0 || mkdirat(layer, "work", 0700) < 0)
     FAIL("overlay: mkdir(upper, work)");
+  /* The owner's and the group's rights are the others' where the program is
+  ** not them on the workspace: an unmapped owner shows as the overflow id,
+  ** which may be the program's own. */
+  mode_t mode = st.st_mode & 07777 & ~(mode_t)(S_ISUID | S_ISGID), other = mode & 07;
+  if (p->overlay->not_owner) mode = (mode & ~(mode_t)0700) | other << 6;
+  if (p->overlay->not_group) mode = (mode & ~(mode_t)0070) | other << 3;
   if (fchownat(layer, "upper", st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW) < 0 ||
-      fchmodat(layer, "upper", st.st_mode & 07777 & ~(mode_t)(S_ISUID | S_ISGID), 0) < 0)
+      fchmodat(layer, "upper", mode, 0) < 0)
     FAIL("overlay: give upper/ the workspace's owner and mode");
   /* Handed over first: the parent never runs a program whose layer it lacks. */
   if (airlock_fd_send(p->overlay_w, layer, 'O', MSG_NOSIGNAL) < 0)

@@ -45,6 +45,8 @@ struct spawn_mount_tmpfs {
 struct spawn_mount_overlay {
   char size[32];   /* the tmpfs's "size=" */
   char inodes[24]; /* its "nr_inodes=" */
+  int not_owner;   /* the workspace's root is not the caller's (so not the program's) */
+  int not_group;   /* nor of the caller's group */
 };
 
 /* What the child mounts, in the order spawn_mount_run takes it. */

@@ -205,6 +205,24 @@ for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", 
       assert.are.equal(want, times())
     end)
 
+    it("grants no owner's rights on a workspace root the caller does not own, as the bind mode grants none",
+      function()
+      if ABSENT then pending("skipped: " .. ABSENT) return end
+      assert(os.execute("chown 1000:1000 " .. ws .. " && chmod 755 " .. ws))
+      local write = "echo a > f; echo rc=$?"
+      local res = assert(bind(write))   -- the bind mode: not the owner, no write
+      assert.truthy(res.stdout:find("rc=[^0]"), res.stdout)
+      res = assert(overlaid("8M", 1000, write, '"always"'))
+      assert.truthy(res.stdout:find("rc=[^0]"), res.stdout)
+      assert.truthy(res.stderr:find("Permission denied", 1, true), res.stderr)
+      assert.is_nil(io.open(ws .. "/f", "rb"))
+      -- The control: the caller's own root takes the same write, overlaid.
+      assert(os.execute("chown " .. (caller.prefix == "" and "0:0 " or "65534:65534 ") .. ws))
+      res = assert(overlaid("8M", 1000, write, '"always"'))
+      assert.are.equal("rc=0\n", res.stdout)
+      assert.are.equal("a\n", H.read(ws .. "/f"))
+    end)
+
     it("applies through no link: a planted symlink to a directory outside stays untouched", function()
       if ABSENT then pending("skipped: " .. ABSENT) return end
       local outside = H.tmpdir()
