@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -36,6 +37,7 @@ struct walk {
   void *ud;
   char *err;
   size_t errlen;
+  uint64_t bytes, max; /* the files' lengths so far, and the layer's size */
   char path[PATH_MAX];
 };
 
@@ -82,6 +84,14 @@ static int one_entry(struct walk *w, int dirfd, const char *name, size_t plen, i
   } else if (S_ISREG(st.st_mode)) {
     c.kind = have ? AIRLOCK_CHANGE_MODIFIED : AIRLOCK_CHANGE_CREATED;
     c.size = (uint64_t)st.st_size;
+    /* A sparse file is read, hashed and applied at its whole length: the
+    ** lengths are bounded by the layer, or the disk would take more than it. */
+    w->bytes += c.size;
+    if (w->bytes > w->max)
+      return fail(w, EFBIG,
+                  "overlay: the change set's files are longer than the writable layer's %llu bytes at %s (a "
+                  "sparse file counts its whole length): it is not read, and nothing of it is applied",
+                  (unsigned long long)w->max, w->path);
     c.replaces = have && !S_ISREG(real.st_mode);
   } else if (S_ISLNK(st.st_mode)) {
     ssize_t n = readlinkat(dirfd, name, target, sizeof target - 1);
@@ -156,6 +166,10 @@ int airlock_overlay_changes(int layer_fd, int ws_fd, int (*fn)(const airlock_ove
 {
   struct walk w = {.ws_fd = ws_fd, .fn = fn, .ud = ud, .err = err, .errlen = errlen};
   w.path[0] = 0;
+  struct statfs sf;
+  if (fstatfs(layer_fd, &sf) < 0)
+    return fail(&w, errno, "overlay: statfs the writable layer: %s", strerror(errno));
+  w.max = (uint64_t)sf.f_blocks * (uint64_t)sf.f_bsize;
   int up = openat(layer_fd, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (up < 0) return fail(&w, errno, "overlay: open the writable layer (upper/): %s", strerror(errno));
   return walk_dir(&w, up, 0, 0);

@@ -39,7 +39,9 @@ typedef struct airlock_overlay_change {
 ** children), with ws_fd the real workspace (an O_PATH directory). fn returns
 ** 0 to go on, else the walk stops and returns that. Returns 0, or -errno
 ** with a message in err (an entry it cannot read, deeper than
-** AIRLOCK_OVERLAY_DEPTH, a path over PATH_MAX). */
+** AIRLOCK_OVERLAY_DEPTH, a path over PATH_MAX; EFBIG when the regular files'
+** lengths add up to more than the layer's size, sparse files counted whole,
+** checked before fn is called for the file that passes it). */
 int airlock_overlay_changes(int layer_fd, int ws_fd, int (*fn)(const airlock_overlay_change *, void *),
                             void *ud, char *err, size_t errlen);
 

@@ -141,7 +141,9 @@ static int push_change(const airlock_overlay_change *c, void *ud)
 
 /* layer:changes(workspace) -> { {path, kind, mode, size, target, sha256,
 ** links, opaque, replaces}... } in the order of the layer's directories (parents
-** first), or nil, message, errno. As many as the layer's inodes at most. */
+** first), or nil, message, errno; or nil, message, "bound" when the files'
+** lengths (a sparse file's whole) add up to more than the layer's size. As
+** many as the layer's inodes at most. */
 static int l_changes(lua_State *L)
 {
   llayer *l = check_layer(L);
@@ -157,6 +159,12 @@ static int l_changes(lua_State *L)
   int rc = cw.upper < 0 ? -errno : airlock_overlay_changes(l->fd, wfd, push_change, &cw, err, sizeof err);
   close(wfd);
   if (cw.upper >= 0) close(cw.upper);
+  if (rc == -EFBIG) { /* the files' lengths pass the layer's size: the caller names the bound */
+    lua_pushnil(L);
+    lua_pushfstring(L, "overlay: %s", bare(err));
+    lua_pushliteral(L, "bound");
+    return 3;
+  }
   if (rc < 0)
     return airlock_l_fail(L, "overlay", err[0] ? bare(err) : "hash a changed file of the writable layer",
                           -rc);

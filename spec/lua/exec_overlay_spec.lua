@@ -128,6 +128,29 @@ for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", 
       assert.is_nil(io.open(ws .. "/f0", "rb"))
     end)
 
+    it("bounds a change set's sparse files by their length: none of it is applied past max_bytes", function()
+      if ABSENT then pending("skipped: " .. ABSENT) return end
+      local sparse = "truncate -s 1G big && echo small > s && echo rc=$?"
+      -- The control: the bind mode makes the sparse file (it takes no disk there).
+      local res = assert(bind(sparse))
+      assert.are.equal("rc=0\n", res.stdout)
+      assert.are.equal(1073741824, H.file_size(ws .. "/big"))
+      os.execute("rm -f " .. ws .. "/big " .. ws .. "/s")
+      -- Overlaid in an 8 MiB layer it takes no space either, but applied it
+      -- would be written whole: the set is not read, nothing is applied.
+      res = assert(overlaid("8M", 1000, sparse, '"always"'))
+      assert.are.equal("rc=0\n", res.stdout)
+      local v = assert(rule_of(res, "tool.overlay.max_bytes"), "no violation for the bound")
+      assert.truthy(v.reason:find("sparse file counts its whole length", 1, true), v.reason)
+      assert.are.equal(0, res.overlay.applied)
+      assert.is_nil(io.open(ws .. "/big", "rb"))
+      assert.is_nil(io.open(ws .. "/s", "rb"))
+      -- The control of the bound: a sparse file within it is applied.
+      res = assert(overlaid("8M", 1000, "truncate -s 4M big", '"always"'))
+      assert.is_nil(rule_of(res, "tool.overlay.max_bytes"))
+      assert.are.equal(4194304, H.file_size(ws .. "/big"))
+    end)
+
     it("shows the program its workspace and its own changes, and keeps none of them", function()
       if ABSENT then pending("skipped: " .. ABSENT) return end
       local script = "cat kept.txt; echo changed > kept.txt; cat kept.txt; mkdir -p d/e; echo n > d/e/new; " ..

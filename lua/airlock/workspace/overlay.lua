@@ -185,7 +185,7 @@ local function mib(n) return string.format("%.1f MiB", n / 1048576) end
 function M.finish(ov, layer, res, workspace, recorder, review, keep)
   if not layer then return end
   local u, err = layer:usage()
-  local changes, cerr = layer:changes(workspace)
+  local changes, cerr, ccode = layer:changes(workspace)
   if not u then
     layer:close()
     res.overlay = { applied = 0, error = err }
@@ -203,6 +203,10 @@ function M.finish(ov, layer, res, workspace, recorder, review, keep)
     v[#v + 1] = { kind = "limit", what = "workspace files", rule = "tool.overlay.max_files",
                   reason = string.format("the writable layer holds its %d files: more failed with ENOSPC",
                     u.files_max) }
+  end
+  if ccode == "bound" then   -- sparse files whose lengths pass the bound: none of it is read
+    v[#v + 1] = { kind = "limit", what = "the change set's files", rule = "tool.overlay.max_bytes",
+                  reason = (cerr:gsub("^overlay: ", "")) }
   end
   res.violations = v
   -- What the policy commits, applied from the layer while it is still held;
