@@ -246,6 +246,24 @@ for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", 
       assert.are.equal("a\n", H.read(ws .. "/f"))
     end)
 
+    it("renames a directory the workspace had with mv; rename(2) of it says EXDEV, as documented", function()
+      if ABSENT then pending("skipped: " .. ABSENT) return end
+      assert(os.execute("mkdir -p " .. ws .. "/olddir && echo x > " .. ws .. "/olddir/f && chmod -R 777 " ..
+        ws .. "/olddir" .. (caller.prefix ~= "" and " && chown -R 65534:65534 " .. ws or "")))
+      local script = "perl -e \"rename(q(olddir), q(newdir)) or die qq(\\$!\\n)\"; echo rc=$?; " ..
+        "mkdir mine && perl -e \"rename(q(mine), q(mine2)) or die\"; echo own=$?"
+      -- The control: in the bind mode rename(2) of the directory works.
+      local res = assert(bind(script))
+      assert.are.equal("rc=0\nown=0\n", res.stdout, res.stderr)
+      assert(os.execute("cd " .. ws .. " && mv newdir olddir && rm -rf mine2"))
+      res = assert(overlaid("8M", 1000, script .. "; mv olddir newdir; echo mv=$?", '"always"'))
+      assert.are.equal("rc=18\nown=0\nmv=0\n", res.stdout, res.stderr)   -- perl dies with errno: EXDEV
+      assert.truthy(res.stderr:find("Invalid cross-device link", 1, true), res.stderr)
+      assert.are.equal("x\n", H.read(ws .. "/newdir/f"))
+      assert.is_nil(io.open(ws .. "/olddir/f", "rb"))
+      assert.truthy(io.open(ws .. "/mine2", "rb"))
+    end)
+
     it("applies through no link: a planted symlink to a directory outside stays untouched", function()
       if ABSENT then pending("skipped: " .. ABSENT) return end
       local outside = H.tmpdir()
