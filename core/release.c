@@ -14,9 +14,9 @@
 ** teardown slows the reading of the change set beside it.)
 **
 ** The helper shares our memory (CLONE_VM, on a small stack of its own, as in
-** ns_holder.c; the sanitizer build, a copy of it) and our descriptor table (CLONE_FILES: it holds no copies
-*of
-** our other descriptors, which would delay an end of file elsewhere). It is
+** ns_holder.c; the sanitizer build gives it a copy) and our descriptor table
+** (CLONE_FILES: it holds no copies of our other descriptors, which would
+** delay an end of file elsewhere). It is
 ** born with every signal blocked, so no handler of ours ever runs on its
 ** stack, and with no exit signal, so a host's waitpid(-1) neither sees nor
 ** reaps it (only __WALL does). It calls close and exit, nothing else.

@@ -176,8 +176,9 @@ static int l_changes(lua_State *L)
 ** from what the layer holds (core/overlay_apply.c), the workspace's file
 ** system synced once, then each staged file renamed into place in the same
 ** order, then each directory given the times the program left it with (each
-** file and link has its own already); or nil, message, errno when the workspace cannot be opened or
-** synced (then nothing staged is placed). At most 1000000 paths. */
+** file and link has its own already); or nil, message, errno when the
+** workspace cannot be opened or synced (then nothing staged is placed). At
+** most 1000000 paths. */
 static int l_apply(lua_State *L)
 {
   llayer *l = check_layer(L);
