@@ -76,14 +76,14 @@ static void times_of(const struct stat *st, struct timespec ts[2])
   ts[1] = st->st_mtim;
 }
 
-/* The regular file src (its stat in st) into a new temporary in parent, mode
-** and times set: 0 with its name in tmp, or -1 (errno; nothing left behind). */
+/* The regular file src (its stat in st) into a new temporary in parent, its
+** holes kept, mode and times set: 0 with its name in tmp, or -1 (errno;
+** nothing left behind). */
 static int stage_file(int src, const struct stat *st, mode_t mode, int parent, char tmp[64])
 {
   int out = temp_file(parent, tmp);
   if (out < 0) return -1;
-  airlock_overlay_sink sink = {.out = out};
-  int rc = airlock_overlay_copy(src, (uint64_t)st->st_size, &sink);
+  int rc = airlock_overlay_copy_sparse(src, (uint64_t)st->st_size, out);
   if (rc < 0) {
     errno = -rc;
     rc = -1;

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -86,6 +87,62 @@ int airlock_overlay_copy(int src, uint64_t size, airlock_overlay_sink *s)
     if (rc == 0) airlock_ledger_hex(md, s->hex);
   }
   free(chunk);
+  return rc;
+}
+
+/* All n bytes at p written to fd at offset at: 0 or -errno. */
+static int pwrite_all(int fd, const char *p, size_t n, off_t at)
+{
+  for (size_t w = 0; w < n;) {
+    ssize_t k = pwrite(fd, p + w, n - w, at + (off_t)w);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      return -errno;
+    }
+    w += (size_t)k;
+  }
+  return 0;
+}
+
+int airlock_overlay_copy_sparse(int src, uint64_t size, int out)
+{
+  const off_t end = (off_t)size;
+  char *chunk = malloc(COPY_CHUNK);
+  if (!chunk) return -ENOMEM;
+  int rc = 0;
+  for (off_t pos = 0; rc == 0 && pos < end;) {
+    off_t data = lseek(src, pos, SEEK_DATA), hole;
+    if (data < 0 && errno == ENXIO) break; /* the rest is a hole */
+    if (data < 0 && errno != EINVAL) {
+      rc = -errno;
+      break;
+    }
+    if (data < 0) { /* no SEEK_DATA on this file system: all of it is data */
+      data = pos;
+      hole = end;
+    } else if ((hole = lseek(src, data, SEEK_HOLE)) < 0) {
+      rc = -errno;
+      break;
+    }
+    if (data >= end) break;
+    if (hole > end) hole = end;
+    for (off_t at = data; rc == 0 && at < hole;) {
+      size_t want = hole - at < COPY_CHUNK ? (size_t)(hole - at) : COPY_CHUNK;
+      ssize_t n = pread(src, chunk, want, at);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        rc = n < 0 ? -errno : -EIO; /* shorter than it said: it changed under the copy */
+        break;
+      }
+      rc = pwrite_all(out, chunk, (size_t)n, at);
+      at += n;
+    }
+    pos = hole;
+  }
+  free(chunk);
+  struct stat st;
+  if (rc == 0 && ftruncate(out, end) < 0) rc = -errno;
+  if (rc == 0 && (fstat(src, &st) < 0 || st.st_size != end)) rc = -EIO;
   return rc;
 }
 

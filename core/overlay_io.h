@@ -31,6 +31,12 @@ typedef struct airlock_overlay_sink {
 #define AIRLOCK_OVERLAY_TO_END UINT64_MAX
 int airlock_overlay_copy(int src, uint64_t size, airlock_overlay_sink *sink);
 
+/* The regular file src, exactly size bytes long, into out (a new, empty
+** file) with its holes kept: only the data SEEK_DATA and SEEK_HOLE find is
+** written, then out is sized; so a sparse file takes no more room applied
+** than in the layer. 0, or -errno: EIO when src is not size long. */
+int airlock_overlay_copy_sparse(int src, uint64_t size, int out);
+
 /* All n bytes at p written to fd: 0 or -errno. */
 int airlock_overlay_write_all(int fd, const char *p, size_t n);
 

@@ -145,10 +145,20 @@ for _, caller in ipairs { { name = "root", prefix = "" }, { name = "uid 65534", 
       assert.are.equal(0, res.overlay.applied)
       assert.is_nil(io.open(ws .. "/big", "rb"))
       assert.is_nil(io.open(ws .. "/s", "rb"))
-      -- The control of the bound: a sparse file within it is applied.
-      res = assert(overlaid("8M", 1000, "truncate -s 4M big", '"always"'))
+      -- The control of the bound: a sparse file within it is applied, as
+      -- sparse as the bind mode leaves it (its one written block and no more).
+      local within = "truncate -s 4M big && printf xyz | dd of=big bs=1 seek=3000000 conv=notrunc 2>/dev/null"
+      local function blocks_and_sum()
+        return H.sh("cd " .. ws .. " && stat -c %s big && test $(stat -c %b big) -le 64 && echo sparse; " ..
+          "md5sum < big")
+      end
+      assert.are.equal(0, assert(bind(within)).exit_code)
+      local want = blocks_and_sum()
+      assert.truthy(want:find("4194304\nsparse\n", 1, true), want)
+      os.remove(ws .. "/big")
+      res = assert(overlaid("8M", 1000, within, '"always"'))
       assert.is_nil(rule_of(res, "tool.overlay.max_bytes"))
-      assert.are.equal(4194304, H.file_size(ws .. "/big"))
+      assert.are.equal(want, blocks_and_sum())
     end)
 
     it("shows the program its workspace and its own changes, and keeps none of them", function()
