@@ -115,10 +115,16 @@ int airlock_overlay_place(airlock_overlay_staged *st, const char *path, char *er
 {
   if (st->dirfd < 0) return 0;
   int rc = renameat(st->dirfd, st->tmp, st->dirfd, st->base) < 0 ? -errno : 0;
-  if (rc < 0)
+  if (rc < 0) {
     airlock_overlay_say(err, errlen, rc, "overlay: apply %s: rename into place: %s", path, strerror(-rc));
-  airlock_overlay_unstage(st); /* after a rename, the temporary's name is free: nothing is removed */
-  return rc;
+    airlock_overlay_unstage(st); /* the temporary removed */
+    return rc;
+  }
+  /* Renamed: the temporary's name is free, and not ours to remove again
+  ** (another file may have taken it since). */
+  close(st->dirfd);
+  st->dirfd = -1;
+  return 0;
 }
 
 int airlock_overlay_stage(int layer_fd, int ws_fd, const char *path, airlock_overlay_staged *staged,
